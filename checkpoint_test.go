@@ -1,0 +1,725 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type memory struct {
+	Summary string   `json:"summary"`
+	Buffer  []string `json:"buffer"`
+	Limit   int      `json:"limit"`
+}
+
+type gameState struct {
+	Turn     int64                `json:"turn"`
+	Log      []string             `json:"log"`
+	Memories map[string]memory    `json:"memories"`
+	Scores   map[string][]float64 `json:"scores"`
+	Started  time.Time            `json:"started"`
+	Human    *string              `json:"human"`
+}
+
+func sampleState(turn int64) gameState {
+	return gameState{
+		Turn: turn,
+		Log:  []string{"DM: Vous entrez dans la taverne «Le Dragon»", "Thorin: ⚔️ j'attaque!", fmt.Sprintf("turn %d", turn)},
+		Memories: map[string]memory{
+			"dm":     {Summary: "夜のはじまり", Buffer: []string{"a", "b"}, Limit: 8000},
+			"thorin": {Buffer: []string{}, Limit: 4000},
+		},
+		Scores:  map[string][]float64{"thorin": {1.5, -2, 1e-9}},
+		Started: time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC),
+	}
+}
+
+func openStore[T any](t *testing.T, dir string, opts ...Option) *Store[T] {
+	t.Helper()
+	s, err := Open[T](dir, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestRoundTripNestedState(t *testing.T) {
+	ctx := context.Background()
+	for _, gz := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
+			var opts []Option
+			if gz {
+				opts = append(opts, Gzip())
+			}
+			s := openStore[gameState](t, t.TempDir(), opts...)
+			want := sampleState(7)
+			human := "Ana"
+			want.Human = &human
+			saved, err := s.Save(ctx, 7, want, WithMeta("player", "Ana"), WithMeta("scene", "tavern"))
+			require.NoError(t, err)
+			require.Equal(t, int64(7), saved.Step)
+			require.Equal(t, KindStep, saved.Kind)
+			require.Equal(t, gz, saved.Compressed)
+			require.Equal(t, 1, saved.Format)
+			require.Equal(t, map[string]string{"player": "Ana", "scene": "tavern"}, saved.Meta)
+			fi, err := os.Stat(saved.Path)
+			require.NoError(t, err)
+			require.Equal(t, fi.Size(), saved.Size)
+
+			got, info, err := s.Load(ctx, 7)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Equal(t, saved, info)
+		})
+	}
+}
+
+func TestFileNamesFollowLayout(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		opts []Option
+		step int64
+		want string
+	}{
+		{nil, 7, "step_00000007.json"},
+		{[]Option{WithLayout("turn", 3)}, 7, "turn_007.json"},
+		{[]Option{WithLayout("turn", 3)}, 1234, "turn_1234.json"},
+		{[]Option{WithLayout("beat", 1), Gzip()}, 0, "beat_0.json.gz"},
+		{[]Option{WithLayout("run-1.a", 5)}, 42, "run-1.a_00042.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore[int](t, dir, tt.opts...)
+			info, err := s.Save(ctx, tt.step, 1)
+			require.NoError(t, err)
+			require.Equal(t, filepath.Join(dir, tt.want), info.Path)
+			require.Equal(t, tt.want, info.Name())
+			require.FileExists(t, info.Path)
+		})
+	}
+}
+
+func TestInvalidLayoutIsRefused(t *testing.T) {
+	for _, l := range []struct {
+		prefix string
+		digits int
+	}{{"", 3}, {".hidden", 3}, {"a/b", 3}, {"..", 3}, {"turn", 0}, {"turn", 20}, {strings.Repeat("x", 65), 3}} {
+		_, err := Open[int](t.TempDir(), WithLayout(l.prefix, l.digits))
+		require.ErrorIs(t, err, ErrInvalid, "layout %q %d", l.prefix, l.digits)
+	}
+	_, err := Open[int](t.TempDir(), Every(-1))
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Open[int](t.TempDir(), KeepLast(-1))
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestOldCheckpointsUnchangedByLaterSaves(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	_, err := s.Save(ctx, 1, sampleState(1))
+	require.NoError(t, err)
+	first, err := os.ReadFile(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	fi1, err := os.Stat(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	for turn := int64(2); turn <= 10; turn++ {
+		_, err := s.Save(ctx, turn, sampleState(turn))
+		require.NoError(t, err)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	require.Equal(t, first, after)
+	fi2, err := os.Stat(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	require.True(t, os.SameFile(fi1, fi2), "the file was replaced")
+	require.Equal(t, fi1.ModTime(), fi2.ModTime())
+}
+
+func TestSaveExistingStepFailsAndKeepsFile(t *testing.T) {
+	ctx := context.Background()
+	for _, gzSecond := range []bool{false, true} {
+		t.Run(fmt.Sprintf("second gzip=%v", gzSecond), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore[gameState](t, dir)
+			info, err := s.Save(ctx, 3, sampleState(3))
+			require.NoError(t, err)
+			before, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			if gzSecond {
+				require.NoError(t, s.Close())
+				s = openStore[gameState](t, dir, Gzip())
+			}
+			_, err = s.Save(ctx, 3, sampleState(99))
+			require.ErrorIs(t, err, ErrExists)
+			require.Contains(t, err.Error(), "save step 3")
+			after, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			require.Equal(t, []string{".checkpoint.lock", "step_00000003.json"}, dirNames(t, dir))
+			got, _, err := s.Load(ctx, 3)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), got.Turn)
+		})
+	}
+}
+
+func TestLoadMissingStepIsNotFound(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	_, _, err := s.Load(ctx, 4)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Contains(t, err.Error(), "load step 4")
+	require.Contains(t, err.Error(), dir)
+	_, err = s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	_, _, err = s.Load(ctx, 4)
+	require.ErrorIs(t, err, ErrNotFound)
+	_, _, err = s.Load(ctx, -1)
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// corruptions maps a description to a function that damages a plain
+// checkpoint file's bytes.
+var corruptions = map[string]func([]byte) []byte{
+	"empty file":         func([]byte) []byte { return nil },
+	"truncated half":     func(b []byte) []byte { return b[:len(b)/2] },
+	"truncated one byte": func(b []byte) []byte { return b[:len(b)-1] },
+	"bit flip in state": func(b []byte) []byte {
+		i := bytes.Index(b, []byte(`"turn"`))
+		b[i+2] ^= 0x01
+		return b
+	},
+	"bit flip in header time": func(b []byte) []byte {
+		i := bytes.Index(b, []byte(`"time":"2`))
+		b[i+9] ^= 0x01
+		return b
+	},
+	"wrong checksum": func(b []byte) []byte {
+		i := bytes.Index(b, []byte("sha256:"))
+		b[i+7] = map[bool]byte{true: '1', false: '0'}[b[i+7] == '0']
+		return b
+	},
+	"not json": func([]byte) []byte { return []byte("hello, world\n") },
+	"json without checksum": func([]byte) []byte {
+		return []byte(`{"format":1,"step":1,"kind":"step","time":"2026-01-01T00:00:00Z","state":{}}` + "\n")
+	},
+	"wrong state type": func([]byte) []byte {
+		return envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`[1,2,3]`))
+	},
+	"null state": func([]byte) []byte {
+		return envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`null`))
+	},
+	"future format version": func([]byte) []byte {
+		return envelopeBytes(header{Format: 2, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
+	},
+	"header step differs from name": func([]byte) []byte {
+		return envelopeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
+	},
+	"gzip with bad crc": func(b []byte) []byte {
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), true)
+		z[len(z)-8] ^= 0xff // CRC-32 of the gzip trailer
+		return z
+	},
+	"gzip truncated": func(b []byte) []byte {
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), true)
+		return z[:len(z)-10]
+	},
+}
+
+func envelopeBytes(h header, state []byte) []byte { return encodeBytes(h, state, false) }
+
+func encodeBytes(h header, state []byte, gz bool) []byte {
+	var buf bytes.Buffer
+	if err := writeEnvelope(&buf, h, state, gz); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
+	ctx := context.Background()
+	for name, damage := range corruptions {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore[gameState](t, dir, WithLayout("turn", 3))
+			info, err := s.Save(ctx, 1, sampleState(1))
+			require.NoError(t, err)
+			b, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(info.Path, damage(b), 0o644))
+
+			got, _, err := s.Load(ctx, 1)
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.Zero(t, got)
+			require.Contains(t, err.Error(), "load step 1 "+info.Path)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, "load", e.Op)
+			require.Equal(t, int64(1), e.Step)
+
+			_, _, err = s.Latest(ctx)
+			require.ErrorIs(t, err, ErrCorrupt)
+			require.NotErrorIs(t, err, ErrNotFound, "a store whose only checkpoint is damaged is not a fresh start")
+		})
+	}
+}
+
+func TestLatestSkipsCorruptNewest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var reported []error
+	s := openStore[gameState](t, dir, WithLayout("turn", 3), WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }}))
+	for turn := int64(1); turn <= 3; turn++ {
+		_, err := s.Save(ctx, turn, sampleState(turn))
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "turn_003.json"), []byte(`{"format":1,"st`), 0o644))
+	got, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), info.Step)
+	require.Equal(t, sampleState(2), got)
+	require.Len(t, reported, 1)
+	require.ErrorIs(t, reported[0], ErrCorrupt)
+	require.Contains(t, reported[0].Error(), "turn_003.json")
+}
+
+func TestLatestAllCorruptReportsEveryFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	for turn := int64(1); turn <= 2; turn++ {
+		info, err := s.Save(ctx, turn, 1)
+		require.NoError(t, err)
+		require.NoError(t, os.Truncate(info.Path, 10))
+	}
+	_, _, err := s.Latest(ctx)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.NotErrorIs(t, err, ErrNotFound)
+	require.Contains(t, err.Error(), "turn_001.json")
+	require.Contains(t, err.Error(), "turn_002.json")
+}
+
+func TestLatestEmptyStoreIsNotFound(t *testing.T) {
+	s := openStore[int](t, t.TempDir())
+	_, _, err := s.Latest(context.Background())
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestLatestPicksHighestStep(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), WithLayout("t", 1))
+	for _, step := range []int64{5, 100, 20, 9} { // 100 sorts before 20 by name, not by step
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 100, v)
+	require.Equal(t, int64(100), info.Step)
+}
+
+func TestListIgnoresTempAndForeignFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	for _, step := range []int64{2, 1, 10} {
+		_, err := s.Save(ctx, step, int(step), WithMeta("n", fmt.Sprint(step)))
+		require.NoError(t, err)
+	}
+	for _, name := range []string{
+		".turn_004.json123456", // a temp file
+		"turn_4.json",          // not this layout's padding
+		"turn_-05.json",        // not a step
+		"turn_005.json.bak",    // not a checkpoint extension
+		"step_00000005.json",   // another layout
+		"notes.txt",
+		"turn_006.weird.json",
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "turn_007.json"), 0o755)) // a directory is not a checkpoint
+
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	var steps []int64
+	for _, info := range list {
+		steps = append(steps, info.Step)
+		require.Equal(t, map[string]string{"n": fmt.Sprint(info.Step)}, info.Meta)
+		require.Equal(t, KindStep, info.Kind)
+		require.False(t, info.Time.IsZero())
+		require.Positive(t, info.Size)
+	}
+	require.Equal(t, []int64{1, 2, 10}, steps)
+}
+
+func TestListReadsHeadersNotStates(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[string](t, dir, WithLayout("turn", 3))
+	big := strings.Repeat("x", 3<<20)
+	info, err := s.Save(ctx, 1, big, WithMeta("k", "v"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	// Damage the state only: the header stays readable, so a fresh reader's
+	// List still describes the file (it never reads the state), while Load
+	// notices the damage.
+	f, err := os.OpenFile(info.Path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("y"), 2<<20)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	r := openStore[string](t, dir, WithLayout("turn", 3), ReadOnly())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, map[string]string{"k": "v"}, list[0].Meta)
+	require.Equal(t, info.Time, list[0].Time)
+	_, _, err = r.Load(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+func TestOpenRemovesStaleTempsOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	stale := []string{".turn_002.json8812736", ".turn_last.json.gz77", ".result.json5"}
+	foreign := []string{".bashrc", ".turn_002.json", "notes.json", ".x.json.tmp", "turn_003.json9"}
+	for _, name := range append(append([]string{}, stale...), foreign...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
+	}
+	r := openStore[int](t, dir, WithLayout("turn", 3), ReadOnly())
+	require.Len(t, dirNames(t, dir), 2+len(stale)+len(foreign), "a read-only open removes nothing")
+	require.NoError(t, r.Close())
+
+	openStore[int](t, dir, WithLayout("turn", 3))
+	names := dirNames(t, dir)
+	for _, name := range stale {
+		require.NotContains(t, names, name)
+	}
+	for _, name := range append(foreign, "turn_001.json", ".checkpoint.lock") {
+		require.Contains(t, names, name)
+	}
+}
+
+func TestMixedPlainAndGzipStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	plain := openStore[gameState](t, dir, WithLayout("turn", 3))
+	for turn := int64(1); turn <= 2; turn++ {
+		_, err := plain.Save(ctx, turn, sampleState(turn))
+		require.NoError(t, err)
+	}
+	require.NoError(t, plain.Close())
+
+	gz := openStore[gameState](t, dir, WithLayout("turn", 3), Gzip())
+	info, err := gz.Save(ctx, 3, sampleState(3))
+	require.NoError(t, err)
+	require.Equal(t, "turn_003.json.gz", info.Name())
+	raw, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	require.Equal(t, gzipMagic, raw[:2])
+
+	list, err := gz.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	require.Equal(t, []bool{false, false, true}, []bool{list[0].Compressed, list[1].Compressed, list[2].Compressed})
+	for turn := int64(1); turn <= 3; turn++ {
+		got, _, err := gz.Load(ctx, turn)
+		require.NoError(t, err)
+		require.Equal(t, sampleState(turn), got)
+	}
+	require.NoError(t, gz.Close())
+
+	// Compression off again: the gzip file still loads.
+	again := openStore[gameState](t, dir, WithLayout("turn", 3))
+	got, info, err := again.Latest(ctx)
+	require.NoError(t, err)
+	require.True(t, info.Compressed)
+	require.Equal(t, sampleState(3), got)
+}
+
+func TestUnencodableStateLeavesNoFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[any](t, dir)
+	for name, state := range map[string]any{
+		"channel": make(chan int),
+		"NaN":     math.NaN(),
+		"func":    func() {},
+		"nil":     nil,
+	} {
+		_, err := s.Save(ctx, 1, state)
+		require.ErrorIs(t, err, ErrInvalid, name)
+		require.Contains(t, err.Error(), "save step 1", name)
+	}
+	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
+	_, err := s.Save(ctx, -1, 1)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = s.Save(ctx, 1, 1, WithMeta("", "x"))
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
+}
+
+func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir)
+	_, err := Open[int](dir)
+	require.ErrorIs(t, err, ErrLocked)
+
+	r := openStore[int](t, dir, ReadOnly())
+	_, err = w.Save(ctx, 1, 10)
+	require.NoError(t, err)
+	v, _, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 10, v)
+	_, err = w.Save(ctx, 2, 20)
+	require.NoError(t, err)
+	v, _, err = r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, v)
+
+	_, err = r.Save(ctx, 3, 30)
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, r.Delete(ctx, 1), ErrReadOnly)
+
+	// The lock goes with Close.
+	require.NoError(t, w.Close())
+	w2, err := Open[int](dir)
+	require.NoError(t, err)
+	require.NoError(t, w2.Close())
+}
+
+func TestReadOnlyMissingDirIsNotFound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nope")
+	_, err := Open[int](dir, ReadOnly())
+	require.ErrorIs(t, err, ErrNotFound)
+	require.NoDirExists(t, dir)
+}
+
+func TestOpenCreatesNestedDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "campaigns", "session_001")
+	s := openStore[int](t, dir)
+	_, err := s.Save(context.Background(), 1, 1)
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(dir, "step_00000001.json"))
+}
+
+func TestClosedStoreRefusesEverything(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open[int](t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "a second Close is a no-op")
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrClosed)
+	_, _, err = s.Load(ctx, 1)
+	require.ErrorIs(t, err, ErrClosed)
+	_, _, err = s.Latest(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = s.List(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, s.Delete(ctx, 1), ErrClosed)
+}
+
+func TestCancelledContextDoesNoIO(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
+	_, _, err = s.Load(ctx, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, _, err = s.Latest(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestDelete(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	_, err := s.SaveError(ctx, 2, 22, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx, 2))
+	_, _, err = s.Load(ctx, 2)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, s.Delete(ctx, 2), ErrNotFound)
+	require.Equal(t, []string{".checkpoint.lock", "turn_001.json", "turn_003.json"}, dirNames(t, dir))
+	// A deleted step can be saved again.
+	_, err = s.Save(ctx, 2, 222)
+	require.NoError(t, err)
+	v, _, err := s.Load(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 222, v)
+}
+
+func TestStoreNeverLeavesItsDirectory(t *testing.T) {
+	ctx := context.Background()
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "store")
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	outside := filepath.Join(parent, "secret.json")
+	require.NoError(t, os.WriteFile(outside, envelopeBytes(header{Format: 1, Step: 5, Kind: KindStep, Time: time.Now()}, []byte(`5`)), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "turn_005.json")))
+	require.NoError(t, os.Symlink("../secret.json", filepath.Join(dir, "turn_006.json")))
+
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list, "symlinks are not checkpoints")
+	_, _, err = s.Load(ctx, 5)
+	require.ErrorIs(t, err, ErrNotFound)
+	_, _, err = s.Latest(ctx)
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// Side-file names cannot climb out either.
+	for _, name := range []string{"../secret.json", "/etc/x.json", "a/b.json", ".hidden.json", "x.txt", "turn_001.json", "turn_last.json"} {
+		require.ErrorIs(t, s.WriteJSON(ctx, name, 1), ErrInvalid, name)
+		var v int
+		require.ErrorIs(t, s.ReadJSON(ctx, name, &v), ErrInvalid, name)
+	}
+	b, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"state":5`)
+}
+
+func TestConcurrentUse(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, Gzip())
+	const writers, perWriter = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*perWriter*4)
+	for w := 0; w < writers; w++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				step := int64(w*perWriter + i)
+				if _, err := s.Save(ctx, step, sampleState(step)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				if _, _, err := s.Latest(ctx); err != nil && !errors.Is(err, ErrNotFound) {
+					errs <- err
+				}
+				if _, err := s.List(ctx); err != nil {
+					errs <- err
+				}
+				if _, _, err := s.Load(ctx, int64(i)); err != nil && !errors.Is(err, ErrNotFound) {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, writers*perWriter)
+	for i, info := range list {
+		require.Equal(t, int64(i), info.Step)
+		got, _, err := s.Load(ctx, info.Step)
+		require.NoError(t, err)
+		require.Equal(t, sampleState(info.Step), got)
+	}
+}
+
+func TestCloseWaitsForOperationsInFlight(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open[int](dir)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	results := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Save(ctx, int64(i), i)
+			results <- err
+		}()
+	}
+	require.NoError(t, s.Close())
+	wg.Wait()
+	close(results)
+	saved := 0
+	for err := range results {
+		if err == nil {
+			saved++
+		} else {
+			require.ErrorIs(t, err, ErrClosed)
+		}
+	}
+	// Every save that succeeded is whole on disk.
+	r := openStore[int](t, dir, ReadOnly())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, saved)
+	for _, info := range list {
+		_, _, err := r.Load(ctx, info.Step)
+		require.NoError(t, err)
+	}
+}
+
+func TestEnvelopeIsPlainJSON(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	info, err := s.Save(ctx, 7, sampleState(7), WithMeta("who", "ana"))
+	require.NoError(t, err)
+	b, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	var doc map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &doc))
+	require.Equal(t, `1`, string(doc["format"]))
+	require.Equal(t, `7`, string(doc["step"]))
+	require.Equal(t, `"step"`, string(doc["kind"]))
+	require.Equal(t, `{"who":"ana"}`, string(doc["meta"]))
+	require.Contains(t, string(doc["checksum"]), `"sha256:`)
+	var st gameState
+	require.NoError(t, json.Unmarshal(doc["state"], &st))
+	require.Equal(t, sampleState(7), st)
+}

@@ -1,0 +1,195 @@
+package checkpoint
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The crash test re-executes this test binary as a child process that saves
+// in a tight loop, and kills it with SIGKILL.
+
+const (
+	crashChildEnv = "CHECKPOINT_CRASH_CHILD" // the child's store directory
+	crashGzipEnv  = "CHECKPOINT_CRASH_GZIP"
+	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills TestKill9 makes; default 30
+	crashKeep     = 4
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashChildEnv); dir != "" {
+		crashChild(dir, os.Getenv(crashGzipEnv) == "1")
+		return
+	}
+	os.Exit(m.Run())
+}
+
+type crashState struct {
+	Step int64  `json:"step"`
+	Pad  string `json:"pad"`
+}
+
+func newCrashState(step int64) crashState {
+	return crashState{Step: step, Pad: strings.Repeat(strconv.FormatInt(step, 36)+"-", 16<<10)}
+}
+
+func crashOptions(gz bool) []Option {
+	opts := []Option{WithLayout("c", 6), Every(3), WithRolling(), KeepLast(crashKeep)}
+	if gz {
+		opts = append(opts, Gzip())
+	}
+	return opts
+}
+
+// crashChild ticks forever, printing "ack N" after each tick that returned
+// without error. It exits when its standard input closes, so that it never
+// outlives the test.
+func crashChild(dir string, gz bool) {
+	fail := func(code int, err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(code)
+	}
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	ctx := context.Background()
+	s, err := Open[crashState](dir, crashOptions(gz)...)
+	if err != nil {
+		fail(2, err)
+	}
+	next := int64(1)
+	if _, info, err := s.Latest(ctx); err == nil {
+		next = info.Step + 1
+	} else if !errors.Is(err, ErrNotFound) {
+		fail(3, err)
+	}
+	for ; ; next++ {
+		st := newCrashState(next)
+		if _, _, err := s.Tick(ctx, next, st); err != nil {
+			fail(4, err)
+		}
+		if next%7 == 0 {
+			if _, err := s.SaveError(ctx, next, st, errors.New("simulated failure")); err != nil {
+				fail(5, err)
+			}
+		}
+		if next%5 == 0 {
+			if err := s.WriteJSON(ctx, "progress.json", map[string]int64{"step": next}); err != nil {
+				fail(6, err)
+			}
+		}
+		fmt.Printf("ack %d\n", next)
+	}
+}
+
+// TestKill9DuringSavesLosesNothing kills a saving process at random instants
+// and proves, after every kill, that no checkpoint is torn, that every
+// acknowledged save survived, that no temporary file outlives a reopen, that
+// the lock of the dead process does not block the restart, and that
+// retention still holds.
+func TestKill9DuringSavesLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	kills := 30
+	if v := os.Getenv(crashKillsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		kills = n
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 42))
+	ctx := context.Background()
+	midWrite, lastAck := 0, int64(0)
+
+	for kill := 0; kill < kills; kill++ {
+		gz := kill%2 == 1
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashGzipEnv+"="+map[bool]string{true: "1", false: "0"}[gz])
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+
+		// Let it acknowledge a random number of saves, then kill it while it
+		// is busy with the next one.
+		want := 1 + rng.IntN(25)
+		sc := bufio.NewScanner(stdout)
+		for acks := 0; acks < want && sc.Scan(); acks++ {
+			step, err := strconv.ParseInt(strings.TrimPrefix(sc.Text(), "ack "), 10, 64)
+			require.NoError(t, err, sc.Text())
+			require.Greater(t, step, lastAck)
+			lastAck = step
+		}
+		require.NoError(t, cmd.Process.Kill())
+		cmd.Wait()
+		stdin.Close()
+		require.NotContains(t, stderr.String(), "checkpoint:", "the child failed before it was killed")
+
+		for _, name := range dirNames(t, dir) {
+			if isTemp(name) {
+				midWrite++
+				break
+			}
+		}
+
+		// Restart: the dead child's lock must not block us.
+		s, err := Open[crashState](dir, crashOptions(gz)...)
+		require.NoError(t, err, "kill %d", kill)
+		for _, name := range dirNames(t, dir) {
+			require.False(t, isTemp(name), "temporary file %s survived a reopen", name)
+		}
+		list, err := s.List(ctx)
+		require.NoError(t, err)
+		for _, info := range list {
+			f, err := os.Open(info.Path)
+			require.NoError(t, err)
+			env, err := readEnvelope(f, DefaultMaxReadSize)
+			f.Close()
+			require.NoError(t, err, "kill %d: %s is torn", kill, info.Path)
+			require.Equal(t, info.Step, env.Step)
+		}
+		got, info, err := s.Latest(ctx)
+		require.NoError(t, err)
+		require.Equal(t, info.Step, got.Step)
+		require.Equal(t, newCrashState(info.Step), got)
+		require.GreaterOrEqual(t, info.Step, lastAck, "kill %d: an acknowledged save was lost", kill)
+
+		var progress map[string]int64
+		if err := s.ReadJSON(ctx, "progress.json", &progress); !errors.Is(err, ErrNotFound) {
+			require.NoError(t, err, "the side file is whole")
+			require.Positive(t, progress["step"])
+		}
+
+		_, err = s.Prune(ctx)
+		require.NoError(t, err)
+		list, err = s.List(ctx)
+		require.NoError(t, err)
+		numbered := 0
+		for _, info := range list {
+			if info.Kind == KindStep {
+				numbered++
+			}
+		}
+		require.LessOrEqual(t, numbered, crashKeep, "retention holds after recovery")
+		require.NoError(t, s.Close())
+		lastAck = info.Step
+	}
+	t.Logf("%d kills, %d of them mid-write (a temporary file was left); last step %d; no acknowledged save lost", kills, midWrite, lastAck)
+}

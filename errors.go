@@ -1,0 +1,73 @@
+package checkpoint
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Sentinel errors. Every error a Store returns is an *Error that wraps one of
+// these (or an error from the operating system), so test with errors.Is.
+var (
+	// ErrNotFound: no checkpoint exists for the step, the store holds no
+	// checkpoint at all, or the directory does not exist (ReadOnly).
+	ErrNotFound = errors.New("checkpoint not found")
+	// ErrCorrupt: a checkpoint file exists but cannot be trusted: it is empty,
+	// truncated, not valid JSON, has a bad checksum or gzip stream, an
+	// unsupported format version, a header that disagrees with its name, a
+	// state that does not decode into the store's type, or it is larger than
+	// the read limit.
+	ErrCorrupt = errors.New("corrupt checkpoint")
+	// ErrExists: a checkpoint of that step and kind already exists. It was
+	// left unchanged.
+	ErrExists = errors.New("checkpoint already exists")
+	// ErrClosed: the store has been closed.
+	ErrClosed = errors.New("store is closed")
+	// ErrLocked: another writer, in this process or another, holds the
+	// store's directory. Open it with ReadOnly to inspect it.
+	ErrLocked = errors.New("store is locked by another writer")
+	// ErrReadOnly: a write was attempted on a store opened with ReadOnly.
+	ErrReadOnly = errors.New("store is read-only")
+	// ErrInvalid: an argument was invalid (a negative step, a bad layout or
+	// name, a state that cannot be encoded as JSON).
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// Error records a failed store operation, the step and the file it concerned,
+// and the cause.
+type Error struct {
+	Op   string // the operation: "open", "save", "load", "latest", "list", "delete", ...
+	Step int64  // the step concerned; meaningful only when HasStep is true
+	// HasStep reports whether the operation concerned one step.
+	HasStep bool
+	Path    string // the file or directory concerned, if any
+	Err     error  // the cause; wraps a sentinel or an operating system error
+}
+
+func (e *Error) Error() string {
+	b := []byte("checkpoint: ")
+	b = append(b, e.Op...)
+	if e.HasStep {
+		b = append(b, " step "...)
+		b = strconv.AppendInt(b, e.Step, 10)
+	}
+	if e.Path != "" {
+		b = append(b, ' ')
+		b = append(b, e.Path...)
+	}
+	b = append(b, ": "...)
+	b = append(b, e.Err.Error()...)
+	return string(b)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// opError builds an *Error for an operation that concerns no single step.
+func opError(op, path string, err error) error {
+	return &Error{Op: op, Path: path, Err: err}
+}
+
+// stepError builds an *Error for an operation on one step.
+func stepError(op string, step int64, path string, err error) error {
+	return &Error{Op: op, Step: step, HasStep: true, Path: path, Err: err}
+}

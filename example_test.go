@@ -1,0 +1,178 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+type Game struct {
+	Turn int      `json:"turn"`
+	Log  []string `json:"log"`
+}
+
+func tempDir() string {
+	dir, err := os.MkdirTemp("", "checkpoint-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return dir
+}
+
+// A turn loop that resumes where it stopped.
+func Example() {
+	ctx := context.Background()
+	dir := filepath.Join(tempDir(), "session_001")
+	defer os.RemoveAll(filepath.Dir(dir))
+
+	play := func(turns int) {
+		store, err := checkpoint.Open[Game](dir, checkpoint.WithLayout("turn", 3))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer store.Close()
+
+		game, info, err := store.Latest(ctx)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			fmt.Println("new game")
+		case err != nil:
+			log.Fatal(err)
+		default:
+			fmt.Printf("resuming after turn %d\n", info.Step)
+		}
+		for i := 0; i < turns; i++ {
+			game.Turn++
+			game.Log = append(game.Log, fmt.Sprintf("turn %d played", game.Turn))
+			info, _, err := store.Tick(ctx, int64(game.Turn), game)
+			if err != nil {
+				log.Fatal(err)
+			}
+			fmt.Println("saved", info.Name())
+		}
+	}
+	play(2)
+	play(1) // a new process would do the same
+	// Output:
+	// new game
+	// saved turn_001.json
+	// saved turn_002.json
+	// resuming after turn 2
+	// saved turn_003.json
+}
+
+// Interval saves, a rolling file for the steps between them, and a final
+// checkpoint that is always written.
+func ExampleStore_Tick() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.Open[int](dir, checkpoint.Every(5), checkpoint.WithRolling())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	const last = 12
+	for step := int64(1); step < last; step++ {
+		if _, _, err := store.Tick(ctx, step, int(step)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if _, err := store.SaveFinal(ctx, last, last); err != nil {
+		log.Fatal(err)
+	}
+	list, err := store.List(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, info := range list {
+		fmt.Println(info.Step, info.Kind, info.Name())
+	}
+	// Output:
+	// 5 step step_00000005.json
+	// 10 step step_00000010.json
+	// 11 rolling step_last.json
+	// 12 final step_00000012.final.json
+}
+
+// An error checkpoint keeps the partial work and what went wrong; the next
+// run resumes from it and clears it once the step is redone.
+func ExampleStore_SaveError() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.Open[Game](dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	game := Game{Turn: 3, Log: []string{"turn 1", "turn 2", "turn 3: the dragon"}}
+	cause := fmt.Errorf("turn 3: %w", context.DeadlineExceeded)
+	if _, err := store.SaveError(ctx, 3, game, cause); err != nil {
+		log.Fatal(err)
+	}
+
+	// Next run:
+	resumed, info, err := store.Latest(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if info.Kind == checkpoint.KindError {
+		fmt.Printf("step %d failed: %s (%s)\n", info.Step, info.Error.Message, info.Error.Types[len(info.Error.Types)-1])
+		fmt.Println("partial output:", resumed.Log[len(resumed.Log)-1])
+		// ... redo the step, save it, then:
+		if _, err := store.Save(ctx, 3, resumed); err != nil {
+			log.Fatal(err)
+		}
+		if err := store.ClearError(ctx, info.Step); err != nil {
+			log.Fatal(err)
+		}
+	}
+	_, info, _ = store.Latest(ctx)
+	fmt.Println("latest:", info.Kind, info.Step)
+	// Output:
+	// step 3 failed: turn 3: context deadline exceeded (context.deadlineExceededError)
+	// partial output: turn 3: the dragon
+	// latest: step 3
+}
+
+// A panic inside the loop saves the state as it was, then goes on panicking.
+func ExampleStore_SaveOnPanic() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.Open[Game](dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	run := func() {
+		var game Game
+		defer store.SaveOnPanic(ctx, func() (int64, Game) { return int64(game.Turn), game })
+		for game.Turn = 1; game.Turn <= 3; game.Turn++ {
+			if game.Turn == 2 {
+				panic("out of dice")
+			}
+		}
+	}
+	func() {
+		defer func() { fmt.Println("recovered:", recover()) }()
+		run()
+	}()
+	_, info, err := store.Latest(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info.Kind, info.Step, info.Error.Message, info.Error.Panic)
+	// Output:
+	// recovered: out of dice
+	// error 2 out of dice true
+}

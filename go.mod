@@ -1,0 +1,11 @@
+module github.com/gocheckpoint/checkpoint
+
+go 1.25
+
+require (
+	github.com/google/renameio/v2 v2.0.2
+	github.com/klauspost/compress v1.20.3
+	github.com/stretchr/testify v1.12.1
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect

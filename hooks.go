@@ -1,0 +1,76 @@
+package checkpoint
+
+import (
+	"errors"
+	"time"
+)
+
+// Hooks are functions the store calls after its operations, so that a host
+// can emit events ("checkpoint created", "checkpoint restored") or metrics.
+// Any field may be nil. Hooks run on the goroutine that called the store,
+// after the operation is complete and outside the store's locks, so a hook
+// may call the store (even Close) without deadlock; a slow hook slows that
+// caller.
+type Hooks struct {
+	// OnSave is called after a checkpoint is durably saved. info.Size is its
+	// size in bytes on disk.
+	OnSave func(info Info)
+	// OnLoad is called after Load, Latest or LatestClean returns a
+	// checkpoint, with its age: the time since it was saved.
+	OnLoad func(info Info, age time.Duration)
+	// OnPrune is called with the checkpoints a retention rule removed.
+	OnPrune func(removed []Info)
+	// OnError is called with every error the store returns, except
+	// ErrNotFound results, and with every checkpoint that Latest skipped
+	// because it did not load. The error is an *Error naming the operation,
+	// the step and the file.
+	OnError func(err error)
+}
+
+// WithHooks installs hooks on the store.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(c *config) { c.hooks = h })
+}
+
+// failed reports err to the logger and OnError and returns it.
+func (s *Store[T]) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrNotFound) {
+		s.cfg.logger.Debug("checkpoint: not found", "error", err)
+		return err
+	}
+	s.cfg.logger.Warn("checkpoint: operation failed", "error", err)
+	if s.cfg.hooks.OnError != nil {
+		s.cfg.hooks.OnError(err)
+	}
+	return err
+}
+
+func (s *Store[T]) saved(info Info) {
+	s.cfg.logger.Debug("checkpoint created", "step", info.Step, "kind", info.Kind, "path", info.Path, "size", info.Size)
+	if s.cfg.hooks.OnSave != nil {
+		s.cfg.hooks.OnSave(info)
+	}
+}
+
+func (s *Store[T]) loaded(info Info) {
+	age := s.cfg.now().Sub(info.Time)
+	s.cfg.logger.Info("checkpoint restored", "step", info.Step, "kind", info.Kind, "path", info.Path, "age", age)
+	if s.cfg.hooks.OnLoad != nil {
+		s.cfg.hooks.OnLoad(info, age)
+	}
+}
+
+func (s *Store[T]) prunedReport(removed []Info) {
+	if len(removed) == 0 {
+		return
+	}
+	for _, info := range removed {
+		s.cfg.logger.Debug("checkpoint pruned", "step", info.Step, "kind", info.Kind, "path", info.Path)
+	}
+	if s.cfg.hooks.OnPrune != nil {
+		s.cfg.hooks.OnPrune(removed)
+	}
+}

@@ -1,0 +1,153 @@
+package checkpoint
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+const (
+	extPlain = ".json"
+	extGzip  = ".json.gz"
+	// rollingStem replaces the step in the rolling file's name.
+	rollingStem = "last"
+	// lockName is the writer's lock file. The leading dot keeps it out of
+	// every listing.
+	lockName = ".checkpoint.lock"
+	// maxNameLen bounds side-file names, well under every file system's limit.
+	maxNameLen = 200
+)
+
+// layout names checkpoint files: prefix_<step>[.kind].json[.gz].
+type layout struct {
+	prefix string
+	digits int
+}
+
+// fileName is everything a checkpoint's name says about it.
+type fileName struct {
+	step    int64 // unknown (0) for the rolling file: read it from the header
+	kind    Kind
+	attempt int // error checkpoints: 1 for .error, n for .error-n
+	gz      bool
+}
+
+func (l layout) validate() error {
+	if !validChars(l.prefix) || len(l.prefix) > 64 {
+		return fmt.Errorf("%w: layout prefix %q: want 1 to 64 characters of [A-Za-z0-9._-], not starting with a dot", ErrInvalid, l.prefix)
+	}
+	if l.digits < 1 || l.digits > 19 {
+		return fmt.Errorf("%w: layout digits %d: want 1 to 19", ErrInvalid, l.digits)
+	}
+	return nil
+}
+
+// format returns the file name of n.
+func (l layout) format(n fileName) string {
+	b := make([]byte, 0, len(l.prefix)+l.digits+16)
+	b = append(b, l.prefix...)
+	b = append(b, '_')
+	if n.kind == KindRolling {
+		b = append(b, rollingStem...)
+	} else {
+		s := strconv.FormatInt(n.step, 10)
+		for i := len(s); i < l.digits; i++ {
+			b = append(b, '0')
+		}
+		b = append(b, s...)
+		switch n.kind {
+		case KindFinal:
+			b = append(b, ".final"...)
+		case KindError:
+			b = append(b, ".error"...)
+			if n.attempt > 1 {
+				b = append(b, '-')
+				b = strconv.AppendInt(b, int64(n.attempt), 10)
+			}
+		}
+	}
+	if n.gz {
+		b = append(b, extGzip...)
+	} else {
+		b = append(b, extPlain...)
+	}
+	return string(b)
+}
+
+// parse reports whether name is a checkpoint name of this layout and what it
+// says. A name is accepted only if format gives it back exactly, so padding,
+// signs and leading zeros can never make two names for one checkpoint.
+func (l layout) parse(name string) (fileName, bool) {
+	var n fileName
+	rest, ok := strings.CutPrefix(name, l.prefix+"_")
+	if !ok {
+		return n, false
+	}
+	if r, ok := strings.CutSuffix(rest, extGzip); ok {
+		rest, n.gz = r, true
+	} else if r, ok := strings.CutSuffix(rest, extPlain); ok {
+		rest = r
+	} else {
+		return n, false
+	}
+	if rest == rollingStem {
+		n.kind = KindRolling
+		return n, true
+	}
+	num, suffix, _ := strings.Cut(rest, ".")
+	if num == "" || strings.Trim(num, "0123456789") != "" {
+		return n, false
+	}
+	step, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return n, false
+	}
+	n.step = step
+	switch {
+	case suffix == "":
+		n.kind = KindStep
+	case suffix == "final":
+		n.kind = KindFinal
+	case suffix == "error":
+		n.kind, n.attempt = KindError, 1
+	case strings.HasPrefix(suffix, "error-"):
+		a, err := strconv.Atoi(suffix[len("error-"):])
+		if err != nil || a < 2 {
+			return n, false
+		}
+		n.kind, n.attempt = KindError, a
+	default:
+		return n, false
+	}
+	return n, l.format(n) == name
+}
+
+// isTemp reports whether name is a temporary file that a save of this package
+// left behind: a dot, the name of a JSON file it writes, and the random digits
+// renameio appends.
+func isTemp(name string) bool {
+	if len(name) < 2 || name[0] != '.' {
+		return false
+	}
+	stem := strings.TrimRight(name[1:], "0123456789")
+	if len(stem) == len(name)-1 {
+		return false // no random suffix
+	}
+	return validChars(stem) && (strings.HasSuffix(stem, extPlain) || strings.HasSuffix(stem, extGzip))
+}
+
+// validChars reports whether s is non-empty, uses only [A-Za-z0-9._-] and
+// does not start with a dot: a plain file name that cannot climb out of a
+// directory or hide.
+func validChars(s string) bool {
+	if s == "" || s[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,85 @@
+package checkpoint
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLayoutParse(t *testing.T) {
+	l := layout{prefix: "turn", digits: 3}
+	tests := []struct {
+		name string
+		ok   bool
+		want fileName
+	}{
+		{"turn_007.json", true, fileName{step: 7, kind: KindStep}},
+		{"turn_007.json.gz", true, fileName{step: 7, kind: KindStep, gz: true}},
+		{"turn_000.json", true, fileName{step: 0, kind: KindStep}},
+		{"turn_1234.json", true, fileName{step: 1234, kind: KindStep}},
+		{"turn_9223372036854775807.json", true, fileName{step: 1<<63 - 1, kind: KindStep}},
+		{"turn_010.final.json", true, fileName{step: 10, kind: KindFinal}},
+		{"turn_004.error.json", true, fileName{step: 4, kind: KindError, attempt: 1}},
+		{"turn_004.error-2.json.gz", true, fileName{step: 4, kind: KindError, attempt: 2, gz: true}},
+		{"turn_last.json", true, fileName{kind: KindRolling}},
+		{"turn_last.json.gz", true, fileName{kind: KindRolling, gz: true}},
+
+		{"turn_7.json", false, fileName{}},                    // not padded
+		{"turn_0007.json", false, fileName{}},                 // padded too far
+		{"turn_01234.json", false, fileName{}},                // leading zero beyond width
+		{"turn_9223372036854775808.json", false, fileName{}},  // overflows int64
+		{"turn_-07.json", false, fileName{}},                  // sign
+		{"turn_+07.json", false, fileName{}},                  // sign
+		{"turn_007.error-1.json", false, fileName{}},          // attempt 1 has no number
+		{"turn_007.error-02.json", false, fileName{}},         // leading zero
+		{"turn_007.error-x.json", false, fileName{}},          // not a number
+		{"turn_007.step.json", false, fileName{}},             // the step kind has no suffix
+		{"turn_007.rolling.json", false, fileName{}},          // the rolling file is turn_last
+		{"turn_007.json.bak", false, fileName{}},              // extension
+		{"turn_007.JSON", false, fileName{}},                  // case
+		{"turn_.json", false, fileName{}},                     // no step
+		{"Turn_007.json", false, fileName{}},                  // prefix case
+		{"turn007.json", false, fileName{}},                   // separator
+		{".turn_007.json123", false, fileName{}},              // temp
+		{"step_00000007.json", false, fileName{}},             // another layout
+		{"turn_007.final.error.json", false, fileName{}},      // two kinds
+		{"turn_last.final.json", false, fileName{}},           // rolling has no kind
+		{"turn_007.json.gz.json", false, fileName{}},          // double extension
+		{"turn_\u0667\u0660\u0660.json", false, fileName{}},   // non-ASCII digits
+		{"turn_007.json/../turn_008.json", false, fileName{}}, // path
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := l.parse(tt.name)
+			require.Equal(t, tt.ok, ok)
+			if ok {
+				require.Equal(t, tt.want, got)
+				require.Equal(t, tt.name, l.format(got))
+			}
+		})
+	}
+}
+
+func TestIsTemp(t *testing.T) {
+	for name, want := range map[string]bool{
+		".turn_007.json5577006791947779410":    true,
+		".turn_last.json.gz123":                true,
+		".result.json42":                       true,
+		".turn_007.json":                       false, // no random suffix
+		"turn_007.json123":                     false, // no dot
+		".checkpoint.lock":                     false,
+		".bashrc":                              false,
+		".notes.txt123":                        false,
+		"..json1":                              false,
+		".x/../y.json1":                        false,
+		".turn_007.json.tmp":                   false,
+		".turn_007.json123abc":                 false,
+		".json123":                             false,
+		"":                                     false,
+		".":                                    false,
+		". turn_007.json1":                     false,
+		".turn_007.json.gz5577006791947779410": true,
+	} {
+		require.Equal(t, want, isTemp(name), name)
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !unix
+
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+// lockDir is not implemented on this platform: a writer cannot be opened,
+// because two writers could not be kept apart. ReadOnly stores work.
+func lockDir(*os.Root) (*os.File, error) {
+	return nil, fmt.Errorf("writer lock: %w on this platform; open the store with ReadOnly", errors.ErrUnsupported)
+}
+
+func unlockDir(f *os.File) error { return f.Close() }

@@ -1,0 +1,40 @@
+//go:build unix
+
+package checkpoint
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// lockDir takes the writer's lock on root: an exclusive flock on a lock file
+// in the directory. The kernel releases it when the process dies, so a crash
+// never leaves a stale lock. flock locks belong to the open file, so a second
+// Open in the same process is refused as well.
+func lockDir(root *os.Root) (*os.File, error) {
+	f, err := root.OpenFile(lockName, os.O_RDWR|os.O_CREATE, filePerm)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// unlockDir releases the lock. The lock file stays: removing it would let a
+// third writer lock a different file than the second one waits on.
+func unlockDir(f *os.File) error {
+	return f.Close()
+}

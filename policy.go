@@ -1,0 +1,217 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+)
+
+// Every sets the interval of Tick: a step is due when it is a multiple of n,
+// so Every(5) saves steps 0, 5, 10, ... The default is 1 (every step);
+// Every(0) makes Tick save nothing (SaveFinal and SaveError still save).
+func Every(n int64) Option {
+	return optionFunc(func(c *config) { c.every = n })
+}
+
+// WithRolling makes Tick write the steps that are not due to a single rolling
+// file (prefix_last.json) that each such Tick replaces atomically, so a crash
+// loses at most the step in progress while numbered checkpoints stay at the
+// interval. The rolling file is the only file a store ever replaces. Latest
+// and LatestClean consider it like any other checkpoint (Info.Kind is
+// KindRolling), and retention never removes it.
+func WithRolling() Option {
+	return optionFunc(func(c *config) { c.rolling = true })
+}
+
+// Due reports whether Tick would save a numbered checkpoint for step under the
+// interval set by Every.
+func (s *Store[T]) Due(step int64) bool {
+	return s.cfg.every > 0 && step >= 0 && step%s.cfg.every == 0
+}
+
+// Tick is the call a loop makes at the end of every step. When the step is
+// Due it saves it like Save and returns saved=true. Otherwise, with
+// WithRolling, it replaces the rolling file with this step and returns
+// saved=true and an Info of KindRolling; without it, it does nothing and
+// returns saved=false.
+func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, saved bool, err error) {
+	if s.Due(step) {
+		info, err = s.Save(ctx, step, state)
+	} else if s.cfg.rolling {
+		info, err = s.saveRolling(ctx, step, state)
+	} else {
+		return Info{}, false, nil
+	}
+	return info, err == nil, err
+}
+
+// SaveFinal saves the checkpoint of a run's last step, whatever the interval.
+// It is kept by every retention rule. A step may have both a step and a final
+// checkpoint; a second final checkpoint of the same step is ErrExists.
+func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, error) {
+	return s.save(ctx, "save final", step, KindFinal, state, nil, nil)
+}
+
+// SaveError saves an error checkpoint: state as it was when step failed
+// (keep partial output in it) and a record of cause: its message, the types
+// in its chain, the step and the time, returned in Info.Error. It never
+// replaces a checkpoint: beside a clean checkpoint of the same step it is a
+// file of its own, and a second failure of the same step is saved as the next
+// attempt (prefix_<step>.error-2.json, ...). Retention keeps error
+// checkpoints; remove one with ClearError once the step has been redone.
+func (s *Store[T]) SaveError(ctx context.Context, step int64, state T, cause error) (Info, error) {
+	return s.save(ctx, "save error", step, KindError, state, nil, s.errorRecord(step, cause))
+}
+
+// SaveOnPanic saves an error checkpoint if the goroutine is panicking, then
+// panics again with the same value. It must be deferred directly:
+//
+//	defer store.SaveOnPanic(ctx, func() (int64, State) { return step, state })
+//
+// current is called only on a panic, so it returns the step and state as they
+// are then. The error record holds the panic value, Panic=true and the stack.
+// If the save fails, the failure is logged and reported to Hooks.OnError and
+// the original panic goes on.
+func (s *Store[T]) SaveOnPanic(ctx context.Context, current func() (int64, T)) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	stack := string(debug.Stack())
+	step, state := current()
+	rec := s.errorRecord(step, panicError{r})
+	rec.Panic, rec.Stack = true, stack
+	if err, ok := r.(error); ok {
+		rec.Types = errorTypes(err)
+	} else {
+		rec.Types = []string{fmt.Sprintf("%T", r)}
+	}
+	// save has reported any failure; the panic matters more.
+	s.save(ctx, "save on panic", step, KindError, state, nil, rec)
+	panic(r)
+}
+
+// panicError carries a panic value as an error for its message.
+type panicError struct{ v any }
+
+func (p panicError) Error() string { return fmt.Sprint(p.v) }
+
+func (s *Store[T]) errorRecord(step int64, cause error) *ErrorRecord {
+	rec := &ErrorRecord{Step: step, Time: s.cfg.now().UTC(), Types: errorTypes(cause)}
+	if cause == nil {
+		rec.Message = "no cause given"
+	} else {
+		rec.Message = cause.Error()
+	}
+	return rec
+}
+
+// errorTypes lists the dynamic types in err's chain, depth first, outermost
+// first, following both Unwrap() error and Unwrap() []error.
+func errorTypes(err error) []string {
+	var types []string
+	var walk func(error)
+	walk = func(e error) {
+		if e == nil || len(types) >= 64 {
+			return
+		}
+		types = append(types, fmt.Sprintf("%T", e))
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return types
+}
+
+// LatestClean is Latest for a resume that must not start from an error
+// checkpoint: it returns the newest step, final or rolling checkpoint that
+// loads.
+func (s *Store[T]) LatestClean(ctx context.Context) (T, Info, error) {
+	return s.latest(ctx, "latest clean", func(fn fileName) bool { return fn.kind != KindError })
+}
+
+// Resumable reports whether the store holds a checkpoint that Latest would
+// return, and its Info. A store with none returns false and a nil error; a
+// store whose checkpoints all fail to load returns false and their errors.
+// It does not call Hooks.OnLoad.
+func (s *Store[T]) Resumable(ctx context.Context) (Info, bool, error) {
+	if err := s.begin(ctx); err != nil {
+		return Info{}, false, s.failed(opError("resumable", s.dir, err))
+	}
+	_, info, skipped, err := s.latestLocked(ctx, "resumable", func(fileName) bool { return true })
+	s.ops.Done()
+	for _, e := range skipped {
+		s.failed(e)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return Info{}, false, nil
+	}
+	if err != nil {
+		return Info{}, false, s.failed(err)
+	}
+	return info, true, nil
+}
+
+// ClearError removes the error checkpoints of step (every attempt), leaving
+// its other checkpoints alone. Call it once a run resumed from an error
+// checkpoint has redone the step. A step with no error checkpoint is
+// ErrNotFound.
+func (s *Store[T]) ClearError(ctx context.Context, step int64) error {
+	return s.deleteWhere(ctx, "clear error", step, func(k Kind) bool { return k == KindError })
+}
+
+// saveRolling replaces the rolling file with the checkpoint of step.
+func (s *Store[T]) saveRolling(ctx context.Context, step int64, state T) (Info, error) {
+	info, err := s.saveRollingLocked(ctx, step, state)
+	if err != nil {
+		return Info{}, s.failed(err)
+	}
+	s.saved(info)
+	return info, nil
+}
+
+func (s *Store[T]) saveRollingLocked(ctx context.Context, step int64, state T) (Info, error) {
+	const op = "tick"
+	if step < 0 {
+		return Info{}, stepError(op, step, "", fmt.Errorf("%w: negative step", ErrInvalid))
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return Info{}, stepError(op, step, "", err)
+	}
+	defer s.endWrite()
+	data, err := encodeState(state)
+	if err != nil {
+		return Info{}, stepError(op, step, "", err)
+	}
+	h := header{Format: formatVersion, Step: step, Kind: KindRolling, Time: s.cfg.now().UTC()}
+	fn := fileName{kind: KindRolling, gz: s.cfg.gzip}
+	name := s.cfg.layout.format(fn)
+	size, err := replaceFile(s.root, name, func(w io.Writer) error { return writeEnvelope(w, h, data, s.cfg.gzip) })
+	if err != nil {
+		return Info{}, stepError(op, step, s.path(name), err)
+	}
+	s.remember(name, h)
+	// A rolling file of the other compression is older: remove it, so that
+	// the store keeps one.
+	fn.gz = !fn.gz
+	if other := s.cfg.layout.format(fn); s.exists(other) {
+		if err := removeFiles(s.root, other); err != nil {
+			return Info{}, stepError(op, step, s.path(other), err)
+		}
+		s.forget(other)
+	}
+	return s.info(name, fileName{kind: KindRolling, gz: s.cfg.gzip}, size, h), nil
+}
+
+func (s *Store[T]) exists(name string) bool {
+	_, err := s.root.Lstat(name)
+	return err == nil
+}

@@ -1,0 +1,481 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeClock returns times one second apart, so save order is unambiguous.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+func TestEveryIntervalTick(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3), Every(5))
+	var saved []int64
+	for step := int64(1); step <= 16; step++ {
+		require.Equal(t, step%5 == 0, s.Due(step))
+		info, ok, err := s.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+		if ok {
+			saved = append(saved, info.Step)
+			require.Equal(t, KindStep, info.Kind)
+		} else {
+			require.Zero(t, info)
+		}
+	}
+	require.Equal(t, []int64{5, 10, 15}, saved)
+	require.Equal(t, []string{".checkpoint.lock", "turn_005.json", "turn_010.json", "turn_015.json"}, dirNames(t, dir))
+}
+
+func TestEveryDefaultSavesEveryStep(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir())
+	for step := int64(1); step <= 3; step++ {
+		_, ok, err := s.Tick(ctx, step, 1)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+}
+
+func TestEveryZeroSavesOnlyFinal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3), Every(0))
+	for step := int64(0); step <= 10; step++ {
+		require.False(t, s.Due(step))
+		_, ok, err := s.Tick(ctx, step, 1)
+		require.NoError(t, err)
+		require.False(t, ok)
+	}
+	info, err := s.SaveFinal(ctx, 10, 10)
+	require.NoError(t, err)
+	require.Equal(t, KindFinal, info.Kind)
+	require.Equal(t, "turn_010.final.json", info.Name())
+	require.Equal(t, []string{".checkpoint.lock", "turn_010.final.json"}, dirNames(t, dir))
+}
+
+func TestSaveFinalBesideStepCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), Every(5), withClock(newClock().now))
+	_, ok, err := s.Tick(ctx, 10, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = s.SaveFinal(ctx, 10, 2)
+	require.NoError(t, err, "the final step is saved even when the interval saved it")
+	_, err = s.SaveFinal(ctx, 10, 3)
+	require.ErrorIs(t, err, ErrExists)
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	require.Equal(t, KindFinal, info.Kind)
+}
+
+func TestRollingFileKeepsLastStep(t *testing.T) {
+	ctx := context.Background()
+	for _, gz := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := []Option{WithLayout("turn", 3), Every(5), WithRolling()}
+			ext := ".json"
+			if gz {
+				opts = append(opts, Gzip())
+				ext += ".gz"
+			}
+			rolling := "turn_last" + ext
+			s := openStore[int](t, dir, opts...)
+			for step := int64(1); step <= 13; step++ {
+				info, ok, err := s.Tick(ctx, step, int(step))
+				require.NoError(t, err)
+				require.True(t, ok)
+				if step%5 == 0 {
+					require.Equal(t, KindStep, info.Kind)
+				} else {
+					require.Equal(t, KindRolling, info.Kind)
+					require.Equal(t, rolling, info.Name())
+				}
+				// A crash now would lose no step: Latest is this one.
+				v, latest, err := s.Latest(ctx)
+				require.NoError(t, err)
+				require.Equal(t, int(step), v)
+				require.Equal(t, step, latest.Step)
+			}
+			require.Equal(t, []string{".checkpoint.lock", "turn_005" + ext, "turn_010" + ext, rolling}, dirNames(t, dir))
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			require.Len(t, list, 3)
+			require.Equal(t, KindRolling, list[2].Kind)
+			require.Equal(t, int64(13), list[2].Step)
+			v, _, err := s.Load(ctx, 13)
+			require.NoError(t, err)
+			require.Equal(t, 13, v)
+
+			// A due step makes the numbered checkpoint the newest again.
+			_, _, err = s.Tick(ctx, 15, 15)
+			require.NoError(t, err)
+			_, info, err := s.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(15), info.Step)
+			require.Equal(t, KindStep, info.Kind)
+		})
+	}
+}
+
+func TestRollingSwitchesCompression(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, Every(0), WithRolling())
+	_, _, err := s.Tick(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s = openStore[int](t, dir, Every(0), WithRolling(), Gzip())
+	_, _, err = s.Tick(ctx, 2, 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{".checkpoint.lock", "step_last.json.gz"}, dirNames(t, dir))
+	v, _, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+}
+
+type agentError struct{ name string }
+
+func (e *agentError) Error() string { return "step " + e.name + " failed" }
+
+func TestSaveErrorRecordsChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := newClock()
+	s := openStore[gameState](t, dir, WithLayout("turn", 3), withClock(clock.now))
+	_, err := s.Save(ctx, 4, sampleState(4))
+	require.NoError(t, err)
+	clean, err := os.ReadFile(filepath.Join(dir, "turn_004.json"))
+	require.NoError(t, err)
+
+	partial := sampleState(4)
+	partial.Log = append(partial.Log, "DM: the dragon wakes and—")
+	cause := fmt.Errorf("generate reply: %w", errors.Join(&agentError{"dm"}, &fs.PathError{Op: "open", Path: "x", Err: fs.ErrPermission}))
+	info, err := s.SaveError(ctx, 4, partial, cause)
+	require.NoError(t, err)
+	require.Equal(t, KindError, info.Kind)
+	require.Equal(t, "turn_004.error.json", info.Name())
+	require.NotNil(t, info.Error)
+	require.Equal(t, cause.Error(), info.Error.Message)
+	require.Equal(t, int64(4), info.Error.Step)
+	require.False(t, info.Error.Time.IsZero())
+	require.False(t, info.Error.Panic)
+	require.Equal(t, []string{"*fmt.wrapError", "*errors.joinError", "*checkpoint.agentError", "*fs.PathError", "*errors.errorString"}, info.Error.Types)
+
+	after, err := os.ReadFile(filepath.Join(dir, "turn_004.json"))
+	require.NoError(t, err)
+	require.Equal(t, clean, after, "the clean checkpoint of the step is untouched")
+
+	// Resume: Latest gives the error checkpoint (written last) with its record.
+	got, latest, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, partial, got)
+	require.Equal(t, KindError, latest.Kind)
+	require.Equal(t, info.Error.Message, latest.Error.Message)
+	// Load of the step agrees.
+	_, loaded, err := s.Load(ctx, 4)
+	require.NoError(t, err)
+	require.Equal(t, KindError, loaded.Kind)
+	// The clean one is still there for a host that wants it.
+	got, cleanInfo, err := s.LatestClean(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sampleState(4), got)
+	require.Equal(t, KindStep, cleanInfo.Kind)
+
+	// A second failure of the same step is kept too, as the next attempt.
+	info2, err := s.SaveError(ctx, 4, partial, errors.New("again"))
+	require.NoError(t, err)
+	require.Equal(t, "turn_004.error-2.json", info2.Name())
+	_, latest, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "again", latest.Error.Message)
+
+	// After the step is redone, the error checkpoints are cleared.
+	require.NoError(t, s.ClearError(ctx, 4))
+	require.ErrorIs(t, s.ClearError(ctx, 4), ErrNotFound)
+	require.Equal(t, []string{".checkpoint.lock", "turn_004.json"}, dirNames(t, dir))
+}
+
+func TestCleanCheckpointAfterErrorWins(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), withClock(newClock().now))
+	_, err := s.SaveError(ctx, 5, 1, errors.New("boom"))
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 5, 2) // the step redone and saved cleanly
+	require.NoError(t, err)
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	require.Equal(t, KindStep, info.Kind)
+}
+
+func TestSaveOnPanic(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	state := sampleState(1)
+	var step int64
+
+	run := func() {
+		defer s.SaveOnPanic(ctx, func() (int64, gameState) { return step, state })
+		for step = 1; step <= 5; step++ {
+			state.Turn = step
+			state.Log = append(state.Log, fmt.Sprintf("turn %d", step))
+			if step == 3 {
+				var dice []int
+				_ = dice[step] // a real runtime panic
+			}
+		}
+	}
+	recovered := func() (r any) {
+		defer func() { r = recover() }()
+		run()
+		return nil
+	}()
+	require.NotNil(t, recovered, "SaveOnPanic re-panics")
+	require.ErrorContains(t, recovered.(error), "index out of range [3]")
+
+	got, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindError, info.Kind)
+	require.Equal(t, int64(3), info.Step)
+	require.Equal(t, int64(3), got.Turn)
+	require.True(t, info.Error.Panic)
+	require.Contains(t, info.Error.Message, "index out of range [3] with length 0")
+	require.Contains(t, info.Error.Stack, "TestSaveOnPanic")
+	require.Equal(t, "runtime.boundsError", info.Error.Types[0])
+
+	// No panic: nothing saved, nothing re-panicked.
+	func() {
+		defer s.SaveOnPanic(ctx, func() (int64, gameState) { t.Fatal("current called without a panic"); return 0, state })
+	}()
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+}
+
+func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir())
+	func() {
+		defer func() { require.Equal(t, "out of dice", recover()) }()
+		defer s.SaveOnPanic(ctx, func() (int64, int) { return 9, 99 })
+		panic("out of dice")
+	}()
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 99, v)
+	require.Equal(t, "out of dice", info.Error.Message)
+	require.Equal(t, []string{"string"}, info.Error.Types)
+}
+
+func TestResumable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	info, ok, err := s.Resumable(ctx)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Zero(t, info)
+
+	_, err = s.Save(ctx, 3, 3)
+	require.NoError(t, err)
+	info, ok, err = s.Resumable(ctx)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, int64(3), info.Step)
+
+	require.NoError(t, os.WriteFile(info.Path, []byte("{}"), 0o644))
+	_, ok, err = s.Resumable(ctx)
+	require.False(t, ok)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+func TestHooksAndLogger(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var (
+		mu     sync.Mutex
+		events []string
+		s      *Store[int]
+	)
+	record := func(format string, args ...any) {
+		mu.Lock()
+		events = append(events, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	var logs bytes.Buffer
+	clock := newClock()
+	s = openStore[int](t, dir, WithLayout("b", 2), KeepLast(1), withClock(clock.now),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		WithHooks(Hooks{
+			OnSave: func(info Info) {
+				// A hook may call the store: it runs outside the store's locks.
+				list, err := s.List(ctx)
+				require.NoError(t, err)
+				record("save %d size=%v listed=%d", info.Step, info.Size > 0, len(list))
+			},
+			OnLoad:  func(info Info, age time.Duration) { record("load %d age=%s", info.Step, age) },
+			OnPrune: func(removed []Info) { record("prune %d", removed[0].Step) },
+			OnError: func(err error) { record("error %v", errors.Is(err, ErrExists)) },
+		}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, ErrExists)
+	_, _, err = s.Latest(ctx) // saved at t+2s, now is t+4s
+	require.NoError(t, err)
+	_, _, err = s.Load(ctx, 7)
+	require.ErrorIs(t, err, ErrNotFound) // not an OnError event
+
+	require.Equal(t, []string{"save 1 size=true listed=1", "save 2 size=true listed=1", "prune 1", "error true", "load 2 age=2s"}, events)
+	for _, want := range []string{"checkpoint created", "checkpoint restored", "checkpoint pruned", "checkpoint: operation failed"} {
+		require.Contains(t, logs.String(), want)
+	}
+}
+
+func TestHookMayCloseStore(t *testing.T) {
+	ctx := context.Background()
+	var s *Store[int]
+	s = openStore[int](t, t.TempDir(), WithHooks(Hooks{OnSave: func(Info) { require.NoError(t, s.Close()) }}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestSideFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	type result struct {
+		Stories int      `json:"stories"`
+		Done    []string `json:"done"`
+	}
+	require.NoError(t, s.WriteJSON(ctx, "result.json", result{Stories: 2, Done: []string{"a"}}))
+	require.NoError(t, s.WriteJSON(ctx, "result.json", result{Stories: 2, Done: []string{"a", "b"}}))
+	var got result
+	require.NoError(t, s.ReadJSON(ctx, "result.json", &got))
+	require.Equal(t, result{Stories: 2, Done: []string{"a", "b"}}, got)
+	require.Equal(t, []string{".checkpoint.lock", "result.json"}, dirNames(t, dir))
+
+	// Side files are not checkpoints.
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	require.ErrorIs(t, s.ReadJSON(ctx, "missing.json", &got), ErrNotFound)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644))
+	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &got), ErrCorrupt)
+	require.ErrorIs(t, s.WriteJSON(ctx, "x.json", make(chan int)), ErrInvalid)
+
+	r := openStore[int](t, dir, WithLayout("turn", 3), ReadOnly())
+	require.ErrorIs(t, r.WriteJSON(ctx, "result.json", 1), ErrReadOnly)
+	require.NoError(t, r.ReadJSON(ctx, "result.json", &got))
+}
+
+func TestOnErrorHookMayUseStore(t *testing.T) {
+	ctx := context.Background()
+	var s *Store[int]
+	var calls int
+	s = openStore[int](t, t.TempDir(), WithHooks(Hooks{OnError: func(err error) {
+		calls++
+		if calls > 3 {
+			return
+		}
+		// Each of these would deadlock if the hook ran under the store's locks.
+		_, serr := s.Save(ctx, int64(100+calls), 1)
+		require.NoError(t, serr)
+		_, lerr := s.List(ctx)
+		require.NoError(t, lerr)
+	}}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, s.ClearError(ctx, 1), ErrNotFound) // not reported: ErrNotFound
+	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "bad.json"), []byte("{"), 0o644))
+	var v int
+	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &v), ErrCorrupt)
+	require.ErrorIs(t, s.WriteJSON(ctx, "x.json", make(chan int)), ErrInvalid)
+	require.Equal(t, 3, calls)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 4)
+}
+
+func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, Every(0), WithRolling())
+	info, _, err := s.Tick(ctx, 3, 3)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(info.Path, []byte("garbage"), 0o644))
+	_, _, err = s.Latest(ctx)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.NotErrorIs(t, err, ErrNotFound)
+	_, ok, err := s.Resumable(ctx)
+	require.False(t, ok)
+	require.ErrorIs(t, err, ErrCorrupt)
+	// It is listed (its step unknown), so a host can see it.
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, KindRolling, list[0].Kind)
+	// A later good checkpoint wins over it.
+	_, err = s.Save(ctx, 4, 4)
+	require.NoError(t, err)
+	v, _, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, v)
+}
+
+func TestOnErrorHookMayCloseStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), []byte("{"), 0o644))
+	for name, op := range map[string]func(s *Store[int]) error{
+		"read json": func(s *Store[int]) error { var v int; return s.ReadJSON(ctx, "bad.json", &v) },
+		"load":      func(s *Store[int]) error { _, _, err := s.Load(ctx, 1); return err },
+		"latest":    func(s *Store[int]) error { _, _, err := s.Latest(ctx); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var s *Store[int]
+			s = openStore[int](t, dir, ReadOnly(), WithHooks(Hooks{OnError: func(error) { require.NoError(t, s.Close()) }}))
+			require.ErrorIs(t, op(s), ErrCorrupt) // returns: Close did not wait on this very operation
+			_, err := s.List(ctx)
+			require.ErrorIs(t, err, ErrClosed)
+		})
+	}
+}
