@@ -25,7 +25,7 @@
 //	default:
 //		log.Printf("resuming after turn %d", info.Step)
 //	}
-//	for turn := game.Turn + 1; !game.Over(); turn++ {
+//	for turn := info.Step + 1; !game.Over(); turn++ {
 //		game.Play(turn)
 //		if _, _, err := store.Tick(ctx, turn, game); err != nil { ... }
 //	}

@@ -723,3 +723,49 @@ func TestEnvelopeIsPlainJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(doc["state"], &st))
 	require.Equal(t, sampleState(7), st)
 }
+
+// TestResumePastDamagedNewest is the whole recovery story: the newest
+// checkpoint is damaged, Latest resumes from the one before, the host replays
+// the lost step, and saving it works; the damaged file is kept aside.
+func TestResumePastDamagedNewest(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	for turn := int64(1); turn <= 5; turn++ {
+		_, err := s.Save(ctx, turn, sampleState(turn))
+		require.NoError(t, err)
+	}
+	damaged := filepath.Join(dir, "turn_005.json")
+	require.NoError(t, os.Truncate(damaged, 100))
+	torn, err := os.ReadFile(damaged)
+	require.NoError(t, err)
+
+	_, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), info.Step)
+	info, err = s.Save(ctx, 5, sampleState(5))
+	require.NoError(t, err, "the replayed step saves over a damaged file")
+	got, _, err := s.Load(ctx, 5)
+	require.NoError(t, err)
+	require.Equal(t, sampleState(5), got)
+	kept, err := os.ReadFile(damaged + ".corrupt")
+	require.NoError(t, err)
+	require.Equal(t, torn, kept, "the damaged file is moved aside intact")
+
+	// A good checkpoint is never moved: ErrExists.
+	_, err = s.Save(ctx, 5, sampleState(5))
+	require.ErrorIs(t, err, ErrExists)
+	// Nor is a file of a future format version, which may be good.
+	future := filepath.Join(dir, "turn_006.json")
+	require.NoError(t, os.WriteFile(future, envelopeBytes(header{Format: 2, Step: 6, Kind: KindStep, Time: time.Now()}, []byte(`{}`)), 0o644))
+	_, err = s.Save(ctx, 6, sampleState(6))
+	require.ErrorIs(t, err, ErrExists)
+	// A second damage of the same step gets its own quarantine name.
+	require.NoError(t, os.Truncate(info.Path, 10))
+	_, err = s.Save(ctx, 5, sampleState(5))
+	require.NoError(t, err)
+	require.FileExists(t, damaged+".corrupt-2")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 6, "quarantined files are not checkpoints")
+}

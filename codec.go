@@ -57,6 +57,10 @@ type envelope struct {
 
 var gzipMagic = []byte{0x1f, 0x8b}
 
+// errFormat marks a file of a format version this package cannot read: it
+// may be perfectly good for a newer version, so it is never quarantined.
+var errFormat = errors.New("unsupported format version")
+
 // encodeState encodes an application state. The result is what the checksum
 // covers and what a load decodes.
 func encodeState(v any) ([]byte, error) {
@@ -222,7 +226,7 @@ func readHeader(r io.Reader) (header, error) {
 func (h *header) check() error {
 	switch {
 	case !supportedFormat(h.Format):
-		return fmt.Errorf("%w: unsupported format version %d (this package reads version %d)", ErrCorrupt, h.Format, formatVersion)
+		return fmt.Errorf("%w: %w %d (this package reads version %d)", ErrCorrupt, errFormat, h.Format, formatVersion)
 	case h.Step < 0:
 		return fmt.Errorf("%w: negative step %d", ErrCorrupt, h.Step)
 	case !h.Kind.valid():

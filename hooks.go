@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -21,8 +22,8 @@ type Hooks struct {
 	// OnPrune is called with the checkpoints a retention rule removed.
 	OnPrune func(removed []Info)
 	// OnError is called with every error the store returns, except
-	// ErrNotFound results, and with every checkpoint that Latest skipped
-	// because it did not load. The error is an *Error naming the operation,
+	// ErrNotFound results and context cancellations, and with every
+	// checkpoint that Latest skipped because it did not load. The error is an *Error naming the operation,
 	// the step and the file.
 	OnError func(err error)
 }
@@ -37,8 +38,9 @@ func (s *Store[T]) failed(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrNotFound) {
-		s.cfg.logger.Debug("checkpoint: not found", "error", err)
+	if errors.Is(err, ErrNotFound) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// A normal outcome (a fresh start) or the caller's own decision.
+		s.cfg.logger.Debug("checkpoint: operation ended", "error", err)
 		return err
 	}
 	s.cfg.logger.Warn("checkpoint: operation failed", "error", err)

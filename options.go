@@ -104,9 +104,10 @@ func WithMaxReadSize(n int64) Option {
 	return optionFunc(func(c *config) { c.maxRead = n })
 }
 
-// WithLogger makes the store log what it does: saves and loads at Debug,
-// skipped corrupt checkpoints and removed stale files at Warn. By default the
-// store logs nothing.
+// WithLogger makes the store log what it does: "checkpoint created" and
+// "checkpoint pruned" at Debug, "checkpoint restored" (a load) at Info,
+// failed operations, skipped damaged checkpoints and removed stale temporary
+// files at Warn. By default the store logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {

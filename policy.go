@@ -50,8 +50,13 @@ func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, sa
 // SaveFinal saves the checkpoint of a run's last step, whatever the interval.
 // It is kept by every retention rule. A step may have both a step and a final
 // checkpoint; a second final checkpoint of the same step is ErrExists.
+//
+// SaveFinal, SaveError and SaveOnPanic are the saves a program makes as it
+// stops, often because its context was just cancelled (a signal, a
+// deadline), so they do not give up when ctx is done: they save anyway. A
+// closed store still refuses them.
 func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, error) {
-	return s.save(ctx, "save final", step, KindFinal, state, nil, nil)
+	return s.save(context.WithoutCancel(ctx), "save final", step, KindFinal, state, nil, nil)
 }
 
 // SaveError saves an error checkpoint: state as it was when step failed
@@ -61,8 +66,10 @@ func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, er
 // file of its own, and a second failure of the same step is saved as the next
 // attempt (prefix_<step>.error-2.json, ...). Retention keeps error
 // checkpoints; remove one with ClearError once the step has been redone.
+// Like SaveFinal, it saves even when ctx is done: the failure being recorded
+// is often that cancellation.
 func (s *Store[T]) SaveError(ctx context.Context, step int64, state T, cause error) (Info, error) {
-	return s.save(ctx, "save error", step, KindError, state, nil, s.errorRecord(step, cause))
+	return s.save(context.WithoutCancel(ctx), "save error", step, KindError, state, nil, s.errorRecord(step, cause))
 }
 
 // SaveOnPanic saves an error checkpoint if the goroutine is panicking, then
@@ -89,7 +96,7 @@ func (s *Store[T]) SaveOnPanic(ctx context.Context, current func() (int64, T)) {
 		rec.Types = []string{fmt.Sprintf("%T", r)}
 	}
 	// save has reported any failure; the panic matters more.
-	s.save(ctx, "save on panic", step, KindError, state, nil, rec)
+	s.save(context.WithoutCancel(ctx), "save on panic", step, KindError, state, nil, rec)
 	panic(r)
 }
 

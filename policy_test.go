@@ -479,3 +479,56 @@ func TestOnErrorHookMayCloseStore(t *testing.T) {
 		})
 	}
 }
+
+func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var reported []error
+	s := openStore[int](t, t.TempDir(), WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }}))
+	_, err := s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, context.Canceled, "an ordinary save honours ctx")
+	_, err = s.SaveError(ctx, 1, 1, ctx.Err())
+	require.NoError(t, err)
+	_, err = s.SaveFinal(ctx, 2, 2)
+	require.NoError(t, err)
+	func() {
+		defer func() { recover() }()
+		defer s.SaveOnPanic(ctx, func() (int64, int) { return 3, 3 })
+		panic("stop")
+	}()
+	list, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3}, steps(list))
+	require.Empty(t, reported, "a cancellation is the caller's decision, not a store failure")
+}
+
+func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), WithRolling(), Every(2), withClock(newClock().now))
+	_, err := s.Save(ctx, 4, 40)
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 4, 41, errors.New("first"))
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 4, 42, errors.New("second"))
+	require.NoError(t, err)
+	_, err = s.SaveFinal(ctx, 4, 43)
+	require.NoError(t, err)
+	_, _, err = s.Tick(ctx, 5, 50)
+	require.NoError(t, err)
+
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	var got []int
+	for _, info := range list {
+		v, loaded, err := s.LoadInfo(ctx, info)
+		require.NoError(t, err)
+		require.Equal(t, info, loaded)
+		got = append(got, v)
+	}
+	require.Equal(t, []int{40, 41, 42, 43, 50}, got)
+
+	_, _, err = s.LoadInfo(ctx, Info{Path: "/etc/passwd"})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, _, err = s.LoadInfo(ctx, Info{Path: filepath.Join(s.Dir(), "turn_009.json")})
+	require.ErrorIs(t, err, ErrNotFound)
+}

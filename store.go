@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 )
 
@@ -237,7 +238,6 @@ func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind K
 	}
 	s.remember(name, h)
 	info = s.info(name, fn, size, h)
-	s.cfg.logger.Debug("checkpoint: saved", "step", step, "kind", kind, "path", info.Path, "size", size)
 
 	pruned, pruneErr = s.autoPrune(ctx)
 	return info, pruned, pruneErr, nil
@@ -246,6 +246,11 @@ func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind K
 // freeName returns the name for fn, or ErrExists if a checkpoint of that step
 // and kind exists in either compression. An error checkpoint never fails:
 // it takes the next attempt number (.error, .error-2, ...).
+//
+// A file in the way that is provably damaged (bad checksum, truncated, bad
+// gzip or JSON) is quarantined first: otherwise a host that resumed from the
+// checkpoint before it, as Latest makes it do, could never save that step
+// again.
 func (s *Store[T]) freeName(fn fileName) (string, error) {
 	for {
 		name := s.cfg.layout.format(fn)
@@ -254,11 +259,13 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 		exists := false
 		for _, n := range []string{name, s.cfg.layout.format(alt)} {
 			_, err := s.root.Lstat(n)
+			if err == nil && fn.kind != KindError {
+				if err = s.quarantineIfDamaged(n); err == nil {
+					continue
+				}
+			}
 			if err == nil {
 				exists = true
-				if fn.kind != KindError {
-					return n, ErrExists
-				}
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return n, err
 			}
@@ -267,6 +274,47 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 			return name, nil
 		}
 		fn.attempt++
+	}
+}
+
+// quarantineSuffix ends the name of a damaged checkpoint moved aside. Such
+// files are never listed or loaded; they are kept for inspection.
+const quarantineSuffix = ".corrupt"
+
+// quarantineIfDamaged renames the checkpoint name to name.corrupt (or
+// name.corrupt-2, ...) if it is provably damaged, and returns nil. It returns
+// ErrExists if the file is intact, or of a format version this package cannot
+// read, and any other error as it is.
+func (s *Store[T]) quarantineIfDamaged(name string) error {
+	f, err := s.root.Open(name)
+	if err != nil {
+		return err
+	}
+	_, err = readEnvelope(f, s.cfg.maxRead)
+	f.Close()
+	if err == nil || !errors.Is(err, ErrCorrupt) || errors.Is(err, errFormat) {
+		return ErrExists
+	}
+	damage := err
+	for i := 1; ; i++ {
+		q := name + quarantineSuffix
+		if i > 1 {
+			q += "-" + strconv.Itoa(i)
+		}
+		if _, err := s.root.Lstat(q); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := s.root.Rename(name, q); err != nil {
+			return fmt.Errorf("quarantine damaged checkpoint: %w", err)
+		}
+		if err := syncDir(s.root); err != nil {
+			return err
+		}
+		s.forget(name)
+		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
+		return nil
 	}
 }
 
@@ -300,6 +348,35 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	}
 	s.loaded(info)
 	return v, info, nil
+}
+
+// LoadInfo loads exactly the checkpoint file that info describes, as
+// returned by List, Save or Latest: use it to reach a checkpoint that Load
+// does not return because its step has a newer one (a step checkpoint beside
+// a final one, an earlier error attempt). Only info's file name is used; it
+// must be a checkpoint name of the store's layout (else ErrInvalid). A file
+// that is gone is ErrNotFound.
+func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
+	var zero T
+	name := info.Name()
+	fn, ok := s.cfg.layout.parse(name)
+	if !ok {
+		return zero, Info{}, s.failed(stepError("load", info.Step, info.Path, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name)))
+	}
+	if err := s.begin(ctx); err != nil {
+		return zero, Info{}, s.failed(stepError("load", info.Step, s.path(name), err))
+	}
+	e := entry{name: name, fn: fn}
+	if fn.kind == KindRolling {
+		e.h.Step = info.Step // for messages; the file's own header is checked
+	}
+	v, got, err := s.loadEntry(ctx, "load", e)
+	s.ops.Done()
+	if err != nil {
+		return zero, Info{}, s.failed(err)
+	}
+	s.loaded(got)
+	return v, got, nil
 }
 
 // Latest returns the newest checkpoint that loads: the highest step, and

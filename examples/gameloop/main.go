@@ -1,0 +1,385 @@
+// Command gameloop plays a small tabletop game, a Dungeon Master and three
+// players, and saves the whole game after every turn, so that it can be
+// stopped at any moment (Ctrl-C, a crash, kill -9) and started again from the
+// last turn it finished.
+//
+//	go run ./examples/gameloop              # plays turns 1-5
+//	go run ./examples/gameloop              # resumes: plays turns 6-10
+//	go run ./examples/gameloop -turns 2 -dir /tmp/campaigns
+//
+// Checkpoints are campaigns/session_001/turn_001.json, turn_002.json, ...:
+// one self-contained JSON file per turn, never modified once written.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+const session = "session_001"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gameloop:", err)
+		os.Exit(1)
+	}
+}
+
+// run plays -turns turns of the game in -dir, resuming from the latest
+// checkpoint if there is one.
+func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
+	fs := flag.NewFlagSet("gameloop", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	dir := fs.String("dir", "campaigns", "directory that holds the campaign's sessions")
+	turns := fs.Int64("turns", 5, "how many turns to play in this run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *turns < 0 {
+		return fmt.Errorf("-turns %d: want 0 or more", *turns)
+	}
+
+	store, err := checkpoint.Open[GameState](filepath.Join(*dir, session), checkpoint.WithLayout("turn", 3))
+	if err != nil {
+		return err // ErrLocked if another gameloop is playing this session
+	}
+	defer func() {
+		if cerr := store.Close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	game, info, err := store.Latest(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		game = NewGame(session)
+		fmt.Fprintf(stdout, "no checkpoint in %s: starting a fresh game\n", store.Dir())
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(stdout, "resuming %s from turn %d (saved %s)\n",
+			game.Session, info.Step, info.Time.Local().Format("2006-01-02 15:04:05 MST"))
+		game.printParty(stdout)
+	}
+
+	first := game.Turn + 1
+	for turn := first; turn < first+*turns; turn++ {
+		// Stop between turns, never inside one: every saved turn is whole.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped before turn %d; run again to resume after turn %d: %w", turn, game.Turn, err)
+		}
+		events := game.PlayTurn(turn)
+		game.printTurn(stdout, events)
+
+		// Every(1), the default, makes every turn due: each Tick writes
+		// turn_NNN.json, and no turn already saved is ever rewritten.
+		info, saved, err := store.Tick(ctx, turn, game)
+		if err != nil {
+			return err
+		}
+		if saved {
+			fmt.Fprintf(stdout, "  saved %s (%d bytes)\n", info.Path, info.Size)
+		}
+	}
+
+	infos, err := store.List(ctx)
+	if err != nil {
+		return err
+	}
+	if len(infos) > 0 {
+		fmt.Fprintf(stdout, "%s holds %d checkpoints, %s to %s; run again to play turn %d onwards\n",
+			store.Dir(), len(infos), infos[0].Name(), infos[len(infos)-1].Name(), game.Turn+1)
+	}
+	return nil
+}
+
+// GameState is the whole game: restoring it restores the story, the
+// characters and every agent's memory. It holds no wall-clock time and its
+// dice depend only on Seed and the turn, so a game resumed from a checkpoint
+// plays on exactly as if it had never stopped.
+type GameState struct {
+	Session string `json:"session"`
+	// Turn is the number of turns played.
+	Turn int64 `json:"turn"`
+	// Seed makes the dice repeatable.
+	Seed uint64 `json:"seed"`
+	// WorldTime is the clock inside the story.
+	WorldTime time.Time `json:"world_time"`
+	Scene     string    `json:"scene"`
+	// TurnQueue is who acts in a turn, in order: the DM, then the players.
+	TurnQueue []string `json:"turn_queue"`
+	// Log is the ground truth: everything that happened, whispers included.
+	Log        []string               `json:"ground_truth_log"`
+	Memories   map[string]AgentMemory `json:"agent_memories"`
+	Characters map[string]Character   `json:"characters"`
+}
+
+// AgentMemory is what one agent (the DM or a player) remembers. Agents
+// remember differently: only the DM and its target know a whisper.
+type AgentMemory struct {
+	LongTermSummary string   `json:"long_term_summary"`
+	ShortTermBuffer []string `json:"short_term_buffer"`
+	Whispers        []string `json:"whispers,omitempty"`
+}
+
+// Character is a player character's sheet.
+type Character struct {
+	Name      string   `json:"name"`
+	Class     string   `json:"class"`
+	Bonus     int      `json:"bonus"`
+	HP        int      `json:"hp"`
+	MaxHP     int      `json:"max_hp"`
+	XP        int      `json:"xp"`
+	Inventory []string `json:"inventory"`
+}
+
+const (
+	// shortTermTurns is how many turns an agent remembers in detail.
+	shortTermTurns = 3
+	// turnsPerDay: a turn is four hours of the story.
+	turnsPerDay = 6
+)
+
+const dm = "dm"
+
+// NewGame returns the state before turn 1.
+func NewGame(session string) GameState {
+	g := GameState{
+		Session:   session,
+		Seed:      20240601,
+		WorldTime: time.Date(1492, time.March, 3, 4, 0, 0, 0, time.UTC),
+		TurnQueue: []string{dm, "brynja", "kael", "zoe"},
+		Log:       []string{},
+		Memories:  make(map[string]AgentMemory),
+		Characters: map[string]Character{
+			"brynja": {Name: "Brynja", Class: "fighter", Bonus: 3, HP: 12, MaxHP: 12, Inventory: []string{"longsword", "shield with a 🐺 on it"}},
+			"kael":   {Name: "Kael", Class: "wizard", Bonus: 2, HP: 8, MaxHP: 8, Inventory: []string{"spellbook", "chalk"}},
+			"zoe":    {Name: "Zoë", Class: "rogue", Bonus: 4, HP: 10, MaxHP: 10, Inventory: []string{"lockpicks", "rope (15 m)"}},
+		},
+	}
+	for _, id := range g.TurnQueue {
+		g.Memories[id] = AgentMemory{ShortTermBuffer: []string{}}
+	}
+	return g
+}
+
+// scene is one stop on the party's road. Turn t is played in scene
+// (t-1) mod len(scenes): the road loops.
+type scene struct {
+	name      string
+	narration string
+	dc        int
+	actions   map[string]string // by class
+	loot      string
+	secret    string // whispered to one player
+}
+
+var scenes = []scene{
+	{
+		name:      "the Lantern Road",
+		narration: "Rain needles the Lantern Road; a cart lies overturned and its oxen are gone.",
+		dc:        12,
+		actions:   map[string]string{"fighter": "heaves the cart upright", "wizard": "reads the wet runes on the axle", "rogue": "tracks the oxen into the birches"},
+		loot:      "a brass key",
+		secret:    "the carter was paid to tip the cart",
+	},
+	{
+		name:      "the Drowned Chapel",
+		narration: "Bells ring under black water; the chapel door is barred from within.",
+		dc:        14,
+		actions:   map[string]string{"fighter": "shoulders the barred door", "wizard": "names the drowned saint aloud", "rogue": "slips through a broken window"},
+		loot:      "a silver bell",
+		secret:    "the bells ring for someone still alive",
+	},
+	{
+		name:      "Mossgate Market",
+		narration: "Mossgate Market is loud with haggling — and one stall sells maps of places that do not exist.",
+		dc:        11,
+		actions:   map[string]string{"fighter": "stares down the map-seller", "wizard": "checks a map against the stars", "rogue": "lifts the seller's ledger"},
+		loot:      "a map to Ærøskøbing",
+		secret:    "the map-seller is the carter, in a wig",
+	},
+	{
+		name:      "the Salt Caves",
+		narration: "The Salt Caves glitter; something large breathes in the dark…",
+		dc:        15,
+		actions:   map[string]string{"fighter": "raises her shield toward the breathing", "wizard": "conjures a lantern of blue fire", "rogue": "counts the echoes to find the exit"},
+		loot:      "a salt-crusted crown",
+		secret:    "the breathing thing is only the tide",
+	},
+	{
+		name:      "the Clockwork Bridge",
+		narration: "The Clockwork Bridge folds itself away a plank at a time; the far bank is 30 m off.",
+		dc:        13,
+		actions:   map[string]string{"fighter": "jams her sword into the gears", "wizard": "asks the bridge politely to stop", "rogue": "runs the vanishing planks"},
+		loot:      "a tiny gear that still turns",
+		secret:    "the bridge obeys whoever carries the brass key",
+	},
+	{
+		name:      "the Ember Tower",
+		narration: "At the Ember Tower the door is warm to the touch; someone is cooking inside.",
+		dc:        12,
+		actions:   map[string]string{"fighter": "knocks, twice, loudly", "wizard": "smells the smoke for sorcery", "rogue": "climbs to the kitchen window"},
+		loot:      "a jar of dragon pepper",
+		secret:    "the cook is the missing oxen's owner",
+	},
+}
+
+// event is one line of a turn, as it goes into the log.
+type event struct {
+	who  string // an agent
+	to   string // for a whisper: the one agent who hears it
+	text string
+}
+
+// PlayTurn plays turn and records it in the game: the DM narrates, every
+// player acts and rolls against the scene, and every agent remembers the
+// turn. It returns what happened, in order.
+func (g *GameState) PlayTurn(turn int64) []event {
+	// One random stream per turn: the dice of a turn depend only on the seed
+	// and the turn, not on how many runs it took to get here.
+	rng := rand.New(rand.NewPCG(g.Seed, uint64(turn)))
+	sc := scenes[int((turn-1)%int64(len(scenes)))]
+	g.Turn = turn
+	g.WorldTime = g.WorldTime.Add(24 * time.Hour / turnsPerDay)
+	g.Scene = sc.name
+
+	players := g.TurnQueue[1:]
+	events := []event{{who: dm, text: sc.narration}}
+	if turn > 1 && (turn-1)%turnsPerDay == 0 {
+		events = append(events, event{who: dm, text: "Dawn. The party rests and is whole again."})
+		for _, id := range players {
+			c := g.Characters[id]
+			c.HP = c.MaxHP
+			g.Characters[id] = c
+		}
+	}
+	var whisperTo string
+	if turn%2 == 0 {
+		whisperTo = players[int(turn/2)%len(players)]
+		events = append(events, event{who: dm, to: whisperTo, text: sc.secret})
+	}
+
+	var outcomes []string            // "Brynja ✓", in turn order
+	marks := make(map[string]string) // by player: ✓ or ✗
+	for _, id := range players {
+		c := g.Characters[id]
+		roll := rng.IntN(20) + 1
+		text := fmt.Sprintf("🎲%2d+%d %s (DC %d): ", roll, c.Bonus, sc.actions[c.Class], sc.dc)
+		if roll+c.Bonus >= sc.dc {
+			c.XP += 10
+			text += "success, +10 XP"
+			if !g.anyoneHas(sc.loot) {
+				c.Inventory = append(c.Inventory, sc.loot)
+				text += ", finds " + sc.loot
+			}
+			marks[id] = "✓"
+		} else {
+			hurt := 1 + rng.IntN(3)
+			c.HP = max(1, c.HP-hurt)
+			text += fmt.Sprintf("fails, -%d HP (%d/%d)", hurt, c.HP, c.MaxHP)
+			marks[id] = "✗"
+		}
+		g.Characters[id] = c
+		outcomes = append(outcomes, c.Name+" "+marks[id])
+		events = append(events, event{who: id, text: text})
+	}
+
+	for _, e := range events {
+		g.Log = append(g.Log, fmt.Sprintf("[turn %d] %s: %s", turn, g.label(e), e.text))
+	}
+	g.remember(dm, fmt.Sprintf("turn %d, %s: %s", turn, sc.name, strings.Join(outcomes, ", ")))
+	for _, id := range players {
+		c := g.Characters[id]
+		g.remember(id, fmt.Sprintf("turn %d, %s: %s %s %s", turn, sc.name, c.Name, sc.actions[c.Class], marks[id]))
+	}
+	if whisperTo != "" {
+		for _, id := range []string{dm, whisperTo} {
+			m := g.Memories[id]
+			m.Whispers = append(m.Whispers, fmt.Sprintf("turn %d: %s", turn, sc.secret))
+			g.Memories[id] = m
+		}
+	}
+	return events
+}
+
+func (g *GameState) anyoneHas(item string) bool {
+	for _, c := range g.Characters {
+		if slices.Contains(c.Inventory, item) {
+			return true
+		}
+	}
+	return false
+}
+
+// remember adds a turn to an agent's short-term memory; the oldest turn
+// beyond shortTermTurns is folded into the long-term summary.
+func (g *GameState) remember(id, note string) {
+	m := g.Memories[id]
+	m.ShortTermBuffer = append(m.ShortTermBuffer, note)
+	if n := len(m.ShortTermBuffer) - shortTermTurns; n > 0 {
+		m.ShortTermBuffer = slices.Delete(m.ShortTermBuffer, 0, n)
+		folded := g.Turn - shortTermTurns
+		var places []string
+		for t := int64(1); t <= folded && t <= int64(len(scenes)); t++ {
+			places = append(places, scenes[t-1].name)
+		}
+		m.LongTermSummary = fmt.Sprintf("Turns 1–%d, in brief: %s.", folded, strings.Join(places, ", "))
+	}
+	g.Memories[id] = m
+}
+
+func (g *GameState) name(id string) string {
+	if id == dm {
+		return "DM"
+	}
+	if c, ok := g.Characters[id]; ok {
+		return c.Name
+	}
+	return id
+}
+
+// label names who speaks in e: "Zoë", or "DM ⇢ Kael" for a whisper.
+func (g *GameState) label(e event) string {
+	if e.to != "" {
+		return g.name(e.who) + " ⇢ " + g.name(e.to)
+	}
+	return g.name(e.who)
+}
+
+func (g *GameState) printTurn(w io.Writer, events []event) {
+	fmt.Fprintf(w, "── turn %d · %s · %s ──\n", g.Turn, g.Scene, g.WorldTime.Format("2 January, 15:04"))
+	for _, e := range events {
+		fmt.Fprintf(w, "  %-12s %s\n", g.label(e), e.text)
+	}
+}
+
+func (g *GameState) printParty(w io.Writer) {
+	for _, id := range g.TurnQueue[1:] {
+		c := g.Characters[id]
+		m := g.Memories[id]
+		last := "nothing yet"
+		if n := len(m.ShortTermBuffer); n > 0 {
+			last = m.ShortTermBuffer[n-1]
+		}
+		fmt.Fprintf(w, "  %-6s %s, %d/%d HP, %d XP; remembers %q\n", c.Name, c.Class, c.HP, c.MaxHP, c.XP, last)
+	}
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// childEnv makes the test binary run the daemon instead of the tests, with
+// the JSON-encoded arguments in childArgsEnv: the kill tests need a real
+// process to kill.
+const (
+	childEnv     = "HEARTBEAT_CHILD"
+	childArgsEnv = "HEARTBEAT_ARGS"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		var args []string
+		if err := json.Unmarshal([]byte(os.Getenv(childArgsEnv)), &args); err != nil {
+			panic(err)
+		}
+		os.Exit(daemon(args))
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	createdRe  = regexp.MustCompile(`^checkpoint created beat=(\d+) size=(\d+) kind=(\w+)$`)
+	restoredRe = regexp.MustCompile(`(?m)^checkpoint restored beat=(\d+) age=\S+ kind=(\w+)$`)
+)
+
+// daemonProcess is the daemon running as a child process.
+type daemonProcess struct {
+	cmd    *exec.Cmd
+	lines  *bufio.Scanner
+	stdout io.Reader
+	stderr bytes.Buffer
+}
+
+func startDaemon(t *testing.T, args ...string) *daemonProcess {
+	t.Helper()
+	encoded, err := json.Marshal(args)
+	require.NoError(t, err)
+	// The deadline only stops a hung child; the tests synchronise on its output.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", childArgsEnv+"="+string(encoded),
+		// A race-enabled binary sleeps a second at exit unless told not to.
+		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	d := &daemonProcess{cmd: cmd}
+	cmd.Stderr = &d.stderr
+	d.stdout, err = cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	d.lines = bufio.NewScanner(d.stdout)
+	return d
+}
+
+// waitForSaves reads the daemon's output until it has reported n step
+// checkpoints and returns the highest beat saved.
+func (d *daemonProcess) waitForSaves(t *testing.T, n int) int64 {
+	t.Helper()
+	var last int64
+	for seen := 0; seen < n; {
+		if !d.lines.Scan() {
+			err := d.cmd.Wait() // before reading stderr, which Wait finishes copying
+			t.Fatalf("daemon stopped before %d checkpoints: %v\nstderr:\n%s", n, err, d.stderr.String())
+		}
+		t.Logf("daemon: %s", d.lines.Text())
+		m := createdRe.FindStringSubmatch(d.lines.Text())
+		if m == nil || m[3] != string(checkpoint.KindStep) {
+			continue
+		}
+		beat, err := strconv.ParseInt(m[1], 10, 64)
+		require.NoError(t, err)
+		require.Greater(t, beat, last, "checkpoints are reported in beat order")
+		last = beat
+		seen++
+	}
+	return last
+}
+
+// restoredBeat returns the beat of the "checkpoint restored" event in out.
+func restoredBeat(t *testing.T, out string) (int64, checkpoint.Kind) {
+	t.Helper()
+	m := restoredRe.FindStringSubmatch(out)
+	require.NotNil(t, m, "no restore event in output:\n%s", out)
+	beat, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	return beat, checkpoint.Kind(m[2])
+}
+
+func runDaemon(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), args, &out))
+	return out.String()
+}
+
+func openReadOnly(t *testing.T, dir string) *checkpoint.Store[State] {
+	t.Helper()
+	store, err := checkpoint.Open[State](dir, checkpoint.WithLayout("beat", 8), checkpoint.ReadOnly())
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// TestResumeAfterSIGKILL kills the daemon with SIGKILL, which no program can
+// catch, and proves the next run resumes from the last checkpoint it
+// reported, with its whole state.
+func TestResumeAfterSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, "-dir", dir, "-beats", "0", "-interval", "0")
+	lastSaved := d.waitForSaves(t, 3)
+	require.NoError(t, d.cmd.Process.Kill())
+	_, _ = io.Copy(io.Discard, d.stdout) // read to EOF before Wait closes the pipe
+	err := d.cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "the daemon must die of the kill, not exit on its own")
+	if runtime.GOOS != "windows" {
+		require.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
+	}
+
+	target := lastSaved + 60
+	out := runDaemon(t, "-dir", dir, "-beats", strconv.FormatInt(target, 10), "-interval", "0")
+	t.Logf("second run:\n%s", out)
+	restored, kind := restoredBeat(t, out)
+	// A save may have completed between the line we read and the kill.
+	require.GreaterOrEqual(t, restored, lastSaved)
+	require.Equal(t, checkpoint.KindStep, kind)
+	require.Zero(t, restored%every, "step checkpoints are taken every %d beats", every)
+	require.Contains(t, out, "resuming at beat "+strconv.FormatInt(restored, 10))
+	require.Contains(t, out, "stopped at beat "+strconv.FormatInt(target, 10))
+
+	store := openReadOnly(t, dir)
+	ctx := t.Context()
+	infos, err := store.List(ctx)
+	require.NoError(t, err)
+	steps := 0
+	for _, info := range infos {
+		if info.Kind == checkpoint.KindStep {
+			steps++
+		}
+		require.True(t, info.Compressed, "%s", info.Name())
+		_, _, err := store.Load(ctx, info.Step)
+		require.NoError(t, err, "%s", info.Name())
+	}
+	require.LessOrEqual(t, steps, keep)
+	require.GreaterOrEqual(t, steps, 3)
+
+	final, info, err := store.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.KindFinal, info.Kind)
+	require.Equal(t, target, final.Beat)
+
+	// An uninterrupted run to the same beat ends in the same state: the
+	// affect, working memory and goals were all restored, not just the beat.
+	fresh := t.TempDir()
+	runDaemon(t, "-dir", fresh, "-beats", strconv.FormatInt(target, 10), "-interval", "0")
+	want, _, err := openReadOnly(t, fresh).Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, final)
+}
+
+// TestSIGTERMSavesBeatInHand proves a signalled daemon saves the beat it
+// reached, between two intervals, as an ordinary checkpoint (a stop is not
+// the end of a daemon's run), and exits cleanly.
+func TestSIGTERMSavesBeatInHand(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM on Windows")
+	}
+	dir := t.TempDir()
+	d := startDaemon(t, "-dir", dir, "-interval", "1ms")
+	lastSaved := d.waitForSaves(t, 1)
+	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
+	rest, err := io.ReadAll(d.stdout)
+	require.NoError(t, err)
+	err = d.cmd.Wait()
+	require.NoError(t, err, "stderr:\n%s", d.stderr.String())
+	t.Logf("daemon after SIGTERM:\n%s", rest)
+
+	m := regexp.MustCompile(`(?m)^stopped at beat (\d+)$`).FindSubmatch(rest)
+	require.NotNil(t, m, "the daemon did not report its stop")
+	beat, err := strconv.ParseInt(string(m[1]), 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, beat, lastSaved)
+
+	state, info, err := openReadOnly(t, dir).Latest(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.KindStep, info.Kind)
+	require.Equal(t, beat, info.Step)
+	require.Equal(t, beat, state.Beat)
+
+	out := runDaemon(t, "-dir", dir, "-beats", strconv.FormatInt(beat+1, 10), "-interval", "0")
+	restored, kind := restoredBeat(t, out)
+	require.Equal(t, beat, restored)
+	require.Equal(t, checkpoint.KindStep, kind)
+}
+
+// TestFreshStartAndTargetReached covers the plain run: a fresh store,
+// checkpoints every 50 beats, retention at 10, and a second run with nothing
+// left to do.
+func TestFreshStartAndTargetReached(t *testing.T) {
+	dir := t.TempDir()
+	out := runDaemon(t, "-dir", dir, "-beats", "600", "-interval", "0")
+	require.Contains(t, out, "fresh start in "+dir)
+	require.NotContains(t, out, "checkpoint restored")
+	require.Contains(t, out, "checkpoint created beat=600 size=")
+	require.Contains(t, out, "checkpoint pruned beat=50\n")
+
+	infos, err := openReadOnly(t, dir).List(t.Context())
+	require.NoError(t, err)
+	var steps []int64
+	for _, info := range infos {
+		if info.Kind == checkpoint.KindStep {
+			steps = append(steps, info.Step)
+		}
+	}
+	require.Equal(t, []int64{150, 200, 250, 300, 350, 400, 450, 500, 550, 600}, steps)
+
+	out = runDaemon(t, "-dir", dir, "-beats", "600", "-interval", "0")
+	require.Contains(t, out, "stopped at beat 600; nothing new to save")
+}
