@@ -184,14 +184,15 @@ loop:
 	// it. Reaching -beats ends the run: that is its final checkpoint. ctx is
 	// cancelled after a signal; SaveFinal saves anyway, Save needs a context
 	// that is not.
+	var saveErr error
 	switch {
 	case *beats != 0 && state.Beat >= *beats:
-		_, err = store.SaveFinal(ctx, state.Beat, state)
+		_, saveErr = store.SaveFinal(ctx, state.Beat, state)
 	case !store.Due(state.Beat):
-		_, err = store.Save(context.WithoutCancel(ctx), state.Beat, state)
+		_, saveErr = store.Save(context.WithoutCancel(ctx), state.Beat, state)
 	}
-	if err != nil {
-		return err
+	if saveErr != nil {
+		return saveErr
 	}
 	fmt.Fprintf(stdout, "stopped at beat %d\n", state.Beat)
 	return store.Close()

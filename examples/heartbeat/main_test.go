@@ -237,3 +237,32 @@ func TestFreshStartAndTargetReached(t *testing.T) {
 	out = runDaemon(t, "-dir", dir, "-beats", "600", "-interval", "0")
 	require.Contains(t, out, "stopped at beat 600; nothing new to save")
 }
+
+// cancelOn cancels a context when a line containing marker is written.
+type cancelOn struct {
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.buf.Write(p)
+	if bytes.Contains(p, []byte(c.marker)) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// TestStopOnSavedBeat covers a stop that lands on a beat Tick has just
+// saved: nothing more to save, and a clean exit.
+func TestStopOnSavedBeat(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	out := &cancelOn{marker: "checkpoint created beat=50 ", cancel: cancel}
+	require.NoError(t, run(ctx, []string{"-dir", dir, "-interval", "0"}, out))
+	require.Contains(t, out.buf.String(), "stopped at beat 50\n")
+	infos, err := openReadOnly(t, dir).List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	require.Equal(t, int64(50), infos[0].Step)
+}
