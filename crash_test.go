@@ -51,8 +51,9 @@ func crashOptions(gz bool) []Option {
 	return opts
 }
 
-// crashChild ticks forever, printing "ack N" after each tick that returned
-// without error. It exits when its standard input closes, so that it never
+// crashChild ticks forever (numbered and rolling checkpoints, pruned by
+// KeepLast), saves and clears error checkpoints and rewrites a side file,
+// printing "ack N" after each step whose saves returned without error. It exits when its standard input closes, so that it never
 // outlives the test.
 func crashChild(dir string, gz bool) {
 	fail := func(code int, err error) {
@@ -82,6 +83,13 @@ func crashChild(dir string, gz bool) {
 		if next%7 == 0 {
 			if _, err := s.SaveError(ctx, next, st, errors.New("simulated failure")); err != nil {
 				fail(5, err)
+			}
+		}
+		if next%7 == 1 && next > 1 {
+			// The failed step has been redone: clear its error checkpoint,
+			// as a host does after resuming (kills land in Delete too).
+			if err := s.ClearError(ctx, next-1); err != nil && !errors.Is(err, ErrNotFound) {
+				fail(7, err)
 			}
 		}
 		if next%5 == 0 {
@@ -136,6 +144,20 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 			require.NoError(t, err, sc.Text())
 			require.Greater(t, step, lastAck)
 			lastAck = step
+		}
+		if kill == 0 {
+			// The child is a live writer in another process: a second
+			// writer is refused, a reader works beside it.
+			_, err := Open[crashState](dir, crashOptions(gz)...)
+			require.ErrorIs(t, err, ErrLocked)
+			r, err := Open[crashState](dir, append(crashOptions(gz), ReadOnly())...)
+			require.NoError(t, err)
+			_, err = r.List(ctx)
+			require.NoError(t, err)
+			got, info, err := r.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, info.Step, got.Step)
+			require.NoError(t, r.Close())
 		}
 		require.NoError(t, cmd.Process.Kill())
 		cmd.Wait()
