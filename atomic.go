@@ -26,10 +26,10 @@ type writeTo func(w io.Writer) error
 // The bytes go to a temporary file in the same directory (renameio names it
 // "." + name + random digits), are flushed and fsynced, and the file is
 // closed; only then is it hard-linked to name, which fails instead of
-// replacing, and the temporary name removed. Last the directory is fsynced, so
-// that both the new name and the removal survive a power cut. A crash at any
-// instant leaves no file called name or a complete one; a leftover temporary
-// file is removed by the next writer's Open.
+// replacing. The temporary name is removed and the directory fsynced, so that
+// the new name and the removal survive a power cut together. A crash at any
+// instant leaves no file called name or a complete one, and at worst a
+// temporary file that the next writer's Open removes.
 func createFile(root *os.Root, name string, write writeTo) (int64, error) {
 	return writeFile(root, name, write, false)
 }
@@ -46,10 +46,14 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool) (n int64
 	if err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
 	}
+	published := false
 	defer func() {
-		// A no-op once published; otherwise the temporary file goes.
-		if cerr := cleanup(pf); cerr != nil && err == nil {
-			err = fmt.Errorf("remove temporary file: %w", cerr)
+		if !published {
+			// Closes the file if still open and removes the temporary
+			// name; a close error after a failure adds nothing.
+			if cerr := pf.Cleanup(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+				err = errors.Join(err, fmt.Errorf("remove temporary file: %w", cerr))
+			}
 		}
 	}()
 	cw := &countingWriter{w: pf}
@@ -60,60 +64,44 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool) (n int64
 	if err := bw.Flush(); err != nil {
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
-	publish := publishLink
 	if replace {
-		publish = publishRename
-	}
-	if err := publish(root, pf, name); err != nil {
-		return 0, err
+		// Sync, close, rename over name.
+		if err := pf.CloseAtomicallyReplace(); err != nil {
+			return 0, fmt.Errorf("publish: %w", err)
+		}
+		published = true
+	} else {
+		if err := pf.Sync(); err != nil {
+			return 0, fmt.Errorf("sync temporary file: %w", err)
+		}
+		if err := pf.File.Close(); err != nil {
+			return 0, fmt.Errorf("close temporary file: %w", err)
+		}
+		tmp := filepath.Base(pf.Name())
+		if err := root.Link(tmp, name); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return 0, ErrExists
+			}
+			return 0, fmt.Errorf("publish: %w", err)
+		}
+		published = true
+		// The checkpoint is whole under its name. Should the temporary
+		// name fail to go, the next Open removes it; failing the save
+		// here would report a checkpoint that exists as not saved.
+		_ = root.Remove(tmp)
 	}
 	if err := syncDir(root); err != nil {
 		// The save failed, so it must not look done: a new name whose
 		// directory entry may not be durable is taken back. A replaced
-		// file cannot be restored; its caller reports the failure.
+		// file cannot be restored; the failure is reported either way.
 		if !replace {
-			root.Remove(name)
+			if rerr := root.Remove(name); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("take back %s: %w", name, rerr))
+			}
 		}
 		return 0, err
 	}
 	return cw.n, nil
-}
-
-// publishLink syncs and closes the temporary file, then links it to name.
-func publishLink(root *os.Root, pf *renameio.PendingFile, name string) error {
-	if err := pf.Sync(); err != nil {
-		return fmt.Errorf("sync temporary file: %w", err)
-	}
-	if err := pf.File.Close(); err != nil {
-		return fmt.Errorf("close temporary file: %w", err)
-	}
-	if err := root.Link(filepath.Base(pf.Name()), name); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return ErrExists
-		}
-		return fmt.Errorf("publish: %w", err)
-	}
-	// The checkpoint is complete under its name; the temporary link is
-	// removed by cleanup, and the directory sync makes both durable.
-	return nil
-}
-
-// publishRename syncs, closes and renames the temporary file over name.
-func publishRename(_ *os.Root, pf *renameio.PendingFile, _ string) error {
-	if err := pf.CloseAtomicallyReplace(); err != nil {
-		return fmt.Errorf("publish: %w", err)
-	}
-	return nil
-}
-
-// cleanup removes pf's temporary file unless it was renamed into place.
-func cleanup(pf *renameio.PendingFile) error {
-	err := pf.Cleanup()
-	if errors.Is(err, os.ErrClosed) {
-		// publishLink closed the file itself; the removal succeeded.
-		return nil
-	}
-	return err
 }
 
 // syncDir fsyncs the directory of root, making entries created, renamed or
@@ -127,6 +115,48 @@ func syncDir(root *os.Root) error {
 	if err := d.Sync(); err != nil {
 		d.Close()
 		return fmt.Errorf("sync directory: %w", err)
+	}
+	return d.Close()
+}
+
+// mkdirDurable creates dir and any missing parents, and fsyncs the parent of
+// each directory it created, so that the new directories survive a power cut
+// with the checkpoints written into them.
+func mkdirDurable(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(created) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncPath(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncPath(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("sync directory %s: %w", dir, err)
 	}
 	return d.Close()
 }
@@ -147,15 +177,15 @@ func removeFiles(root *os.Root, names ...string) error {
 }
 
 // removeStaleTemps removes the temporary files a crashed save left behind and
-// returns their names. Only names that isTemp recognises are touched.
-func removeStaleTemps(root *os.Root) ([]string, error) {
+// returns their names. Only names that l.isTemp recognises are touched.
+func removeStaleTemps(root *os.Root, l layout) ([]string, error) {
 	entries, err := readDir(root)
 	if err != nil {
 		return nil, err
 	}
 	var stale []string
 	for _, e := range entries {
-		if e.Type().IsRegular() && isTemp(e.Name()) {
+		if e.Type().IsRegular() && l.isTemp(e.Name()) {
 			stale = append(stale, e.Name())
 		}
 	}

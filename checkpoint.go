@@ -26,9 +26,15 @@
 //		log.Printf("resuming after turn %d", info.Step)
 //	}
 //	for turn := info.Step + 1; !game.Over(); turn++ {
-//		game.Play(turn)
+//		if err := game.Play(turn); err != nil {
+//			store.SaveError(ctx, turn, game, err) // the turn as it stood, and why
+//			return err
+//		}
 //		if _, _, err := store.Tick(ctx, turn, game); err != nil { ... }
 //	}
+//
+// A resume from an error checkpoint (info.Kind == KindError) redoes its step
+// rather than the next one; see the README and examples/onerror.
 //
 // Every exported method is safe for concurrent use by multiple goroutines.
 // Errors name the operation, the step and the file, and wrap one of the

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -768,4 +770,256 @@ func TestResumePastDamagedNewest(t *testing.T) {
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 6, "quarantined files are not checkpoints")
+}
+
+func TestIntactFileOverReadLimitIsNeverQuarantined(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[string](t, dir)
+	info, err := s.Save(ctx, 1, strings.Repeat("x", 4096))
+	require.NoError(t, err)
+	before, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	small := openStore[string](t, dir, WithMaxReadSize(1024))
+	_, _, err = small.Load(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, "read limit")
+	_, err = small.Save(ctx, 1, "replacement")
+	require.ErrorIs(t, err, ErrExists)
+	after, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.NoFileExists(t, info.Path+".corrupt")
+}
+
+func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), Every(0), WithRolling())
+	_, _, err := s.Tick(ctx, 1, 1)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for step := int64(2); step <= 400; step++ {
+			if _, _, err := s.Tick(ctx, step, int(step)); err != nil {
+				panic(err)
+			}
+		}
+	}()
+	wrong, loaded := 0, 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		list, err := s.List(ctx)
+		require.NoError(t, err)
+		if len(list) != 1 {
+			continue
+		}
+		v, info, err := s.Load(ctx, list[0].Step)
+		if errors.Is(err, ErrNotFound) {
+			continue // the rolling file moved on: the honest answer
+		}
+		require.NoError(t, err)
+		loaded++
+		if int64(v) != list[0].Step || info.Step != list[0].Step {
+			wrong++
+		}
+	}
+	require.Zero(t, wrong, "Load(k) returned another step (%d loads)", loaded)
+}
+
+func TestInfoIsACopy(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir())
+	info, err := s.Save(ctx, 1, 1, WithMeta("k", "v"))
+	require.NoError(t, err)
+	info.Meta["k"] = "mutated by caller"
+	_, err = s.SaveError(ctx, 2, 2, fmt.Errorf("x: %w", os.ErrClosed))
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() { // under -race: each caller owns its Info
+			defer wg.Done()
+			list, err := s.List(ctx)
+			if err != nil {
+				panic(err)
+			}
+			list[0].Meta["k"] = fmt.Sprint(i)
+			list[1].Error.Types[0] = fmt.Sprint(i)
+		}()
+	}
+	wg.Wait()
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v", list[0].Meta["k"])
+	require.Equal(t, "*fmt.wrapError", list[1].Error.Types[0])
+}
+
+func TestSecondCloseWaitsForTheFirst(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	// The clock is read inside a save, with the save counted in flight:
+	// blocking it holds a save in the middle.
+	s, err := Open[int](dir, withClock(func() time.Time {
+		once.Do(func() { close(entered); <-release })
+		return time.Now()
+	}))
+	require.NoError(t, err)
+	saved := make(chan error, 1)
+	go func() { _, err := s.Save(ctx, 1, 1); saved <- err }()
+	<-entered
+	first := make(chan error, 1)
+	go func() { first <- s.Close() }()
+	for { // until the first Close has begun
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			break
+		}
+		runtime.Gosched()
+	}
+	go func() {
+		for i := 0; i < 100; i++ {
+			runtime.Gosched()
+		}
+		close(release)
+	}()
+	require.NoError(t, s.Close())
+	// Whichever Close returned, the lock is free once it has.
+	again, err := Open[int](dir)
+	require.NoError(t, err, "a Close returned before the store was closed")
+	require.NoError(t, again.Close())
+	require.NoError(t, <-first)
+	require.NoError(t, <-saved)
+}
+
+// saveOnMarshal is a state whose encoding uses the store.
+type saveOnMarshal struct{ s *Store[any] }
+
+func (m saveOnMarshal) MarshalJSON() ([]byte, error) {
+	if _, err := m.s.Save(context.Background(), 99, 99); err != nil {
+		return nil, err
+	}
+	return []byte(`"encoded"`), nil
+}
+
+func TestStateEncodingRunsOutsideTheWriteLock(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[any](t, t.TempDir())
+	_, err := s.Save(ctx, 1, saveOnMarshal{s})
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 99}, steps(list))
+}
+
+func TestConcurrentSavesOfOneStep(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Save(ctx, 7, i)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		if err == nil {
+			ok++
+		} else {
+			require.ErrorIs(t, err, ErrExists)
+		}
+	}
+	require.Equal(t, 1, ok)
+	require.Equal(t, []string{".checkpoint.lock", "step_00000007.json"}, dirNames(t, dir))
+}
+
+func TestSaveErrorsNameTheFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[any](t, dir, WithLayout("turn", 3))
+	path := filepath.Join(dir, "turn_001.json")
+	_, err := s.Save(ctx, 1, make(chan int))
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "checkpoint: save step 1 "+path+": invalid argument: encode state")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = s.Save(cancelled, 1, 1)
+	require.ErrorContains(t, err, "save step 1 "+path)
+	require.NoError(t, s.Close())
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorContains(t, err, "save step 1 "+path)
+}
+
+func TestSaveTimesGrowWhenTheClockStepsBack(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	noon := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := openStore[int](t, dir, withClock(func() time.Time { return noon }))
+	_, err := s.SaveError(ctx, 5, 1, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	// A new process whose clock is an hour behind resumes from the error
+	// checkpoint and saves the redone step: that save is the last one.
+	s = openStore[int](t, dir, withClock(func() time.Time { return noon.Add(-time.Hour) }))
+	_, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindError, info.Kind)
+	saved, err := s.Save(ctx, 5, 2)
+	require.NoError(t, err)
+	require.True(t, saved.Time.After(info.Time))
+	v, latest, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	require.Equal(t, KindStep, latest.Kind)
+}
+
+func TestListReportsUnreadableHeaderOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), []byte("junk"), 0o644))
+	var logs bytes.Buffer
+	s := openStore[int](t, dir, ReadOnly(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	for i := 0; i < 3; i++ {
+		list, err := s.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Zero(t, list[0].Format, "an unreadable header is listed with format 0")
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "unreadable checkpoint header"))
+}
+
+func TestReaderCacheFollowsTheDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir, KeepLast(2))
+	r := openStore[int](t, dir, ReadOnly())
+	for step := int64(0); step < 200; step++ {
+		_, err := w.Save(ctx, step, 1)
+		require.NoError(t, err)
+		_, err = r.List(ctx)
+		require.NoError(t, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.LessOrEqual(t, len(r.headers), 3)
 }

@@ -51,8 +51,7 @@ type header struct {
 // envelope is a whole decoded checkpoint with its state still encoded.
 type envelope struct {
 	header
-	State    json.RawMessage `json:"state"`
-	Checksum string          `json:"checksum"`
+	State json.RawMessage `json:"state"`
 }
 
 var gzipMagic = []byte{0x1f, 0x8b}
@@ -60,6 +59,9 @@ var gzipMagic = []byte{0x1f, 0x8b}
 // errFormat marks a file of a format version this package cannot read: it
 // may be perfectly good for a newer version, so it is never quarantined.
 var errFormat = errors.New("unsupported format version")
+
+// errTooLarge marks a file larger than the read limit: it may be good.
+var errTooLarge = errors.New("larger than the read limit")
 
 // encodeState encodes an application state. The result is what the checksum
 // covers and what a load decodes.
@@ -143,7 +145,7 @@ func readEnvelope(r io.Reader, max int64) (envelope, error) {
 		return env, corruptIO(err)
 	}
 	if int64(len(data)) > max {
-		return env, fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, max)
+		return env, fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, max)
 	}
 	if err := verify(data); err != nil {
 		return env, err

@@ -122,10 +122,10 @@ func (l layout) parse(name string) (fileName, bool) {
 	return n, l.format(n) == name
 }
 
-// isTemp reports whether name is a temporary file that a save of this package
-// left behind: a dot, the name of a JSON file it writes, and the random digits
-// renameio appends.
-func isTemp(name string) bool {
+// isTemp reports whether name is a temporary file that a save of this store
+// left behind: a dot, the name of a checkpoint of this layout or of a side
+// file, and the random digits renameio appends.
+func (l layout) isTemp(name string) bool {
 	if len(name) < 2 || name[0] != '.' {
 		return false
 	}
@@ -133,7 +133,22 @@ func isTemp(name string) bool {
 	if len(stem) == len(name)-1 {
 		return false // no random suffix
 	}
-	return validChars(stem) && (strings.HasSuffix(stem, extPlain) || strings.HasSuffix(stem, extGzip))
+	if _, ok := l.parse(stem); ok {
+		return true
+	}
+	return l.sideName(stem) == nil
+}
+
+// sideName checks the name of a side file: a plain name of [A-Za-z0-9._-]
+// ending in .json, not starting with a dot, not a checkpoint name.
+func (l layout) sideName(name string) error {
+	if !validChars(name) || len(name) > maxNameLen || !strings.HasSuffix(name, extPlain) {
+		return fmt.Errorf("%w: side file name %q: want up to %d characters of [A-Za-z0-9._-] ending in .json, not starting with a dot", ErrInvalid, name, maxNameLen)
+	}
+	if _, ok := l.parse(name); ok {
+		return fmt.Errorf("%w: side file name %q is a checkpoint name", ErrInvalid, name)
+	}
+	return nil
 }
 
 // validChars reports whether s is non-empty, uses only [A-Za-z0-9._-] and

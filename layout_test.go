@@ -61,7 +61,10 @@ func TestLayoutParse(t *testing.T) {
 }
 
 func TestIsTemp(t *testing.T) {
+	l := layout{prefix: "turn", digits: 3}
 	for name, want := range map[string]bool{
+		".step_00000007.json123":               true, // the temp of a side file named step_00000007.json
+		".notes.txt.json1":                     true, // a side file's temp (side files end in .json)
 		".turn_007.json5577006791947779410":    true,
 		".turn_last.json.gz123":                true,
 		".result.json42":                       true,
@@ -80,6 +83,6 @@ func TestIsTemp(t *testing.T) {
 		". turn_007.json1":                     false,
 		".turn_007.json.gz5577006791947779410": true,
 	} {
-		require.Equal(t, want, isTemp(name), name)
+		require.Equal(t, want, l.isTemp(name), name)
 	}
 }

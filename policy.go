@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"runtime/debug"
 )
 
@@ -40,7 +39,7 @@ func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, sa
 	if s.Due(step) {
 		info, err = s.Save(ctx, step, state)
 	} else if s.cfg.rolling {
-		info, err = s.saveRolling(ctx, step, state)
+		info, err = s.save(ctx, "tick", step, KindRolling, state, nil, nil)
 	} else {
 		return Info{}, false, nil
 	}
@@ -142,7 +141,11 @@ func errorTypes(err error) []string {
 // checkpoint: it returns the newest step, final or rolling checkpoint that
 // loads.
 func (s *Store[T]) LatestClean(ctx context.Context) (T, Info, error) {
-	return s.latest(ctx, "latest clean", func(fn fileName) bool { return fn.kind != KindError })
+	v, info, err := s.latest(ctx, "latest clean", func(fn fileName) bool { return fn.kind != KindError })
+	if err == nil {
+		s.loaded(info)
+	}
+	return v, info, err
 }
 
 // Resumable reports whether the store holds a checkpoint that Latest would
@@ -150,19 +153,12 @@ func (s *Store[T]) LatestClean(ctx context.Context) (T, Info, error) {
 // store whose checkpoints all fail to load returns false and their errors.
 // It does not call Hooks.OnLoad.
 func (s *Store[T]) Resumable(ctx context.Context) (Info, bool, error) {
-	if err := s.begin(ctx); err != nil {
-		return Info{}, false, s.failed(opError("resumable", s.dir, err))
-	}
-	_, info, skipped, err := s.latestLocked(ctx, "resumable", func(fileName) bool { return true })
-	s.ops.Done()
-	for _, e := range skipped {
-		s.failed(e)
-	}
+	_, info, err := s.latest(ctx, "resumable", func(fileName) bool { return true })
 	if errors.Is(err, ErrNotFound) {
 		return Info{}, false, nil
 	}
 	if err != nil {
-		return Info{}, false, s.failed(err)
+		return Info{}, false, err
 	}
 	return info, true, nil
 }
@@ -173,52 +169,4 @@ func (s *Store[T]) Resumable(ctx context.Context) (Info, bool, error) {
 // ErrNotFound.
 func (s *Store[T]) ClearError(ctx context.Context, step int64) error {
 	return s.deleteWhere(ctx, "clear error", step, func(k Kind) bool { return k == KindError })
-}
-
-// saveRolling replaces the rolling file with the checkpoint of step.
-func (s *Store[T]) saveRolling(ctx context.Context, step int64, state T) (Info, error) {
-	info, err := s.saveRollingLocked(ctx, step, state)
-	if err != nil {
-		return Info{}, s.failed(err)
-	}
-	s.saved(info)
-	return info, nil
-}
-
-func (s *Store[T]) saveRollingLocked(ctx context.Context, step int64, state T) (Info, error) {
-	const op = "tick"
-	if step < 0 {
-		return Info{}, stepError(op, step, "", fmt.Errorf("%w: negative step", ErrInvalid))
-	}
-	if err := s.beginWrite(ctx); err != nil {
-		return Info{}, stepError(op, step, "", err)
-	}
-	defer s.endWrite()
-	data, err := encodeState(state)
-	if err != nil {
-		return Info{}, stepError(op, step, "", err)
-	}
-	h := header{Format: formatVersion, Step: step, Kind: KindRolling, Time: s.cfg.now().UTC()}
-	fn := fileName{kind: KindRolling, gz: s.cfg.gzip}
-	name := s.cfg.layout.format(fn)
-	size, err := replaceFile(s.root, name, func(w io.Writer) error { return writeEnvelope(w, h, data, s.cfg.gzip) })
-	if err != nil {
-		return Info{}, stepError(op, step, s.path(name), err)
-	}
-	s.remember(name, h)
-	// A rolling file of the other compression is older: remove it, so that
-	// the store keeps one.
-	fn.gz = !fn.gz
-	if other := s.cfg.layout.format(fn); s.exists(other) {
-		if err := removeFiles(s.root, other); err != nil {
-			return Info{}, stepError(op, step, s.path(other), err)
-		}
-		s.forget(other)
-	}
-	return s.info(name, fileName{kind: KindRolling, gz: s.cfg.gzip}, size, h), nil
-}
-
-func (s *Store[T]) exists(name string) bool {
-	_, err := s.root.Lstat(name)
-	return err == nil
 }

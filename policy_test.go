@@ -353,12 +353,12 @@ func TestHooksAndLogger(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Save(ctx, 2, 2)
 	require.ErrorIs(t, err, ErrExists)
-	_, _, err = s.Latest(ctx) // saved at t+2s, now is t+4s
+	_, _, err = s.Latest(ctx) // saved at t+2s, now is t+3s (a failed save reads no clock)
 	require.NoError(t, err)
 	_, _, err = s.Load(ctx, 7)
 	require.ErrorIs(t, err, ErrNotFound) // not an OnError event
 
-	require.Equal(t, []string{"save 1 size=true listed=1", "save 2 size=true listed=1", "prune 1", "error true", "load 2 age=2s"}, events)
+	require.Equal(t, []string{"save 1 size=true listed=1", "save 2 size=true listed=1", "prune 1", "error true", "load 2 age=1s"}, events)
 	for _, want := range []string{"checkpoint created", "checkpoint restored", "checkpoint pruned", "checkpoint: operation failed"} {
 		require.Contains(t, logs.String(), want)
 	}
@@ -531,4 +531,49 @@ func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	_, _, err = s.LoadInfo(ctx, Info{Path: filepath.Join(s.Dir(), "turn_009.json")})
 	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
+	ctx := context.Background()
+	var s *Store[int]
+	var reentered []string
+	s = openStore[int](t, t.TempDir(), KeepLast(1), WithHooks(Hooks{
+		OnPrune: func(removed []Info) {
+			// Would deadlock if OnPrune ran under the write lock.
+			require.NoError(t, s.WriteJSON(ctx, "pruned.json", steps(removed)))
+			reentered = append(reentered, "prune")
+		},
+		OnLoad: func(info Info, _ time.Duration) {
+			require.NoError(t, s.WriteJSON(ctx, "loaded.json", info.Step))
+			reentered = append(reentered, "load")
+		},
+	}))
+	for step := int64(1); step <= 2; step++ {
+		_, err := s.Save(ctx, step, 1)
+		require.NoError(t, err)
+	}
+	_, _, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"prune", "load"}, reentered)
+}
+
+func TestEveryCountsStepZero(t *testing.T) {
+	s := openStore[int](t, t.TempDir(), Every(5))
+	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
+	require.False(t, s.Due(-5))
+	require.False(t, s.Due(4))
+}
+
+func TestLoadInfoOfReplacedRollingFileIsNotFound(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), Every(0), WithRolling())
+	_, _, err := s.Tick(ctx, 1, 1)
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	_, _, err = s.Tick(ctx, 2, 2)
+	require.NoError(t, err)
+	_, _, err = s.LoadInfo(ctx, list[0])
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, "now holds the checkpoint of step 2")
 }

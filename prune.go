@@ -27,14 +27,8 @@ func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	return removed, s.failed(err)
 }
 
-// autoPrune runs after each save, under the write lock.
-func (s *Store[T]) autoPrune(ctx context.Context) ([]Info, error) {
-	if s.cfg.keepLast == 0 {
-		return nil, nil
-	}
-	return s.pruneLocked(ctx)
-}
-
+// pruneLocked applies the retention rules; it runs under the write lock,
+// after each save and from Prune.
 func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 	if s.cfg.keepLast == 0 {
 		return nil, nil
@@ -68,9 +62,7 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	err = removeFiles(s.root, names...)
-	s.forget(names...)
-	if err != nil {
+	if err := s.remove(names...); err != nil {
 		// Some files may be gone; report none as removed rather than guess.
 		return nil, opError("prune", s.dir, err)
 	}
@@ -88,7 +80,7 @@ func (s *Store[T]) newestLoadable(ctx context.Context, entries []entry) string {
 		if e.verified {
 			return e.name
 		}
-		if _, _, err := s.loadEntry(ctx, "prune", e); err == nil || !errors.Is(err, ErrCorrupt) {
+		if _, _, err := s.loadEntry(ctx, "prune", e, false); err == nil || !errors.Is(err, ErrCorrupt) {
 			// Anything but proven damage (a permission error, a cancelled
 			// ctx) protects the file: pruning must not guess.
 			return e.name

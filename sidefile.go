@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strings"
 )
 
 // WriteJSON writes v as indented JSON to the file name in the store's
@@ -17,7 +16,7 @@ import (
 // config.json. name is a plain file name of [A-Za-z0-9._-], ending in .json,
 // not starting with a dot, and not a checkpoint name of the store's layout.
 func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
-	if err := s.sideName(name); err != nil {
+	if err := s.cfg.layout.sideName(name); err != nil {
 		return s.failed(opError("write json", name, err))
 	}
 	path := s.path(name)
@@ -44,7 +43,7 @@ func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 // file is ErrNotFound; a file that does not decode, or is larger than the
 // store's read limit, is ErrCorrupt.
 func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
-	if err := s.sideName(name); err != nil {
+	if err := s.cfg.layout.sideName(name); err != nil {
 		return s.failed(opError("read json", name, err))
 	}
 	path := s.path(name)
@@ -77,16 +76,6 @@ func (s *Store[T]) readJSON(name string, v any) error {
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	return nil
-}
-
-func (s *Store[T]) sideName(name string) error {
-	if !validChars(name) || len(name) > maxNameLen || !strings.HasSuffix(name, extPlain) || name == extPlain {
-		return fmt.Errorf("%w: side file name %q: want up to %d characters of [A-Za-z0-9._-] ending in .json, not starting with a dot", ErrInvalid, name, maxNameLen)
-	}
-	if _, ok := s.cfg.layout.parse(name); ok {
-		return fmt.Errorf("%w: side file name %q is a checkpoint name", ErrInvalid, name)
 	}
 	return nil
 }

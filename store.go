@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // Store saves and loads checkpoints of a state of type T in one directory.
@@ -29,39 +31,23 @@ type Store[T any] struct {
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
 
-	mu      sync.Mutex // guards the fields below
-	closed  bool
-	ops     sync.WaitGroup // operations in flight; Close waits for them
-	headers map[string]cachedHeader
+	mu        sync.Mutex // guards the fields below
+	closed    bool
+	closeDone chan struct{} // closed when Close has finished
+	closeErr  error
+	ops       sync.WaitGroup // operations in flight; Close waits for them
+	headers   map[string]cachedHeader
+	lastTime  time.Time // the latest save time written or read: save times only grow
 }
 
-// cachedHeader is a file's header as last read or written, valid while the
-// name refers to the same file (inode) with the same size and modification
-// time.
-type cachedHeader struct {
-	fi       fs.FileInfo
-	h        header
-	verified bool // the whole file was written or loaded and verified
-}
-
-// entry is one checkpoint file found in the directory.
-type entry struct {
-	name string
-	fn   fileName
-	// Filled in by fill:
-	size     int64
-	h        header // for an unreadable header: step and kind from the name, time from the file
-	hErr     error  // why the header could not be read
-	verified bool
-}
-
-// Open opens the store in dir, creating the directory if it does not exist.
+// Open opens the store in dir, creating the directory (and its parents,
+// durably) if it does not exist.
 //
 // Unless ReadOnly is given, Open takes the directory's writer lock (an
 // exclusive flock on the file .checkpoint.lock in dir, released by Close or by
 // the process's death) and fails with ErrLocked if another writer holds it, in
 // this process or another. It then removes the temporary files a crashed save
-// left behind. It never touches files that are not its own.
+// left behind. It never touches other files.
 //
 // With ReadOnly, a missing directory is ErrNotFound.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {
@@ -75,7 +61,7 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 		return nil, opError("open", dir, err)
 	}
 	if !cfg.readOnly {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := mkdirDurable(dir); err != nil {
 			return nil, opError("open", dir, err)
 		}
 	}
@@ -86,7 +72,7 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 		}
 		return nil, opError("open", dir, err)
 	}
-	s := &Store[T]{dir: dir, root: root, cfg: cfg, headers: make(map[string]cachedHeader)}
+	s := &Store[T]{dir: dir, root: root, cfg: cfg, headers: make(map[string]cachedHeader), closeDone: make(chan struct{})}
 	if cfg.readOnly {
 		return s, nil
 	}
@@ -94,7 +80,7 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 		root.Close()
 		return nil, opError("open", dir, err)
 	}
-	stale, err := removeStaleTemps(root)
+	stale, err := removeStaleTemps(root, cfg.layout)
 	for _, name := range stale {
 		cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", filepath.Join(dir, name))
 	}
@@ -108,14 +94,16 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 // Dir returns the store's directory, as given to Open.
 func (s *Store[T]) Dir() string { return s.dir }
 
-// Close releases the writer lock and the directory. It waits for operations
-// in flight; later calls on the store return ErrClosed. Closing a closed store
-// does nothing and returns nil.
+// Close waits for operations in flight, then releases the writer lock and the
+// directory; later calls on the store return ErrClosed. Every call to Close,
+// the first or a later one, returns once the store is closed, with the
+// result of the first.
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil
+		<-s.closeDone
+		return s.closeErr
 	}
 	s.closed = true
 	s.mu.Unlock()
@@ -127,9 +115,10 @@ func (s *Store[T]) Close() error {
 	}
 	errs = append(errs, s.root.Close())
 	if err := errors.Join(errs...); err != nil {
-		return opError("close", s.dir, err)
+		s.closeErr = opError("close", s.dir, err)
 	}
-	return nil
+	close(s.closeDone)
+	return s.closeErr
 }
 
 // begin admits an operation unless ctx is done or the store is closed; every
@@ -178,11 +167,12 @@ func (s *Store[T]) endWrite() {
 //
 // Save never replaces a checkpoint: if step already has one (plain or
 // compressed) it returns an error wrapping ErrExists and the existing file is
-// left byte-for-byte unchanged. A negative step, an empty meta key or a state
-// that cannot be encoded (a channel, a NaN) is ErrInvalid, and no file is
-// written. If a retention rule is configured (KeepLast), old checkpoints are
-// pruned after the new one is durable; a pruning failure is logged and
-// reported to Hooks.OnError, not returned.
+// left byte-for-byte unchanged. (A file there that is provably damaged is
+// first moved aside to name.corrupt: see the README.) A negative step, an
+// empty meta key or a state that cannot be encoded (a channel, a NaN) is
+// ErrInvalid, and no file is written. If a retention rule is configured
+// (KeepLast), old checkpoints are pruned after the new one is durable; a
+// pruning failure is logged and reported to Hooks.OnError, not returned.
 func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
 	var sc saveConfig
 	for _, o := range opts {
@@ -193,7 +183,8 @@ func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOp
 	return s.save(ctx, "save", step, KindStep, state, sc.meta, nil)
 }
 
-// save writes a numbered checkpoint of kind and reports it to the hooks.
+// save writes a checkpoint of kind (the rolling file for KindRolling) and
+// reports it to the hooks once the store's locks are released.
 func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (Info, error) {
 	info, pruned, pruneErr, err := s.saveLocked(ctx, op, step, kind, state, meta, rec)
 	if err != nil {
@@ -205,42 +196,99 @@ func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, s
 	return info, nil
 }
 
-// saveLocked does the work of save; it returns the error of the pruning that
-// follows a successful save separately.
-func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (info Info, pruned []Info, pruneErr error, err error) {
-	if step < 0 {
-		return Info{}, nil, nil, stepError(op, step, "", fmt.Errorf("%w: negative step", ErrInvalid))
+func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (info Info, pruned []Info, pruneErr, err error) {
+	fn := fileName{step: step, kind: kind, gz: s.cfg.gzip}
+	if kind == KindError {
+		fn.attempt = 1
+	}
+	name := s.cfg.layout.format(fn) // for messages until the name is settled
+	fail := func(err error) (Info, []Info, error, error) {
+		return Info{}, nil, nil, stepError(op, step, s.path(name), err)
+	}
+	if err := checkStep(step); err != nil {
+		return fail(err)
 	}
 	if _, ok := meta[""]; ok {
-		return Info{}, nil, nil, stepError(op, step, "", fmt.Errorf("%w: empty meta key", ErrInvalid))
+		return fail(fmt.Errorf("%w: empty meta key", ErrInvalid))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	// Encode before taking the lock: the caller's MarshalJSON may be slow,
+	// or may even use the store.
+	data, err := encodeState(state)
+	if err != nil {
+		return fail(err)
 	}
 	if err := s.beginWrite(ctx); err != nil {
-		return Info{}, nil, nil, stepError(op, step, "", err)
+		return fail(err)
 	}
 	defer s.endWrite()
 
-	data, err := encodeState(state)
-	if err != nil {
-		return Info{}, nil, nil, stepError(op, step, "", err)
+	if kind != KindRolling {
+		if name, err = s.freeName(fn); err != nil {
+			return fail(err)
+		}
 	}
-	h := header{Format: formatVersion, Step: step, Kind: kind, Time: s.cfg.now().UTC(), Meta: meta, Error: rec}
-	fn := fileName{step: step, kind: kind, attempt: 1, gz: s.cfg.gzip}
-	if kind != KindError {
-		fn.attempt = 0
+	h := header{Format: formatVersion, Step: step, Kind: kind, Time: s.saveTime(), Meta: meta, Error: rec}
+	write := func(w io.Writer) error { return writeEnvelope(w, h, data, s.cfg.gzip) }
+	var size int64
+	if kind == KindRolling {
+		size, err = replaceFile(s.root, name, write)
+	} else {
+		size, err = createFile(s.root, name, write)
 	}
-	name, err := s.freeName(fn)
 	if err != nil {
-		return Info{}, nil, nil, stepError(op, step, s.path(name), err)
-	}
-	size, err := createFile(s.root, name, func(w io.Writer) error { return writeEnvelope(w, h, data, s.cfg.gzip) })
-	if err != nil {
-		return Info{}, nil, nil, stepError(op, step, s.path(name), err)
+		return fail(err)
 	}
 	s.remember(name, h)
 	info = s.info(name, fn, size, h)
-
-	pruned, pruneErr = s.autoPrune(ctx)
+	if kind == KindRolling {
+		// A rolling file of the other compression is older: remove it, so
+		// that the store keeps one.
+		fn.gz = !fn.gz
+		if other := s.cfg.layout.format(fn); s.exists(other) {
+			err := removeFiles(s.root, other)
+			s.forget(other)
+			if err != nil {
+				return info, nil, stepError(op, step, s.path(other), err), nil
+			}
+		}
+		return info, nil, nil, nil
+	}
+	pruned, pruneErr = s.pruneLocked(ctx)
 	return info, pruned, pruneErr, nil
+}
+
+func checkStep(step int64) error {
+	if step < 0 {
+		return fmt.Errorf("%w: negative step", ErrInvalid)
+	}
+	return nil
+}
+
+// saveTime returns the time to record in a new checkpoint: now, but always
+// after every save time this store has written or read, so that "saved
+// last" stays true when the wall clock steps back (a resumed error step
+// redone and saved again sorts after its error checkpoint).
+func (s *Store[T]) saveTime() time.Time {
+	t := s.cfg.now().UTC()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !t.After(s.lastTime) {
+		t = s.lastTime.Add(time.Nanosecond)
+	}
+	s.lastTime = t
+	return t
+}
+
+// observe records a save time read from a checkpoint.
+func (s *Store[T]) observe(t time.Time) {
+	s.mu.Lock()
+	if t.After(s.lastTime) {
+		s.lastTime = t
+	}
+	s.mu.Unlock()
 }
 
 // freeName returns the name for fn, or ErrExists if a checkpoint of that step
@@ -279,24 +327,27 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 
 // quarantineSuffix ends the name of a damaged checkpoint moved aside. Such
 // files are never listed or loaded; they are kept for inspection.
-const quarantineSuffix = ".corrupt"
+const (
+	quarantineSuffix = ".corrupt"
+	maxQuarantined   = 100 // per checkpoint name: beyond this, Save fails
+)
 
 // quarantineIfDamaged renames the checkpoint name to name.corrupt (or
-// name.corrupt-2, ...) if it is provably damaged, and returns nil. It returns
-// ErrExists if the file is intact, or of a format version this package cannot
-// read, and any other error as it is.
+// name.corrupt-2, ...) if its bytes are provably damaged, and returns nil. It
+// returns ErrExists if the file is intact, too large for the read limit, or
+// of a format version this package cannot read (it may be good), and any
+// other error as it is.
 func (s *Store[T]) quarantineIfDamaged(name string) error {
 	f, err := s.root.Open(name)
 	if err != nil {
 		return err
 	}
-	_, err = readEnvelope(f, s.cfg.maxRead)
+	_, damage := readEnvelope(f, s.cfg.maxRead)
 	f.Close()
-	if err == nil || !errors.Is(err, ErrCorrupt) || errors.Is(err, errFormat) {
+	if damage == nil || !errors.Is(damage, ErrCorrupt) || errors.Is(damage, errFormat) || errors.Is(damage, errTooLarge) {
 		return ErrExists
 	}
-	damage := err
-	for i := 1; ; i++ {
+	for i := 1; i <= maxQuarantined; i++ {
 		q := name + quarantineSuffix
 		if i > 1 {
 			q += "-" + strconv.Itoa(i)
@@ -316,67 +367,65 @@ func (s *Store[T]) quarantineIfDamaged(name string) error {
 		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
 		return nil
 	}
+	return fmt.Errorf("%w: damaged, and %d damaged copies of it are already kept aside: remove some (%s*)", ErrExists, maxQuarantined, name+quarantineSuffix)
 }
 
 // Load returns the state and Info of the checkpoint of step. If the step has
 // more than one checkpoint (say a step and an error checkpoint), Load returns
-// the one saved last. A step with no checkpoint is ErrNotFound; a checkpoint
-// that fails verification is ErrCorrupt, and no state is returned.
+// the one saved last; LoadInfo reaches the others. A step with no checkpoint
+// is ErrNotFound; a checkpoint that fails verification is ErrCorrupt, and no
+// state is returned.
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
+	return s.load(ctx, step, func() (T, Info, error) {
+		var zero T
+		entries, err := s.stepEntries(step)
+		if err != nil {
+			return zero, Info{}, stepError("load", step, s.dir, err)
+		}
+		if len(entries) == 0 {
+			return zero, Info{}, stepError("load", step, s.dir, ErrNotFound)
+		}
+		sortEntries(entries)
+		return s.loadEntry(ctx, "load", entries[len(entries)-1], true)
+	})
+}
+
+// LoadInfo loads exactly the checkpoint that info describes, as returned by
+// List, Save or Latest: use it to reach a checkpoint that Load does not
+// return because its step has a newer one (a step checkpoint beside a final
+// one, an earlier error attempt). If the file no longer holds that
+// checkpoint (it was deleted, or the rolling file has moved on), the result
+// is ErrNotFound. info's file must be a checkpoint name of the store's layout
+// (else ErrInvalid).
+func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
+	return s.load(ctx, info.Step, func() (T, Info, error) {
+		var zero T
+		name := info.Name()
+		fn, ok := s.cfg.layout.parse(name)
+		if !ok {
+			return zero, Info{}, stepError("load", info.Step, info.Path, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name))
+		}
+		e := entry{name: name, fn: fn, h: header{Step: info.Step, Time: info.Time}}
+		return s.loadEntry(ctx, "load", e, true)
+	})
+}
+
+// load runs a single-checkpoint load and reports it.
+func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, error)) (T, Info, error) {
 	var zero T
-	if step < 0 {
-		return zero, Info{}, s.failed(stepError("load", step, "", fmt.Errorf("%w: negative step", ErrInvalid)))
+	if err := checkStep(step); err != nil {
+		return zero, Info{}, s.failed(stepError("load", step, s.dir, err))
 	}
 	if err := s.begin(ctx); err != nil {
-		return zero, Info{}, s.failed(stepError("load", step, "", err))
+		return zero, Info{}, s.failed(stepError("load", step, s.dir, err))
 	}
-	entries, err := s.stepEntries(step)
-	var v T
-	var info Info
-	switch {
-	case err != nil:
-		err = stepError("load", step, s.dir, err)
-	case len(entries) == 0:
-		err = stepError("load", step, s.dir, ErrNotFound)
-	default:
-		sortEntries(entries)
-		v, info, err = s.loadEntry(ctx, "load", entries[len(entries)-1])
-	}
+	v, info, err := do()
 	s.ops.Done()
 	if err != nil {
 		return zero, Info{}, s.failed(err)
 	}
 	s.loaded(info)
 	return v, info, nil
-}
-
-// LoadInfo loads exactly the checkpoint file that info describes, as
-// returned by List, Save or Latest: use it to reach a checkpoint that Load
-// does not return because its step has a newer one (a step checkpoint beside
-// a final one, an earlier error attempt). Only info's file name is used; it
-// must be a checkpoint name of the store's layout (else ErrInvalid). A file
-// that is gone is ErrNotFound.
-func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
-	var zero T
-	name := info.Name()
-	fn, ok := s.cfg.layout.parse(name)
-	if !ok {
-		return zero, Info{}, s.failed(stepError("load", info.Step, info.Path, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name)))
-	}
-	if err := s.begin(ctx); err != nil {
-		return zero, Info{}, s.failed(stepError("load", info.Step, s.path(name), err))
-	}
-	e := entry{name: name, fn: fn}
-	if fn.kind == KindRolling {
-		e.h.Step = info.Step // for messages; the file's own header is checked
-	}
-	v, got, err := s.loadEntry(ctx, "load", e)
-	s.ops.Done()
-	if err != nil {
-		return zero, Info{}, s.failed(err)
-	}
-	s.loaded(got)
-	return v, got, nil
 }
 
 // Latest returns the newest checkpoint that loads: the highest step, and
@@ -387,9 +436,15 @@ func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
 // when damage was the cause). A store with no checkpoint is ErrNotFound:
 // that, and only that, means a fresh start.
 func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
-	return s.latest(ctx, "latest", func(fileName) bool { return true })
+	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
+	if err == nil {
+		s.loaded(info)
+	}
+	return v, info, err
 }
 
+// latest finds the newest checkpoint that loads among the names want keeps,
+// reporting the ones it skipped and a failure, but not a load.
 func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bool) (T, Info, error) {
 	var zero T
 	if err := s.begin(ctx); err != nil {
@@ -403,7 +458,6 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	if err != nil {
 		return zero, Info{}, s.failed(err)
 	}
-	s.loaded(info)
 	return v, info, nil
 }
 
@@ -430,7 +484,9 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		sortEntries(group)
 		for i := len(group) - 1; i >= 0; i-- {
 			tried++
-			v, info, err := s.loadEntry(ctx, op, group[i])
+			// Not exact: a rolling file that moved on to a newer step
+			// since the scan is still the newest checkpoint.
+			v, info, err := s.loadEntry(ctx, op, group[i], false)
 			if err == nil {
 				return v, info, skipped, nil
 			}
@@ -453,8 +509,9 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 // within a step, by save time. It reads file names and each file's header
 // (once: headers are cached), never a state, and ignores temporary files and
 // anything that is not a checkpoint of the store's layout. A checkpoint whose
-// header cannot be read is listed with the step and kind its name gives and
-// the file's modification time; loading it reports the damage.
+// header cannot be read is listed with the step and kind its name gives, the
+// file's modification time and Format 0, and logged at Warn when first seen;
+// loading it reports the damage.
 func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
@@ -483,11 +540,11 @@ func (s *Store[T]) Delete(ctx context.Context, step int64) error {
 }
 
 func (s *Store[T]) deleteWhere(ctx context.Context, op string, step int64, kind func(Kind) bool) error {
-	if step < 0 {
-		return s.failed(stepError(op, step, "", fmt.Errorf("%w: negative step", ErrInvalid)))
+	if err := checkStep(step); err != nil {
+		return s.failed(stepError(op, step, s.dir, err))
 	}
 	if err := s.beginWrite(ctx); err != nil {
-		return s.failed(stepError(op, step, "", err))
+		return s.failed(stepError(op, step, s.dir, err))
 	}
 	err := s.deleteLocked(step, kind)
 	s.endWrite()
@@ -511,143 +568,30 @@ func (s *Store[T]) deleteLocked(step int64, kind func(Kind) bool) error {
 	if len(names) == 0 {
 		return ErrNotFound
 	}
-	err = removeFiles(s.root, names...)
+	return s.remove(names...)
+}
+
+// remove deletes checkpoint files, forgetting their cached headers.
+func (s *Store[T]) remove(names ...string) error {
+	err := removeFiles(s.root, names...)
 	s.forget(names...)
 	return err
 }
 
-// stepEntries returns the filled entries whose step is step. A rolling file
-// whose step cannot be read belongs to no step.
-func (s *Store[T]) stepEntries(step int64) ([]entry, error) {
-	entries, err := s.scan(func(fn fileName) bool { return fn.kind == KindRolling || fn.step == step })
-	if err != nil {
-		return nil, err
-	}
-	return slices.DeleteFunc(s.fill(entries), func(e entry) bool {
-		return e.h.Step != step || e.fn.kind == KindRolling && e.hErr != nil
-	}), nil
+func (s *Store[T]) exists(name string) bool {
+	_, err := s.root.Lstat(name)
+	return err == nil
 }
 
-// scan lists the directory's checkpoint files whose names pass keep (all, if
-// keep is nil). Only regular files count. The rolling file's step is in its
-// header, so scan fills it in.
-func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
-	dirents, err := readDir(s.root)
-	if err != nil {
-		return nil, err
-	}
-	var entries []entry
-	for _, d := range dirents {
-		if !d.Type().IsRegular() {
-			continue
-		}
-		fn, ok := s.cfg.layout.parse(d.Name())
-		if !ok || keep != nil && !keep(fn) {
-			continue
-		}
-		e := entry{name: d.Name(), fn: fn}
-		if fn.kind == KindRolling {
-			filled := s.fill([]entry{e})
-			if len(filled) == 0 {
-				continue // removed meanwhile
-			}
-			// An unreadable rolling file has no known step: it is listed
-			// as step 0, Latest tries it last and reports its damage.
-			e = filled[0]
-			e.fn.step = e.h.Step
-		}
-		entries = append(entries, e)
-	}
-	return entries, nil
-}
-
-// fill stats entries and reads their headers (from the cache when the file is
-// unchanged). Entries whose files have vanished are dropped.
-func (s *Store[T]) fill(entries []entry) []entry {
-	out := entries[:0]
-	for _, e := range entries {
-		if e.h.Format != 0 || e.hErr != nil {
-			out = append(out, e) // already filled
-			continue
-		}
-		fi, err := s.root.Lstat(e.name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err == nil {
-			e.size = fi.Size()
-			e.h, e.verified, e.hErr = s.header(e.name, fi)
-		} else {
-			e.hErr = err
-		}
-		if e.hErr == nil && e.fn.kind != KindRolling && (e.h.Step != e.fn.step || e.h.Kind != e.fn.kind) {
-			e.hErr = fmt.Errorf("%w: header says step %d kind %q, name says step %d kind %q", ErrCorrupt, e.h.Step, e.h.Kind, e.fn.step, e.fn.kind)
-		}
-		if e.hErr != nil {
-			e.h = header{Step: e.fn.step, Kind: e.fn.kind}
-			if fi != nil {
-				e.h.Time = fi.ModTime()
-			}
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// header returns the header of the file name with info fi, from the cache if
-// the file is unchanged since it was cached.
-func (s *Store[T]) header(name string, fi fs.FileInfo) (header, bool, error) {
-	s.mu.Lock()
-	c, ok := s.headers[name]
-	s.mu.Unlock()
-	if ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
-		return c.h, c.verified, nil
-	}
-	f, err := s.root.Open(name)
-	if err != nil {
-		return header{}, false, err
-	}
-	defer f.Close()
-	h, err := readHeader(f)
-	if err != nil {
-		return header{}, false, err
-	}
-	s.cache(name, fi, h, false)
-	return h, false, nil
-}
-
-// remember caches the header of a file this store just wrote.
-func (s *Store[T]) remember(name string, h header) {
-	if fi, err := s.root.Lstat(name); err == nil {
-		s.cache(name, fi, h, true)
-	}
-}
-
-func (s *Store[T]) cache(name string, fi fs.FileInfo, h header, verified bool) {
-	s.mu.Lock()
-	s.headers[name] = cachedHeader{fi: fi, h: h, verified: verified}
-	s.mu.Unlock()
-}
-
-func (s *Store[T]) forget(names ...string) {
-	s.mu.Lock()
-	for _, n := range names {
-		delete(s.headers, n)
-	}
-	s.mu.Unlock()
-}
-
-// loadEntry reads, verifies and decodes one checkpoint file.
-func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry) (T, Info, error) {
+// loadEntry reads, verifies and decodes one checkpoint file. With exact, a
+// rolling file must still hold the step (and, if known, the save time) that
+// e says; otherwise it is ErrNotFound.
+func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool) (T, Info, error) {
 	var v T
-	step := e.fn.step
-	if e.fn.kind == KindRolling {
-		step = e.h.Step
-	}
 	path := s.path(e.name)
 	fail := func(err error) (T, Info, error) {
 		var zero T
-		return zero, Info{}, stepError(op, step, path, err)
+		return zero, Info{}, stepError(op, e.h.Step, path, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -671,56 +615,31 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry) (T, Info, 
 	if err != nil {
 		return fail(err)
 	}
-	if e.fn.kind == KindRolling {
-		if env.Kind != KindRolling {
-			return fail(fmt.Errorf("%w: rolling file holds kind %q", ErrCorrupt, env.Kind))
-		}
-	} else if env.Step != e.fn.step || env.Kind != e.fn.kind {
-		return fail(fmt.Errorf("%w: header says step %d kind %q, name says step %d kind %q", ErrCorrupt, env.Step, env.Kind, e.fn.step, e.fn.kind))
+	if err := e.fn.agrees(env.header); err != nil {
+		return fail(err)
+	}
+	if exact && (env.Step != e.h.Step || !e.h.Time.IsZero() && !env.Time.Equal(e.h.Time)) {
+		return fail(fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, env.Step, env.Time.Format(time.RFC3339Nano)))
 	}
 	if err := json.Unmarshal(env.State, &v); err != nil {
 		return fail(fmt.Errorf("%w: decode state: %w", ErrCorrupt, err))
 	}
 	s.cache(e.name, fi, env.header, true)
+	s.observe(env.Time)
 	return v, s.info(e.name, e.fn, fi.Size(), env.header), nil
-}
-
-// sortEntries orders filled entries by step, then save time, then kind.
-func sortEntries(entries []entry) {
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		return cmp.Or(
-			cmp.Compare(a.h.Step, b.h.Step),
-			a.h.Time.Compare(b.h.Time),
-			cmp.Compare(kindRank(a.h.Kind), kindRank(b.h.Kind)),
-			cmp.Compare(a.fn.attempt, b.fn.attempt),
-		)
-	})
-}
-
-// kindRank breaks ties between checkpoints of one step saved at the same
-// instant, in the order a loop writes them.
-func kindRank(k Kind) int {
-	switch k {
-	case KindStep:
-		return 0
-	case KindRolling:
-		return 1
-	case KindFinal:
-		return 2
-	default:
-		return 3
-	}
 }
 
 func (s *Store[T]) path(name string) string {
 	if name == "" {
-		return ""
+		return s.dir
 	}
 	return filepath.Join(s.dir, name)
 }
 
+// info builds the Info of a checkpoint. Meta and Error are copied: the
+// caller owns what it gets, and the header cache stays as read.
 func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
-	return Info{
+	info := Info{
 		Step:       h.Step,
 		Kind:       h.Kind,
 		Time:       h.Time,
@@ -728,7 +647,12 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Size:       size,
 		Compressed: fn.gz,
 		Format:     h.Format,
-		Meta:       h.Meta,
-		Error:      h.Error,
+		Meta:       maps.Clone(h.Meta),
 	}
+	if h.Error != nil {
+		rec := *h.Error
+		rec.Types = slices.Clone(rec.Types)
+		info.Error = &rec
+	}
+	return info
 }

@@ -145,6 +145,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "resuming at beat %d\n", state.Beat)
 	}
 	start := state.Beat
+	saved := state.Beat // the newest beat on disk
 
 	var tick <-chan time.Time
 	if *interval > 0 {
@@ -167,11 +168,15 @@ loop:
 		if state.Beat%pulseGap == 0 {
 			fmt.Fprintln(stdout, pulse(state))
 		}
-		if _, _, err := store.Tick(ctx, state.Beat, state); err != nil {
+		_, ok, err := store.Tick(ctx, state.Beat, state)
+		if err != nil {
 			if ctx.Err() != nil {
-				break // a signal cancelled the save; the final save below keeps this beat
+				break // a signal cancelled the save; the save below keeps this beat
 			}
 			return err
+		}
+		if ok {
+			saved = state.Beat
 		}
 	}
 
@@ -180,15 +185,15 @@ loop:
 		return nil
 	}
 	// A signal stops the daemon, not its life: the beat in hand is saved as
-	// an ordinary checkpoint, which KeepLast counts, unless Tick just saved
-	// it. Reaching -beats ends the run: that is its final checkpoint. ctx is
+	// an ordinary checkpoint, which KeepLast counts, unless Tick saved it
+	// (a signal may have cancelled the Tick of a due beat). Reaching -beats ends the run: that is its final checkpoint. ctx is
 	// cancelled after a signal; SaveFinal saves anyway, Save needs a context
 	// that is not.
 	var saveErr error
 	switch {
 	case *beats != 0 && state.Beat >= *beats:
 		_, saveErr = store.SaveFinal(ctx, state.Beat, state)
-	case !store.Due(state.Beat):
+	case state.Beat > saved:
 		_, saveErr = store.Save(context.WithoutCancel(ctx), state.Beat, state)
 	}
 	if saveErr != nil {

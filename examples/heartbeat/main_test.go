@@ -266,3 +266,18 @@ func TestStopOnSavedBeat(t *testing.T) {
 	require.Len(t, infos, 1)
 	require.Equal(t, int64(50), infos[0].Step)
 }
+
+// TestStopCancelsDueBeat covers a signal that cancels the Tick of a due
+// beat: the beat is still saved on the way out.
+func TestStopCancelsDueBeat(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(t.Context())
+	// The status line of beat 100 is printed just before its Tick.
+	out := &cancelOn{marker: "beat 100: ", cancel: cancel}
+	require.NoError(t, run(ctx, []string{"-dir", dir, "-interval", "0"}, out))
+	require.Contains(t, out.buf.String(), "stopped at beat 100\n")
+	state, info, err := openReadOnly(t, dir).Latest(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(100), info.Step)
+	require.Equal(t, int64(100), state.Beat)
+}
