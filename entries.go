@@ -126,9 +126,11 @@ func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, boo
 	if err != nil {
 		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(name), "error", err)
 	}
-	s.mu.Lock()
-	s.headers[name] = cachedHeader{fi: fi, h: h, err: err}
-	s.mu.Unlock()
+	if err == nil || errors.Is(err, ErrCorrupt) {
+		s.mu.Lock()
+		s.headers[name] = cachedHeader{fi: fi, h: h, err: err}
+		s.mu.Unlock()
+	}
 	return h, false, err
 }
 
@@ -141,9 +143,6 @@ func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
 	h, err := readHeader(f)
 	if err == nil {
 		err = fn.agrees(h)
-	}
-	if err == nil {
-		s.observe(h.Time)
 	}
 	return h, err
 }

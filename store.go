@@ -282,8 +282,16 @@ func (s *Store[T]) saveTime() time.Time {
 	return t
 }
 
-// observe records a save time read from a checkpoint.
+// timeMax bounds the save times a store adopts from what it reads: JSON
+// cannot encode a time past year 9999, so following a later one would make
+// every save fail.
+var timeMax = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// observe records the save time of a checkpoint that loaded and verified.
 func (s *Store[T]) observe(t time.Time) {
+	if t.After(timeMax) {
+		return
+	}
 	s.mu.Lock()
 	if t.After(s.lastTime) {
 		s.lastTime = t
@@ -406,6 +414,9 @@ func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
 			return zero, Info{}, stepError("load", info.Step, info.Path, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name))
 		}
 		e := entry{name: name, fn: fn, h: header{Step: info.Step, Time: info.Time}}
+		if info.Format == 0 {
+			e.h.Time = time.Time{} // a modification time, not a save time
+		}
 		return s.loadEntry(ctx, "load", e, true)
 	})
 }
@@ -618,7 +629,8 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := e.fn.agrees(env.header); err != nil {
 		return fail(err)
 	}
-	if exact && (env.Step != e.h.Step || !e.h.Time.IsZero() && !env.Time.Equal(e.h.Time)) {
+	known := e.hErr == nil && !e.h.Time.IsZero()
+	if exact && (env.Step != e.h.Step || known && !env.Time.Equal(e.h.Time)) {
 		return fail(fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, env.Step, env.Time.Format(time.RFC3339Nano)))
 	}
 	if err := json.Unmarshal(env.State, &v); err != nil {
