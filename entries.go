@@ -113,8 +113,9 @@ func (s *Store[T]) fill(entries []entry) []entry {
 
 // header returns the header of the checkpoint file name, whose name says fn
 // and whose file info is fi, from the cache if the file is unchanged since
-// it was cached. A header that cannot be read, or disagrees with the name, is
-// logged when first seen.
+// it was cached. A damaged header (or one that disagrees with the name) is
+// cached and logged once; a read that failed for an operating-system reason
+// is logged each time and not cached, since its cause may pass.
 func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, bool, error) {
 	s.mu.Lock()
 	c, ok := s.headers[name]

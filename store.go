@@ -248,9 +248,7 @@ func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind K
 		// that the store keeps one.
 		fn.gz = !fn.gz
 		if other := s.cfg.layout.format(fn); s.exists(other) {
-			err := removeFiles(s.root, other)
-			s.forget(other)
-			if err != nil {
+			if err := s.remove(other); err != nil {
 				return info, nil, stepError(op, step, s.path(other), err), nil
 			}
 		}
@@ -521,7 +519,8 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 // (once: headers are cached), never a state, and ignores temporary files and
 // anything that is not a checkpoint of the store's layout. A checkpoint whose
 // header cannot be read is listed with the step and kind its name gives, the
-// file's modification time and Format 0, and logged at Warn when first seen;
+// file's modification time and Format 0, and logged at Warn (a damaged one
+// once, while it stays the same file);
 // loading it reports the damage.
 func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
