@@ -15,6 +15,9 @@ import (
 // filePerm is the permission of new checkpoint and side files, before umask.
 const filePerm = 0o644
 
+// dirPerm is the permission of new directories, before umask.
+const dirPerm = 0o755
+
 // writeTo streams a file's contents.
 type writeTo func(w io.Writer) error
 
@@ -138,7 +141,7 @@ func mkdirDurable(dir string) error {
 	if len(created) == 0 {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return err
 	}
 	for _, d := range created {

@@ -14,4 +14,9 @@ func lockDir(*os.Root) (*os.File, error) {
 	return nil, fmt.Errorf("writer lock: %w on this platform; open the store with ReadOnly", errors.ErrUnsupported)
 }
 
+// lockFile is not implemented on this platform either.
+func lockFile(*os.Root, string, bool) (*os.File, error) {
+	return nil, fmt.Errorf("lock: %w on this platform", errors.ErrUnsupported)
+}
+
 func unlockDir(f *os.File) error { return f.Close() }

@@ -35,7 +35,7 @@ type config struct {
 	readOnly bool
 	every    int64
 	rolling  bool
-	keepLast int
+	retain   retention
 	maxRead  int64
 	hooks    Hooks
 	logger   *slog.Logger
@@ -52,6 +52,17 @@ func defaultConfig() config {
 	}
 }
 
+// newConfig applies opts to the default configuration and validates it.
+func newConfig(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	return cfg, cfg.validate()
+}
+
 func (c *config) validate() error {
 	if err := c.layout.validate(); err != nil {
 		return err
@@ -59,8 +70,8 @@ func (c *config) validate() error {
 	if c.every < 0 {
 		return fmt.Errorf("%w: Every(%d): the interval must be 0 (never) or positive", ErrInvalid, c.every)
 	}
-	if c.keepLast < 0 {
-		return fmt.Errorf("%w: KeepLast(%d): the count must be 0 (keep all) or positive", ErrInvalid, c.keepLast)
+	if err := c.retain.validate(); err != nil {
+		return err
 	}
 	if c.maxRead <= 0 {
 		return fmt.Errorf("%w: WithMaxReadSize(%d): the limit must be positive", ErrInvalid, c.maxRead)

@@ -3,20 +3,146 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"time"
 )
 
-// KeepLast makes the store keep only the newest n step checkpoints (by step),
-// removing older ones after each save once the new checkpoint is durable.
-// Final and error checkpoints and the rolling file are always kept, a
-// checkpoint whose header cannot be read is neither counted nor removed, and
-// the newest checkpoint that loads is never removed. KeepLast(0), the
-// default, keeps everything.
+// retention is the set of retention rules a store applies. A checkpoint
+// survives if any rule keeps it; with no rule set nothing is removed.
+type retention struct {
+	last   int           // KeepLast: the newest n
+	every  int64         // KeepEvery: steps that are multiples of every
+	within time.Duration // KeepWithin: saved less than within ago
+	per    time.Duration // KeepOnePer: the newest of each period
+	kinds  []Kind        // PruneKinds: kinds subject to the rules besides KindStep
+}
+
+// active reports whether any rule is set.
+func (r retention) active() bool {
+	return r.last > 0 || r.every > 0 || r.within > 0 || r.per > 0
+}
+
+func (r retention) validate() error {
+	switch {
+	case r.last < 0:
+		return fmt.Errorf("%w: KeepLast(%d): the count must be 0 (no rule) or positive", ErrInvalid, r.last)
+	case r.every < 0:
+		return fmt.Errorf("%w: KeepEvery(%d): the interval must be 0 (no rule) or positive", ErrInvalid, r.every)
+	case r.within < 0:
+		return fmt.Errorf("%w: KeepWithin(%s): the duration must be 0 (no rule) or positive", ErrInvalid, r.within)
+	case r.per < 0:
+		return fmt.Errorf("%w: KeepOnePer(%s): the period must be 0 (no rule) or positive", ErrInvalid, r.per)
+	}
+	for _, k := range r.kinds {
+		if k != KindFinal && k != KindError && k != KindStep {
+			return fmt.Errorf("%w: PruneKinds(%q): only %q and %q checkpoints can be made prunable", ErrInvalid, k, KindFinal, KindError)
+		}
+	}
+	return nil
+}
+
+// prunable reports whether checkpoints of kind k are subject to the rules.
+func (r retention) prunable(k Kind) bool {
+	return k == KindStep || slices.Contains(r.kinds, k)
+}
+
+// victims returns, from entries sorted by sortEntries, the ones no rule
+// keeps at time now, oldest first. Only checkpoints of a prunable kind whose
+// header was read take part: a file that cannot be read is never counted
+// and never removed.
+func (r retention) victims(entries []entry, now time.Time) []entry {
+	if !r.active() {
+		return nil
+	}
+	var counted []entry
+	for _, e := range entries {
+		if e.hErr == nil && r.prunable(e.fn.kind) {
+			counted = append(counted, e)
+		}
+	}
+	keep := make([]bool, len(counted))
+	for i := max(0, len(counted)-r.last); r.last > 0 && i < len(counted); i++ {
+		keep[i] = true
+	}
+	newestOfPeriod := make(map[time.Time]int)
+	for i, e := range counted {
+		if r.every > 0 && e.h.Step%r.every == 0 {
+			keep[i] = true
+		}
+		if r.within > 0 && now.Sub(e.h.Time) < r.within {
+			keep[i] = true // a time after now is within too
+		}
+		if r.per > 0 {
+			newestOfPeriod[e.h.Time.UTC().Truncate(r.per)] = i // sorted: the last one wins
+		}
+	}
+	for _, i := range newestOfPeriod {
+		keep[i] = true
+	}
+	var out []entry
+	for i, e := range counted {
+		if !keep[i] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// KeepLast is a retention rule: it keeps the newest n checkpoints, ordered by
+// step and, within a step, by save time. KeepLast(0), the default, sets no
+// rule.
+//
+// Retention rules (KeepLast, KeepEvery, KeepWithin, KeepOnePer) combine: a
+// checkpoint survives if any rule keeps it. They apply to step checkpoints
+// only, unless PruneKinds says otherwise; final and error checkpoints and
+// the rolling file are always kept. A checkpoint whose header cannot be read
+// is neither counted nor removed, and the newest checkpoint that loads is
+// never removed by any rule. When a store has a rule, it prunes after each
+// Save (once the new checkpoint is durable) and on Prune; with no rule it
+// never removes anything.
 func KeepLast(n int) Option {
-	return optionFunc(func(c *config) { c.keepLast = n })
+	return optionFunc(func(c *config) { c.retain.last = n })
+}
+
+// KeepEvery is a retention rule: it keeps, forever, every checkpoint whose
+// step is a multiple of k (step 0 included). KeepEvery(0) sets no rule.
+// See KeepLast for how rules combine.
+func KeepEvery(k int64) Option {
+	return optionFunc(func(c *config) { c.retain.every = k })
+}
+
+// KeepWithin is a retention rule: it keeps every checkpoint saved less than d
+// ago, by the save time in its header; a save time in the future (a clock
+// that stepped back) counts as recent. KeepWithin(0) sets no rule. See
+// KeepLast for how rules combine.
+func KeepWithin(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.retain.within = d })
+}
+
+// KeepOnePer is a retention rule: it keeps one checkpoint per period of d,
+// the newest saved in it (the highest step). Periods are counted in UTC from
+// the zero time, so KeepOnePer(time.Hour) keeps the last checkpoint of each
+// clock hour and KeepOnePer(24*time.Hour) the last of each UTC day.
+// KeepOnePer(0) sets no rule. See KeepLast for how rules combine.
+func KeepOnePer(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.retain.per = d })
+}
+
+// PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,
+// to the retention rules like step checkpoints: they count toward KeepLast
+// and are removed when no rule keeps them. By default the rules never remove
+// a final or error checkpoint. The rolling file is never pruned.
+func PruneKinds(kinds ...Kind) Option {
+	return optionFunc(func(c *config) { c.retain.kinds = append(c.retain.kinds, kinds...) })
 }
 
 // Prune applies the store's retention rules now and returns the checkpoints
-// it removed. With no rule configured it removes nothing.
+// it removed, oldest first. With no rule configured it removes nothing.
+//
+// Pruning removes files one at a time, oldest first, and syncs the directory
+// at the end. A crash midway leaves some of the files it meant to remove;
+// every file left is whole, and no file a rule keeps is ever touched.
 func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return nil, s.failed(opError("prune", s.dir, err))
@@ -27,46 +153,65 @@ func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	return removed, s.failed(err)
 }
 
+// PruneDryRun returns the checkpoints Prune would remove now, oldest first,
+// and removes nothing. It works on a ReadOnly store, so a tool can preview
+// what a running writer's rules will do; the writer may of course save or
+// prune meanwhile.
+func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, s.failed(opError("prune dry run", s.dir, err))
+	}
+	defer s.ops.Done()
+	victims, err := s.pruneVictims(ctx)
+	if err != nil {
+		return nil, s.failed(opError("prune dry run", s.dir, err))
+	}
+	return s.infos(victims), nil
+}
+
 // pruneLocked applies the retention rules; it runs under the write lock,
 // after each save and from Prune.
 func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
-	if s.cfg.keepLast == 0 {
-		return nil, nil
-	}
-	entries, err := s.scan(nil)
+	victims, err := s.pruneVictims(ctx)
 	if err != nil {
 		return nil, opError("prune", s.dir, err)
 	}
-	entries = s.fill(entries)
-	sortEntries(entries)
-	var counted []entry
-	for _, e := range entries {
-		if e.fn.kind == KindStep && e.hErr == nil {
-			counted = append(counted, e)
-		}
-	}
-	if len(counted) <= s.cfg.keepLast {
+	if len(victims) == 0 {
 		return nil, nil
 	}
-	victims := counted[:len(counted)-s.cfg.keepLast]
-	keep := s.newestLoadable(ctx, entries)
-	var names []string
-	var removed []Info
-	for _, e := range victims {
-		if e.name == keep {
-			continue
-		}
-		names = append(names, e.name)
-		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
-	}
-	if len(names) == 0 {
-		return nil, nil
+	names := make([]string, len(victims))
+	for i, e := range victims {
+		names[i] = e.name
 	}
 	if err := s.remove(names...); err != nil {
 		// Some files may be gone; report none as removed rather than guess.
 		return nil, opError("prune", s.dir, err)
 	}
-	return removed, nil
+	return s.infos(victims), nil
+}
+
+// pruneVictims returns the entries the rules would remove now, oldest first,
+// sparing the newest checkpoint that loads.
+func (s *Store[T]) pruneVictims(ctx context.Context) ([]entry, error) {
+	if !s.cfg.retain.active() {
+		return nil, nil
+	}
+	entries, err := s.scan(nil)
+	if err != nil {
+		return nil, err
+	}
+	entries = s.fill(entries)
+	sortEntries(entries)
+	var now time.Time
+	if s.cfg.retain.within > 0 {
+		now = s.cfg.now()
+	}
+	victims := s.cfg.retain.victims(entries, now)
+	if len(victims) == 0 {
+		return nil, nil
+	}
+	keep := s.newestLoadable(ctx, entries)
+	return slices.DeleteFunc(victims, func(e entry) bool { return e.name == keep }), nil
 }
 
 // newestLoadable returns the name of the newest checkpoint among sorted

@@ -3,8 +3,12 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -94,4 +98,249 @@ func TestPruneSkipsUnreadableHeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{2, 3}, steps(removed), "a file that does not parse is neither counted nor removed")
 	require.FileExists(t, dir+"/beat_001.json")
+}
+
+// manualClock is a clock the test sets.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// twelveSteps saves steps 1 to 12, twenty minutes apart from 09:20 UTC, and
+// returns the directory and the time of step 12.
+func twelveSteps(t *testing.T) (string, time.Time) {
+	t.Helper()
+	dir := t.TempDir()
+	clock := &manualClock{}
+	base := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	s := openStore[int](t, dir, WithLayout("turn", 3), withClock(clock.now))
+	for step := int64(1); step <= 12; step++ {
+		clock.set(base.Add(time.Duration(step) * 20 * time.Minute))
+		_, err := s.Save(context.Background(), step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	return dir, base.Add(12 * 20 * time.Minute)
+}
+
+func TestRetentionRules(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rules []Option
+		keep  []int64
+	}{
+		{"no rule keeps everything", nil, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{"KeepLast", []Option{KeepLast(3)}, []int64{10, 11, 12}},
+		{"KeepEvery", []Option{KeepEvery(4)}, []int64{4, 8, 12}},
+		{"KeepEvery spares the newest", []Option{KeepEvery(5)}, []int64{5, 10, 12}},
+		{"KeepWithin", []Option{KeepWithin(30 * time.Minute)}, []int64{11, 12}},
+		{"KeepOnePer hour", []Option{KeepOnePer(time.Hour)}, []int64{2, 5, 8, 11, 12}},
+		{"KeepLast or KeepEvery", []Option{KeepLast(2), KeepEvery(5)}, []int64{5, 10, 11, 12}},
+		{"three rules", []Option{KeepLast(1), KeepOnePer(time.Hour), KeepWithin(50 * time.Minute)}, []int64{2, 5, 8, 10, 11, 12}},
+		{"KeepLast larger than the store", []Option{KeepLast(50)}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir, last := twelveSteps(t)
+			clock := &manualClock{t: last.Add(time.Minute)}
+			opts := append([]Option{WithLayout("turn", 3), withClock(clock.now)}, tc.rules...)
+
+			// The dry run, on a reader, says what Prune then removes.
+			r := openStore[int](t, dir, append(opts, ReadOnly())...)
+			planned, err := r.PruneDryRun(ctx)
+			require.NoError(t, err)
+			require.Len(t, dirNames(t, dir), 13, "a dry run removes nothing (12 checkpoints and the lock)")
+
+			s := openStore[int](t, dir, opts...)
+			removed, err := s.Prune(ctx)
+			require.NoError(t, err)
+			require.Equal(t, steps(planned), steps(removed))
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.keep, steps(list))
+			require.Len(t, removed, 12-len(tc.keep))
+			for _, info := range removed {
+				require.NoFileExists(t, info.Path)
+			}
+		})
+	}
+}
+
+func TestRulesApplyAfterEachSave(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), KeepLast(1), KeepEvery(3))
+	for step := int64(1); step <= 10; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 6, 9, 10}, steps(list))
+}
+
+func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("beat", 3))
+	for step := int64(1); step <= 7; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	// Step 7's state is damaged but its header reads: no rule keeps it, so
+	// it goes, and step 6, the newest that loads, is spared.
+	b, err := os.ReadFile(dir + "/beat_007.json")
+	require.NoError(t, err)
+	b[len(b)-5] ^= 1
+	require.NoError(t, os.WriteFile(dir+"/beat_007.json", b, 0o644))
+
+	s = openStore[int](t, dir, WithLayout("beat", 3), KeepEvery(5))
+	removed, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4, 7}, steps(removed))
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, v)
+	require.Equal(t, int64(6), info.Step)
+}
+
+func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
+	ctx := context.Background()
+	fill := func(s *Store[int]) {
+		for step := int64(1); step <= 6; step++ {
+			_, err := s.Save(ctx, step, int(step))
+			require.NoError(t, err)
+			if step == 2 {
+				_, err = s.SaveError(ctx, step, int(step), errors.New("boom"))
+				require.NoError(t, err)
+			}
+			if step == 3 {
+				_, err = s.SaveFinal(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+		}
+	}
+	kinds := func(list []Info) []string {
+		var out []string
+		for _, i := range list {
+			out = append(out, fmt.Sprintf("%d%s", i.Step, string(i.Kind)[:1]))
+		}
+		return out
+	}
+
+	s := openStore[int](t, t.TempDir(), KeepLast(2))
+	fill(s)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"2e", "3f", "5s", "6s"}, kinds(list))
+
+	s = openStore[int](t, t.TempDir(), KeepLast(2), PruneKinds(KindFinal))
+	fill(s)
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"2e", "5s", "6s"}, kinds(list), "a final checkpoint counts and goes; the error one stays")
+
+	s = openStore[int](t, t.TempDir(), KeepLast(3), PruneKinds(KindFinal, KindError))
+	fill(s)
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"4s", "5s", "6s"}, kinds(list))
+}
+
+func TestRetentionOptionsAreValidated(t *testing.T) {
+	for _, opt := range []Option{KeepLast(-1), KeepEvery(-2), KeepWithin(-time.Second), KeepOnePer(-time.Hour), PruneKinds(KindRolling), PruneKinds("weekly")} {
+		_, err := Open[int](t.TempDir(), opt)
+		require.ErrorIs(t, err, ErrInvalid)
+	}
+}
+
+func TestPruneDryRunWithoutRuleIsEmpty(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir())
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	plan, err := s.PruneDryRun(ctx)
+	require.NoError(t, err)
+	require.Empty(t, plan)
+}
+
+func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
+	for step := int64(1); step <= 9; step++ {
+		_, _, err := s.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+		if step == 7 {
+			_, err = s.SaveError(ctx, step, int(step), errors.New("boom"))
+			require.NoError(t, err)
+		}
+	}
+	_, err := s.SaveFinal(ctx, 9, 9)
+	require.NoError(t, err)
+
+	removed, err := s.Truncate(ctx, 5)
+	require.NoError(t, err)
+	var got []string
+	for _, info := range removed {
+		got = append(got, filepath.Base(info.Path))
+	}
+	require.Equal(t, []string{"turn_009.final.json", "turn_last.json", "turn_008.json", "turn_007.error.json", "turn_006.json"}, got, "newest first")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 4}, steps(list))
+
+	// History can now be rewritten.
+	_, err = s.Save(ctx, 6, 60)
+	require.NoError(t, err)
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 60, v)
+	require.Equal(t, int64(6), info.Step)
+
+	removed, err = s.Truncate(ctx, 6)
+	require.NoError(t, err)
+	require.Empty(t, removed, "nothing after the step is not an error")
+}
+
+func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), WithRolling(), Every(10))
+	for step := int64(1); step <= 3; step++ {
+		_, _, err := s.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	removed, err := s.Truncate(ctx, 3)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	_, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindRolling, info.Kind)
+	require.Equal(t, int64(3), info.Step)
+}
+
+func TestTruncateErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	_, err := s.Truncate(ctx, -1)
+	require.ErrorIs(t, err, ErrInvalid)
+	r := openStore[int](t, dir, ReadOnly())
+	_, err = r.Truncate(ctx, 0)
+	require.ErrorIs(t, err, ErrReadOnly)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "truncate", e.Op)
 }

@@ -51,13 +51,8 @@ type Store[T any] struct {
 //
 // With ReadOnly, a missing directory is ErrNotFound.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := newConfig(opts)
+	if err != nil {
 		return nil, opError("open", dir, err)
 	}
 	if !cfg.readOnly {
@@ -72,10 +67,17 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 		}
 		return nil, opError("open", dir, err)
 	}
+	return openRoot[T](dir, root, cfg)
+}
+
+// openRoot opens the store of the directory root, which it owns from then
+// on, with a validated cfg.
+func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 	s := &Store[T]{dir: dir, root: root, cfg: cfg, headers: make(map[string]cachedHeader), closeDone: make(chan struct{})}
 	if cfg.readOnly {
 		return s, nil
 	}
+	var err error
 	if s.lock, err = lockDir(root); err != nil {
 		root.Close()
 		return nil, opError("open", dir, err)
@@ -535,11 +537,16 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 		return nil, s.failed(opError("list", s.dir, err))
 	}
 	sortEntries(entries)
+	return s.infos(entries), nil
+}
+
+// infos returns the Info of each entry.
+func (s *Store[T]) infos(entries []entry) []Info {
 	infos := make([]Info, len(entries))
 	for i, e := range entries {
 		infos[i] = s.info(e.name, e.fn, e.size, e.h)
 	}
-	return infos, nil
+	return infos
 }
 
 // Delete removes every checkpoint of step (of any kind, including the rolling
@@ -579,6 +586,58 @@ func (s *Store[T]) deleteLocked(step int64, kind func(Kind) bool) error {
 		return ErrNotFound
 	}
 	return s.remove(names...)
+}
+
+// Truncate removes every checkpoint whose step is after step, of any kind
+// (the rolling file too, if it holds a later step), and returns what it
+// removed, newest first. It is how a host rewrites history: after restoring
+// step 5 of 9, Truncate(ctx, 5) makes room to save steps 6 to 9 again. To keep
+// the old history, fork the session instead (Sessions.Fork). No retention
+// rule protects a checkpoint from Truncate, and a step with nothing after it
+// is not an error: Truncate returns no Info.
+//
+// Files are removed newest first, and the directory is synced after each
+// removal, so that a crash or power cut midway leaves a store whose
+// checkpoints are a prefix of the old history, every file whole and no step
+// missing below the newest; calling Truncate again finishes the job. A
+// rolling file whose header cannot be read is left alone, since its step is
+// unknown.
+func (s *Store[T]) Truncate(ctx context.Context, step int64) ([]Info, error) {
+	if err := checkStep(step); err != nil {
+		return nil, s.failed(stepError("truncate", step, s.dir, err))
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return nil, s.failed(stepError("truncate", step, s.dir, err))
+	}
+	removed, err := s.truncateLocked(ctx, step)
+	s.endWrite()
+	if err != nil {
+		return removed, s.failed(stepError("truncate", step, s.dir, err))
+	}
+	return removed, nil
+}
+
+func (s *Store[T]) truncateLocked(ctx context.Context, step int64) ([]Info, error) {
+	entries, err := s.scan(func(fn fileName) bool { return fn.kind == KindRolling || fn.step > step })
+	if err != nil {
+		return nil, err
+	}
+	entries = slices.DeleteFunc(s.fill(entries), func(e entry) bool {
+		return e.fn.kind == KindRolling && e.hErr != nil || e.h.Step <= step
+	})
+	sortEntries(entries)
+	slices.Reverse(entries)
+	var removed []Info
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		if err := s.remove(e.name); err != nil {
+			return removed, fmt.Errorf("remove %s: %w", e.name, err)
+		}
+		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
+	}
+	return removed, nil
 }
 
 // remove deletes checkpoint files, forgetting their cached headers.

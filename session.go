@@ -1,0 +1,614 @@
+package checkpoint
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// sessionFile is a session's metadata file, in the session's directory.
+	sessionFile = "session.json"
+	// sessionsLockName is the lock file of a root of sessions, held while a
+	// session is created, forked or has its metadata written.
+	sessionsLockName = ".sessions.lock"
+	// stagingPrefix starts the name of the hidden directory in which a new
+	// session is assembled before it is renamed into place.
+	stagingPrefix = ".staging-"
+	// maxSessionIDLen bounds a session ID.
+	maxSessionIDLen = 64
+	// sessionFormat is the version of session.json.
+	sessionFormat = 1
+	// maxSessionFileSize bounds how much of a session.json is read.
+	maxSessionFileSize = 1 << 20
+)
+
+// Sessions is a root directory holding many sessions: one subdirectory per
+// session, named by its ID, each a checkpoint store with a small metadata
+// file, session.json. A campaign's sessions, a simulation's runs or an
+// orchestrator's sprints live side by side under one root:
+//
+//	campaigns/
+//	  001/session.json  001/turn_001.json  001/turn_002.json ...
+//	  002/session.json  002/turn_001.json ...
+//
+// A new session appears whole or not at all: it is assembled in a hidden
+// directory and renamed into place. Creating, forking and writing metadata
+// take a short lock on the root (.sessions.lock); each session's store has
+// its own writer lock, so different processes can run different sessions of
+// one root at the same time.
+//
+// A Sessions is safe for concurrent use by multiple goroutines.
+type Sessions struct {
+	dir  string
+	root *os.Root
+	cfg  config
+	opts []Option
+}
+
+// Session describes one session of a root.
+type Session struct {
+	ID  string // the directory name: "001", or a name given to Create
+	Dir string // the session's store directory
+
+	Created    time.Time         // when the session was created
+	Updated    time.Time         // when its metadata was last written
+	Parent     string            // the session it was forked from, if any
+	ParentStep int64             // the step it was forked at, if Parent is set
+	Meta       map[string]string // the caller's fields, such as progress
+
+	Checkpoints int       // how many checkpoint files the session holds
+	LastStep    int64     // the step of the checkpoint saved last
+	LastSaved   time.Time // when that checkpoint was saved; zero if none
+
+	// Err is set for a damaged session, one whose metadata or checkpoint
+	// list cannot be read; the fields above are filled in as far as they
+	// could be. It wraps ErrCorrupt when session.json is missing or does not
+	// decode.
+	Err error
+}
+
+// Active returns when the session was last active: the latest of its
+// creation, its last metadata write and its last checkpoint.
+func (s Session) Active() time.Time {
+	t := s.Created
+	for _, u := range []time.Time{s.Updated, s.LastSaved} {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
+// sessionMeta is the content of session.json.
+type sessionMeta struct {
+	Format     int               `json:"format"`
+	ID         string            `json:"id"`
+	Created    time.Time         `json:"created"`
+	Updated    time.Time         `json:"updated"`
+	Parent     string            `json:"parent,omitempty"`
+	ParentStep *int64            `json:"parent_step,omitempty"`
+	Meta       map[string]string `json:"meta,omitempty"`
+}
+
+// OpenSessions opens the root of sessions in dir, creating it (durably) if it
+// does not exist. opts apply to every session's store, as if given to Open:
+// a layout, compression, retention rules, hooks. With ReadOnly, a missing dir
+// is ErrNotFound, and creating, forking and SetMeta return ErrReadOnly.
+// OpenSessions takes no lock.
+func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, opError("open sessions", dir, err)
+	}
+	if !cfg.readOnly {
+		if err := mkdirDurable(dir); err != nil {
+			return nil, opError("open sessions", dir, err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+		return nil, opError("open sessions", dir, err)
+	}
+	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts)}, nil
+}
+
+// Dir returns the root directory, as given to OpenSessions.
+func (r *Sessions) Dir() string { return r.dir }
+
+// Close releases the root directory. Stores opened from it stay open.
+func (r *Sessions) Close() error {
+	if err := r.root.Close(); err != nil {
+		return opError("close sessions", r.dir, err)
+	}
+	return nil
+}
+
+// ValidSessionID reports whether id can name a session: 1 to 64 characters
+// of [A-Za-z0-9._-], not starting with a dot. Such an ID cannot name a path
+// outside the root or a hidden file. The error wraps ErrInvalid.
+func ValidSessionID(id string) error {
+	if !validChars(id) || len(id) > maxSessionIDLen {
+		return fmt.Errorf("%w: session ID %q: want 1 to %d characters of [A-Za-z0-9._-], not starting with a dot", ErrInvalid, id, maxSessionIDLen)
+	}
+	return nil
+}
+
+// List returns every session of the root, the most recently active first
+// (see Session.Active). A damaged session is listed with Err set and never
+// hides the others. Listing reads each session's metadata and checkpoint
+// headers, never a state.
+func (r *Sessions) List(ctx context.Context) ([]Session, error) {
+	dirents, err := readDir(r.root)
+	if err != nil {
+		return nil, opError("list sessions", r.dir, err)
+	}
+	var out []Session
+	for _, d := range dirents {
+		if !d.IsDir() || ValidSessionID(d.Name()) != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, opError("list sessions", r.dir, err)
+		}
+		out = append(out, r.describe(ctx, d.Name()))
+	}
+	slices.SortFunc(out, func(a, b Session) int {
+		if c := b.Active().Compare(a.Active()); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	return out, nil
+}
+
+// Get returns the session id. A missing session is ErrNotFound; a damaged
+// one is returned with its Err, which Get also returns.
+func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
+	if err := r.check(id); err != nil {
+		return Session{}, opError("get session", r.path(id), err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Session{}, opError("get session", r.path(id), err)
+	}
+	s := r.describe(ctx, id)
+	return s, s.Err
+}
+
+// New creates the next numbered session: one more than the highest all-digit
+// session ID in the root, written with at least three digits ("001", "002",
+// ...). meta is stored as the session's Meta.
+func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, error) {
+	return r.create(ctx, "new session", "", sessionMeta{Meta: meta}, nil)
+}
+
+// Create creates the session id, such as a run's ID. An ID already taken is
+// ErrExists; an invalid one is ErrInvalid.
+func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string) (Session, error) {
+	if err := ValidSessionID(id); err != nil {
+		return Session{}, opError("create session", r.path(id), err)
+	}
+	return r.create(ctx, "create session", id, sessionMeta{Meta: meta}, nil)
+}
+
+// SetMeta replaces the caller's fields of session id (Session.Meta), such as
+// progress counters, and sets its Updated time. session.json is replaced
+// atomically and durably.
+func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]string) error {
+	path := r.path(id)
+	if err := r.check(id); err != nil {
+		return opError("set session meta", path, err)
+	}
+	err := r.locked(ctx, func() error {
+		sub, err := r.root.OpenRoot(id)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		m, err := readSessionMeta(sub)
+		if err != nil {
+			return err
+		}
+		m.Meta = maps.Clone(meta)
+		m.Updated = r.now(m.Created)
+		return writeSessionMeta(sub, m, true)
+	})
+	if err != nil {
+		return opError("set session meta", path, err)
+	}
+	return nil
+}
+
+// Fork creates the next numbered session holding the checkpoints of session
+// from up to and including step, so that play can go on from step without
+// touching from's later checkpoints. Checkpoints are hard-linked where the
+// filesystem allows (they are never modified, so sharing them is safe) and
+// copied otherwise. The rolling file goes along if it holds a step up to
+// step. The new session's Parent and ParentStep record where it came from;
+// meta becomes its Meta.
+//
+// The checkpoint of step must exist and load, so that the new session's
+// Latest is step: otherwise Fork returns an error wrapping ErrNotFound or
+// ErrCorrupt and creates nothing.
+func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
+	fail := func(err error) (Session, error) {
+		return Session{}, &Error{Op: "fork session", Step: step, HasStep: true, Path: r.path(from), Err: err}
+	}
+	if err := r.check(from); err != nil {
+		return fail(err)
+	}
+	if err := checkStep(step); err != nil {
+		return fail(err)
+	}
+	m := sessionMeta{Parent: from, ParentStep: &step, Meta: meta}
+	s, err := r.create(ctx, "fork session", "", m, func(staging string) error {
+		return r.copyCheckpoints(ctx, from, step, staging)
+	})
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Step, e.HasStep = step, true
+		}
+	}
+	return s, err
+}
+
+// OpenSession opens the store of session id with the options of the root
+// followed by opts. A missing session is ErrNotFound; one whose session.json
+// is missing or damaged is ErrCorrupt (its checkpoints can still be reached
+// with Open on its directory). The store belongs to the caller, who closes
+// it; the writer lock is the session's own, as with Open.
+func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
+	path := r.path(id)
+	if err := r.check(id); err != nil {
+		return nil, opError("open session", path, err)
+	}
+	cfg, err := newConfig(append(slices.Clone(r.opts), opts...))
+	if err != nil {
+		return nil, opError("open session", path, err)
+	}
+	sub, err := r.root.OpenRoot(id)
+	if err != nil {
+		return nil, opError("open session", path, err)
+	}
+	if _, err := readSessionMeta(sub); err != nil {
+		sub.Close()
+		return nil, opError("open session", filepath.Join(path, sessionFile), err)
+	}
+	return openRoot[T](path, sub, cfg)
+}
+
+// ResumeSession opens the store of the most recently active session of the
+// root (the first that List returns), so that a host picks up where it left
+// off in one call: then Latest gives the state to resume from. A root with
+// no session is ErrNotFound; if that session is damaged, its error is
+// returned and the caller is free to start a new session.
+func ResumeSession[T any](ctx context.Context, r *Sessions, opts ...Option) (*Store[T], Session, error) {
+	list, err := r.List(ctx)
+	if err != nil {
+		return nil, Session{}, err
+	}
+	if len(list) == 0 {
+		return nil, Session{}, opError("resume session", r.dir, fmt.Errorf("%w: no session", ErrNotFound))
+	}
+	s := list[0]
+	if s.Err != nil {
+		return nil, s, s.Err
+	}
+	st, err := OpenSession[T](r, s.ID, opts...)
+	if err != nil {
+		return nil, s, err
+	}
+	return st, s, nil
+}
+
+func (r *Sessions) path(id string) string {
+	if ValidSessionID(id) != nil {
+		return r.dir
+	}
+	return filepath.Join(r.dir, id)
+}
+
+// check validates id and makes sure it names a session directory (not a
+// symbolic link, not a file).
+func (r *Sessions) check(id string) error {
+	if err := ValidSessionID(id); err != nil {
+		return err
+	}
+	fi, err := r.root.Lstat(id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %q is not a session directory", ErrNotFound, id)
+	}
+	return nil
+}
+
+// now returns the current time, never before not (a clock that stepped back
+// must not make a session look younger than its creation).
+func (r *Sessions) now(not time.Time) time.Time {
+	t := r.cfg.now().UTC()
+	if t.Before(not) {
+		return not
+	}
+	return t
+}
+
+// describe reads what List reports of the session id; damage goes to Err.
+func (r *Sessions) describe(ctx context.Context, id string) Session {
+	s := Session{ID: id, Dir: r.path(id)}
+	sub, err := r.root.OpenRoot(id)
+	if err != nil {
+		s.Err = opError("read session", s.Dir, err)
+		return s
+	}
+	m, err := readSessionMeta(sub)
+	if err != nil {
+		s.Err = opError("read session", filepath.Join(s.Dir, sessionFile), err)
+	} else {
+		s.Created, s.Updated, s.Parent, s.Meta = m.Created, m.Updated, m.Parent, m.Meta
+		if m.ParentStep != nil {
+			s.ParentStep = *m.ParentStep
+		}
+	}
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
+	st, err := openRoot[json.RawMessage](s.Dir, sub, cfg)
+	if err != nil {
+		sub.Close()
+		s.Err = cmp.Or(s.Err, err)
+		return s
+	}
+	defer st.Close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		s.Err = cmp.Or(s.Err, err)
+		return s
+	}
+	s.Checkpoints = len(infos)
+	for _, info := range infos {
+		if info.Format != 0 && !info.Time.Before(s.LastSaved) {
+			s.LastStep, s.LastSaved = info.Step, info.Time
+		}
+	}
+	return s
+}
+
+// create makes a session: it assembles it in a hidden staging directory
+// (fill adds checkpoints, then session.json is written), takes the ID (the
+// next number if id is empty) and renames the staging directory into place,
+// all under the root's lock, then syncs the root.
+func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fill func(staging string) error) (Session, error) {
+	if r.cfg.readOnly {
+		return Session{}, opError(op, r.path(id), ErrReadOnly)
+	}
+	err := r.locked(ctx, func() error {
+		if id != "" {
+			if _, err := r.root.Lstat(id); err == nil {
+				return fmt.Errorf("%w: session %q", ErrExists, id)
+			}
+		}
+		staging := stagingPrefix + rand.Text()
+		if err := r.root.Mkdir(staging, dirPerm); err != nil {
+			return err
+		}
+		published := false
+		defer func() {
+			if !published {
+				r.root.RemoveAll(staging)
+			}
+		}()
+		sub, err := r.root.OpenRoot(staging)
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+		if fill != nil {
+			if err := fill(staging); err != nil {
+				return err
+			}
+		}
+		if id == "" {
+			if id, err = r.nextID(); err != nil {
+				return err
+			}
+		}
+		m.Format, m.ID = sessionFormat, id
+		m.Created = r.now(time.Time{})
+		m.Updated = m.Created
+		m.Meta = maps.Clone(m.Meta)
+		if err := writeSessionMeta(sub, m, false); err != nil {
+			return err
+		}
+		if err := r.root.Rename(staging, id); err != nil {
+			return err
+		}
+		published = true
+		return syncDir(r.root)
+	})
+	if err != nil {
+		return Session{}, opError(op, r.path(id), err)
+	}
+	s := r.describe(ctx, id)
+	return s, s.Err
+}
+
+// locked runs fn holding the root's lock, after removing staging directories
+// left by a crash (while the lock is held, no other one can be in use).
+func (r *Sessions) locked(ctx context.Context, fn func() error) error {
+	if r.cfg.readOnly {
+		return ErrReadOnly
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lock, err := lockFile(r.root, sessionsLockName, true)
+	if err != nil {
+		return fmt.Errorf("lock %s: %w", sessionsLockName, err)
+	}
+	defer unlockDir(lock)
+	dirents, err := readDir(r.root)
+	if err != nil {
+		return err
+	}
+	for _, d := range dirents {
+		if d.IsDir() && strings.HasPrefix(d.Name(), stagingPrefix) {
+			r.cfg.logger.Warn("checkpoint: removing a session left half-made by a crash", "path", filepath.Join(r.dir, d.Name()))
+			if err := r.root.RemoveAll(d.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// nextID returns the ID after the highest all-digit session ID.
+func (r *Sessions) nextID() (string, error) {
+	dirents, err := readDir(r.root)
+	if err != nil {
+		return "", err
+	}
+	var last uint64
+	for _, d := range dirents {
+		if n, err := strconv.ParseUint(d.Name(), 10, 63); err == nil && d.Name()[0] != '+' {
+			last = max(last, n)
+		}
+	}
+	return fmt.Sprintf("%03d", last+1), nil
+}
+
+// copyCheckpoints puts the checkpoints of session from with steps up to step
+// into the staging directory: a hard link each, or a copy where linking
+// fails. The checkpoint of step must load.
+func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64, staging string) error {
+	src, err := r.root.OpenRoot(from)
+	if err != nil {
+		return err
+	}
+	if _, err := readSessionMeta(src); err != nil {
+		src.Close()
+		return fmt.Errorf("session %q: %w", from, err)
+	}
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
+	st, err := openRoot[json.RawMessage](r.path(from), src, cfg)
+	if err != nil {
+		src.Close()
+		return err
+	}
+	defer st.Close()
+	if _, _, err := st.Load(ctx, step); err != nil {
+		return err
+	}
+	infos, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	dst, err := r.root.OpenRoot(staging)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	for _, info := range infos {
+		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		name := filepath.Base(info.Path)
+		err := r.root.Link(from+"/"+name, staging+"/"+name)
+		if errors.Is(err, fs.ErrNotExist) && info.Step < step {
+			continue // pruned meanwhile by the session's writer
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			err = copyFile(src, name, dst)
+		}
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", name, err)
+		}
+	}
+	return syncDir(dst)
+}
+
+// copyFile copies the file name from src to dst durably.
+func copyFile(src *os.Root, name string, dst *os.Root) error {
+	f, err := src.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = createFile(dst, name, func(w io.Writer) error {
+		_, err := io.Copy(w, f)
+		return err
+	})
+	return err
+}
+
+func readSessionMeta(sub *os.Root) (sessionMeta, error) {
+	var m sessionMeta
+	f, err := sub.Open(sessionFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
+	}
+	if err != nil {
+		return m, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSessionFileSize+1))
+	if err != nil {
+		return m, err
+	}
+	if len(data) > maxSessionFileSize {
+		return m, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, sessionFile, maxSessionFileSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%w: %s: %w", ErrCorrupt, sessionFile, err)
+	}
+	if m.Format != sessionFormat {
+		return m, fmt.Errorf("%w: %s has format %d, this version reads %d", ErrCorrupt, sessionFile, m.Format, sessionFormat)
+	}
+	return m, nil
+}
+
+func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
+	}
+	data = append(data, '\n')
+	write := func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
+	if replace {
+		_, err = replaceFile(sub, sessionFile, write)
+	} else {
+		_, err = createFile(sub, sessionFile, write)
+	}
+	return err
+}
