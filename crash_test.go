@@ -24,9 +24,16 @@ const (
 	crashGzipEnv  = "CHECKPOINT_CRASH_GZIP"
 	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills TestKill9 makes; default 30
 	crashKeep     = 4
+	crashEvery    = 30 // KeepEvery of the crash child: these steps stay forever
+
+	crashSessionsEnv = "CHECKPOINT_CRASH_SESSIONS" // the sessions child's root
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(crashSessionsEnv); dir != "" {
+		crashSessionsChild(dir)
+		return
+	}
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		crashChild(dir, os.Getenv(crashGzipEnv) == "1")
 		return
@@ -44,7 +51,7 @@ func newCrashState(step int64) crashState {
 }
 
 func crashOptions(gz bool) []Option {
-	opts := []Option{WithLayout("c", 6), Every(3), WithRolling(), KeepLast(crashKeep)}
+	opts := []Option{WithLayout("c", 6), Every(3), WithRolling(), KeepLast(crashKeep), KeepEvery(crashEvery)}
 	if gz {
 		opts = append(opts, Gzip())
 	}
@@ -199,17 +206,34 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 			require.Positive(t, progress["step"])
 		}
 
+		// No kill, even one in the middle of a prune, removed a checkpoint
+		// the rules keep: every multiple of crashEvery acknowledged so far,
+		// and the newest numbered ones (all but one of KeepLast's: a save
+		// published but not acknowledged may have moved the window).
+		numbered := map[int64]bool{}
+		for _, info := range list {
+			if info.Kind == KindStep {
+				numbered[info.Step] = true
+			}
+		}
+		for step := int64(crashEvery); step <= lastAck; step += crashEvery {
+			require.True(t, numbered[step], "kill %d: step %d, kept by KeepEvery, is gone", kill, step)
+		}
+		for i, step := 0, lastAck-lastAck%3; i < crashKeep-1 && step > 0; i, step = i+1, step-3 {
+			require.True(t, numbered[step], "kill %d: step %d, kept by KeepLast, is gone", kill, step)
+		}
+
 		_, err = s.Prune(ctx)
 		require.NoError(t, err)
 		list, err = s.List(ctx)
 		require.NoError(t, err)
-		numbered := 0
+		unkept := 0
 		for _, info := range list {
-			if info.Kind == KindStep {
-				numbered++
+			if info.Kind == KindStep && info.Step%crashEvery != 0 {
+				unkept++
 			}
 		}
-		require.LessOrEqual(t, numbered, crashKeep, "retention holds after recovery")
+		require.LessOrEqual(t, unkept, crashKeep, "retention holds after recovery")
 		require.NoError(t, s.Close())
 		lastAck = info.Step
 	}
@@ -220,4 +244,124 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 // file or the lock: after a reopen, nothing else may be in the directory.
 func isLeftover(name string) bool {
 	return strings.HasPrefix(name, ".") && name != lockName
+}
+
+// crashSessionsChild creates sessions, saves in them and forks them in a
+// loop, printing "ack ID" after each session it finished, until its
+// standard input closes.
+func crashSessionsChild(dir string) {
+	fail := func(code int, err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(code)
+	}
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	ctx := context.Background()
+	r, err := OpenSessions(dir)
+	if err != nil {
+		fail(2, err)
+	}
+	for {
+		s, err := r.New(ctx, map[string]string{"kind": "new"})
+		if err != nil {
+			fail(3, err)
+		}
+		st, err := OpenSession[crashState](r, s.ID)
+		if err != nil {
+			fail(4, err)
+		}
+		for step := int64(1); step <= 3; step++ {
+			if _, err := st.Save(ctx, step, newCrashState(step)); err != nil {
+				fail(5, err)
+			}
+		}
+		if err := st.Close(); err != nil {
+			fail(6, err)
+		}
+		fmt.Printf("ack %s\n", s.ID)
+		f, err := r.Fork(ctx, s.ID, 2, map[string]string{"kind": "fork"})
+		if err != nil {
+			fail(7, err)
+		}
+		fmt.Printf("ack %s\n", f.ID)
+	}
+}
+
+// TestKill9DuringSessionsLeavesNoHalfSession kills a process that creates
+// and forks sessions, and proves that every session it finished is there,
+// that no half-made session is ever visible, and that the next creation
+// cleans up what the dead one left.
+func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
+	ctx := context.Background()
+	acked := map[string]bool{}
+	leftovers := 0
+	const kills = 15
+	for kill := 0; kill < kills; kill++ {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), crashSessionsEnv+"="+dir)
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		want := 1 + rng.IntN(6)
+		sc := bufio.NewScanner(stdout)
+		for acks := 0; acks < want && sc.Scan(); acks++ {
+			acked[strings.TrimPrefix(sc.Text(), "ack ")] = true
+		}
+		require.NoError(t, cmd.Process.Kill())
+		cmd.Wait()
+		stdin.Close()
+		require.Empty(t, stderr.String(), "the child failed before it was killed")
+
+		for _, name := range dirNames(t, dir) {
+			if strings.HasPrefix(name, stagingPrefix) {
+				leftovers++
+			}
+		}
+		r, err := OpenSessions(dir)
+		require.NoError(t, err)
+		list, err := r.List(ctx)
+		require.NoError(t, err)
+		listed := map[string]bool{}
+		for _, s := range list {
+			require.NoError(t, s.Err, "kill %d: session %s is half-made", kill, s.ID)
+			listed[s.ID] = true
+			if s.Meta["kind"] == "fork" {
+				require.Equal(t, 2, s.Checkpoints, "kill %d: fork %s", kill, s.ID)
+				st, err := OpenSession[crashState](r, s.ID, ReadOnly())
+				require.NoError(t, err)
+				got, info, err := st.Latest(ctx)
+				require.NoError(t, err)
+				require.Equal(t, int64(2), info.Step)
+				require.Equal(t, newCrashState(2), got)
+				require.NoError(t, st.Close())
+			}
+		}
+		for id := range acked {
+			require.True(t, listed[id], "kill %d: finished session %s is gone", kill, id)
+		}
+		require.NoError(t, r.Close())
+	}
+	// The next creation removes what a killed one left half-made.
+	r, err := OpenSessions(dir)
+	require.NoError(t, err)
+	_, err = r.New(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	for _, name := range dirNames(t, dir) {
+		require.False(t, strings.HasPrefix(name, stagingPrefix), name)
+	}
+	t.Logf("%d kills, %d sessions finished, %d half-made sessions left in staging and never listed", kills, len(acked), leftovers)
 }

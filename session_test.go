@@ -1,0 +1,463 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func openSessions(t *testing.T, dir string, opts ...Option) *Sessions {
+	t.Helper()
+	r, err := OpenSessions(dir, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func sessionIDs(list []Session) []string {
+	var out []string
+	for _, s := range list {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+func TestSessionsCreateListResume(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := &manualClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
+	tick := func() { clock.set(clock.now().Add(time.Minute)) }
+	r := openSessions(t, dir, WithLayout("turn", 3), withClock(clock.now))
+
+	_, _, err := ResumeSession[int](ctx, r)
+	require.ErrorIs(t, err, ErrNotFound, "no session yet: start a fresh one")
+
+	var ids []string
+	for range 3 {
+		tick()
+		s, err := r.New(ctx, map[string]string{"stories_done": "0"})
+		require.NoError(t, err)
+		ids = append(ids, s.ID)
+		require.Equal(t, filepath.Join(dir, s.ID), s.Dir)
+		require.Equal(t, clock.now(), s.Created)
+		require.Zero(t, s.Checkpoints)
+	}
+	require.Equal(t, []string{"001", "002", "003"}, ids)
+	require.FileExists(t, filepath.Join(dir, "002", "session.json"))
+
+	// Play in session 001: it becomes the most recently active.
+	tick()
+	st, err := OpenSession[int](r, "001")
+	require.NoError(t, err)
+	for step := int64(1); step <= 3; step++ {
+		_, err := st.Save(ctx, step, int(step)*10)
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	require.FileExists(t, filepath.Join(dir, "001", "turn_003.json"), "the root's layout applies")
+
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"001", "003", "002"}, sessionIDs(list))
+	require.Equal(t, 3, list[0].Checkpoints)
+	require.Equal(t, int64(3), list[0].LastStep)
+	require.WithinDuration(t, clock.now(), list[0].LastSaved, time.Microsecond, "three saves at one clock reading are a nanosecond apart")
+	require.Equal(t, map[string]string{"stories_done": "0"}, list[0].Meta)
+
+	// Progress on 002 makes it the most recent.
+	tick()
+	require.NoError(t, r.SetMeta(ctx, "002", map[string]string{"stories_done": "4", "stories_total": "9"}))
+	s, err := r.Get(ctx, "002")
+	require.NoError(t, err)
+	require.Equal(t, "4", s.Meta["stories_done"])
+	require.Equal(t, clock.now(), s.Updated)
+	require.Equal(t, clock.now(), s.Active())
+
+	st, got, err := ResumeSession[int](ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, "002", got.ID)
+	require.NoError(t, st.Close())
+
+	tick()
+	st, got, err = ResumeSession[int](ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, "002", got.ID)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	// Numbering goes on after the highest number, whatever else is there.
+	_, err = r.Create(ctx, "run-2026-11-21", nil)
+	require.NoError(t, err)
+	_, err = r.Create(ctx, "run-2026-11-21", nil)
+	require.ErrorIs(t, err, ErrExists)
+	s, err = r.New(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, "004", s.ID)
+}
+
+func TestSessionIDsAreValidated(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", "é", string(make([]byte, 65))} {
+		_, err := r.Create(ctx, id, nil)
+		require.ErrorIs(t, err, ErrInvalid, "%q", id)
+		_, err = OpenSession[int](r, id)
+		require.ErrorIs(t, err, ErrInvalid, "%q", id)
+		_, err = r.Fork(ctx, id, 1, nil)
+		require.ErrorIs(t, err, ErrInvalid, "%q", id)
+		require.ErrorIs(t, r.SetMeta(ctx, id, nil), ErrInvalid, "%q", id)
+		_, err = r.Get(ctx, id)
+		require.ErrorIs(t, err, ErrInvalid, "%q", id)
+	}
+	for _, id := range []string{"001", "run_7", "a.b-c", "x"} {
+		require.NoError(t, ValidSessionID(id), id)
+	}
+	require.Empty(t, dirNamesExcept(t, dir, sessionsLockName), "nothing was created")
+}
+
+func TestMissingAndDamagedSessions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	good, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	bad, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(bad.Dir, "session.json"), []byte(`{"format":1,"created":`), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "003"), 0o755)) // no session.json at all
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644))
+	require.NoError(t, os.Symlink(good.Dir, filepath.Join(dir, "link")))
+
+	_, err = OpenSession[int](r, "999")
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = r.Get(ctx, "999")
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = OpenSession[int](r, bad.ID)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, filepath.Join(bad.Dir, "session.json"))
+	_, err = OpenSession[int](r, "003")
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, err = OpenSession[int](r, "link")
+	require.ErrorIs(t, err, ErrNotFound, "a symbolic link is not a session")
+	_, err = OpenSession[int](r, "notes.txt")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{good.ID, bad.ID, "003"}, sessionIDs(list), "damage hides no session")
+	for _, s := range list {
+		if s.ID == good.ID {
+			require.NoError(t, s.Err)
+		} else {
+			require.ErrorIs(t, s.Err, ErrCorrupt, s.ID)
+		}
+	}
+
+	// A damaged most recent session is reported by ResumeSession; the
+	// caller can start a fresh one.
+	st, err := Open[int](filepath.Join(dir, "003"))
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	_, got, err := ResumeSession[int](ctx, r)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Equal(t, "003", got.ID)
+	require.Equal(t, 1, got.Checkpoints, "what can be read of a damaged session is filled in")
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, "004", s.ID)
+}
+
+func TestForkCopiesHistoryUpToStep(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
+	src, err := r.New(ctx, map[string]string{"campaign": "a"})
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	for step := int64(1); step <= 9; step++ {
+		_, _, err := st.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	before := dirNames(t, src.Dir)
+
+	_, err = r.Fork(ctx, src.ID, 5, nil)
+	require.ErrorIs(t, err, ErrNotFound, "step 5 has no checkpoint (Every(2)): nothing is forked")
+	_, err = r.Fork(ctx, "999", 4, nil)
+	require.ErrorIs(t, err, ErrNotFound)
+
+	fork, err := r.Fork(ctx, src.ID, 4, map[string]string{"branch": "b"})
+	require.NoError(t, err)
+	require.Equal(t, "002", fork.ID)
+	require.Equal(t, src.ID, fork.Parent)
+	require.Equal(t, int64(4), fork.ParentStep)
+	require.Equal(t, map[string]string{"branch": "b"}, fork.Meta)
+	require.Equal(t, 2, fork.Checkpoints)
+	require.Equal(t, []string{"session.json", "turn_002.json", "turn_004.json"}, dirNames(t, fork.Dir), "the rolling file holds step 9: it stays behind")
+
+	// Hard links where the filesystem allows: the same file, not a copy.
+	a, err := os.Stat(filepath.Join(src.Dir, "turn_004.json"))
+	require.NoError(t, err)
+	b, err := os.Stat(filepath.Join(fork.Dir, "turn_004.json"))
+	require.NoError(t, err)
+	require.True(t, os.SameFile(a, b))
+
+	// Play on in the fork: the source's later turns are untouched.
+	fst, err := OpenSession[int](r, fork.ID)
+	require.NoError(t, err)
+	v, info, err := fst.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, v)
+	require.Equal(t, int64(4), info.Step)
+	for step := int64(5); step <= 9; step++ {
+		_, _, err := fst.Tick(ctx, step, int(step)*100)
+		require.NoError(t, err)
+	}
+	v, _, err = fst.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 900, v)
+	require.NoError(t, fst.Close())
+
+	require.Equal(t, before, dirNames(t, src.Dir))
+	v, info, err = st.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 9, v)
+	require.Equal(t, KindRolling, info.Kind)
+	for step := int64(6); step <= 8; step += 2 {
+		v, _, err := st.Load(ctx, step)
+		require.NoError(t, err)
+		require.Equal(t, int(step), v)
+	}
+	require.NoError(t, st.Close())
+}
+
+func TestForkTakesRollingFileUpToStep(t *testing.T) {
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir(), WithRolling(), Every(10))
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	for step := int64(1); step <= 3; step++ {
+		_, _, err := st.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	fork, err := r.Fork(ctx, src.ID, 3, nil)
+	require.NoError(t, err, "the rolling file holds step 3")
+	fst, err := OpenSession[int](r, fork.ID)
+	require.NoError(t, err)
+	v, info, err := fst.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+	require.Equal(t, KindRolling, info.Kind)
+	require.NoError(t, fst.Close())
+}
+
+func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	info, err := st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	b, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	b[len(b)-5] ^= 1
+	require.NoError(t, os.WriteFile(info.Path, b, 0o644))
+
+	_, err = r.Fork(ctx, src.ID, 1, nil)
+	require.ErrorIs(t, err, ErrCorrupt)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "fork session", e.Op)
+	require.Equal(t, int64(1), e.Step)
+	require.Equal(t, []string{src.ID}, dirNamesExcept(t, dir, sessionsLockName))
+}
+
+func dirNamesExcept(t *testing.T, dir string, skip string) []string {
+	var out []string
+	for _, n := range dirNames(t, dir) {
+		if n != skip {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestForkFallsBackToCopy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 7)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	// copyFile is the path taken where linking fails (another
+	// filesystem's rules, a link count limit).
+	sub, err := r.root.OpenRoot(src.ID)
+	require.NoError(t, err)
+	defer sub.Close()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "copy"), 0o755))
+	dst, err := r.root.OpenRoot("copy")
+	require.NoError(t, err)
+	defer dst.Close()
+	require.NoError(t, copyFile(sub, "step_00000001.json", dst))
+	a, err := os.ReadFile(filepath.Join(src.Dir, "step_00000001.json"))
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(dir, "copy", "step_00000001.json"))
+	require.NoError(t, err)
+	require.Equal(t, a, b)
+	fa, err := os.Stat(filepath.Join(src.Dir, "step_00000001.json"))
+	require.NoError(t, err)
+	fb, err := os.Stat(filepath.Join(dir, "copy", "step_00000001.json"))
+	require.NoError(t, err)
+	require.False(t, os.SameFile(fa, fb))
+}
+
+func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	// Two roots on one directory stand for two processes.
+	roots := []*Sessions{openSessions(t, dir), openSessions(t, dir)}
+	var wg sync.WaitGroup
+	ids := make(chan string, 40)
+	for i := range 8 {
+		wg.Go(func() {
+			for range 5 {
+				s, err := roots[i%2].New(ctx, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids <- s.ID
+			}
+		})
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[string]bool{}
+	for id := range ids {
+		require.False(t, seen[id], "ID %s given twice", id)
+		seen[id] = true
+	}
+	require.Len(t, seen, 40)
+	require.True(t, seen["040"])
+}
+
+func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	// What a crash in the middle of New or Fork leaves behind.
+	staging := filepath.Join(dir, stagingPrefix+"ABC")
+	require.NoError(t, os.MkdirAll(staging, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(staging, "step_00000001.json"), []byte("{"), 0o644))
+
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, "001", s.ID)
+	require.NoDirExists(t, staging)
+}
+
+func TestReadOnlySessions(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	_, err := OpenSessions(filepath.Join(dir, "missing"), ReadOnly())
+	require.ErrorIs(t, err, ErrNotFound)
+
+	w := openSessions(t, dir)
+	s, err := w.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](w, s.ID)
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+
+	r := openSessions(t, dir, ReadOnly())
+	_, err = r.New(ctx, nil)
+	require.ErrorIs(t, err, ErrReadOnly)
+	_, err = r.Fork(ctx, s.ID, 1, nil)
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, r.SetMeta(ctx, s.ID, nil), ErrReadOnly)
+	// Reading works beside the live writer.
+	rst, err := OpenSession[int](r, s.ID)
+	require.NoError(t, err)
+	v, _, err := rst.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	_, err = rst.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.NoError(t, rst.Close())
+
+	// The session's own writer lock still keeps a second writer out.
+	_, err = OpenSession[int](w, s.ID)
+	require.ErrorIs(t, err, ErrLocked)
+	require.NoError(t, st.Close())
+}
+
+func TestSessionMetaIsReplacedAtomically(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	s, err := r.New(ctx, map[string]string{"a": "1"})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			if err := r.SetMeta(ctx, s.ID, map[string]string{"n": fmt.Sprint(i)}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, err := r.Get(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, got.Meta, 1)
+	require.Contains(t, got.Meta, "n")
+	for _, name := range dirNames(t, s.Dir) {
+		require.Contains(t, []string{"session.json"}, name, "no temporary file is left")
+	}
+}
+
+func TestSessionsRootOutsideIsUnreachable(t *testing.T) {
+	ctx := context.Background()
+	parent := t.TempDir()
+	outside := filepath.Join(parent, "outside")
+	require.NoError(t, os.Mkdir(outside, 0o755))
+	dir := filepath.Join(parent, "root")
+	r := openSessions(t, dir)
+	// A session directory replaced by a link to a directory outside.
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "001")))
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, "002", s.ID, "the link is no session, but its name is taken")
+	_, err = OpenSession[int](r, "001")
+	require.ErrorIs(t, err, ErrNotFound)
+	err = r.SetMeta(ctx, "001", nil)
+	require.ErrorIs(t, err, ErrNotFound)
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
