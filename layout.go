@@ -136,6 +136,8 @@ func (l layout) isTemp(name string) bool {
 	if _, ok := l.parse(stem); ok {
 		return true
 	}
+	// session.json's temporaries belong to Sessions, which removes them
+	// under its own lock: a store's Open could race with a SetMeta.
 	return l.sideName(stem) == nil
 }
 
@@ -147,6 +149,9 @@ func (l layout) sideName(name string) error {
 	}
 	if _, ok := l.parse(name); ok {
 		return fmt.Errorf("%w: side file name %q is a checkpoint name", ErrInvalid, name)
+	}
+	if name == sessionFile {
+		return fmt.Errorf("%w: side file name %q is reserved for the metadata of a session (see Sessions)", ErrInvalid, name)
 	}
 	return nil
 }

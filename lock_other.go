@@ -15,7 +15,7 @@ func lockDir(*os.Root) (*os.File, error) {
 }
 
 // lockFile is not implemented on this platform either.
-func lockFile(*os.Root, string, bool) (*os.File, error) {
+func lockFile(*os.Root, string) (*os.File, error) {
 	return nil, fmt.Errorf("lock: %w on this platform", errors.ErrUnsupported)
 }
 

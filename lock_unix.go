@@ -13,23 +13,18 @@ import (
 // never leaves a stale lock. flock locks belong to the open file, so a second
 // Open in the same process is refused as well.
 func lockDir(root *os.Root) (*os.File, error) {
-	return lockFile(root, lockName, false)
+	return lockFile(root, lockName)
 }
 
 // lockFile takes an exclusive flock on the file name in root, creating it if
-// needed. With wait it blocks until the lock is free; otherwise a held lock
-// is ErrLocked.
-func lockFile(root *os.Root, name string, wait bool) (*os.File, error) {
+// needed, without waiting: a lock held elsewhere is ErrLocked.
+func lockFile(root *os.Root, name string) (*os.File, error) {
 	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE, filePerm)
 	if err != nil {
 		return nil, err
 	}
-	how := syscall.LOCK_EX
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
 	for {
-		err = syscall.Flock(int(f.Fd()), how)
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if !errors.Is(err, syscall.EINTR) {
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"time"
 )
@@ -99,7 +100,8 @@ func (r retention) victims(entries []entry, now time.Time) []entry {
 // the rolling file are always kept. A checkpoint whose header cannot be read
 // is neither counted nor removed, and the newest checkpoint that loads is
 // never removed by any rule. When a store has a rule, it prunes after each
-// Save (once the new checkpoint is durable) and on Prune; with no rule it
+// numbered save (Save, a due Tick, SaveFinal, SaveError; not a rolling
+// write), once the new checkpoint is durable, and on Prune; with no rule it
 // never removes anything.
 func KeepLast(n int) Option {
 	return optionFunc(func(c *config) { c.retain.last = n })
@@ -123,7 +125,8 @@ func KeepWithin(d time.Duration) Option {
 // KeepOnePer is a retention rule: it keeps one checkpoint per period of d,
 // the newest saved in it (the highest step). Periods are counted in UTC from
 // the zero time, so KeepOnePer(time.Hour) keeps the last checkpoint of each
-// clock hour and KeepOnePer(24*time.Hour) the last of each UTC day.
+// clock hour, KeepOnePer(24*time.Hour) the last of each UTC day and
+// KeepOnePer(7*24*time.Hour) the last of each week, Monday to Sunday.
 // KeepOnePer(0) sets no rule. See KeepLast for how rules combine.
 func KeepOnePer(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.retain.per = d })
@@ -142,7 +145,9 @@ func PruneKinds(kinds ...Kind) Option {
 //
 // Pruning removes files one at a time, oldest first, and syncs the directory
 // at the end. A crash midway leaves some of the files it meant to remove;
-// every file left is whole, and no file a rule keeps is ever touched.
+// every file left is whole, and no file a rule keeps is ever touched. If a
+// removal fails, Prune goes on with the others and returns what it removed
+// together with the error.
 func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return nil, s.failed(opError("prune", s.dir, err))
@@ -179,15 +184,26 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 	if len(victims) == 0 {
 		return nil, nil
 	}
-	names := make([]string, len(victims))
-	for i, e := range victims {
-		names[i] = e.name
+	// Remove oldest first, then sync the directory once. A removal that
+	// fails does not stop the others, and what was removed is reported
+	// even then.
+	var removed []Info
+	var errs []error
+	for _, e := range victims {
+		if err := s.root.Remove(e.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		s.forget(e.name)
+		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
 	}
-	if err := s.remove(names...); err != nil {
-		// Some files may be gone; report none as removed rather than guess.
-		return nil, opError("prune", s.dir, err)
+	if err := syncDir(s.root); err != nil {
+		errs = append(errs, err)
 	}
-	return s.infos(victims), nil
+	if err := errors.Join(errs...); err != nil {
+		return removed, opError("prune", s.dir, err)
+	}
+	return removed, nil
 }
 
 // pruneVictims returns the entries the rules would remove now, oldest first,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -343,4 +345,60 @@ func TestTruncateErrors(t *testing.T) {
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "truncate", e.Op)
+}
+
+// TestClockGlitchDoesNotBlindKeepWithin: one save under a clock a year
+// ahead must not stamp every later save in the future, or KeepWithin would
+// keep everything and the store would grow without bound.
+func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	start := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	clock := &manualClock{t: start.Add(365 * 24 * time.Hour)}
+	s := openStore[int](t, dir, KeepWithin(90*time.Minute), withClock(clock.now))
+	_, err := s.Save(ctx, 0, 0)
+	require.NoError(t, err)
+	for beat := int64(1); beat <= 48; beat++ {
+		clock.set(start.Add(time.Duration(beat) * time.Hour))
+		info, err := s.Save(ctx, beat, int(beat))
+		require.NoError(t, err)
+		require.Equal(t, clock.now(), info.Time, "beat %d is stamped by the clock", beat)
+	}
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 47, 48}, steps(list), "the glitched save is recent until its time passes; the rest follow the clock")
+
+	// A reopened store reads the glitched time back and still follows the
+	// clock.
+	require.NoError(t, s.Close())
+	s = openStore[int](t, dir, KeepWithin(90*time.Minute), withClock(clock.now))
+	_, _, err = s.Load(ctx, 0)
+	require.NoError(t, err)
+	clock.set(clock.now().Add(time.Hour))
+	info, err := s.Save(ctx, 49, 49)
+	require.NoError(t, err)
+	require.Equal(t, clock.now(), info.Time)
+}
+
+func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("c", 3))
+	for step := int64(1); step <= 5; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	stuck := filepath.Join(dir, "c_002.json")
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a file immutable here (chattr +i: %v %s)", err, out)
+	}
+	defer exec.Command("chattr", "-i", stuck).Run()
+	var hooked []Info
+	s = openStore[int](t, dir, WithLayout("c", 3), KeepLast(1), WithHooks(Hooks{OnPrune: func(infos []Info) { hooked = infos }}))
+	removed, err := s.Prune(ctx)
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.Equal(t, []int64{1, 3, 4}, steps(removed), "the removals that worked are reported")
+	require.Equal(t, removed, hooked)
+	require.FileExists(t, stuck)
 }

@@ -45,10 +45,13 @@ const (
 //	  002/session.json  002/turn_001.json ...
 //
 // A new session appears whole or not at all: it is assembled in a hidden
-// directory and renamed into place. Creating, forking and writing metadata
-// take a short lock on the root (.sessions.lock); each session's store has
-// its own writer lock, so different processes can run different sessions of
-// one root at the same time.
+// directory and renamed into place. Creating a session and writing metadata
+// take a lock on the root (.sessions.lock) for a moment; Fork holds it while
+// it links or copies the checkpoints. A call waiting for that lock gives up
+// when its context is done. Each session's store has its own writer lock, so
+// different processes can run different sessions of one root at the same
+// time. On platforms without flock (not Unix), a root can be read but not
+// changed.
 //
 // A Sessions is safe for concurrent use by multiple goroutines.
 type Sessions struct {
@@ -56,6 +59,7 @@ type Sessions struct {
 	root *os.Root
 	cfg  config
 	opts []Option
+	link func(oldname, newname string) error // root.Link; a seam for tests
 }
 
 // Session describes one session of a root.
@@ -125,7 +129,7 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 		}
 		return nil, opError("open sessions", dir, err)
 	}
-	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts)}, nil
+	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts), link: root.Link}, nil
 }
 
 // Dir returns the root directory, as given to OpenSessions.
@@ -224,6 +228,9 @@ func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]strin
 		if err != nil {
 			return err
 		}
+		if err := removeStaleSessionTemps(sub); err != nil {
+			return err
+		}
 		m.Meta = maps.Clone(meta)
 		m.Updated = r.now(m.Created)
 		return writeSessionMeta(sub, m, true)
@@ -308,7 +315,7 @@ func ResumeSession[T any](ctx context.Context, r *Sessions, opts ...Option) (*St
 	}
 	s := list[0]
 	if s.Err != nil {
-		return nil, s, s.Err
+		return nil, s, opError("resume session", s.Dir, s.Err)
 	}
 	st, err := OpenSession[T](r, s.ID, opts...)
 	if err != nil {
@@ -449,8 +456,10 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 	if err != nil {
 		return Session{}, opError(op, r.path(id), err)
 	}
-	s := r.describe(ctx, id)
-	return s, s.Err
+	// The session exists now: report it, and any trouble reading it back in
+	// its Err, but not as a failure (a caller that retried would make a
+	// second one).
+	return r.describe(context.WithoutCancel(ctx), id), nil
 }
 
 // locked runs fn holding the root's lock, after removing staging directories
@@ -462,9 +471,9 @@ func (r *Sessions) locked(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	lock, err := lockFile(r.root, sessionsLockName, true)
+	lock, err := r.lock(ctx)
 	if err != nil {
-		return fmt.Errorf("lock %s: %w", sessionsLockName, err)
+		return err
 	}
 	defer unlockDir(lock)
 	dirents, err := readDir(r.root)
@@ -483,6 +492,29 @@ func (r *Sessions) locked(ctx context.Context, fn func() error) error {
 		return err
 	}
 	return fn()
+}
+
+// lock takes the root's lock, waiting for it (polling, with a growing pause
+// of up to 50ms) until ctx is done.
+func (r *Sessions) lock(ctx context.Context) (*os.File, error) {
+	pause := time.Millisecond
+	for {
+		f, err := lockFile(r.root, sessionsLockName)
+		if !errors.Is(err, ErrLocked) {
+			if err != nil {
+				return nil, fmt.Errorf("lock %s: %w", sessionsLockName, err)
+			}
+			return f, nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("wait for %s, held by another call: %w", sessionsLockName, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
 }
 
 // nextID returns the ID after the highest all-digit session ID.
@@ -522,19 +554,11 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 	}
 	defer st.Close()
 	if _, _, err := st.Load(ctx, step); err != nil {
-		// The fork's own error names the session and the step; keep the
-		// file and the reason.
-		var e *Error
-		if errors.As(err, &e) && e.Path != st.dir {
-			return fmt.Errorf("%s: %w", filepath.Base(e.Path), e.Err)
-		} else if e != nil {
-			return e.Err
-		}
-		return err
+		return inner(err, st.dir)
 	}
 	infos, err := st.List(ctx)
 	if err != nil {
-		return err
+		return inner(err, st.dir)
 	}
 	dst, err := r.root.OpenRoot(staging)
 	if err != nil {
@@ -549,7 +573,7 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 			return err
 		}
 		name := filepath.Base(info.Path)
-		err := r.root.Link(from+"/"+name, staging+"/"+name)
+		err := r.link(from+"/"+name, staging+"/"+name)
 		if errors.Is(err, fs.ErrNotExist) && info.Step < step {
 			continue // pruned meanwhile by the session's writer
 		}
@@ -560,7 +584,60 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 			return fmt.Errorf("copy %s: %w", name, err)
 		}
 	}
+	if err := r.checkFork(ctx, dst, staging, step); err != nil {
+		return err
+	}
 	return syncDir(dst)
+}
+
+// checkFork checks the checkpoints gathered in staging, which no writer can
+// change: a running writer of the source may have pruned the step or moved
+// its rolling file on between the listing and the links. A rolling file
+// past step is dropped; then the newest checkpoint that loads must be step.
+func (r *Sessions) checkFork(ctx context.Context, dst *os.Root, staging string, step int64) error {
+	sub, err := r.root.OpenRoot(staging)
+	if err != nil {
+		return err
+	}
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
+	st, err := openRoot[json.RawMessage](r.path(staging), sub, cfg)
+	if err != nil {
+		sub.Close()
+		return err
+	}
+	defer st.Close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		return inner(err, st.dir)
+	}
+	for _, info := range infos {
+		if info.Kind == KindRolling && (info.Step > step || info.Format == 0) {
+			if err := dst.Remove(filepath.Base(info.Path)); err != nil {
+				return err
+			}
+		}
+	}
+	_, info, err := st.Latest(ctx)
+	if err != nil || info.Step != step {
+		return fmt.Errorf("%w: the checkpoint of step %d changed while it was being forked (a running writer pruned or replaced it)", ErrNotFound, step)
+	}
+	return nil
+}
+
+// inner returns the reason of a store's error without its "checkpoint: op"
+// prefix, naming the file if the error names one in the store dir: the
+// session call's own error names the operation and the session.
+func inner(err error, dir string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	if e.Path != dir && e.Path != "" {
+		return fmt.Errorf("%s: %w", filepath.Base(e.Path), e.Err)
+	}
+	return e.Err
 }
 
 // copyFile copies the file name from src to dst durably.
@@ -581,7 +658,7 @@ func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 	var m sessionMeta
 	f, err := sub.Open(sessionFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return m, fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
+		return m, fmt.Errorf("%w: the session has no %s (not a session, or one whose creation never finished)", ErrCorrupt, sessionFile)
 	}
 	if err != nil {
 		return m, err
@@ -598,7 +675,7 @@ func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 		return m, fmt.Errorf("%w: %s: %w", ErrCorrupt, sessionFile, err)
 	}
 	if m.Format != sessionFormat {
-		return m, fmt.Errorf("%w: %s has format %d, this version reads %d", ErrCorrupt, sessionFile, m.Format, sessionFormat)
+		return m, fmt.Errorf("%w: %s: %w %d (this package reads version %d)", ErrCorrupt, sessionFile, errFormat, m.Format, sessionFormat)
 	}
 	return m, nil
 }
@@ -619,4 +696,31 @@ func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool) error {
 		_, err = createFile(sub, sessionFile, write)
 	}
 	return err
+}
+
+// removeStaleSessionTemps removes the temporary files of session.json that
+// an interrupted SetMeta left in a session directory. It runs under the
+// root's lock, so no SetMeta is writing one.
+func removeStaleSessionTemps(sub *os.Root) error {
+	dirents, err := readDir(sub)
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for _, d := range dirents {
+		if d.Type().IsRegular() && isSessionTemp(d.Name()) {
+			stale = append(stale, d.Name())
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	return removeFiles(sub, stale...)
+}
+
+// isSessionTemp reports whether name is a temporary file of session.json:
+// a dot, session.json, and renameio's random digits.
+func isSessionTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, "."+sessionFile)
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
 }

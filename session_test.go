@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,40 +301,6 @@ func dirNamesExcept(t *testing.T, dir string, skip string) []string {
 	return out
 }
 
-func TestForkFallsBackToCopy(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	r := openSessions(t, dir)
-	src, err := r.New(ctx, nil)
-	require.NoError(t, err)
-	st, err := OpenSession[int](r, src.ID)
-	require.NoError(t, err)
-	_, err = st.Save(ctx, 1, 7)
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
-
-	// copyFile is the path taken where linking fails (another
-	// filesystem's rules, a link count limit).
-	sub, err := r.root.OpenRoot(src.ID)
-	require.NoError(t, err)
-	defer sub.Close()
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "copy"), 0o755))
-	dst, err := r.root.OpenRoot("copy")
-	require.NoError(t, err)
-	defer dst.Close()
-	require.NoError(t, copyFile(sub, "step_00000001.json", dst))
-	a, err := os.ReadFile(filepath.Join(src.Dir, "step_00000001.json"))
-	require.NoError(t, err)
-	b, err := os.ReadFile(filepath.Join(dir, "copy", "step_00000001.json"))
-	require.NoError(t, err)
-	require.Equal(t, a, b)
-	fa, err := os.Stat(filepath.Join(src.Dir, "step_00000001.json"))
-	require.NoError(t, err)
-	fb, err := os.Stat(filepath.Join(dir, "copy", "step_00000001.json"))
-	require.NoError(t, err)
-	require.False(t, os.SameFile(fa, fb))
-}
-
 func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -460,4 +428,155 @@ func TestSessionsRootOutsideIsUnreachable(t *testing.T) {
 	entries, err := os.ReadDir(outside)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// forkWhileWriting forks session src at the step its writer (write) has
+// just reached, again and again, and checks that every fork that succeeds
+// has Latest at that step: a running writer may make Fork fail, never lie.
+func forkWhileWriting(t *testing.T, r *Sessions, src string, write func(step int64) error) {
+	ctx := context.Background()
+	var cur atomic.Int64
+	stop := make(chan struct{})
+	var writer sync.WaitGroup
+	writer.Go(func() {
+		for step := int64(1); ; step++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := write(step); err != nil {
+				t.Error(err)
+				return
+			}
+			cur.Store(step)
+		}
+	})
+	defer writer.Wait()
+	defer close(stop)
+	forked := 0
+	for range 100 {
+		step := cur.Load()
+		f, err := r.Fork(ctx, src, step, nil)
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotFound)
+			continue
+		}
+		forked++
+		fst, err := OpenSession[int](r, f.ID, ReadOnly())
+		require.NoError(t, err)
+		v, info, err := fst.Latest(ctx)
+		require.NoError(t, err)
+		require.NoError(t, fst.Close())
+		require.Equal(t, step, info.Step, "Fork(step %d) succeeded", step)
+		require.Equal(t, int(step), v)
+	}
+	require.Positive(t, forked)
+}
+
+func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir(), WithRolling(), Every(1<<40))
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	defer st.Close()
+	_, _, err = st.Tick(ctx, 0, 0)
+	require.NoError(t, err)
+	forkWhileWriting(t, r, src.ID, func(step int64) error {
+		_, _, err := st.Tick(ctx, step, int(step))
+		return err
+	})
+}
+
+func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir(), KeepLast(1))
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.Save(ctx, 0, 0)
+	require.NoError(t, err)
+	forkWhileWriting(t, r, src.ID, func(step int64) error {
+		_, err := st.Save(ctx, step, int(step))
+		return err
+	})
+}
+
+func TestForkCopiesWhereLinkingFails(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	r.link = func(oldname, newname string) error {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: syscall.EXDEV}
+	}
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, src.ID)
+	require.NoError(t, err)
+	for step := int64(1); step <= 3; step++ {
+		_, err = st.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	fork, err := r.Fork(ctx, src.ID, 2, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, fork.Checkpoints)
+	for _, name := range []string{"step_00000001.json", "step_00000002.json"} {
+		a, err := os.ReadFile(filepath.Join(src.Dir, name))
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(fork.Dir, name))
+		require.NoError(t, err)
+		require.Equal(t, a, b, "a byte-for-byte copy")
+		fa, err := os.Stat(filepath.Join(src.Dir, name))
+		require.NoError(t, err)
+		fb, err := os.Stat(filepath.Join(fork.Dir, name))
+		require.NoError(t, err)
+		require.False(t, os.SameFile(fa, fb), "a copy, not a link")
+	}
+}
+
+func TestSessionsLockWaitHonoursContext(t *testing.T) {
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	held, err := lockFile(r.root, sessionsLockName) // another process, say
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = r.New(ctx, nil)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, sessionsLockName)
+	require.NoError(t, unlockDir(held))
+	_, err = r.New(context.Background(), nil)
+	require.NoError(t, err, "the lock is free again")
+}
+
+func TestSessionFileIsReserved(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	s, err := r.New(ctx, map[string]string{"turn": "1"})
+	require.NoError(t, err)
+	st, err := OpenSession[int](r, s.ID)
+	require.NoError(t, err)
+	require.ErrorIs(t, st.WriteJSON(ctx, "session.json", 1), ErrInvalid)
+	require.NoError(t, st.Close())
+
+	// A SetMeta in flight in another process has a temporary file of
+	// session.json: opening the session's store must leave it alone, and
+	// the next SetMeta (under the root's lock) removes it if it is stale.
+	temp := filepath.Join(s.Dir, ".session.json123456")
+	require.NoError(t, os.WriteFile(temp, []byte("{"), 0o644))
+	st, err = OpenSession[int](r, s.ID)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.FileExists(t, temp)
+	require.NoError(t, r.SetMeta(ctx, s.ID, map[string]string{"turn": "2"}))
+	require.NoFileExists(t, temp)
+	got, err := r.Get(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "2", got.Meta["turn"])
 }

@@ -14,7 +14,8 @@ import (
 // any previous version, fsync of the directory. Use it for files that belong
 // beside the checkpoints, such as a run's result.json or a session's
 // config.json. name is a plain file name of [A-Za-z0-9._-], ending in .json,
-// not starting with a dot, and not a checkpoint name of the store's layout.
+// not starting with a dot, not a checkpoint name of the store's layout, and
+// not session.json (the metadata of a session: see Sessions.SetMeta).
 func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 	if err := s.cfg.layout.sideName(name); err != nil {
 		return s.failed(opError("write json", name, err))

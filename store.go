@@ -232,7 +232,7 @@ func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind K
 			return fail(err)
 		}
 	}
-	h := header{Format: formatVersion, Step: step, Kind: kind, Time: s.saveTime(), Meta: meta, Error: rec}
+	h := header{Format: formatVersion, Step: step, Kind: kind, Time: s.saveTime(step), Meta: meta, Error: rec}
 	write := func(w io.Writer) error { return writeEnvelope(w, h, data, s.cfg.gzip) }
 	var size int64
 	if kind == KindRolling {
@@ -267,19 +267,59 @@ func checkStep(step int64) error {
 	return nil
 }
 
-// saveTime returns the time to record in a new checkpoint: now, but always
-// after every save time this store has written or read, so that "saved
-// last" stays true when the wall clock steps back (a resumed error step
+// maxClockLead bounds how far ahead of the clock a store stamps a save to
+// keep save times growing.
+const maxClockLead = time.Minute
+
+// saveTime returns the time to record in a new checkpoint of step: now, but
+// after every save time this store has written or read, so that "saved last"
+// stays true when the wall clock steps back a little (a resumed error step
 // redone and saved again sorts after its error checkpoint).
-func (s *Store[T]) saveTime() time.Time {
+//
+// If the clock is more than maxClockLead behind that time (it stepped back
+// far, or was far ahead once), following it would stamp every later save in
+// the future and blind the time-based retention rules. Then the save is
+// stamped now, or just after the newest checkpoint of its own step: the
+// only order that "saved last" needs.
+func (s *Store[T]) saveTime(step int64) time.Time {
 	t := s.cfg.now().UTC()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !t.After(s.lastTime) {
-		t = s.lastTime.Add(time.Nanosecond)
+	last := s.lastTime
+	s.mu.Unlock()
+	reset := false
+	if !t.After(last) {
+		if last.Sub(t) <= maxClockLead {
+			t = last.Add(time.Nanosecond)
+		} else {
+			s.cfg.logger.Warn("checkpoint: the clock is far behind the newest save time; ordering this save within its step only", "now", t, "newest", last)
+			if newest := s.newestOfStep(step); !t.After(newest) {
+				t = newest.Add(time.Nanosecond)
+			}
+			reset = true // follow the clock again from here
+		}
 	}
-	s.lastTime = t
+	s.mu.Lock()
+	if reset || t.After(s.lastTime) {
+		s.lastTime = t
+	}
+	s.mu.Unlock()
 	return t
+}
+
+// newestOfStep returns the newest save time among the checkpoints of step
+// whose headers read (zero if none).
+func (s *Store[T]) newestOfStep(step int64) time.Time {
+	var newest time.Time
+	entries, err := s.stepEntries(step)
+	if err != nil {
+		return newest
+	}
+	for _, e := range entries {
+		if e.hErr == nil && e.h.Time.After(newest) && !e.h.Time.After(timeMax) {
+			newest = e.h.Time
+		}
+	}
+	return newest
 }
 
 // timeMax bounds the save times a store adopts from what it reads: JSON
