@@ -574,11 +574,11 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 		}
 		name := filepath.Base(info.Path)
 		err := r.link(from+"/"+name, staging+"/"+name)
-		if errors.Is(err, fs.ErrNotExist) && info.Step < step {
-			continue // pruned meanwhile by the session's writer
-		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			err = copyFile(src, name, dst)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // pruned meanwhile by the session's writer: checkFork sees to it
 		}
 		if err != nil {
 			return fmt.Errorf("copy %s: %w", name, err)
