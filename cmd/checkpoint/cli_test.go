@@ -803,3 +803,21 @@ func TestSessionsLayoutIsTheRootsMostCommon(t *testing.T) {
 	r = runCLI(t, "ls", dir, "--layout", "step/8")
 	require.Regexp(t, `(?m)^004 +1 +1 +2026-11-21T11:01:00Z`, r.stdout)
 }
+
+func TestWritingCommandsLeaveADirectoryWithoutCheckpointsAlone(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("hello"))
+	writeFile(t, filepath.Join(dir, ".settings.json123"), []byte("{")) // the shape of a side file's temp
+	r := runCLI(t, "gc", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "nothing to remove in "+dir+": no checkpoint files (give --layout if they have another name)\n", r.stdout)
+	r = runCLI(t, "prune", dir, "--keep-last", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "nothing to prune in "+dir+": no checkpoint files (give --layout if they have another name)\n", r.stdout)
+	require.ElementsMatch(t, []string{"notes.txt", ".settings.json123"}, names(t, dir))
+
+	// Told the layout, gc opens the store, whose Open removes the temp.
+	r = runCLI(t, "gc", dir, "--layout", "step/8")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "removed "+filepath.Join(dir, ".settings.json123")+" (temporary file of an interrupted save)\nremoved 1 file\n", r.stdout)
+}

@@ -70,6 +70,11 @@ func (g *gc) report(path, what string) {
 // temporary files (it logs each one, which is how they are counted here),
 // then RemoveLeftovers removes the quarantined checkpoints.
 func (g *gc) store(ctx context.Context, t target, dir string) error {
+	if t.empty {
+		// No file of any layout: nothing to remove, and opening a writer
+		// would leave a lock file in a directory that may be no store.
+		return nil
+	}
 	if g.dryRun {
 		st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.ReadOnly())...)
 		if err != nil {
@@ -158,6 +163,8 @@ func (g *gc) sessions(ctx context.Context, t target) error {
 
 func (g *gc) summary(t target) error {
 	switch {
+	case g.removed == 0 && len(g.locked) == 0 && t.empty:
+		fmt.Fprintf(g.stdout, "nothing to remove in %s: no checkpoint files (give --layout if they have another name)\n", t.dir)
 	case g.removed == 0 && len(g.locked) == 0:
 		fmt.Fprintf(g.stdout, "nothing to remove in %s (layout %s)\n", t.dir, t.layout)
 	case g.dryRun:

@@ -66,7 +66,9 @@
 // When DIR holds files of more than one layout it uses the one with the most
 // files and says so on stderr; when two layouts tie it stops with a usage
 // error. --layout PREFIX/DIGITS (turn/3), or --layout PREFIX with the digits
-// inferred, overrides it. An empty directory has the default layout, step/8.
+// inferred, overrides it. A directory with no checkpoint file has the
+// default layout, step/8; prune and gc leave such a directory alone (they
+// create no lock file in it) unless --layout is given.
 //
 // # Safety beside a running program
 //

@@ -40,6 +40,12 @@ var pruneCommand = command{
 			if err := t.requireStore("prune"); err != nil {
 				return err
 			}
+			if t.empty {
+				// Opening a writer would leave a lock file in a directory
+				// that may be no store at all.
+				fmt.Fprintf(c.stdout, "nothing to prune in %s: no checkpoint files (give --layout if they have another name)\n", t.dir)
+				return nil
+			}
 			return c.prune(ctx, t, rules, *dryRun)
 		}
 	},

@@ -24,6 +24,9 @@ type target struct {
 	dir      string
 	sessions bool // a root of sessions, not a store
 	layout   checkpoint.Layout
+	// empty: no file of any layout was found and none was given; the
+	// writing commands leave such a directory alone.
+	empty bool
 }
 
 // options returns the options that open the target's stores.
@@ -66,6 +69,7 @@ func (c *cli) resolve(dir, layoutArg string) (target, error) {
 	if t.sessions {
 		what = "the sessions of " + dir
 	}
+	t.empty = len(found) == 0 && want.Prefix == ""
 	t.layout, err = c.chooseLayout(what, want, found)
 	return t, err
 }
