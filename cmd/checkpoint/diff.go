@@ -32,14 +32,7 @@ var diffCommand = command{
 					return err
 				}
 			}
-			t, err := c.resolve(args[0], *layout)
-			if err != nil {
-				return err
-			}
-			if err := t.requireStore("diff"); err != nil {
-				return err
-			}
-			st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
+			t, st, err := c.openReader(args[0], *layout)
 			if err != nil {
 				return err
 			}

@@ -22,10 +22,7 @@ var gcCommand = command{
 		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			if err := wantArgs(args, 1, 1, "DIR"); err != nil {
-				return err
-			}
-			t, err := c.resolve(args[0], *layout)
+			t, err := c.oneDir(args, *layout)
 			if err != nil {
 				return err
 			}
@@ -143,7 +140,7 @@ func (g *gc) sessions(ctx context.Context, t target) error {
 			g.report(p, whatStaging)
 		}
 		if errors.Is(err, checkpoint.ErrLocked) {
-			g.locked = append(g.locked, lockedError{dir: t.dir, err: err})
+			g.locked = append(g.locked, lockedError{dir: t.dir, err: err, sessions: true})
 		} else if err != nil {
 			return err
 		}

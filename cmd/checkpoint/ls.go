@@ -28,10 +28,7 @@ var lsCommand = command{
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			if err := wantArgs(args, 1, 1, "DIR"); err != nil {
-				return err
-			}
-			t, err := c.resolve(args[0], *layout)
+			t, err := c.oneDir(args, *layout)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@
 //
 //	~ .characters.brynja.hp: 12 -> 9
 //	+ .inventory[3]: "rope"
-//	- .whispers
+//	- .whispers: ["the bells ring for someone still alive"]
 //
 // prune applies retention rules, as the library's KeepLast, KeepEvery,
 // KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
@@ -84,7 +84,8 @@
 //	2  usage: a bad command, flag or argument (the usage is printed)
 //	3  the operation failed: a missing directory or step, a checkpoint that
 //	   does not load, an I/O error
-//	4  a writer holds the store's lock (prune, gc)
+//	4  a writer holds the store's lock (prune, gc), or another process is
+//	   creating a session in the root of sessions (gc)
 //
 // Errors go to stderr, naming the file or directory and the reason.
 package main

@@ -26,14 +26,11 @@ var pruneCommand = command{
 		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			if err := wantArgs(args, 1, 1, "DIR"); err != nil {
-				return err
-			}
 			rules, err := retentionRules(*keepLast, *keepEvery, *keepWithin, *keepOnePer, *pruneKinds)
 			if err != nil {
 				return err
 			}
-			t, err := c.resolve(args[0], *layout)
+			t, err := c.oneDir(args, *layout)
 			if err != nil {
 				return err
 			}

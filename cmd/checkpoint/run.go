@@ -57,13 +57,18 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
 
-// lockedError reports that a writer holds a store's lock.
+// lockedError reports that a writer holds a store's lock, or that a
+// session is being made in a root of sessions (sessions).
 type lockedError struct {
-	dir string
-	err error
+	dir      string
+	err      error
+	sessions bool
 }
 
 func (e lockedError) Error() string {
+	if e.sessions {
+		return fmt.Sprintf("%s: a session is being created or forked right now (%v); try again", e.dir, e.err)
+	}
 	return fmt.Sprintf("%s is open by a running writer (%v); stop it or try again", e.dir, e.err)
 }
 
@@ -187,7 +192,7 @@ writer lock; the others open stores read-only, safe beside a running program.
 
 Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
 2 usage error; 3 failure (missing directory or step, I/O, unloadable
-checkpoint); 4 a writer holds the store's lock.
+checkpoint); 4 a writer holds the store's lock (prune, gc).
 `)
 }
 

@@ -47,14 +47,7 @@ var showCommand = command{
 				}
 				sel.hasStep = true
 			}
-			t, err := c.resolve(args[0], *layout)
-			if err != nil {
-				return err
-			}
-			if err := t.requireStore("show"); err != nil {
-				return err
-			}
-			st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
+			t, st, err := c.openReader(args[0], *layout)
 			if err != nil {
 				return err
 			}

@@ -74,6 +74,28 @@ func (c *cli) resolve(dir, layoutArg string) (target, error) {
 	return t, err
 }
 
+// oneDir resolves the one argument, DIR, of ls, verify, prune and gc.
+func (c *cli) oneDir(args []string, layoutArg string) (target, error) {
+	if err := wantArgs(args, 1, 1, "DIR"); err != nil {
+		return target{}, err
+	}
+	return c.resolve(args[0], layoutArg)
+}
+
+// openReader resolves the store dir for show and diff and opens it
+// read-only, recording the damaged checkpoints Latest passes over.
+func (c *cli) openReader(dir, layoutArg string) (target, *checkpoint.Store[json.RawMessage], error) {
+	t, err := c.resolve(dir, layoutArg)
+	if err != nil {
+		return t, nil, err
+	}
+	if err := t.requireStore(c.cmd); err != nil {
+		return t, nil, err
+	}
+	st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
+	return t, st, err
+}
+
 // parseLayout parses --layout: PREFIX/DIGITS or PREFIX (Digits 0).
 func parseLayout(s string) (checkpoint.Layout, error) {
 	if s == "" {

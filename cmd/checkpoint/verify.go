@@ -20,10 +20,7 @@ var verifyCommand = command{
 		verbose := fs.Bool("v", false, "print the good files too")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			if err := wantArgs(args, 1, 1, "DIR"); err != nil {
-				return err
-			}
-			t, err := c.resolve(args[0], *layout)
+			t, err := c.oneDir(args, *layout)
 			if err != nil {
 				return err
 			}
