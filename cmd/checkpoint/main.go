@@ -40,7 +40,8 @@
 // verify reads every checkpoint in full and checks its checksum, format
 // version, header and state, and prints each bad file with the reason (-v
 // prints the good ones too) and a summary. Temporary files and quarantined
-// checkpoints are reported as notes, not failures. --json prints a report.
+// checkpoints are reported as notes, not failures. On a root of sessions,
+// each session's session.json is checked too. --json prints a report.
 //
 // diff compares the states of two steps (numbers or "latest") and prints one
 // line per difference with its path, in jq syntax:
@@ -57,7 +58,9 @@
 //
 // gc removes temporary files of interrupted saves and quarantined damaged
 // checkpoints (name.corrupt, name.corrupt-N); on a root of sessions, it also
-// removes sessions left half-made by a crash. --dry-run lists them only.
+// removes sessions left half-made by a crash, and cleans every session; a
+// session whose writer is running is skipped (exit code 4) and the others are
+// cleaned all the same. --dry-run lists what would go and removes nothing.
 //
 // # Layouts
 //
