@@ -729,13 +729,13 @@ func TestUsageAndHelp(t *testing.T) {
 		Print the paths at which the states of steps A and B differ.
 
 		Flags (before or after the arguments):
-		  -layout layout
-		    	the store's file layout, PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set
+		  -layout LAYOUT
+		    	the store's file LAYOUT: PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set
 	`), r.stdout)
 
 	r = runCLI(t, "show", "-h")
 	require.Equal(t, 0, r.code)
-	require.Contains(t, r.stdout, "-kind kind")
+	require.Contains(t, r.stdout, "-kind KIND")
 
 	r = runCLI(t, "help", "bogus")
 	require.Equal(t, exitUsage, r.code)

@@ -216,7 +216,7 @@ func upperFirst(s string) string {
 
 // layoutFlag adds the --layout flag that every command has.
 func layoutFlag(fs *flag.FlagSet) *string {
-	return fs.String("layout", "", "the store's file `layout`, PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set")
+	return fs.String("layout", "", "the store's file `LAYOUT`: PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set")
 }
 
 // wantArgs checks the number of positional arguments.

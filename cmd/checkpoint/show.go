@@ -22,7 +22,7 @@ var showCommand = command{
 	summary: "print a checkpoint's header and its state as indented JSON",
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		stateOnly := fs.Bool("state", false, "print the state alone (for jq)")
-		kind := fs.String("kind", "", "the `kind` of checkpoint to show when the step has several: step, final, error or rolling")
+		kind := fs.String("kind", "", "show the newest checkpoint of this `KIND` (of the step, or that loads for latest): step, final, error or rolling")
 		file := fs.String("file", "", "show the checkpoint file `NAME` (STEP may be left out)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
