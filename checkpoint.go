@@ -12,7 +12,7 @@
 //
 // A typical turn loop:
 //
-//	store, err := checkpoint.Open[Game]("campaigns/session_001", checkpoint.WithLayout("turn", 3))
+//	store, err := checkpoint.Open[Game]("campaigns/001", checkpoint.WithLayout("turn", 3))
 //	if err != nil { ... }
 //	defer store.Close()
 //
@@ -35,6 +35,13 @@
 //
 // A resume from an error checkpoint (info.Kind == KindError) redoes its step
 // rather than the next one; see the README and examples/onerror.
+//
+// Retention rules ([KeepLast], [KeepEvery], [KeepWithin], [KeepOnePer]) keep
+// a store small without ever removing its newest good checkpoint, and
+// [Store.Truncate] rewrites history after a restore. [Sessions] holds many
+// stores under one root directory: numbered sessions, resuming the most
+// recently active one ([ResumeSession]) and forking one at a step
+// ([Sessions.Fork]).
 //
 // Every exported method is safe for concurrent use by multiple goroutines.
 // Errors name the operation, the step and the file, and wrap one of the

@@ -153,6 +153,12 @@ func readEnvelope(r io.Reader, max int64) (envelope, error) {
 	if err := json.Unmarshal(data, &env); err != nil {
 		return env, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
+	// The state is the last field, as written: a field after it could say
+	// something else than the header List reads (which stops at "state").
+	body := data[:len(data)-trailerLen]
+	if !bytes.HasSuffix(body, env.State) || !bytes.HasSuffix(body[:len(body)-len(env.State)], []byte(`"state":`)) {
+		return env, fmt.Errorf("%w: the state is not the last field", ErrCorrupt)
+	}
 	if err := env.header.check(); err != nil {
 		return env, err
 	}

@@ -22,7 +22,7 @@ import (
 const (
 	crashChildEnv = "CHECKPOINT_CRASH_CHILD" // the child's store directory
 	crashGzipEnv  = "CHECKPOINT_CRASH_GZIP"
-	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills TestKill9 makes; default 30
+	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills TestKill9 makes; default 50
 	crashKeep     = 4
 	crashEvery    = 30 // KeepEvery of the crash child: these steps stay forever
 
@@ -117,7 +117,7 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills := 30
+	kills := 50
 	if v := os.Getenv(crashKillsEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err)

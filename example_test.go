@@ -176,3 +176,136 @@ func ExampleStore_SaveOnPanic() {
 	// recovered: out of dice
 	// error 2 out of dice true
 }
+
+// A host with many sessions resumes the most recently active one, or starts
+// the first.
+func ExampleResumeSession() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+
+	play := func() {
+		root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer root.Close()
+		store, sess, err := checkpoint.ResumeSession[Game](ctx, root)
+		if errors.Is(err, checkpoint.ErrNotFound) || errors.Is(err, checkpoint.ErrCorrupt) {
+			// No session yet, or the last one is damaged: start a new one.
+			if sess, err = root.New(ctx, nil); err != nil {
+				log.Fatal(err)
+			}
+			store, err = checkpoint.OpenSession[Game](root, sess.ID)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer store.Close()
+		game, _, err := store.Latest(ctx)
+		if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			log.Fatal(err)
+		}
+		game.Turn++
+		if _, err := store.Save(ctx, int64(game.Turn), game); err != nil {
+			log.Fatal(err)
+		}
+		err = root.SetMeta(ctx, sess.ID, map[string]string{"turn": fmt.Sprint(game.Turn)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("session %s played turn %d\n", sess.ID, game.Turn)
+	}
+	play()
+	play()
+	// Output:
+	// session 001 played turn 1
+	// session 001 played turn 2
+}
+
+// Restoring turn 2 of 3 and playing on in a fork leaves turn 3 of the
+// original session as it was.
+func ExampleSessions_Fork() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer root.Close()
+	sess, err := root.New(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := checkpoint.OpenSession[Game](root, sess.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for turn := 1; turn <= 3; turn++ {
+		if _, err := store.Save(ctx, int64(turn), Game{Turn: turn, Log: []string{"original"}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	store.Close()
+
+	fork, err := root.Fork(ctx, sess.ID, 2, map[string]string{"why": "try the other door"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fstore, err := checkpoint.OpenSession[Game](root, fork.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer fstore.Close()
+	game, info, err := fstore.Latest(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("session %s (from %s at turn %d) resumes after turn %d\n", fork.ID, fork.Parent, fork.ParentStep, info.Step)
+	game.Turn++
+	game.Log = []string{"forked"}
+	if _, err := fstore.Save(ctx, int64(game.Turn), game); err != nil {
+		log.Fatal(err)
+	}
+
+	sessions, err := root.List(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range sessions {
+		fmt.Printf("%s: %d checkpoints, last turn %d\n", s.ID, s.Checkpoints, s.LastStep)
+	}
+	// Output:
+	// session 002 (from 001 at turn 2) resumes after turn 2
+	// 002: 3 checkpoints, last turn 3
+	// 001: 3 checkpoints, last turn 3
+}
+
+// Retention rules combine: a checkpoint survives if any rule keeps it.
+func ExampleKeepEvery() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.Open[int](dir, checkpoint.WithLayout("beat", 3),
+		checkpoint.KeepLast(2), checkpoint.KeepEvery(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	for beat := int64(1); beat <= 12; beat++ {
+		if _, err := store.Save(ctx, beat, int(beat)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	infos, err := store.List(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, info := range infos {
+		fmt.Print(info.Name(), " ")
+	}
+	fmt.Println()
+	// Output:
+	// beat_005.json beat_010.json beat_011.json beat_012.json
+}

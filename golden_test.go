@@ -142,3 +142,68 @@ func TestGoldenV1IsDocumentedFormat(t *testing.T) {
 	b[3] ^= 1
 	require.True(t, errors.Is(verify(b), ErrCorrupt))
 }
+
+// goldenSessionsDir is a root of sessions written when session.json format 1
+// was current: session 001 with turns 1 and 2, and 002 forked from it at
+// turn 1 with caller fields.
+var goldenSessionsDir = filepath.Join("testdata", "v1", "sessions")
+
+// TestWriteGoldenSessionsV1 wrote testdata/v1/sessions once. It runs only
+// when asked: CHECKPOINT_WRITE_GOLDEN=sessions-v1 go test -run WriteGoldenSessions
+func TestWriteGoldenSessionsV1(t *testing.T) {
+	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "sessions-v1" {
+		t.Skip("golden files are written once per format version")
+	}
+	ctx := context.Background()
+	require.NoError(t, os.RemoveAll(goldenSessionsDir))
+	r, err := OpenSessions(goldenSessionsDir, WithLayout("turn", 3), withClock(func() time.Time { return goldenTime }))
+	require.NoError(t, err)
+	s, err := r.New(ctx, map[string]string{"campaign": "crypt"})
+	require.NoError(t, err)
+	st, err := OpenSession[goldenState](r, s.ID)
+	require.NoError(t, err)
+	for turn := int64(1); turn <= 2; turn++ {
+		_, err := st.Save(ctx, turn, goldenStateAt(turn))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	_, err = r.Fork(ctx, s.ID, 1, map[string]string{"campaign": "crypt", "branch": "left door"})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	for _, lock := range []string{sessionsLockName, "001/" + lockName} {
+		require.NoError(t, os.Remove(filepath.Join(goldenSessionsDir, lock)))
+	}
+}
+
+func TestGoldenSessionsV1Load(t *testing.T) {
+	ctx := context.Background()
+	r := openSessions(t, goldenSessionsDir, WithLayout("turn", 3), ReadOnly())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	one, two := list[1], list[0]
+	if one.ID != "001" {
+		one, two = two, one
+	}
+	require.NoError(t, one.Err)
+	require.NoError(t, two.Err)
+	require.Equal(t, "001", one.ID)
+	require.Equal(t, goldenTime, one.Created)
+	require.Equal(t, map[string]string{"campaign": "crypt"}, one.Meta)
+	require.Equal(t, 2, one.Checkpoints)
+	require.Equal(t, int64(2), one.LastStep)
+	require.Empty(t, one.Parent)
+	require.Equal(t, "002", two.ID)
+	require.Equal(t, "001", two.Parent)
+	require.Equal(t, int64(1), two.ParentStep)
+	require.Equal(t, map[string]string{"campaign": "crypt", "branch": "left door"}, two.Meta)
+	require.Equal(t, 1, two.Checkpoints)
+
+	st, err := OpenSession[goldenState](r, "002")
+	require.NoError(t, err)
+	got, info, err := st.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), info.Step)
+	require.Equal(t, goldenStateAt(1), got)
+	require.NoError(t, st.Close())
+}

@@ -261,8 +261,8 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 	})
 	if err != nil {
 		var e *Error
-		if errors.As(err, &e) {
-			e.Step, e.HasStep = step, true
+		if errors.As(err, &e) && e.Op == "fork session" {
+			e.Step, e.HasStep, e.Path = step, true, r.path(from)
 		}
 	}
 	return s, err
@@ -522,6 +522,14 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 	}
 	defer st.Close()
 	if _, _, err := st.Load(ctx, step); err != nil {
+		// The fork's own error names the session and the step; keep the
+		// file and the reason.
+		var e *Error
+		if errors.As(err, &e) && e.Path != st.dir {
+			return fmt.Errorf("%s: %w", filepath.Base(e.Path), e.Err)
+		} else if e != nil {
+			return e.Err
+		}
 		return err
 	}
 	infos, err := st.List(ctx)

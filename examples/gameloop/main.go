@@ -3,12 +3,28 @@
 // stopped at any moment (Ctrl-C, a crash, kill -9) and started again from the
 // last turn it finished.
 //
-//	go run ./examples/gameloop              # plays turns 1-5
-//	go run ./examples/gameloop              # resumes: plays turns 6-10
+// A campaign is a directory of numbered sessions, each a checkpoint store
+// with one self-contained JSON file per turn, never modified once written,
+// and a session.json holding the session's progress (its turn and scene)
+// and, for a fork, the session and turn it came from:
+//
+//	campaigns/001/session.json  campaigns/001/turn_001.json  turn_002.json ...
+//	campaigns/002/session.json  campaigns/002/turn_001.json ...
+//
+// Without flags a run goes on with the most recently active session, or
+// starts session 001 in an empty campaign:
+//
+//	go run ./examples/gameloop               # session 001, turns 1-5
+//	go run ./examples/gameloop               # resumes session 001: turns 6-10
+//	go run ./examples/gameloop -new          # a fresh game in session 002
+//	go run ./examples/gameloop -session 001  # goes on with session 001
+//	go run ./examples/gameloop -restore 3    # forks the most recent session at turn 3, plays turn 4 onwards
 //	go run ./examples/gameloop -turns 2 -dir /tmp/campaigns
 //
-// Checkpoints are campaigns/session_001/turn_001.json, turn_002.json, ...:
-// one self-contained JSON file per turn, never modified once written.
+// -restore N (with -session ID to pick the session) copies turns 1 to N
+// into a new session and plays on there: the turns after N of the original
+// session stay as they were. If the most recent session is damaged, a run
+// without flags says so, leaves it alone and starts a new session.
 package main
 
 import (
@@ -20,15 +36,16 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
 )
 
-const session = "session_001"
+// shownSessions is how many sessions the summary at the end of a run lists.
+const shownSessions = 5
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -43,55 +60,81 @@ func main() {
 	}
 }
 
-// run plays -turns turns of the game in -dir, resuming from the latest
-// checkpoint if there is one.
+// run plays -turns turns of the game in one session of the campaign in
+// -dir, chosen by the flags, records the game's progress in the session's
+// metadata and lists the campaign's sessions.
 func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	fs := flag.NewFlagSet("gameloop", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	dir := fs.String("dir", "campaigns", "directory that holds the campaign's sessions")
 	turns := fs.Int64("turns", 5, "how many turns to play in this run")
+	newGame := fs.Bool("new", false, "start a fresh game in a new session")
+	sessionID := fs.String("session", "", "play session `ID` instead of the most recent one")
+	restore := fs.Int64("restore", 0, "fork the session at turn `N` into a new session and play on from turn N+1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *turns < 0 {
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q (flags only; -h lists them)", fs.Arg(0))
+	case *turns < 0:
 		return fmt.Errorf("-turns %d: want 0 or more", *turns)
+	case set["restore"] && *restore < 1:
+		return fmt.Errorf("-restore %d: want a turn, 1 or more", *restore)
+	case *newGame && (set["session"] || set["restore"]):
+		return errors.New("-new starts a fresh game: it cannot be combined with -session or -restore")
 	}
 
-	store, err := checkpoint.Open[GameState](filepath.Join(*dir, session), checkpoint.WithLayout("turn", 3))
+	campaign, err := checkpoint.OpenSessions(*dir, checkpoint.WithLayout("turn", 3))
 	if err != nil {
-		return err // ErrLocked if another gameloop is playing this session
+		return err
 	}
 	defer func() {
-		if cerr := store.Close(); err == nil {
+		if cerr := campaign.Close(); err == nil {
 			err = cerr
 		}
 	}()
 
-	game, info, err := store.Latest(ctx)
+	var t *table
 	switch {
-	case errors.Is(err, checkpoint.ErrNotFound):
-		game = NewGame(session)
-		fmt.Fprintf(stdout, "no checkpoint in %s: starting a fresh game\n", store.Dir())
-	case err != nil:
-		return err
+	case set["restore"]:
+		t, err = forkAt(ctx, campaign, *sessionID, *restore, stdout)
+	case *newGame:
+		t, err = startSession(ctx, campaign, stdout)
+	case set["session"]:
+		t, err = openTable(ctx, campaign, *sessionID, stdout)
+		if err != nil {
+			err = fmt.Errorf("-session %s: %w", *sessionID, err)
+		}
 	default:
-		fmt.Fprintf(stdout, "resuming %s from turn %d (saved %s)\n",
-			game.Session, info.Step, info.Time.Local().Format("2006-01-02 15:04:05 MST"))
-		game.printParty(stdout)
+		t, err = resumeLatest(ctx, campaign, stdout)
 	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := t.store.Close(); err == nil {
+			err = cerr
+		}
+	}()
 
+	game := &t.game
+	var stopped error
 	first := game.Turn + 1
 	for turn := first; turn < first+*turns; turn++ {
 		// Stop between turns, never inside one: every saved turn is whole.
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("stopped before turn %d; run again to resume after turn %d: %w", turn, game.Turn, err)
+			stopped = fmt.Errorf("stopped before turn %d; run again to resume session %s after turn %d: %w", turn, t.id, game.Turn, err)
+			break
 		}
 		events := game.PlayTurn(turn)
 		game.printTurn(stdout, events)
 
 		// Every(1), the default, makes every turn due: each Tick writes
 		// turn_NNN.json, and no turn already saved is ever rewritten.
-		info, saved, err := store.Tick(ctx, turn, game)
+		info, saved, err := t.store.Tick(ctx, turn, *game)
 		if err != nil {
 			return err
 		}
@@ -100,15 +143,173 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		}
 	}
 
-	infos, err := store.List(ctx)
+	// The progress goes into session.json even when the run was stopped:
+	// it is one small write as the program ends, like SaveFinal.
+	progress := map[string]string{"turn": strconv.FormatInt(game.Turn, 10)}
+	if game.Scene != "" {
+		progress["scene"] = game.Scene
+	}
+	if err := campaign.SetMeta(context.WithoutCancel(ctx), t.id, progress); err != nil {
+		return err
+	}
+	if stopped != nil {
+		return stopped
+	}
+	if err := printSessions(ctx, campaign, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "run again to play turn %d onwards; -new starts a new session, -restore N goes back to turn N\n", game.Turn+1)
+	return nil
+}
+
+// table is the session being played: its store and the game in it.
+type table struct {
+	id    string
+	store *checkpoint.Store[GameState]
+	game  GameState
+}
+
+// resumeLatest opens the most recently active session at its latest turn.
+// An empty campaign starts session 001; a damaged session is left as it is
+// and a new one is started, so that one bad directory never stops play.
+func resumeLatest(ctx context.Context, campaign *checkpoint.Sessions, stdout io.Writer) (*table, error) {
+	store, s, err := checkpoint.ResumeSession[GameState](ctx, campaign)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return startSession(ctx, campaign, stdout)
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		return replaceDamaged(ctx, campaign, s.ID, err, stdout)
+	case err != nil:
+		return nil, err // ErrLocked if another gameloop is playing it
+	}
+	t, err := load(ctx, store, s.ID, stdout)
+	if errors.Is(err, checkpoint.ErrCorrupt) { // no turn of it loads
+		return replaceDamaged(ctx, campaign, s.ID, err, stdout)
+	}
+	return t, err
+}
+
+// replaceDamaged says why session id cannot be resumed and starts a new
+// session instead; the damaged one keeps its files for inspection.
+func replaceDamaged(ctx context.Context, campaign *checkpoint.Sessions, id string, damage error, stdout io.Writer) (*table, error) {
+	fmt.Fprintf(stdout, "session %s is damaged; leaving it as it is and starting a new session:\n  %s\n",
+		id, strings.ReplaceAll(damage.Error(), "\n", "\n  "))
+	return startSession(ctx, campaign, stdout)
+}
+
+// startSession creates the next numbered session and a fresh game in it.
+func startSession(ctx context.Context, campaign *checkpoint.Sessions, stdout io.Writer) (*table, error) {
+	s, err := campaign.New(ctx, map[string]string{"turn": "0"})
+	if err != nil {
+		return nil, err
+	}
+	return openTable(ctx, campaign, s.ID, stdout)
+}
+
+// forkAt forks session from (the most recent one if from is empty) at turn
+// into a new session, and opens the new session at that turn.
+func forkAt(ctx context.Context, campaign *checkpoint.Sessions, from string, turn int64, stdout io.Writer) (*table, error) {
+	if from == "" {
+		list, err := campaign.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(list) == 0 {
+			return nil, fmt.Errorf("-restore %d: %s holds no session to restore", turn, campaign.Dir())
+		}
+		from = list[0].ID
+	}
+	s, err := campaign.Fork(ctx, from, turn, map[string]string{"turn": strconv.FormatInt(turn, 10)})
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		// Say which: no such session, or no such turn in it.
+		parent, gerr := campaign.Get(ctx, from)
+		if gerr != nil {
+			return nil, fmt.Errorf("-restore %d: %w", turn, gerr)
+		}
+		last := "it has none yet"
+		if parent.Checkpoints > 0 {
+			last = fmt.Sprintf("its last is turn %d", parent.LastStep)
+		}
+		return nil, fmt.Errorf("-restore %d: session %s has no checkpoint of turn %d (%s): %w",
+			turn, from, turn, last, checkpoint.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-restore %d: cannot restore turn %d of session %s: %w", turn, turn, from, err)
+	}
+	fmt.Fprintf(stdout, "forked session %s at turn %d into session %s; the turns of %s are left as they were\n", from, turn, s.ID, from)
+	return openTable(ctx, campaign, s.ID, stdout)
+}
+
+// openTable opens session id at its latest turn.
+func openTable(ctx context.Context, campaign *checkpoint.Sessions, id string, stdout io.Writer) (*table, error) {
+	store, err := checkpoint.OpenSession[GameState](campaign, id)
+	if err != nil {
+		return nil, err
+	}
+	return load(ctx, store, id, stdout)
+}
+
+// load reads the latest turn of session id from store, or starts a fresh
+// game if it has none. On error it closes store.
+func load(ctx context.Context, store *checkpoint.Store[GameState], id string, stdout io.Writer) (*table, error) {
+	game, info, err := store.Latest(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+		game = NewGame(id)
+		fmt.Fprintf(stdout, "starting a fresh game in session %s (%s)\n", id, store.Dir())
+	case err != nil:
+		store.Close()
+		return nil, err
+	default:
+		game.Session = id // a forked session's first turns were played in its parent
+		fmt.Fprintf(stdout, "resuming session %s from turn %d (saved %s)\n",
+			id, info.Step, info.Time.Local().Format("2006-01-02 15:04:05 MST"))
+		game.printParty(stdout)
+	}
+	return &table{id: id, store: store, game: game}, nil
+}
+
+// printSessions lists the campaign's sessions, the most recently active
+// first, one line each.
+func printSessions(ctx context.Context, campaign *checkpoint.Sessions, stdout io.Writer) error {
+	list, err := campaign.List(ctx)
 	if err != nil {
 		return err
 	}
-	if len(infos) > 0 {
-		fmt.Fprintf(stdout, "%s holds %d checkpoints, %s to %s; run again to play turn %d onwards\n",
-			store.Dir(), len(infos), infos[0].Name(), infos[len(infos)-1].Name(), game.Turn+1)
+	fmt.Fprintf(stdout, "sessions in %s, most recent first:\n", campaign.Dir())
+	for i, s := range list {
+		if i == shownSessions {
+			fmt.Fprintf(stdout, "  … and %d older\n", len(list)-i)
+			break
+		}
+		fmt.Fprintf(stdout, "  %-4s %s\n", s.ID, describe(s))
 	}
 	return nil
+}
+
+// describe sums up a session: "turn 5 (the Clockwork Bridge), 5
+// checkpoints, forked from 001 at turn 3".
+func describe(s checkpoint.Session) string {
+	if s.Err != nil {
+		return fmt.Sprintf("damaged: %v", s.Err)
+	}
+	if s.Checkpoints == 0 {
+		return "no turn played yet"
+	}
+	text := fmt.Sprintf("turn %d", s.LastStep)
+	// The scene is the progress SetMeta wrote; a run that crashed before
+	// writing it leaves it a few turns behind the checkpoints.
+	if s.Meta["turn"] == strconv.FormatInt(s.LastStep, 10) && s.Meta["scene"] != "" {
+		text += " (" + s.Meta["scene"] + ")"
+	}
+	text += fmt.Sprintf(", %d checkpoint", s.Checkpoints)
+	if s.Checkpoints != 1 {
+		text += "s"
+	}
+	if s.Parent != "" {
+		text += fmt.Sprintf(", forked from %s at turn %d", s.Parent, s.ParentStep)
+	}
+	return text
 }
 
 // GameState is the whole game: restoring it restores the story, the
@@ -116,6 +317,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 // dice depend only on Seed and the turn, so a game resumed from a checkpoint
 // plays on exactly as if it had never stopped.
 type GameState struct {
+	// Session is the ID of the session the game is played in ("001"); a
+	// forked game takes its new session's ID.
 	Session string `json:"session"`
 	// Turn is the number of turns played.
 	Turn int64 `json:"turn"`
