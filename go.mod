@@ -3,6 +3,7 @@ module github.com/gocheckpoint/checkpoint
 go 1.25
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/klauspost/compress v1.20.3
 	github.com/stretchr/testify v1.12.1

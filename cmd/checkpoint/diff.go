@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/google/go-cmp/cmp"
+)
+
+var diffCommand = command{
+	name:    "diff",
+	args:    "DIR A B",
+	summary: "print the paths at which the states of steps A and B differ",
+	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
+		layout := layoutFlag(fs)
+		return func(ctx context.Context, c *cli, args []string) error {
+			if err := wantArgs(args, 3, 3, "DIR, A and B"); err != nil {
+				return err
+			}
+			var sels [2]selector
+			for i, arg := range args[1:] {
+				var err error
+				if sels[i].step, sels[i].latest, err = parseStep(arg); err != nil {
+					return err
+				}
+			}
+			t, st, err := c.openReader(args[0], *layout)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var states [2]any
+			var infos [2]checkpoint.Info
+			for i, sel := range sels {
+				raw, info, err := c.load(ctx, st, t.layout, sel)
+				if err != nil {
+					return err
+				}
+				if states[i], err = decodeJSON(raw); err != nil {
+					return &checkpoint.Error{Op: "diff", Step: info.Step, HasStep: true, Path: info.Path, Err: err}
+				}
+				infos[i] = info
+			}
+			c.noteSkipped()
+			lines := diffStates(states[0], states[1])
+			if len(lines) == 0 {
+				return nil
+			}
+			fmt.Fprintf(c.stdout, "--- step %d (%s) %s\n+++ step %d (%s) %s\n",
+				infos[0].Step, infos[0].Kind, infos[0].Path, infos[1].Step, infos[1].Kind, infos[1].Path)
+			for _, l := range lines {
+				fmt.Fprintln(c.stdout, l)
+			}
+			return exitCode(exitFound)
+		}
+	},
+}
+
+// decodeJSON decodes a state into maps, slices and scalars, keeping numbers
+// as they are written (json.Number), so that no precision is lost.
+func decodeJSON(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decode state: %w", err)
+	}
+	return v, nil
+}
+
+// diffStates compares two decoded JSON values with go-cmp and returns one
+// line per difference, in the order of a walk with sorted object keys:
+//
+//	~ PATH: OLD -> NEW   a value changed (or changed type)
+//	+ PATH: NEW          a key or array element was added
+//	- PATH: OLD          a key or array element was removed
+//
+// PATH is in jq syntax (.a.b[2], .["odd key"]). Array elements are matched
+// by go-cmp's edit script, so an element inserted in the middle is one
+// addition, not a change of every element after it; an element that moved
+// shows both indexes, old->new.
+func diffStates(a, b any) []string {
+	var r pathReporter
+	cmp.Equal(a, b, cmp.Reporter(&r))
+	return r.lines
+}
+
+// pathReporter is a cmp.Reporter that lists the paths of differences.
+type pathReporter struct {
+	steps []cmp.PathStep
+	lines []string
+}
+
+func (r *pathReporter) PushStep(ps cmp.PathStep) { r.steps = append(r.steps, ps) }
+
+func (r *pathReporter) PopStep() { r.steps = r.steps[:len(r.steps)-1] }
+
+func (r *pathReporter) Report(rs cmp.Result) {
+	if rs.Equal() {
+		return
+	}
+	vx, vy := r.steps[len(r.steps)-1].Values()
+	path := r.path()
+	switch {
+	case !vx.IsValid():
+		r.lines = append(r.lines, "+ "+path+": "+formatValue(vy))
+	case !vy.IsValid():
+		r.lines = append(r.lines, "- "+path+": "+formatValue(vx))
+	default:
+		r.lines = append(r.lines, "~ "+path+": "+formatValue(vx)+" -> "+formatValue(vy))
+	}
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// path returns the current path in jq syntax; "." is the whole state.
+func (r *pathReporter) path() string {
+	var b []byte
+	for _, s := range r.steps {
+		switch s := s.(type) {
+		case cmp.MapIndex:
+			key := s.Key().String()
+			if identifier.MatchString(key) {
+				b = append(b, '.')
+				b = append(b, key...)
+			} else {
+				k, _ := json.Marshal(key)
+				b = append(b, ".["...)
+				b = append(b, k...)
+				b = append(b, ']')
+			}
+		case cmp.SliceIndex:
+			ix, iy := s.SplitKeys()
+			b = append(b, '[')
+			switch {
+			case ix == iy || iy < 0:
+				b = strconv.AppendInt(b, int64(ix), 10)
+			case ix < 0:
+				b = strconv.AppendInt(b, int64(iy), 10)
+			default:
+				b = strconv.AppendInt(b, int64(ix), 10)
+				b = append(b, "->"...)
+				b = strconv.AppendInt(b, int64(iy), 10)
+			}
+			b = append(b, ']')
+		}
+	}
+	if len(b) == 0 || b[0] == '[' {
+		b = append([]byte{'.'}, b...)
+	}
+	return string(b)
+}
+
+// maxValueLen bounds how much of a value a diff line shows.
+const maxValueLen = 120
+
+// formatValue formats a JSON value compactly, shortened to maxValueLen
+// bytes (at a character boundary) with "..." if longer.
+func formatValue(v reflect.Value) string {
+	var x any
+	if v.IsValid() && v.CanInterface() {
+		x = v.Interface()
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(x); err != nil {
+		return fmt.Sprintf("%v", x)
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if len(b) <= maxValueLen {
+		return string(b)
+	}
+	s := string(b[:maxValueLen])
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s, len(b))
+}

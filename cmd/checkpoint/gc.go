@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+var gcCommand = command{
+	name:    "gc",
+	args:    "DIR",
+	summary: "remove temporary files of interrupted saves and quarantined checkpoints",
+	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
+		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
+		layout := layoutFlag(fs)
+		return func(ctx context.Context, c *cli, args []string) error {
+			t, err := c.oneDir(args, *layout)
+			if err != nil {
+				return err
+			}
+			g := gc{cli: c, dryRun: *dryRun}
+			if t.sessions {
+				err = g.sessions(ctx, t)
+			} else {
+				err = g.store(ctx, t, t.dir)
+			}
+			if err != nil {
+				return err
+			}
+			return g.summary(t)
+		}
+	},
+}
+
+// gc removes leftovers and counts what it removed.
+type gc struct {
+	*cli
+	dryRun  bool
+	removed int
+	locked  []error // stores it skipped because a writer holds them
+}
+
+const (
+	whatTemp        = "temporary file of an interrupted save"
+	whatQuarantined = "damaged checkpoint moved aside"
+	whatStaging     = "session left half-made by a crash"
+)
+
+func (g *gc) report(path, what string) {
+	verb := "removed"
+	if g.dryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(g.stdout, "%s %s (%s)\n", verb, path, what)
+	g.removed++
+}
+
+// store cleans the store in dir. A writer's Open removes the stale
+// temporary files (it logs each one, which is how they are counted here),
+// then RemoveLeftovers removes the quarantined checkpoints.
+func (g *gc) store(ctx context.Context, t target, dir string) error {
+	if t.empty {
+		// No file of any layout: nothing to remove, and opening a writer
+		// would leave a lock file in a directory that may be no store.
+		return nil
+	}
+	if g.dryRun {
+		st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.ReadOnly())...)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		left, err := st.Leftovers(ctx)
+		if err != nil {
+			return err
+		}
+		g.reportLeftovers(left)
+		return nil
+	}
+	rec := &pathRecorder{}
+	st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.WithLogger(slog.New(rec)))...)
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrLocked) {
+			return lockedError{dir: dir, err: err}
+		}
+		return err
+	}
+	defer st.Close()
+	opened := rec.stop()
+	for _, p := range opened {
+		g.report(p, whatTemp)
+	}
+	left, err := st.RemoveLeftovers(ctx)
+	if err != nil {
+		return err
+	}
+	g.reportLeftovers(left)
+	return st.Close()
+}
+
+func (g *gc) reportLeftovers(left checkpoint.Leftovers) {
+	for _, p := range left.Temps {
+		g.report(p, whatTemp)
+	}
+	for _, p := range left.Quarantined {
+		g.report(p, whatQuarantined)
+	}
+}
+
+// sessions cleans a root of sessions: half-made sessions (under the root's
+// lock), then every session's store. A session whose writer runs is skipped
+// and reported; the others are cleaned all the same.
+func (g *gc) sessions(ctx context.Context, t target) error {
+	if g.dryRun {
+		dirents, err := os.ReadDir(t.dir)
+		if err != nil {
+			return &checkpoint.Error{Op: "gc", Path: t.dir, Err: err}
+		}
+		for _, d := range dirents {
+			if d.IsDir() && strings.HasPrefix(d.Name(), ".staging-") {
+				g.report(filepath.Join(t.dir, d.Name()), whatStaging)
+			}
+		}
+	} else {
+		root, err := checkpoint.OpenSessions(t.dir, t.options()...)
+		if err != nil {
+			return err
+		}
+		staged, err := root.RemoveStaging(ctx)
+		root.Close()
+		for _, p := range staged {
+			g.report(p, whatStaging)
+		}
+		if errors.Is(err, checkpoint.ErrLocked) {
+			g.locked = append(g.locked, lockedError{dir: t.dir, err: err, sessions: true})
+		} else if err != nil {
+			return err
+		}
+	}
+	ids, _ := sessionDirs(t.dir)
+	for _, id := range ids {
+		err := g.store(ctx, t, filepath.Join(t.dir, id))
+		var lerr lockedError
+		if errors.As(err, &lerr) {
+			g.locked = append(g.locked, lerr)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *gc) summary(t target) error {
+	switch {
+	case g.removed == 0 && len(g.locked) == 0 && t.empty:
+		fmt.Fprintf(g.stdout, "nothing to remove in %s: no checkpoint files (give --layout if they have another name)\n", t.dir)
+	case g.removed == 0 && len(g.locked) == 0:
+		fmt.Fprintf(g.stdout, "nothing to remove in %s (layout %s)\n", t.dir, t.layout)
+	case g.dryRun:
+		fmt.Fprintf(g.stdout, "dry run: would remove %s; nothing was removed\n", files(g.removed))
+	default:
+		fmt.Fprintf(g.stdout, "removed %s\n", files(g.removed))
+	}
+	if len(g.locked) == 0 {
+		return nil
+	}
+	for _, err := range g.locked[:len(g.locked)-1] {
+		fmt.Fprintf(g.stderr, "checkpoint gc: %v\n", err)
+	}
+	return g.locked[len(g.locked)-1]
+}
+
+// pathRecorder is a slog.Handler that records the "path" of every Warn
+// record until stopped: while a writer's Open runs, those are the stale
+// temporary files it removes.
+type pathRecorder struct {
+	paths   []string
+	stopped bool
+}
+
+func (r *pathRecorder) Enabled(_ context.Context, l slog.Level) bool {
+	return !r.stopped && l >= slog.LevelWarn
+}
+
+func (r *pathRecorder) Handle(_ context.Context, rec slog.Record) error {
+	if r.stopped {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "path" {
+			r.paths = append(r.paths, a.Value.String())
+		}
+		return true
+	})
+	return nil
+}
+
+func (r *pathRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *pathRecorder) WithGroup(string) slog.Handler      { return r }
+
+// stop ends the recording and returns the paths recorded.
+func (r *pathRecorder) stop() []string {
+	r.stopped = true
+	return r.paths
+}

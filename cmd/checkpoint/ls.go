@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+var lsCommand = command{
+	name:    "ls",
+	args:    "DIR",
+	summary: "list the checkpoints of a store, or the sessions of a root",
+	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
+		asJSON := fs.Bool("json", false, "print JSON instead of a table")
+		layout := layoutFlag(fs)
+		return func(ctx context.Context, c *cli, args []string) error {
+			t, err := c.oneDir(args, *layout)
+			if err != nil {
+				return err
+			}
+			if t.sessions {
+				return c.lsSessions(ctx, t, *asJSON)
+			}
+			return c.lsStore(ctx, t, *asJSON)
+		}
+	},
+}
+
+func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
+	st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly())...)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if infos == nil {
+			infos = []checkpoint.Info{}
+		}
+		return c.printJSON(infos)
+	}
+	if len(infos) == 0 {
+		fmt.Fprintf(c.stdout, "no checkpoints in %s (layout %s)\n", t.dir, t.layout)
+		if subs := storesBelow(t.dir); len(subs) > 0 {
+			c.notef("these subdirectories hold checkpoints: %s", strings.Join(subs, ", "))
+		}
+		return nil
+	}
+	tw := newTable(c.stdout)
+	fmt.Fprintln(tw, "STEP\tKIND\tTIME\tSIZE\tCOMPRESSED\tFILE\tMETA")
+	for _, info := range infos {
+		when, meta := formatTime(info.Time), formatMeta(info.Meta)
+		if info.Format == 0 {
+			when, meta = "-", "(unreadable header: see checkpoint verify)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", info.Step, info.Kind, when, info.Size, yesNo(info.Compressed), info.Name(), meta)
+	}
+	return tw.Flush()
+}
+
+// sessionJSON is a session as ls --json prints it.
+type sessionJSON struct {
+	ID          string            `json:"id"`
+	Dir         string            `json:"dir"`
+	Created     *time.Time        `json:"created,omitempty"` // missing for a damaged session
+	Updated     *time.Time        `json:"updated,omitempty"`
+	Active      time.Time         `json:"active"`
+	Parent      string            `json:"parent,omitempty"`
+	ParentStep  *int64            `json:"parent_step,omitempty"`
+	Meta        map[string]string `json:"meta,omitempty"`
+	Checkpoints int               `json:"checkpoints"`
+	LastStep    *int64            `json:"last_step,omitempty"`
+	LastSaved   *time.Time        `json:"last_saved,omitempty"`
+	Error       string            `json:"error,omitempty"`
+}
+
+func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
+	root, err := checkpoint.OpenSessions(t.dir, t.options(checkpoint.ReadOnly())...)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	list, err := root.List(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := make([]sessionJSON, 0, len(list))
+		for _, s := range list {
+			j := sessionJSON{ID: s.ID, Dir: s.Dir, Active: s.Active(), Parent: s.Parent, Meta: s.Meta, Checkpoints: s.Checkpoints}
+			if !s.Created.IsZero() {
+				j.Created, j.Updated = &s.Created, &s.Updated
+			}
+			if s.Parent != "" {
+				j.ParentStep = &s.ParentStep
+			}
+			if !s.LastSaved.IsZero() {
+				j.LastStep, j.LastSaved = &s.LastStep, &s.LastSaved
+			}
+			if s.Err != nil {
+				j.Error = s.Err.Error()
+			}
+			out = append(out, j)
+		}
+		return c.printJSON(out)
+	}
+	if len(list) == 0 {
+		fmt.Fprintf(c.stdout, "no sessions in %s\n", t.dir)
+		return nil
+	}
+	tw := newTable(c.stdout)
+	fmt.Fprintln(tw, "SESSION\tCHECKPOINTS\tLAST STEP\tLAST SAVED\tCREATED\tPARENT\tMETA")
+	for _, s := range list {
+		last, saved := "-", "-"
+		if !s.LastSaved.IsZero() {
+			last, saved = strconv.FormatInt(s.LastStep, 10), formatTime(s.LastSaved)
+		}
+		created, parent, meta := "-", "-", formatMeta(s.Meta)
+		if !s.Created.IsZero() {
+			created = formatTime(s.Created)
+		}
+		if s.Parent != "" {
+			parent = fmt.Sprintf("%s@%d", s.Parent, s.ParentStep)
+		}
+		if s.Err != nil {
+			meta = strings.TrimSpace(meta + " (damaged: " + reason(s.Err) + ")")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Checkpoints, last, saved, created, parent, meta)
+	}
+	return tw.Flush()
+}
+
+// table aligns tab-separated cells in columns, two spaces apart, without
+// trailing spaces when the last cells of a line are empty.
+type table struct {
+	w   io.Writer
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
+
+func newTable(w io.Writer) *table {
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	return t
+}
+
+func (t *table) Write(p []byte) (int, error) { return t.tw.Write(p) }
+
+// Flush writes the table.
+func (t *table) Flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	var out []byte
+	for line := range bytes.Lines(t.buf.Bytes()) {
+		out = append(out, bytes.TrimRight(line, " \n")...)
+		out = append(out, '\n')
+	}
+	t.buf.Reset()
+	_, err := t.w.Write(out)
+	return err
+}
+
+// formatTime formats a save time for a table: UTC, to the second.
+func formatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339)
+}
+
+// formatMeta formats labels as key=value, sorted by key, quoting values
+// that need it.
+func formatMeta(meta map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quoteIfNeeded(k))
+		b.WriteByte('=')
+		b.WriteString(quoteIfNeeded(meta[k]))
+	}
+	return b.String()
+}
+
+func quoteIfNeeded(s string) string {
+	if s == "" || strings.ContainsFunc(s, func(r rune) bool {
+		return r == ' ' || r == '"' || r == '=' || r == '\\' || !unicode.IsPrint(r)
+	}) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// reason returns what went wrong, without the operation and path a
+// *checkpoint.Error puts in front when the caller prints the path itself.
+func reason(err error) string {
+	if e, ok := err.(*checkpoint.Error); ok {
+		return e.Err.Error()
+	}
+	return err.Error()
+}
+
+// storesBelow returns the subdirectories of dir that hold checkpoint files,
+// at most a few, as a hint for a user one level too high.
+func storesBelow(dir string) []string {
+	dirents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, d := range dirents {
+		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
+			continue
+		}
+		sub := filepath.Join(dir, d.Name())
+		if found, err := checkpoint.DetectLayouts(sub); err == nil && len(found) > 0 {
+			if out = append(out, sub); len(out) == 5 {
+				return append(out, "...")
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,100 @@
+// Command checkpoint inspects and maintains the checkpoint directories of
+// github.com/gocheckpoint/checkpoint without writing Go: list the
+// checkpoints, print one, verify every file, compare two steps, apply
+// retention rules and clean up leftovers.
+//
+//	go install github.com/gocheckpoint/checkpoint/cmd/checkpoint@latest
+//
+// Usage:
+//
+//	checkpoint ls DIR [--json]
+//	checkpoint show DIR STEP|latest [--state] [--kind KIND | --file NAME]
+//	checkpoint verify DIR [--json] [-v]
+//	checkpoint diff DIR A B
+//	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run]
+//	checkpoint gc DIR [--dry-run]
+//	checkpoint help [COMMAND]
+//
+// DIR is a store's directory, or a root of sessions (a directory whose
+// subdirectories hold session.json files, as made by checkpoint.OpenSessions):
+// ls lists its sessions, verify and gc work on every session, and show, diff
+// and prune want one session's directory. Flags may come before or after the
+// arguments, with one dash or two; "--" ends the flags.
+//
+// # Commands
+//
+// ls prints a table of the checkpoints (step, kind, save time, size in bytes,
+// compression, file, meta), ascending by step, reading headers only; or of
+// the sessions, the most recently active first. --json prints the same as a
+// JSON array.
+//
+// show prints a checkpoint's header (file, format, step, kind, time, size,
+// compression, checksum, meta, error record) and its state as indented JSON,
+// decompressed; --state prints the state alone, for jq. STEP is a step number
+// or "latest", the newest checkpoint that loads (what a program resuming from
+// the directory would get). A step with several files (a step checkpoint and
+// a final or error one, the rolling file) shows the one saved last, as Load
+// does; --kind step|final|error|rolling picks the newest of that kind, and
+// --file NAME one file by its name (then STEP may be left out).
+//
+// verify reads every checkpoint in full and checks its checksum, format
+// version, header and state, and prints each bad file with the reason (-v
+// prints the good ones too) and a summary. Temporary files and quarantined
+// checkpoints are reported as notes, not failures. On a root of sessions,
+// each session's session.json is checked too. --json prints a report.
+//
+// diff compares the states of two steps (numbers or "latest") and prints one
+// line per difference with its path, in jq syntax:
+//
+//	~ .characters.brynja.hp: 12 -> 9
+//	+ .inventory[3]: "rope"
+//	- .whispers: ["the bells ring for someone still alive"]
+//
+// prune applies retention rules, as the library's KeepLast, KeepEvery,
+// KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
+// removed. At least one --keep rule is required. Durations are Go durations
+// (90m, 36h) or whole days (7d). --dry-run prints what would be removed and
+// removes nothing.
+//
+// gc removes temporary files of interrupted saves and quarantined damaged
+// checkpoints (name.corrupt, name.corrupt-N); on a root of sessions, it also
+// removes sessions left half-made by a crash, and cleans every session; a
+// session whose writer is running is skipped (exit code 4) and the others are
+// cleaned all the same. --dry-run lists what would go and removes nothing.
+//
+// # Layouts
+//
+// A store recognises only the file names of its layout (WithLayout). The
+// command infers the layout from the names in DIR (checkpoint.DetectLayouts).
+// When DIR holds files of more than one layout it uses the one with the most
+// files and says so on stderr; when two layouts tie it stops with a usage
+// error. --layout PREFIX/DIGITS (turn/3), or --layout PREFIX with the digits
+// inferred, overrides it. A directory with no checkpoint file has the
+// default layout, step/8; prune and gc leave such a directory alone (they
+// create no lock file in it) unless --layout is given.
+//
+// # Safety beside a running program
+//
+// ls, show, verify, diff and the --dry-run forms open the store ReadOnly: they
+// take no lock and write nothing, so they can run beside the program that
+// writes the store. prune and gc take the store's writer lock; if a program
+// holds it they stop with exit code 4 and change nothing.
+//
+// # Exit codes
+//
+//	0  success; verify: every checkpoint is good; diff: the states are equal
+//	1  verify: at least one bad checkpoint; diff: the states differ
+//	2  usage: a bad command, flag or argument (the usage is printed)
+//	3  the operation failed: a missing directory or step, a checkpoint that
+//	   does not load, an I/O error
+//	4  a writer holds the store's lock (prune, gc), or another process is
+//	   creating a session in the root of sessions (gc)
+//
+// Errors go to stderr, naming the file or directory and the reason.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

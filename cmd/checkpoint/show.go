@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+var showCommand = command{
+	name:    "show",
+	args:    "DIR STEP|latest",
+	summary: "print a checkpoint's header and its state as indented JSON",
+	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
+		stateOnly := fs.Bool("state", false, "print the state alone (for jq)")
+		kind := fs.String("kind", "", "show the newest checkpoint of this `KIND` (of the step, or that loads for latest): step, final, error or rolling")
+		file := fs.String("file", "", "show the checkpoint file `NAME` (STEP may be left out)")
+		layout := layoutFlag(fs)
+		return func(ctx context.Context, c *cli, args []string) error {
+			if *file != "" {
+				if err := wantArgs(args, 1, 2, "DIR"); err != nil {
+					return err
+				}
+			} else if err := wantArgs(args, 2, 2, "DIR and STEP"); err != nil {
+				return err
+			}
+			sel := selector{kind: checkpoint.Kind(*kind), file: *file}
+			if sel.kind != "" && sel.file != "" {
+				return usagef("--kind and --file exclude each other")
+			}
+			if sel.kind != "" && !slices.Contains(kinds, sel.kind) {
+				return usagef("--kind %q: want step, final, error or rolling", *kind)
+			}
+			if len(args) == 2 {
+				var err error
+				if sel.step, sel.latest, err = parseStep(args[1]); err != nil {
+					return err
+				}
+				sel.hasStep = true
+			}
+			t, st, err := c.openReader(args[0], *layout)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			state, info, err := c.load(ctx, st, t.layout, sel)
+			if err != nil {
+				return err
+			}
+			c.noteSkipped()
+			if !*stateOnly {
+				printHeader(c, info)
+				fmt.Fprintln(c.stdout, "state:")
+			}
+			return printIndented(c, state)
+		}
+	},
+}
+
+var kinds = []checkpoint.Kind{checkpoint.KindStep, checkpoint.KindFinal, checkpoint.KindError, checkpoint.KindRolling}
+
+// selector says which checkpoint to load.
+type selector struct {
+	step    int64
+	latest  bool // STEP was "latest"
+	hasStep bool
+	kind    checkpoint.Kind
+	file    string
+}
+
+// parseStep parses a STEP argument: a step number or "latest".
+func parseStep(s string) (step int64, latest bool, err error) {
+	if s == "latest" {
+		return 0, true, nil
+	}
+	step, err = strconv.ParseInt(s, 10, 64)
+	if err != nil || step < 0 {
+		return 0, false, usagef("step %q: want a step number (0 or more) or latest", s)
+	}
+	return step, false, nil
+}
+
+// skippedHook returns an option that records each damaged checkpoint that
+// Latest passes over on its way to one that loads, for noteSkipped.
+func (c *cli) skippedHook() checkpoint.Option {
+	return checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) {
+		var e *checkpoint.Error
+		if errors.As(err, &e) && e.Op == "latest" && e.HasStep {
+			c.skipped = append(c.skipped, e)
+		}
+	}})
+}
+
+// noteSkipped reports the damaged checkpoints passed over by a load that
+// succeeded (when it fails, its error names them all).
+func (c *cli) noteSkipped() {
+	for _, e := range c.skipped {
+		c.notef("skipped %s: %s", e.Path, reason(e))
+	}
+	c.skipped = nil
+}
+
+// load loads the checkpoint sel selects: without --kind or --file, the one
+// Load or Latest returns; with --kind, the newest checkpoint of that kind of
+// the step (for latest, the newest of that kind that loads); with --file,
+// that file.
+func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], layout checkpoint.Layout, sel selector) (json.RawMessage, checkpoint.Info, error) {
+	switch {
+	case sel.file == "" && sel.kind == "" && sel.latest:
+		return st.Latest(ctx)
+	case sel.file == "" && sel.kind == "":
+		return st.Load(ctx, sel.step)
+	}
+	infos, err := st.List(ctx)
+	if err != nil {
+		return nil, checkpoint.Info{}, err
+	}
+	if sel.file != "" {
+		name := filepath.Base(sel.file)
+		i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Name() == name })
+		if i < 0 {
+			return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: filepath.Join(st.Dir(), name),
+				Err: fmt.Errorf("%w: no checkpoint file of that name (layout %s)", checkpoint.ErrNotFound, layout)}
+		}
+		if sel.hasStep && !sel.latest && infos[i].Step != sel.step {
+			return nil, checkpoint.Info{}, usagef("%s holds step %d, not %d", name, infos[i].Step, sel.step)
+		}
+		return st.LoadInfo(ctx, infos[i])
+	}
+	infos = slices.DeleteFunc(infos, func(info checkpoint.Info) bool {
+		return info.Kind != sel.kind || !sel.latest && info.Step != sel.step
+	})
+	if len(infos) == 0 {
+		e := &checkpoint.Error{Op: "show", Path: st.Dir(), Err: fmt.Errorf("%w: no %s checkpoint", checkpoint.ErrNotFound, sel.kind)}
+		if !sel.latest {
+			e.Step, e.HasStep = sel.step, true
+		}
+		return nil, checkpoint.Info{}, e
+	}
+	if !sel.latest {
+		return st.LoadInfo(ctx, infos[len(infos)-1])
+	}
+	var errs []error
+	for i := len(infos) - 1; i >= 0; i-- {
+		state, info, err := st.LoadInfo(ctx, infos[i])
+		if err == nil {
+			return state, info, nil
+		}
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			continue // removed since the listing
+		}
+		if e, ok := err.(*checkpoint.Error); ok {
+			c.skipped = append(c.skipped, e)
+		}
+		errs = append(errs, err)
+	}
+	c.skipped = nil // the error names them
+	return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: st.Dir(),
+		Err: fmt.Errorf("none of the %s checkpoints loads: %w", sel.kind, errors.Join(errs...))}
+}
+
+func printHeader(c *cli, info checkpoint.Info) {
+	line := func(key, value string) { fmt.Fprintf(c.stdout, "%-11s %s\n", key+":", value) }
+	line("file", info.Path)
+	line("format", strconv.Itoa(info.Format))
+	line("step", strconv.FormatInt(info.Step, 10))
+	line("kind", string(info.Kind))
+	line("time", info.Time.UTC().Format(time.RFC3339Nano))
+	line("size", strconv.FormatInt(info.Size, 10)+" bytes")
+	line("compressed", yesNo(info.Compressed))
+	line("checksum", "ok (sha256 verified)")
+	if len(info.Meta) > 0 {
+		line("meta", formatMeta(info.Meta))
+	}
+	if e := info.Error; e != nil {
+		line("error", e.Message)
+		sub := func(key, value string) { fmt.Fprintf(c.stdout, "  %-9s %s\n", key+":", value) }
+		if len(e.Types) > 0 {
+			sub("types", strings.Join(e.Types, ", "))
+		}
+		sub("step", strconv.FormatInt(e.Step, 10))
+		sub("time", e.Time.UTC().Format(time.RFC3339Nano))
+		if e.Panic {
+			sub("panic", "yes")
+		}
+		if e.Stack != "" {
+			fmt.Fprintln(c.stdout, "  stack:")
+			for l := range strings.Lines(strings.TrimRight(e.Stack, "\n")) {
+				fmt.Fprintf(c.stdout, "    %s", l)
+			}
+			fmt.Fprintln(c.stdout)
+		}
+	}
+}
+
+// printIndented prints a JSON value indented by two spaces.
+func printIndented(c *cli, v json.RawMessage) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, v, "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err := c.stdout.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// defaultLayout is the library's default, used for a directory without a
+// checkpoint file.
+var defaultLayout = checkpoint.Layout{Prefix: "step", Digits: 8}
+
+// target is the directory a command works on.
+type target struct {
+	dir      string
+	sessions bool // a root of sessions, not a store
+	layout   checkpoint.Layout
+	// empty: no file of any layout was found and none was given; the
+	// writing commands leave such a directory alone.
+	empty bool
+}
+
+// options returns the options that open the target's stores.
+func (t target) options(more ...checkpoint.Option) []checkpoint.Option {
+	return append([]checkpoint.Option{t.layout.Option()}, more...)
+}
+
+// resolve finds out what dir is, a store or a root of sessions, and the
+// layout of its checkpoint files: the one given with --layout, or the one
+// that names the most files, with a note on stderr if there are others.
+func (c *cli) resolve(dir, layoutArg string) (target, error) {
+	t := target{dir: dir}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: no such directory", checkpoint.ErrNotFound)
+		}
+		return t, &checkpoint.Error{Op: c.cmd, Path: dir, Err: err}
+	}
+	if !fi.IsDir() {
+		return t, &checkpoint.Error{Op: c.cmd, Path: dir, Err: errors.New("not a directory")}
+	}
+	want, err := parseLayout(layoutArg)
+	if err != nil {
+		return t, err
+	}
+	found, err := checkpoint.DetectLayouts(dir)
+	if err != nil {
+		return t, err
+	}
+	if len(found) == 0 {
+		if ids, ok := sessionDirs(dir); ok {
+			t.sessions = true
+			if found, err = rootLayouts(dir, ids); err != nil {
+				return t, err
+			}
+		}
+	}
+	what := dir
+	if t.sessions {
+		what = "the sessions of " + dir
+	}
+	t.empty = len(found) == 0 && want.Prefix == ""
+	t.layout, err = c.chooseLayout(what, want, found)
+	return t, err
+}
+
+// oneDir resolves the one argument, DIR, of ls, verify, prune and gc.
+func (c *cli) oneDir(args []string, layoutArg string) (target, error) {
+	if err := wantArgs(args, 1, 1, "DIR"); err != nil {
+		return target{}, err
+	}
+	return c.resolve(args[0], layoutArg)
+}
+
+// openReader resolves the store dir for show and diff and opens it
+// read-only, recording the damaged checkpoints Latest passes over.
+func (c *cli) openReader(dir, layoutArg string) (target, *checkpoint.Store[json.RawMessage], error) {
+	t, err := c.resolve(dir, layoutArg)
+	if err != nil {
+		return t, nil, err
+	}
+	if err := t.requireStore(c.cmd); err != nil {
+		return t, nil, err
+	}
+	st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
+	return t, st, err
+}
+
+// parseLayout parses --layout: PREFIX/DIGITS or PREFIX (Digits 0).
+func parseLayout(s string) (checkpoint.Layout, error) {
+	if s == "" {
+		return checkpoint.Layout{}, nil
+	}
+	prefix, digits, ok := strings.Cut(s, "/")
+	l := checkpoint.Layout{Prefix: prefix}
+	if ok {
+		n, err := strconv.Atoi(digits)
+		if err != nil || n < 1 || n > 19 {
+			return l, usagef("--layout %q: want PREFIX/DIGITS with DIGITS from 1 to 19, such as turn/3", s)
+		}
+		l.Digits = n
+	}
+	if prefix == "" {
+		return l, usagef("--layout %q: want PREFIX/DIGITS, such as turn/3", s)
+	}
+	return l, nil
+}
+
+// chooseLayout picks the layout of what: want if it is complete, else the
+// detected layout with the most files (of want's prefix, if given).
+func (c *cli) chooseLayout(what string, want checkpoint.Layout, found []checkpoint.Layout) (checkpoint.Layout, error) {
+	if want.Digits != 0 {
+		return want, nil
+	}
+	if want.Prefix != "" {
+		for _, l := range found {
+			if l.Prefix == want.Prefix {
+				return l, nil
+			}
+		}
+		return checkpoint.Layout{Prefix: want.Prefix, Digits: defaultLayout.Digits}, nil
+	}
+	switch {
+	case len(found) == 0:
+		return defaultLayout, nil
+	case len(found) == 1:
+		return found[0], nil
+	case found[0].Files == found[1].Files:
+		return checkpoint.Layout{}, usagef("found as many files of layout %s as of %s in %s; choose one with --layout", found[0], found[1], what)
+	}
+	var others []string
+	for _, l := range found[1:] {
+		others = append(others, fmt.Sprintf("%s (%s)", l, files(l.Files)))
+	}
+	c.notef("found files of layout %s in %s too; using %s (%s); choose with --layout", strings.Join(others, ", "), what, found[0], files(found[0].Files))
+	return found[0], nil
+}
+
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return strconv.Itoa(n) + " files"
+}
+
+// sessionDirs returns the session directories of dir and whether dir is a
+// root of sessions: it holds the sessions lock file or a session directory
+// with a session.json file.
+func sessionDirs(dir string) ([]string, bool) {
+	dirents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, false
+	}
+	var ids []string
+	root := false
+	for _, d := range dirents {
+		switch {
+		case d.Name() == ".sessions.lock" && d.Type().IsRegular():
+			root = true
+		case d.IsDir() && checkpoint.ValidSessionID(d.Name()) == nil:
+			ids = append(ids, d.Name())
+			if fi, err := os.Lstat(filepath.Join(dir, d.Name(), "session.json")); err == nil && fi.Mode().IsRegular() {
+				root = true
+			}
+		}
+	}
+	return ids, root
+}
+
+// rootLayouts adds up the layouts of the sessions ids of the root dir: the
+// sessions of a root share their options, layout included.
+func rootLayouts(dir string, ids []string) ([]checkpoint.Layout, error) {
+	var all []checkpoint.Layout
+	for _, id := range ids {
+		found, err := checkpoint.DetectLayouts(filepath.Join(dir, id))
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range found {
+			i := 0
+			for i < len(all) && (all[i].Prefix != l.Prefix || all[i].Digits != l.Digits) {
+				i++
+			}
+			if i == len(all) {
+				all = append(all, checkpoint.Layout{Prefix: l.Prefix, Digits: l.Digits})
+			}
+			all[i].Files += l.Files
+		}
+	}
+	sortLayouts(all)
+	return all, nil
+}
+
+// sortLayouts orders layouts as DetectLayouts does: most files first.
+func sortLayouts(ls []checkpoint.Layout) {
+	slices.SortFunc(ls, func(a, b checkpoint.Layout) int {
+		return cmp.Or(cmp.Compare(b.Files, a.Files), strings.Compare(a.Prefix, b.Prefix), cmp.Compare(a.Digits, b.Digits))
+	})
+}
+
+// requireStore refuses a root of sessions for commands that work on one
+// store.
+func (t target) requireStore(cmd string) error {
+	if t.sessions {
+		return usagef("%s is a root of sessions; give one session's directory (checkpoint %s %s/ID ...; checkpoint ls %s lists them)", t.dir, cmd, filepath.Clean(t.dir), t.dir)
+	}
+	return nil
+}
+
+// printJSON writes v as indented JSON.
+func (c *cli) printJSON(v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(append(b, '\n'))
+	return err
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+var verifyCommand = command{
+	name:    "verify",
+	args:    "DIR",
+	summary: "check every checkpoint file: checksum, format version, header, state",
+	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
+		asJSON := fs.Bool("json", false, "print a JSON report instead of lines")
+		verbose := fs.Bool("v", false, "print the good files too")
+		layout := layoutFlag(fs)
+		return func(ctx context.Context, c *cli, args []string) error {
+			t, err := c.oneDir(args, *layout)
+			if err != nil {
+				return err
+			}
+			r := verifyReport{Dir: t.dir, Layout: t.layout.String(), Files: []fileResult{}, Notes: []fileNote{}}
+			if t.sessions {
+				err = r.verifySessions(ctx, t)
+			} else {
+				err = r.verifyStore(ctx, t, t.dir, "")
+			}
+			if err != nil {
+				return err
+			}
+			r.OK = r.Bad == 0
+			if *asJSON {
+				err = c.printJSON(r)
+			} else {
+				r.print(c, *verbose)
+			}
+			if err == nil && !r.OK {
+				err = exitCode(exitFound)
+			}
+			return err
+		}
+	},
+}
+
+// verifyReport is what verify found; --json prints it as it is.
+type verifyReport struct {
+	Dir     string       `json:"dir"`
+	Layout  string       `json:"layout"`
+	OK      bool         `json:"ok"` // no bad file
+	Checked int          `json:"checked"`
+	Bad     int          `json:"bad"`
+	Files   []fileResult `json:"files"`
+	Notes   []fileNote   `json:"notes"`
+}
+
+// fileResult is the verdict on one checkpoint file, or on a session's
+// metadata (Kind "session").
+type fileResult struct {
+	Path    string `json:"path"`
+	Session string `json:"session,omitempty"`
+	Step    *int64 `json:"step,omitempty"`
+	Kind    string `json:"kind"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+}
+
+// fileNote is a file that is not a checkpoint but worth knowing about.
+type fileNote struct {
+	Path    string `json:"path"`
+	Session string `json:"session,omitempty"`
+	Note    string `json:"note"`
+}
+
+const (
+	noteTemp        = "temporary file of a save: in progress, or left by a crash (checkpoint gc removes it)"
+	noteQuarantined = "damaged checkpoint moved aside by a save (checkpoint gc removes it)"
+)
+
+// verifyStore loads every checkpoint of the store in dir in full.
+func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session string) error {
+	st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.ReadOnly())...)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, info := range infos {
+		_, _, err := st.LoadInfo(ctx, info)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			continue // removed or replaced by a writer since the listing
+		}
+		res := fileResult{Path: info.Path, Session: session, Step: &info.Step, Kind: string(info.Kind), OK: err == nil}
+		if err != nil {
+			res.Error = reason(err)
+			r.Bad++
+		}
+		r.Checked++
+		r.Files = append(r.Files, res)
+	}
+	left, err := st.Leftovers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range left.Temps {
+		r.Notes = append(r.Notes, fileNote{Path: p, Session: session, Note: noteTemp})
+	}
+	for _, p := range left.Quarantined {
+		r.Notes = append(r.Notes, fileNote{Path: p, Session: session, Note: noteQuarantined})
+	}
+	return nil
+}
+
+// verifySessions verifies each session's metadata and store.
+func (r *verifyReport) verifySessions(ctx context.Context, t target) error {
+	root, err := checkpoint.OpenSessions(t.dir, t.options(checkpoint.ReadOnly())...)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	list, err := root.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range list {
+		meta := fileResult{Path: filepath.Join(s.Dir, "session.json"), Session: s.ID, Kind: "session", OK: true}
+		if s.Err != nil {
+			meta.Path = pathOf(s.Err, s.Dir)
+			meta.OK, meta.Error = false, reason(s.Err)
+			r.Bad++
+		}
+		r.Checked++
+		r.Files = append(r.Files, meta)
+		if err := r.verifyStore(ctx, t, s.Dir, s.ID); err != nil && s.Err == nil {
+			// One unreadable session does not hide the others (s.Err,
+			// if set, already says why it is unreadable).
+			r.Files = append(r.Files, fileResult{Path: pathOf(err, s.Dir), Session: s.ID, Kind: "session", Error: reason(err)})
+			r.Bad++
+			r.Checked++
+		}
+	}
+	return nil
+}
+
+func (r verifyReport) print(c *cli, verbose bool) {
+	tw := newTable(c.stdout)
+	for _, f := range r.Files {
+		switch {
+		case !f.OK:
+			fmt.Fprintf(tw, "BAD\t%s\t%s\n", f.Path, f.Error)
+		case verbose:
+			fmt.Fprintf(tw, "ok\t%s\t\n", f.Path)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(tw, "note\t%s\t%s\n", n.Path, n.Note)
+	}
+	tw.Flush()
+	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad\n", files(r.Checked), r.Dir, r.Layout, r.Checked-r.Bad, r.Bad)
+}
+
+// pathOf returns the path an error names, or else dflt.
+func pathOf(err error, dflt string) string {
+	var e *checkpoint.Error
+	if errors.As(err, &e) && e.Path != "" {
+		return e.Path
+	}
+	return dflt
+}
