@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -254,30 +253,14 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	lock, err := lockFile(r.root, sessionsLockName, false)
+	lock, err := lockFile(r.root, sessionsLockName)
 	if err != nil {
 		return fail(fmt.Errorf("lock %s: %w", sessionsLockName, err))
 	}
 	defer unlockDir(lock)
-	dirents, err := readDir(r.root)
+	removed, err := r.removeStagingLocked()
 	if err != nil {
-		return fail(err)
-	}
-	var removed []string
-	for _, d := range dirents {
-		if !d.IsDir() || !strings.HasPrefix(d.Name(), stagingPrefix) {
-			continue
-		}
-		if err := r.root.RemoveAll(d.Name()); err != nil {
-			return removed, opError("remove staging", r.dir, err)
-		}
-		removed = append(removed, filepath.Join(r.dir, d.Name()))
-		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", removed[len(removed)-1])
-	}
-	if len(removed) > 0 {
-		if err := syncDir(r.root); err != nil {
-			return removed, opError("remove staging", r.dir, err)
-		}
+		return removed, opError("remove staging", r.dir, err)
 	}
 	slices.Sort(removed)
 	return removed, nil

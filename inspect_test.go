@@ -151,7 +151,7 @@ func TestRemoveStaging(t *testing.T) {
 	require.ErrorIs(t, err, ErrReadOnly)
 
 	// Held by a process creating a session: nothing is touched.
-	lock, err := lockFile(r.root, sessionsLockName, false)
+	lock, err := lockFile(r.root, sessionsLockName)
 	require.NoError(t, err)
 	_, err = r.RemoveStaging(ctx)
 	require.ErrorIs(t, err, ErrLocked)

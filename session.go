@@ -476,22 +476,40 @@ func (r *Sessions) locked(ctx context.Context, fn func() error) error {
 		return err
 	}
 	defer unlockDir(lock)
-	dirents, err := readDir(r.root)
-	if err != nil {
+	if _, err := r.removeStagingLocked(); err != nil {
 		return err
-	}
-	for _, d := range dirents {
-		if d.IsDir() && strings.HasPrefix(d.Name(), stagingPrefix) {
-			r.cfg.logger.Warn("checkpoint: removing a session left half-made by a crash", "path", filepath.Join(r.dir, d.Name()))
-			if err := r.root.RemoveAll(d.Name()); err != nil {
-				return err
-			}
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return fn()
+}
+
+// removeStagingLocked removes the staging directories a crash left behind
+// and returns their paths; the caller holds the root's lock, so none of
+// them is in use.
+func (r *Sessions) removeStagingLocked() ([]string, error) {
+	dirents, err := readDir(r.root)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, d := range dirents {
+		if !d.IsDir() || !strings.HasPrefix(d.Name(), stagingPrefix) {
+			continue
+		}
+		if err := r.root.RemoveAll(d.Name()); err != nil {
+			return removed, err
+		}
+		removed = append(removed, filepath.Join(r.dir, d.Name()))
+		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", removed[len(removed)-1])
+	}
+	if len(removed) > 0 {
+		if err := syncDir(r.root); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
 }
 
 // lock takes the root's lock, waiting for it (polling, with a growing pause
@@ -658,7 +676,7 @@ func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 	var m sessionMeta
 	f, err := sub.Open(sessionFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return m, fmt.Errorf("%w: the session has no %s (not a session, or one whose creation never finished)", ErrCorrupt, sessionFile)
+		return m, fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
 	}
 	if err != nil {
 		return m, err
