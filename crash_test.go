@@ -22,7 +22,7 @@ import (
 const (
 	crashChildEnv = "CHECKPOINT_CRASH_CHILD" // the child's store directory
 	crashGzipEnv  = "CHECKPOINT_CRASH_GZIP"
-	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills TestKill9 makes; default 50
+	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills each TestKill9 test makes; default 50 and 15
 	crashKeep     = 4
 	crashEvery    = 30 // KeepEvery of the crash child: these steps stay forever
 
@@ -313,7 +313,12 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 	ctx := context.Background()
 	acked := map[string]bool{}
 	leftovers := 0
-	const kills = 15
+	kills := 15
+	if v := os.Getenv(crashKillsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err)
+		kills = n
+	}
 	for kill := 0; kill < kills; kill++ {
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), crashSessionsEnv+"="+dir)
