@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -242,24 +243,70 @@ var corruptions = map[string]func([]byte) []byte{
 		return envelopeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
 	},
 	"gzip with bad crc": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), true)
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressGzip)
 		z[len(z)-8] ^= 0xff // CRC-32 of the gzip trailer
 		return z
 	},
 	"gzip truncated": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), true)
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressGzip)
 		return z[:len(z)-10]
 	},
+	"zstd with bad checksum": func(b []byte) []byte {
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressZstd)
+		z[len(z)-1] ^= 0xff // the frame's content checksum
+		return z
+	},
+	"zstd truncated": func(b []byte) []byte {
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressZstd)
+		return z[:len(z)-10]
+	},
+	"zstd magic only": func(b []byte) []byte { return zstdMagic },
 }
 
-func envelopeBytes(h header, state []byte) []byte { return encodeBytes(h, state, false) }
+func envelopeBytes(h header, state []byte) []byte { return encodeBytes(h, state, compressNone) }
 
-func encodeBytes(h header, state []byte, gz bool) []byte {
+func encodeBytes(h header, state []byte, comp compression) []byte {
 	var buf bytes.Buffer
-	if err := writeEnvelope(&buf, h, state, gz); err != nil {
+	if err := newCodec(comp, DefaultMaxReadSize).writeEnvelope(&buf, h, state); err != nil {
 		panic(err)
 	}
 	return buf.Bytes()
+}
+
+// encodeState returns a state's bytes as a store writes them.
+func encodeState(v any) ([]byte, error) {
+	buf, err := newCodec(compressNone, DefaultMaxReadSize).encodeState(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// envelope is a whole checkpoint, its state still encoded.
+type envelope struct {
+	header
+	State json.RawMessage
+}
+
+// readEnvelope reads and verifies a whole checkpoint, as a load does.
+func readEnvelope(r io.Reader, max int64) (envelope, error) {
+	var env envelope
+	err := newCodec(compressNone, max).read(r, -1, func(h header, state []byte) error {
+		env = envelope{header: h, State: bytes.Clone(state)}
+		return nil
+	})
+	return env, err
+}
+
+// decompress returns a file's decompressed bytes.
+func decompress(t *testing.T, data []byte) []byte {
+	t.Helper()
+	r, _, release, err := newCodec(compressNone, DefaultMaxReadSize).open(bytes.NewReader(data))
+	require.NoError(t, err)
+	defer release()
+	out, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return out
 }
 
 func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {

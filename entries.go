@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
 )
 
 // entry is one checkpoint file found in the directory.
@@ -31,40 +34,55 @@ type cachedHeader struct {
 	verified bool // the whole file was written or loaded and verified
 }
 
-// scan lists the directory's checkpoint files whose names pass keep (all, if
-// keep is nil). Only regular files count. The rolling file's step is in its
-// header, so scan fills it in. A full scan also drops cached headers of files
-// that are gone, so a long-lived store's cache stays the size of the
-// directory.
-func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
-	dirents, err := readDir(s.root)
+// named is a checkpoint file known by its name only.
+type named struct {
+	name string
+	fn   fileName
+}
+
+// names lists the directory's checkpoint files whose names pass keep (all,
+// if keep is nil). It reads names only: fill stats the entries, and drops
+// those that are not regular files. The rolling file's step is in its
+// header, so names reads it (an unreadable rolling file has no known step:
+// it is listed as step 0, Latest tries it last and reports its damage).
+func (s *Store[T]) names(keep func(fileName) bool) ([]named, error) {
+	dirNames, err := readNames(s.root)
 	if err != nil {
 		return nil, err
 	}
-	if keep == nil {
-		s.trimCache(dirents)
-	}
-	var entries []entry
-	for _, d := range dirents {
-		if !d.Type().IsRegular() {
-			continue
-		}
-		fn, ok := s.cfg.layout.parse(d.Name())
+	out := make([]named, 0, len(dirNames))
+	for _, name := range dirNames {
+		fn, ok := s.cfg.layout.parse(name)
 		if !ok || keep != nil && !keep(fn) {
 			continue
 		}
-		e := entry{name: d.Name(), fn: fn}
 		if fn.kind == KindRolling {
-			filled := s.fill([]entry{e})
+			filled := s.fill([]entry{{name: name, fn: fn}})
 			if len(filled) == 0 {
-				continue // removed meanwhile
+				continue // removed meanwhile, or not a regular file
 			}
-			// An unreadable rolling file has no known step: it is listed
-			// as step 0, Latest tries it last and reports its damage.
-			e = filled[0]
-			e.fn.step = e.h.Step
+			fn.step = filled[0].h.Step
 		}
-		entries = append(entries, e)
+		out = append(out, named{name: name, fn: fn})
+	}
+	return out, nil
+}
+
+// scan lists the directory's checkpoint files whose names pass keep (all, if
+// keep is nil), unfilled but for the rolling file's step (see names). A full
+// scan also drops cached headers of files that are gone, so a long-lived
+// store's cache stays the size of the directory.
+func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
+	ns, err := s.names(keep)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]entry, len(ns))
+	for i, n := range ns {
+		entries[i] = entry{name: n.name, fn: n.fn}
+	}
+	if keep == nil {
+		s.trimCache(entries)
 	}
 	return entries, nil
 }
@@ -82,33 +100,63 @@ func (s *Store[T]) stepEntries(step int64) ([]entry, error) {
 }
 
 // fill stats entries and reads their headers (from the cache when the file is
-// unchanged). Entries whose files have vanished are dropped.
+// unchanged). Entries whose files have vanished, or are not regular files
+// (a directory or symlink with a checkpoint's name), are dropped.
+//
+// A large directory is filled by one goroutine per processor: List and Prune
+// stat every checkpoint, and the system calls dominate their cost.
 func (s *Store[T]) fill(entries []entry) []entry {
+	keep := make([]bool, len(entries))
+	work := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			keep[i] = s.fillOne(&entries[i])
+		}
+	}
+	if n := runtime.GOMAXPROCS(0); n > 1 && len(entries) >= parallelFill {
+		var wg sync.WaitGroup
+		chunk := (len(entries) + n - 1) / n
+		for lo := 0; lo < len(entries); lo += chunk {
+			wg.Go(func() { work(lo, min(lo+chunk, len(entries))) })
+		}
+		wg.Wait()
+	} else {
+		work(0, len(entries))
+	}
 	out := entries[:0]
-	for _, e := range entries {
-		if e.h.Format != 0 || e.hErr != nil {
-			out = append(out, e) // already filled
-			continue
+	for i := range entries {
+		if keep[i] {
+			out = append(out, entries[i])
 		}
-		fi, err := s.root.Lstat(e.name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err == nil {
-			e.size = fi.Size()
-			e.h, e.verified, e.hErr = s.header(e.name, e.fn, fi)
-		} else {
-			e.hErr = err
-		}
-		if e.hErr != nil {
-			e.h = header{Step: e.fn.step, Kind: e.fn.kind}
-			if fi != nil {
-				e.h.Time = fi.ModTime()
-			}
-		}
-		out = append(out, e)
 	}
 	return out
+}
+
+// parallelFill is the number of entries from which fill uses every
+// processor.
+const parallelFill = 512
+
+// fillOne fills e, reporting whether it is a regular file that exists.
+func (s *Store[T]) fillOne(e *entry) bool {
+	if e.h.Format != 0 || e.hErr != nil {
+		return true // already filled
+	}
+	fi, err := s.root.Lstat(e.name)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
+		return false
+	}
+	if err == nil {
+		e.size = fi.Size()
+		e.h, e.verified, e.hErr = s.header(e.name, e.fn, fi)
+	} else {
+		e.hErr = err
+	}
+	if e.hErr != nil {
+		e.h = header{Step: e.fn.step, Kind: e.fn.kind}
+		if fi != nil {
+			e.h.Time = fi.ModTime()
+		}
+	}
+	return true
 }
 
 // header returns the header of the checkpoint file name, whose name says fn
@@ -141,7 +189,7 @@ func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
 		return header{}, err
 	}
 	defer f.Close()
-	h, err := readHeader(f)
+	h, err := s.codec.readHeader(f)
 	if err == nil {
 		err = fn.agrees(h)
 	}
@@ -183,27 +231,79 @@ func (s *Store[T]) forget(names ...string) {
 	s.mu.Unlock()
 }
 
-// trimCache drops cached headers of files not in dirents.
-func (s *Store[T]) trimCache(dirents []fs.DirEntry) {
-	present := make(map[string]bool, len(dirents))
-	for _, d := range dirents {
-		present[d.Name()] = true
-	}
+// trimCache drops cached headers of files not among entries, the whole
+// directory's checkpoints. It looks only when the cache has more headers
+// than the directory has checkpoints, which any file gone since the last
+// look makes true once the new ones are cached: the cache stays bounded
+// without building a set of names on every List.
+func (s *Store[T]) trimCache(entries []entry) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.headers) <= len(entries) {
+		return
+	}
+	present := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		present[e.name] = true
+	}
 	maps.DeleteFunc(s.headers, func(name string, _ cachedHeader) bool { return !present[name] })
-	s.mu.Unlock()
 }
 
-// sortEntries orders filled entries by step, then save time, then kind.
+// sortEntries orders filled entries by step, then save time, then kind, then
+// attempt, then name: a total order, so no stable sort is needed.
 func sortEntries(entries []entry) {
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		return cmp.Or(
-			cmp.Compare(a.h.Step, b.h.Step),
-			a.h.Time.Compare(b.h.Time),
-			cmp.Compare(kindRank(a.h.Kind), kindRank(b.h.Kind)),
-			cmp.Compare(a.fn.attempt, b.fn.attempt),
-		)
-	})
+	order := sortedOrder(entries)
+	sorted := make([]entry, len(entries))
+	for k, i := range order {
+		sorted[k] = entries[i]
+	}
+	copy(entries, sorted)
+}
+
+// sortedOrder returns the indices of entries in sortEntries' order. It sorts
+// small keys by step first and compares whole entries only within a step:
+// entries are large, and List sorts the whole directory.
+func sortedOrder(entries []entry) []int32 {
+	type key struct {
+		step int64
+		i    int32
+	}
+	keys := make([]key, len(entries))
+	for i := range entries {
+		keys[i] = key{entries[i].h.Step, int32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Compare(a.step, b.step) })
+	order := make([]int32, len(keys))
+	for i := range keys {
+		order[i] = keys[i].i
+	}
+	for start := 0; start < len(keys); {
+		end := start + 1
+		for end < len(keys) && keys[end].step == keys[start].step {
+			end++
+		}
+		if end-start > 1 {
+			slices.SortFunc(order[start:end], func(i, j int32) int { return compareEntries(&entries[i], &entries[j]) })
+		}
+		start = end
+	}
+	return order
+}
+
+func compareEntries(a, b *entry) int {
+	if c := cmp.Compare(a.h.Step, b.h.Step); c != 0 {
+		return c
+	}
+	if c := a.h.Time.Compare(b.h.Time); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(kindRank(a.h.Kind), kindRank(b.h.Kind)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.fn.attempt, b.fn.attempt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
 }
 
 // kindRank breaks ties between checkpoints of one step saved at the same
@@ -219,4 +319,25 @@ func kindRank(k Kind) int {
 	default:
 		return 3
 	}
+}
+
+// newestToEnd moves the names of the highest step to the end of ns and
+// returns where they start. It is linear: Latest usually needs no other
+// step, and sorting a large directory costs more than loading a checkpoint.
+func newestToEnd(ns []named) int {
+	if len(ns) == 0 {
+		return 0
+	}
+	top := ns[0].fn.step
+	for i := range ns {
+		top = max(top, ns[i].fn.step)
+	}
+	end := len(ns)
+	for i := end - 1; i >= 0; i-- {
+		if ns[i].fn.step == top {
+			end--
+			ns[i], ns[end] = ns[end], ns[i]
+		}
+	}
+	return end
 }
