@@ -77,6 +77,12 @@ const (
 // creating a gzip writer or a zstd encoder costs more than compressing, and
 // a fresh buffer per save would copy the encoded state again.
 //
+// Buffers live in a sync.Pool, which garbage collection empties when the
+// store is idle. Compressors and decompressors are kept as spares, which it
+// does not: a zstd encoder holds megabytes of tables that a collection
+// would otherwise throw away every few large saves. Saves compress one at a
+// time (under the store's write lock), so one spare encoder serves them.
+//
 // A codec is safe for concurrent use.
 type codec struct {
 	comp      compression // what new checkpoints are written with
@@ -84,12 +90,43 @@ type codec struct {
 	maxWindow uint64      // the largest zstd window a read accepts
 
 	buffers sync.Pool // *bytes.Buffer: encoded states, whole files read
-	writers sync.Pool // *bufio.Writer
-	readers sync.Pool // *bufio.Reader
-	gzipW   sync.Pool // *gzip.Writer
-	gzipR   sync.Pool // *gzip.Reader
-	zstdW   sync.Pool // *zstd.Encoder
-	zstdR   sync.Pool // *zstd.Decoder
+	writers spares[*bufio.Writer]
+	readers spares[*bufio.Reader]
+	gzipW   spares[*gzip.Writer]
+	gzipR   spares[*gzip.Reader]
+	zstdW   spares[*zstd.Encoder]
+	zstdR   spares[*zstd.Decoder]
+}
+
+// spares keeps a few idle values for reuse.
+type spares[V any] struct {
+	mu   sync.Mutex
+	idle []V
+}
+
+// maxSpares bounds the idle values of one kind a codec keeps: one for the
+// writer, one for a reader beside it. More concurrent users create values
+// that are dropped after use.
+const maxSpares = 2
+
+func (p *spares[V]) get() (V, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var v V
+	if n := len(p.idle); n > 0 {
+		v = p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return v, true
+	}
+	return v, false
+}
+
+func (p *spares[V]) put(v V) {
+	p.mu.Lock()
+	if len(p.idle) < maxSpares {
+		p.idle = append(p.idle, v)
+	}
+	p.mu.Unlock()
 }
 
 func newCodec(comp compression, maxRead int64) *codec {
@@ -156,29 +193,31 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	}
 
 	bw := c.getWriter(w)
-	defer c.writers.Put(bw)
+	defer func() { bw.Reset(nil); c.writers.put(bw) }()
 	var zw io.WriteCloser
 	switch c.comp {
 	case compressGzip:
-		gw, ok := c.gzipW.Get().(*gzip.Writer)
+		gw, ok := c.gzipW.get()
 		if !ok {
 			gw = gzip.NewWriter(bw)
 		} else {
 			gw.Reset(bw)
 		}
-		defer func() { gw.Reset(nil); c.gzipW.Put(gw) }()
+		defer func() { gw.Reset(nil); c.gzipW.put(gw) }()
 		zw = gw
 	case compressZstd:
-		ze, ok := c.zstdW.Get().(*zstd.Encoder)
+		ze, ok := c.zstdW.get()
 		if !ok {
-			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1)); err != nil {
+			// One goroutine-free encoder at the default level, allocating
+			// its window as the data needs it.
+			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true)); err != nil {
 				return fmt.Errorf("create zstd encoder: %w", err)
 			}
 		}
 		// The content size goes into the frame header: the window is
 		// sized to the file and the decoder can check the length.
 		ze.ResetContentSize(bw, int64(len(head)+len(state)+len(trailer)))
-		defer func() { ze.Reset(nil); c.zstdW.Put(ze) }()
+		defer func() { ze.Reset(nil); c.zstdW.put(ze) }()
 		zw = ze
 	}
 	if err := writeParts(zw, parts[:]); err != nil {
@@ -200,7 +239,7 @@ func writeParts(w io.Writer, parts [][]byte) error {
 }
 
 func (c *codec) getWriter(w io.Writer) *bufio.Writer {
-	if bw, ok := c.writers.Get().(*bufio.Writer); ok {
+	if bw, ok := c.writers.get(); ok {
 		bw.Reset(w)
 		return bw
 	}
@@ -212,13 +251,13 @@ func (c *codec) getWriter(w io.Writer) *bufio.Writer {
 // function that returns the reader's resources to the codec once the caller
 // is done with it.
 func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
-	br, ok := c.readers.Get().(*bufio.Reader)
+	br, ok := c.readers.get()
 	if ok {
 		br.Reset(r)
 	} else {
 		br = bufio.NewReaderSize(r, readBufSize)
 	}
-	releaseBuf := func() { br.Reset(nil); c.readers.Put(br) }
+	releaseBuf := func() { br.Reset(nil); c.readers.put(br) }
 	magic, err := br.Peek(len(zstdMagic))
 	if err != nil && err != io.EOF {
 		releaseBuf()
@@ -227,7 +266,7 @@ func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
 	comp := sniff(magic)
 	switch comp {
 	case compressGzip:
-		zr, ok := c.gzipR.Get().(*gzip.Reader)
+		zr, ok := c.gzipR.get()
 		if ok {
 			err = zr.Reset(br)
 		} else {
@@ -237,9 +276,9 @@ func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
 			releaseBuf()
 			return nil, 0, nil, corruptIO(fmt.Errorf("gzip header: %w", err))
 		}
-		return zr, comp, func() { c.gzipR.Put(zr); releaseBuf() }, nil
+		return zr, comp, func() { c.gzipR.put(zr); releaseBuf() }, nil
 	case compressZstd:
-		zr, ok := c.zstdR.Get().(*zstd.Decoder)
+		zr, ok := c.zstdR.get()
 		if !ok {
 			// One goroutine-free decoder, refusing windows no
 			// checkpoint under the read limit needs.
@@ -253,7 +292,7 @@ func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
 			releaseBuf()
 			return nil, 0, nil, corruptIO(fmt.Errorf("zstd: %w", err))
 		}
-		return zr, comp, func() { zr.Reset(nil); c.zstdR.Put(zr); releaseBuf() }, nil
+		return zr, comp, func() { zr.Reset(nil); c.zstdR.put(zr); releaseBuf() }, nil
 	}
 	return br, comp, releaseBuf, nil
 }
