@@ -217,7 +217,9 @@ func (s *Store[T]) publishQueued(j *saveJob, onWorker bool) saveReport {
 	if r.err != nil {
 		q.failures = append(q.failures, r.err)
 	}
-	q.inHook = onWorker
+	if onWorker {
+		q.inHook = true // cleared by the goroutine after the hooks
+	}
 	q.broadcast()
 	q.mu.Unlock()
 	return r
