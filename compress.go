@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -72,16 +73,23 @@ const (
 	readBufSize = 32 << 10
 )
 
+// parallelHashSize is the state size from which a save hashes the state on
+// another processor while writing it. Below it, starting a goroutine costs
+// about what it saves.
+const parallelHashSize = 32 << 10
+
 // codec turns states into checkpoint bytes and back for one store. It
 // reuses its buffers, compressors and decompressors: at a 10 KB state,
 // creating a gzip writer or a zstd encoder costs more than compressing, and
 // a fresh buffer per save would copy the encoded state again.
 //
-// Buffers live in a sync.Pool, which garbage collection empties when the
-// store is idle. Compressors and decompressors are kept as spares, which it
-// does not: a zstd encoder holds megabytes of tables that a collection
-// would otherwise throw away every few large saves. Saves compress one at a
-// time (under the store's write lock), so one spare encoder serves them.
+// What it reuses it keeps as spares, at most maxSpares of each kind, which
+// garbage collection does not empty (a sync.Pool would: with large states,
+// every few saves, throwing away a zstd encoder's megabytes of tables or a
+// state-sized buffer that the next save must grow again). Saves compress one
+// at a time, under the store's write lock, so one spare encoder serves them;
+// a store so keeps about two states' worth of buffers and one compressor of
+// each kind it uses, for as long as it lives.
 //
 // A codec is safe for concurrent use.
 type codec struct {
@@ -89,7 +97,7 @@ type codec struct {
 	maxRead   int64       // the most decompressed bytes a read accepts
 	maxWindow uint64      // the largest zstd window a read accepts
 
-	buffers sync.Pool // *bytes.Buffer: encoded states, whole files read
+	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
 	readers spares[*bufio.Reader]
 	gzipW   spares[*gzip.Writer]
@@ -142,7 +150,7 @@ func newCodec(comp compression, maxRead int64) *codec {
 }
 
 func (c *codec) getBuffer() *bytes.Buffer {
-	if b, ok := c.buffers.Get().(*bytes.Buffer); ok {
+	if b, ok := c.buffers.get(); ok {
 		b.Reset()
 		return b
 	}
@@ -151,7 +159,7 @@ func (c *codec) getBuffer() *bytes.Buffer {
 
 func (c *codec) putBuffer(b *bytes.Buffer) {
 	if b != nil {
-		c.buffers.Put(b)
+		c.buffers.put(b)
 	}
 }
 
@@ -184,12 +192,32 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	head = append(head[:len(head)-1], `,"state":`...)
 	sum := sha256.New()
 	sum.Write(head)
-	sum.Write(state)
-	var tb [trailerLen]byte
-	trailer := appendTrailer(tb[:0], sum)
-	parts := [3][]byte{head, state, trailer}
+	var hashed chan struct{}
+	if len(state) >= parallelHashSize && runtime.GOMAXPROCS(0) > 1 {
+		// Hash a large state on another processor while it is written
+		// or compressed: only the trailer needs the digest.
+		hashed = make(chan struct{})
+		go func() {
+			sum.Write(state)
+			close(hashed)
+		}()
+		defer func() { <-hashed }() // state must not be reused while read
+	} else {
+		sum.Write(state)
+	}
+	trailer := func() []byte {
+		if hashed != nil {
+			<-hashed
+		}
+		var tb [trailerLen]byte
+		return appendTrailer(tb[:0], sum)
+	}
 	if c.comp == compressNone {
-		return writeParts(w, parts[:])
+		if err := writeParts(w, [][]byte{head, state}); err != nil {
+			return err
+		}
+		_, err := w.Write(trailer())
+		return err
 	}
 
 	bw := c.getWriter(w)
@@ -216,11 +244,14 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 		}
 		// The content size goes into the frame header: the window is
 		// sized to the file and the decoder can check the length.
-		ze.ResetContentSize(bw, int64(len(head)+len(state)+len(trailer)))
+		ze.ResetContentSize(bw, int64(len(head)+len(state)+trailerLen))
 		defer func() { ze.Reset(nil); c.zstdW.put(ze) }()
 		zw = ze
 	}
-	if err := writeParts(zw, parts[:]); err != nil {
+	if err := writeParts(zw, [][]byte{head, state}); err != nil {
+		return err
+	}
+	if _, err := zw.Write(trailer()); err != nil {
 		return err
 	}
 	if err := zw.Close(); err != nil {

@@ -150,3 +150,31 @@ func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
 		require.Equal(t, filepath.Join(dir, "step_00000001.json"), pathPrefix(dir)+"step_00000001.json", dir)
 	}
 }
+
+// TestLargeStatesRoundTrip saves states large enough to be hashed on
+// another processor while they are written, and to span many compressed
+// blocks, in every compression, and loads them back.
+func TestLargeStatesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "zstd async": {Zstd(), Async(2)}} {
+		t.Run(name, func(t *testing.T) {
+			s := openStore[[]string](t, t.TempDir(), opts...)
+			var want [][]string
+			for step := int64(0); step < 3; step++ {
+				var st []string
+				for i := 0; i < 20000*int(step+1); i++ {
+					st = append(st, strings.Repeat(string(rune('a'+i%26)), i%40))
+				}
+				want = append(want, st)
+				_, err := s.Save(ctx, step, st)
+				require.NoError(t, err)
+			}
+			require.NoError(t, s.Flush(ctx))
+			for step, st := range want {
+				got, _, err := s.Load(ctx, int64(step))
+				require.NoError(t, err)
+				require.Equal(t, st, got)
+			}
+		})
+	}
+}
