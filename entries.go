@@ -103,25 +103,54 @@ func (s *Store[T]) stepEntries(step int64) ([]entry, error) {
 // unchanged). Entries whose files have vanished, or are not regular files
 // (a directory or symlink with a checkpoint's name), are dropped.
 //
-// A large directory is filled by one goroutine per processor: List and Prune
-// stat every checkpoint, and the system calls dominate their cost.
+// List and Prune fill the whole directory, and the system calls dominate
+// their cost: a large directory is stat'ed by one goroutine per processor,
+// and the cache is consulted under one lock for all entries.
 func (s *Store[T]) fill(entries []entry) []entry {
+	fis := make([]fs.FileInfo, len(entries))
+	errs := make([]error, len(entries))
+	todo := func(e *entry) bool { return e.h.Format == 0 && e.hErr == nil }
+	parallel(len(entries), func(i int) {
+		if todo(&entries[i]) {
+			fis[i], errs[i] = s.root.Lstat(entries[i].name)
+		}
+	})
 	keep := make([]bool, len(entries))
-	work := func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			keep[i] = s.fillOne(&entries[i])
+	var misses []int
+	s.mu.Lock()
+	for i := range entries {
+		e := &entries[i]
+		if !todo(e) {
+			keep[i] = true // already filled
+			continue
 		}
-	}
-	if n := runtime.GOMAXPROCS(0); n > 1 && len(entries) >= parallelFill {
-		var wg sync.WaitGroup
-		chunk := (len(entries) + n - 1) / n
-		for lo := 0; lo < len(entries); lo += chunk {
-			wg.Go(func() { work(lo, min(lo+chunk, len(entries))) })
+		fi, err := fis[i], errs[i]
+		if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
+			continue
 		}
-		wg.Wait()
-	} else {
-		work(0, len(entries))
+		keep[i] = true
+		if err != nil {
+			e.setUnreadable(err, nil)
+			continue
+		}
+		e.size = fi.Size()
+		if c, ok := s.headers[e.name]; ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
+			e.h, e.verified = c.h, c.verified
+			if c.err != nil {
+				e.setUnreadable(c.err, fi)
+			}
+			continue
+		}
+		misses = append(misses, i)
 	}
+	s.mu.Unlock()
+	parallel(len(misses), func(k int) {
+		e, fi := &entries[misses[k]], fis[misses[k]]
+		var err error
+		if e.h, err = s.header(e.name, e.fn, fi); err != nil {
+			e.setUnreadable(err, fi)
+		}
+	})
 	out := entries[:0]
 	for i := range entries {
 		if keep[i] {
@@ -131,46 +160,47 @@ func (s *Store[T]) fill(entries []entry) []entry {
 	return out
 }
 
+// setUnreadable records why e's header could not be read, and gives it the
+// step and kind its name says and the file's modification time.
+func (e *entry) setUnreadable(err error, fi fs.FileInfo) {
+	e.hErr = err
+	e.h = header{Step: e.fn.step, Kind: e.fn.kind}
+	if fi != nil {
+		e.h.Time = fi.ModTime()
+	}
+}
+
 // parallelFill is the number of entries from which fill uses every
 // processor.
 const parallelFill = 512
 
-// fillOne fills e, reporting whether it is a regular file that exists.
-func (s *Store[T]) fillOne(e *entry) bool {
-	if e.h.Format != 0 || e.hErr != nil {
-		return true // already filled
-	}
-	fi, err := s.root.Lstat(e.name)
-	if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
-		return false
-	}
-	if err == nil {
-		e.size = fi.Size()
-		e.h, e.verified, e.hErr = s.header(e.name, e.fn, fi)
-	} else {
-		e.hErr = err
-	}
-	if e.hErr != nil {
-		e.h = header{Step: e.fn.step, Kind: e.fn.kind}
-		if fi != nil {
-			e.h.Time = fi.ModTime()
+// parallel calls f(0) to f(n-1), on every processor if n is large.
+func parallel(n int, f func(i int)) {
+	procs := runtime.GOMAXPROCS(0)
+	if procs == 1 || n < parallelFill {
+		for i := 0; i < n; i++ {
+			f(i)
 		}
+		return
 	}
-	return true
+	var wg sync.WaitGroup
+	chunk := (n + procs - 1) / procs
+	for lo := 0; lo < n; lo += chunk {
+		wg.Go(func() {
+			for i := lo; i < min(lo+chunk, n); i++ {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
-// header returns the header of the checkpoint file name, whose name says fn
-// and whose file info is fi, from the cache if the file is unchanged since
-// it was cached. A damaged header (or one that disagrees with the name) is
-// cached and logged once; a read that failed for an operating-system reason
-// is logged each time and not cached, since its cause may pass.
-func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, bool, error) {
-	s.mu.Lock()
-	c, ok := s.headers[name]
-	s.mu.Unlock()
-	if ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
-		return c.h, c.verified, c.err
-	}
+// header reads the header of the checkpoint file name, whose name says fn
+// and whose file info is fi, and caches it. A damaged header (or one that
+// disagrees with the name) is cached and logged once; a read that failed
+// for an operating-system reason is logged each time and not cached, since
+// its cause may pass.
+func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, error) {
 	h, err := s.readHeaderFile(name, fn)
 	if err != nil {
 		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(name), "error", err)
@@ -180,7 +210,7 @@ func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, boo
 		s.headers[name] = cachedHeader{fi: fi, h: h, err: err}
 		s.mu.Unlock()
 	}
-	return h, false, err
+	return h, err
 }
 
 func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
