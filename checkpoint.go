@@ -6,9 +6,10 @@
 // file in the same directory, fsyncs it, publishes it under its final name
 // without ever replacing an existing checkpoint, and fsyncs the directory, so
 // a reader sees either the old set of checkpoints or the new set, never a torn
-// file. A checkpoint is JSON (optionally gzip- or zstd-compressed) holding a small
-// envelope around the application's state, with a SHA-256 checksum that every
-// load verifies.
+// file. A checkpoint is JSON (optionally gzip- or zstd-compressed) holding a
+// small envelope around the application's state, with a SHA-256 checksum that
+// every load verifies. With [Async], saves are encoded at once and published
+// in the background, in order.
 //
 // A typical turn loop:
 //

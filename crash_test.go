@@ -187,8 +187,10 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 			_, err = r.List(ctx)
 			require.NoError(t, err)
 			got, info, err := r.Latest(ctx)
-			require.NoError(t, err)
-			require.Equal(t, info.Step, got.Step)
+			if !(mode.async() && errors.Is(err, ErrNotFound)) { // async: maybe all still queued
+				require.NoError(t, err)
+				require.Equal(t, info.Step, got.Step)
+			}
 			require.NoError(t, r.Close())
 		}
 		require.NoError(t, cmd.Process.Kill())
@@ -219,13 +221,18 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 			require.NoError(t, err, "kill %d: %s is torn", kill, info.Path)
 			require.Equal(t, info.Step, env.Step)
 		}
-		got, info, err := s.Latest(ctx)
-		require.NoError(t, err)
-		require.Equal(t, info.Step, got.Step)
-		require.Equal(t, newCrashState(info.Step), got)
 		lost := int64(0)
 		if mode.async() {
 			lost = crashQueue + 1 // queued, and being written
+		}
+		got, info, err := s.Latest(ctx)
+		if errors.Is(err, ErrNotFound) && lastAck <= lost {
+			err = nil // every save was still queued: a fresh start
+		}
+		require.NoError(t, err)
+		require.Equal(t, info.Step, got.Step)
+		if info.Step > 0 {
+			require.Equal(t, newCrashState(info.Step), got)
 		}
 		require.GreaterOrEqual(t, info.Step, lastAck-lost, "kill %d: lost more than the saves still queued", kill)
 		maxLost = max(maxLost, lastAck-info.Step)

@@ -171,7 +171,7 @@ func ReadOnly() Option {
 
 // WithMaxReadSize caps how many bytes a load reads from one checkpoint after
 // decompression; a larger checkpoint fails with ErrCorrupt. The cap stops a
-// damaged or hostile file (a gzip bomb) from exhausting memory. The default is
+// damaged or hostile file (a gzip or zstd bomb) from exhausting memory. The default is
 // DefaultMaxReadSize.
 func WithMaxReadSize(n int64) Option {
 	return optionFunc(func(c *config) { c.maxRead = n })
