@@ -127,8 +127,10 @@ func NoSync() Option {
 // caller may change the state at once, while a background goroutine writes,
 // fsyncs and publishes the checkpoint. Queued saves are published in the
 // order they were made, each exactly as a synchronous Save would publish it.
-// At most queue encoded saves wait; when the queue is full, Save waits for
-// room (or for its context). queue must be at least 1.
+// At most queue encoded saves wait, so memory stays bounded: when the queue
+// is full, Save waits for room, publishing the oldest save itself if nothing
+// else is publishing, or until its context ends (then nothing is queued).
+// queue must be at least 1; a ReadOnly store ignores Async.
 //
 // A failed background save is reported to Hooks.OnError and the logger when
 // it fails, and returned (once) by the next Save, Tick, Flush or Close,

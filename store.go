@@ -24,7 +24,8 @@ import (
 //
 // A Store is safe for concurrent use by multiple goroutines. Writes are
 // serialised; loads run in parallel with each other and with writes. Only one
-// writer may have a directory open at a time, in any process (see Open).
+// writer may have a directory open at a time, in any process (see Open). A
+// writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
 	dir    string
 	prefix string   // dir as path joins it with a file name
@@ -205,7 +206,8 @@ func (s *Store[T]) endWrite() {
 
 // Save writes the checkpoint of step: state encoded with encoding/json inside
 // the envelope, written atomically and durably. When Save returns nil the
-// checkpoint is on disk and survives a crash or a power cut.
+// checkpoint is on disk and survives a crash or a power cut (with NoSync, a
+// crash of the program only; with Async, see below).
 //
 // Save never replaces a checkpoint: if step already has one (plain or
 // compressed) it returns an error wrapping ErrExists and the existing file is
