@@ -299,20 +299,20 @@ func (b *bench) compressors() ([]row, error) {
 	}
 	kz, sz, zs := res[0], res[1], res[2]
 	shrink := func(r compressorResult) string {
-		return fmt.Sprintf("%.0f MB/s, %s (%.1fx smaller)", r.mbs, sizeName(r.size), float64(len(data))/float64(r.size))
+		return fmt.Sprintf("compress %.0f MB/s, decompress %.0f MB/s, %s (%.1fx smaller)", r.mbs, r.dmbs, sizeName(r.size), float64(len(data))/float64(r.size))
 	}
 	rows := []row{{
 		what:    fmt.Sprintf("gzip, klauspost vs compress/gzip, default level, %s of JSON", sizeName(len(data))),
 		result:  shrink(kz),
 		against: shrink(sz),
-		ratio:   fmt.Sprintf("%.2fx", kz.mbs/sz.mbs),
-		target:  "≥ 2x",
+		ratio:   fmt.Sprintf("%.2fx compressing, %.2fx decompressing", kz.mbs/sz.mbs, kz.dmbs/sz.dmbs),
+		target:  "≥ 2x compressing",
 		met:     yesNo(kz.mbs/sz.mbs >= 2),
 	}, {
 		what:    fmt.Sprintf("zstd, klauspost, default level, %s of JSON", sizeName(len(data))),
 		result:  shrink(zs),
 		against: "gzip (klauspost): " + shrink(kz),
-		ratio:   fmt.Sprintf("%.2fx", zs.mbs/kz.mbs),
+		ratio:   fmt.Sprintf("%.2fx compressing, %.2fx decompressing; vs compress/gzip %.1fx, %.1fx", zs.mbs/kz.mbs, zs.dmbs/kz.dmbs, zs.mbs/sz.mbs, zs.dmbs/sz.dmbs),
 		target:  "—",
 		met:     "—",
 	}}

@@ -184,65 +184,94 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// compressors measures gzip (klauspost and the standard library, at the
-// default level) and zstd (default level) on data, in memory, with writers
-// reused the way the store reuses them. It returns MB/s and compressed
-// sizes.
+// compressorResult is how one compressor did on the benchmark's data.
 type compressorResult struct {
 	name string
-	mbs  float64
-	size int
+	mbs  float64 // compression, MB/s of input
+	dmbs float64 // decompression, MB/s of output
+	size int     // compressed size
 }
 
+// measureCompressors measures gzip (klauspost and the standard library, at
+// the default level) and zstd (default level) on data, in memory, both
+// ways, with writers and readers reused the way the store reuses them.
 func measureCompressors(data []byte, budget time.Duration) ([]compressorResult, error) {
-	var out bytes.Buffer
-	kz := gzip.NewWriter(&out)
-	sz := stdgzip.NewWriter(&out)
-	ze, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-	if err != nil {
-		return nil, err
-	}
 	type resetWriter interface {
 		io.WriteCloser
 		Reset(io.Writer)
 	}
-	run := func(w resetWriter) (int, error) {
+	ze, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, err
+	}
+	zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	var kr gzip.Reader
+	var sr stdgzip.Reader
+	cases := []struct {
+		name   string
+		w      resetWriter
+		reader func(io.Reader) (io.Reader, error)
+	}{
+		{"gzip (klauspost/compress)", gzip.NewWriter(io.Discard),
+			func(r io.Reader) (io.Reader, error) { return &kr, kr.Reset(r) }},
+		{"gzip (compress/gzip)", stdgzip.NewWriter(io.Discard),
+			func(r io.Reader) (io.Reader, error) { return &sr, sr.Reset(r) }},
+		{"zstd (klauspost/compress)", ze,
+			func(r io.Reader) (io.Reader, error) { return zd, zd.Reset(r) }},
+	}
+	var out bytes.Buffer
+	compress := func(w resetWriter) ([]byte, error) {
 		out.Reset()
 		w.Reset(&out)
 		if _, err := w.Write(data); err != nil {
-			return 0, err
+			return nil, err
 		}
 		err := w.Close()
-		return out.Len(), err
+		return out.Bytes(), err
 	}
-	zrun := func() (int, error) { return run(ze) }
-	cases := []struct {
-		name string
-		f    func() (int, error)
-	}{
-		{"gzip (klauspost/compress)", func() (int, error) { return run(kz) }},
-		{"gzip (compress/gzip)", func() (int, error) { return run(sz) }},
-		{"zstd (klauspost/compress)", zrun},
+	compressed := make([][]byte, len(cases))
+	for i, c := range cases {
+		b, err := compress(c.w)
+		if err != nil {
+			return nil, err
+		}
+		compressed[i] = bytes.Clone(b)
 	}
-	// Interleave the three, a slice of the budget at a time.
-	results := make([]compressorResult, len(cases))
-	totals := make([]time.Duration, len(cases))
-	counts := make([]int, len(cases))
-	for deadline := time.Now().Add(budget); time.Now().Before(deadline) || counts[0] < 3; {
+	decompress := func(i int) error {
+		r, err := cases[i].reader(bytes.NewReader(compressed[i]))
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, r)
+		if err == nil && n != int64(len(data)) {
+			err = fmt.Errorf("%s: decompressed %d bytes, want %d", cases[i].name, n, len(data))
+		}
+		return err
+	}
+	// Interleave the cases, both ways, until the budget is spent.
+	var ctime, dtime [3]time.Duration
+	count := 0
+	for deadline := time.Now().Add(budget); time.Now().Before(deadline) || count < 3; count++ {
 		for i, c := range cases {
 			start := time.Now()
-			size, err := c.f()
-			if err != nil {
+			if _, err := compress(c.w); err != nil {
 				return nil, err
 			}
-			totals[i] += time.Since(start)
-			counts[i]++
-			results[i].name, results[i].size = c.name, size
+			ctime[i] += time.Since(start)
+			start = time.Now()
+			if err := decompress(i); err != nil {
+				return nil, err
+			}
+			dtime[i] += time.Since(start)
 		}
 	}
-	for i := range results {
-		per := totals[i].Seconds() / float64(counts[i])
-		results[i].mbs = float64(len(data)) / per / 1e6
+	results := make([]compressorResult, len(cases))
+	for i, c := range cases {
+		mbs := func(d time.Duration) float64 { return float64(len(data)) * float64(count) / d.Seconds() / 1e6 }
+		results[i] = compressorResult{name: c.name, mbs: mbs(ctime[i]), dmbs: mbs(dtime[i]), size: len(compressed[i])}
 	}
 	return results, nil
 }
