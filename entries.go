@@ -41,16 +41,47 @@ type named struct {
 }
 
 // names lists the directory's checkpoint files whose names pass keep (all,
-// if keep is nil). It reads names only: fill stats the entries, and drops
-// those that are not regular files. The rolling file's step is in its
-// header, so names reads it (an unreadable rolling file has no known step:
-// it is listed as step 0, Latest tries it last and reports its damage).
+// if keep is nil), by their names alone (see eachName).
 func (s *Store[T]) names(keep func(fileName) bool) ([]named, error) {
+	var out []named
+	err := s.eachName(keep, func(n int) { out = make([]named, 0, n) }, func(name string, fn fileName) {
+		out = append(out, named{name: name, fn: fn})
+	})
+	return out, err
+}
+
+// scan lists the directory's checkpoint files whose names pass keep (all, if
+// keep is nil), unfilled but for the rolling file's step (see eachName). A
+// full scan also drops cached headers of files that are gone, so a
+// long-lived store's cache stays the size of the directory.
+func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
+	var entries []entry
+	presize := func(n int) {
+		if keep == nil { // a filtered scan (one step) keeps few
+			entries = make([]entry, 0, n)
+		}
+	}
+	err := s.eachName(keep, presize, func(name string, fn fileName) {
+		entries = append(entries, entry{name: name, fn: fn})
+	})
+	if err == nil && keep == nil {
+		s.trimCache(entries)
+	}
+	return entries, err
+}
+
+// eachName reads the directory's names, calls size with their number, then
+// found with each checkpoint name that passes keep (all, if keep is nil) and
+// what it says. It stats nothing: fill stats entries, and drops those that
+// are not regular files. The rolling file's step is in its header, so
+// eachName reads it (an unreadable rolling file has no known step: it is
+// listed as step 0, Latest tries it last and reports its damage).
+func (s *Store[T]) eachName(keep func(fileName) bool, size func(n int), found func(name string, fn fileName)) error {
 	dirNames, err := readNames(s.root)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make([]named, 0, len(dirNames))
+	size(len(dirNames))
 	for _, name := range dirNames {
 		fn, ok := s.cfg.layout.parse(name)
 		if !ok || keep != nil && !keep(fn) {
@@ -63,28 +94,9 @@ func (s *Store[T]) names(keep func(fileName) bool) ([]named, error) {
 			}
 			fn.step = filled[0].h.Step
 		}
-		out = append(out, named{name: name, fn: fn})
+		found(name, fn)
 	}
-	return out, nil
-}
-
-// scan lists the directory's checkpoint files whose names pass keep (all, if
-// keep is nil), unfilled but for the rolling file's step (see names). A full
-// scan also drops cached headers of files that are gone, so a long-lived
-// store's cache stays the size of the directory.
-func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
-	ns, err := s.names(keep)
-	if err != nil {
-		return nil, err
-	}
-	entries := make([]entry, len(ns))
-	for i, n := range ns {
-		entries[i] = entry{name: n.name, fn: n.fn}
-	}
-	if keep == nil {
-		s.trimCache(entries)
-	}
-	return entries, nil
+	return nil
 }
 
 // stepEntries returns the filled entries whose step is step. A rolling file
