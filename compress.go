@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -72,11 +71,6 @@ const (
 	fileBufSize = 64 << 10
 	readBufSize = 32 << 10
 )
-
-// parallelHashSize is the state size from which a save hashes the state on
-// another processor while writing it. Below it, starting a goroutine costs
-// about what it saves.
-const parallelHashSize = 32 << 10
 
 // codec turns states into checkpoint bytes and back for one store. It
 // reuses its buffers, compressors and decompressors: at a 10 KB state,
@@ -192,32 +186,11 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	head = append(head[:len(head)-1], `,"state":`...)
 	sum := sha256.New()
 	sum.Write(head)
-	var hashed chan struct{}
-	if len(state) >= parallelHashSize && runtime.GOMAXPROCS(0) > 1 {
-		// Hash a large state on another processor while it is written
-		// or compressed: only the trailer needs the digest.
-		hashed = make(chan struct{})
-		go func() {
-			sum.Write(state)
-			close(hashed)
-		}()
-		defer func() { <-hashed }() // state must not be reused while read
-	} else {
-		sum.Write(state)
-	}
-	trailer := func() []byte {
-		if hashed != nil {
-			<-hashed
-		}
-		var tb [trailerLen]byte
-		return appendTrailer(tb[:0], sum)
-	}
+	sum.Write(state)
+	var tb [trailerLen]byte
+	trailer := appendTrailer(tb[:0], sum)
 	if c.comp == compressNone {
-		if err := writeParts(w, [][]byte{head, state}); err != nil {
-			return err
-		}
-		_, err := w.Write(trailer())
-		return err
+		return writeParts(w, [][]byte{head, state, trailer})
 	}
 
 	bw := c.getWriter(w)
@@ -244,14 +217,11 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 		}
 		// The content size goes into the frame header: the window is
 		// sized to the file and the decoder can check the length.
-		ze.ResetContentSize(bw, int64(len(head)+len(state)+trailerLen))
+		ze.ResetContentSize(bw, int64(len(head)+len(state)+len(trailer)))
 		defer func() { ze.Reset(nil); c.zstdW.put(ze) }()
 		zw = ze
 	}
-	if err := writeParts(zw, [][]byte{head, state}); err != nil {
-		return err
-	}
-	if _, err := zw.Write(trailer()); err != nil {
+	if err := writeParts(zw, [][]byte{head, state, trailer}); err != nil {
 		return err
 	}
 	if err := zw.Close(); err != nil {

@@ -151,9 +151,9 @@ func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
 	}
 }
 
-// TestLargeStatesRoundTrip saves states large enough to be hashed on
-// another processor while they are written, and to span many compressed
-// blocks, in every compression, and loads them back.
+// TestLargeStatesRoundTrip saves states large enough to span many
+// compressed blocks and buffer sizes, in every compression, and loads them
+// back.
 func TestLargeStatesRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "zstd async": {Zstd(), Async(2)}} {
