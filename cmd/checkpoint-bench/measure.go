@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	stdgzip "compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -102,6 +104,7 @@ type baseline struct {
 	gzw  *gzip.Writer
 	zstd *zstd.Encoder
 	buf  bytes.Buffer
+	sum  bool // append a SHA-256 of the bytes, as a checkpoint's trailer does
 }
 
 func newBaseline(dir, comp string) (*baseline, error) {
@@ -135,6 +138,10 @@ func (b *baseline) save(i int, v any) error {
 		data = b.buf.Bytes()
 	case b.zstd != nil:
 		data = b.zstd.EncodeAll(data, b.buf.Bytes()[:0])
+	}
+	if b.sum {
+		d := sha256.Sum256(data)
+		data = append(data, hex.EncodeToString(d[:])...)
 	}
 	pf, err := renameio.NewPendingFile(filepath.Join(b.dir, fmt.Sprintf("state_%08d%s", i, b.ext)),
 		renameio.WithTempDir(b.dir), renameio.WithPermissions(0o644))
