@@ -145,10 +145,7 @@ func (s *Store[T]) Flush(ctx context.Context) error {
 	if q == nil {
 		return nil
 	}
-	q.mu.Lock()
-	target := q.queued
-	q.mu.Unlock()
-	if err := s.await(ctx, func() bool { return q.finished >= target }, nil); err != nil {
+	if err := s.awaitQueued(ctx); err != nil {
 		return s.failed(opError("flush", s.dir, err))
 	}
 	failures := q.takeFailures()
@@ -159,15 +156,21 @@ func (s *Store[T]) Flush(ctx context.Context) error {
 // drain publishes every save queued before the call. Failures stay for the
 // next Save, Flush or Close to return.
 func (s *Store[T]) drain(ctx context.Context) error {
+	if err := s.awaitQueued(ctx); err != nil {
+		return err
+	}
+	s.async.mu.Unlock()
+	return nil
+}
+
+// awaitQueued is await until every save queued before the call is
+// published (or has failed).
+func (s *Store[T]) awaitQueued(ctx context.Context) error {
 	q := s.async
 	q.mu.Lock()
 	target := q.queued
 	q.mu.Unlock()
-	if err := s.await(ctx, func() bool { return q.finished >= target }, nil); err != nil {
-		return err
-	}
-	q.mu.Unlock()
-	return nil
+	return s.await(ctx, func() bool { return q.finished >= target }, nil)
 }
 
 // await waits until ready holds, publishing queued saves itself while
