@@ -313,9 +313,13 @@ func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) e
 	buf := c.getBuffer()
 	defer c.putBuffer(buf)
 	if size >= 0 && comp == compressNone {
-		// A plain file: its size is the size of the data; room for
-		// one byte more tells a file that grew past the limit.
-		buf.Grow(int(min(size, c.maxRead)) + bytes.MinRead)
+		// A plain file: its size is the size of the data.
+		if size > c.maxRead {
+			return fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
+		}
+		// Room for a byte more tells a file that grew since it was
+		// stat'ed, without growing the buffer at the end.
+		buf.Grow(int(size) + bytes.MinRead)
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(ur, c.maxRead+1)); err != nil {
 		return corruptIO(err)
