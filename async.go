@@ -128,9 +128,10 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 
 // Flush waits until every save queued before the call (with Async) is
 // published, and returns the failures of background saves not yet
-// returned, if any. A store without Async has nothing to wait for. If ctx
-// ends first, Flush returns its error and the saves go on in the
-// background. After Close, Flush returns ErrClosed.
+// returned, if any. (The hooks of the last one may still be running on the
+// store's goroutine when Flush returns.) A store without Async has nothing
+// to wait for. If ctx ends first, Flush returns its error and the saves go
+// on in the background. After Close, Flush returns ErrClosed.
 func (s *Store[T]) Flush(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return opError("flush", s.dir, err)
