@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -33,18 +32,22 @@ type writeTo func(w io.Writer) error
 // the new name and the removal survive a power cut together. A crash at any
 // instant leaves no file called name or a complete one, and at worst a
 // temporary file that the next writer's Open removes.
-func createFile(root *os.Root, name string, write writeTo) (int64, error) {
-	return writeFile(root, name, write, false)
+//
+// With sync false (NoSync) both fsyncs are skipped: the publication is still
+// atomic for every process, and survives the writer's crash, but not an
+// operating-system crash or a power cut.
+func createFile(root *os.Root, name string, write writeTo, sync bool) (int64, error) {
+	return writeFile(root, name, write, false, sync)
 }
 
 // replaceFile writes name in root like createFile but replaces an existing
 // file atomically (rename over it): a reader sees the old file or the new
 // one. Only the rolling checkpoint and side files are written this way.
-func replaceFile(root *os.Root, name string, write writeTo) (int64, error) {
-	return writeFile(root, name, write, true)
+func replaceFile(root *os.Root, name string, write writeTo, sync bool) (int64, error) {
+	return writeFile(root, name, write, true, sync)
 }
 
-func writeFile(root *os.Root, name string, write writeTo, replace bool) (n int64, err error) {
+func writeFile(root *os.Root, name string, write writeTo, replace, sync bool) (n int64, err error) {
 	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(root), renameio.WithPermissions(filePerm))
 	if err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
@@ -59,39 +62,49 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool) (n int64
 			}
 		}
 	}()
+	// The writer buffers what needs buffering (a compressor's output); a
+	// plain state goes to the file in one write, without a copy.
 	cw := &countingWriter{w: pf}
-	bw := bufio.NewWriterSize(cw, 64<<10)
-	if err := write(bw); err != nil {
-		return 0, err
-	}
-	if err := bw.Flush(); err != nil {
+	if err := write(cw); err != nil {
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
-	if replace {
+	tmp := filepath.Base(pf.Name())
+	if replace && sync {
 		// Sync, close, rename over name.
 		if err := pf.CloseAtomicallyReplace(); err != nil {
 			return 0, fmt.Errorf("publish: %w", err)
 		}
 		published = true
 	} else {
-		if err := pf.Sync(); err != nil {
-			return 0, fmt.Errorf("sync temporary file: %w", err)
+		if sync {
+			if err := pf.Sync(); err != nil {
+				return 0, fmt.Errorf("sync temporary file: %w", err)
+			}
 		}
 		if err := pf.File.Close(); err != nil {
 			return 0, fmt.Errorf("close temporary file: %w", err)
 		}
-		tmp := filepath.Base(pf.Name())
-		if err := root.Link(tmp, name); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return 0, ErrExists
+		if replace {
+			if err := root.Rename(tmp, name); err != nil {
+				return 0, fmt.Errorf("publish: %w", err)
 			}
-			return 0, fmt.Errorf("publish: %w", err)
+			published = true
+		} else {
+			if err := root.Link(tmp, name); err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return 0, ErrExists
+				}
+				return 0, fmt.Errorf("publish: %w", err)
+			}
+			published = true
+			// The checkpoint is whole under its name. Should the temporary
+			// name fail to go, the next Open removes it; failing the save
+			// here would report a checkpoint that exists as not saved.
+			_ = root.Remove(tmp)
 		}
-		published = true
-		// The checkpoint is whole under its name. Should the temporary
-		// name fail to go, the next Open removes it; failing the save
-		// here would report a checkpoint that exists as not saved.
-		_ = root.Remove(tmp)
+	}
+	if !sync {
+		return cw.n, nil
 	}
 	if err := syncDir(root); err != nil {
 		// The save failed, so it must not look done: a new name whose
@@ -167,29 +180,40 @@ func syncPath(dir string) error {
 // removeFiles removes names from root and then syncs the directory once.
 // A name that is already gone is not an error.
 func removeFiles(root *os.Root, names ...string) error {
+	return removeNames(root, true, names)
+}
+
+// removeNames is removeFiles, syncing the directory only if sync is true.
+func removeNames(root *os.Root, sync bool, names []string) error {
 	var errs []error
 	for _, name := range names {
 		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := syncDir(root); err != nil {
-		errs = append(errs, err)
+	if sync {
+		if err := syncDir(root); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // removeStaleTemps removes the temporary files a crashed save left behind and
-// returns their names. Only names that l.isTemp recognises are touched.
+// returns their names. Only regular files whose names l.isTemp recognises
+// are touched.
 func removeStaleTemps(root *os.Root, l layout) ([]string, error) {
-	entries, err := readDir(root)
+	names, err := readNames(root)
 	if err != nil {
 		return nil, err
 	}
 	var stale []string
-	for _, e := range entries {
-		if e.Type().IsRegular() && l.isTemp(e.Name()) {
-			stale = append(stale, e.Name())
+	for _, name := range names {
+		if !l.isTemp(name) {
+			continue
+		}
+		if fi, err := root.Lstat(name); err == nil && fi.Mode().IsRegular() {
+			stale = append(stale, name)
 		}
 	}
 	if len(stale) == 0 {
@@ -198,6 +222,11 @@ func removeStaleTemps(root *os.Root, l layout) ([]string, error) {
 	return stale, removeFiles(root, stale...)
 }
 
+// readNames returns the names in root's directory, in directory order. It
+// stats nothing: entries of a directory opened in an os.Root are each
+// stat'ed by ReadDir, which costs more than reading the names.
+// readDir reads the directory entries of root, for callers that need
+// their types (a session directory, a staging directory).
 func readDir(root *os.Root) ([]fs.DirEntry, error) {
 	d, err := root.Open(".")
 	if err != nil {
@@ -205,6 +234,15 @@ func readDir(root *os.Root) ([]fs.DirEntry, error) {
 	}
 	defer d.Close()
 	return d.ReadDir(-1)
+}
+
+func readNames(root *os.Root) ([]string, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 type countingWriter struct {

@@ -6,9 +6,10 @@
 // file in the same directory, fsyncs it, publishes it under its final name
 // without ever replacing an existing checkpoint, and fsyncs the directory, so
 // a reader sees either the old set of checkpoints or the new set, never a torn
-// file. A checkpoint is JSON (optionally gzip-compressed) holding a small
-// envelope around the application's state, with a SHA-256 checksum that every
-// load verifies.
+// file. A checkpoint is JSON (optionally gzip- or zstd-compressed) holding a
+// small envelope around the application's state, with a SHA-256 checksum that
+// every load verifies. With [Async], saves are encoded at once and published
+// in the background, in order.
 //
 // A typical turn loop:
 //
@@ -94,8 +95,12 @@ type Info struct {
 	Path string `json:"path"`
 	// Size is the file's size in bytes on disk (compressed, if it is).
 	Size int64 `json:"size"`
-	// Compressed reports whether the file is gzip-compressed (.json.gz).
+	// Compressed reports whether the file is compressed (.json.gz or
+	// .json.zst).
 	Compressed bool `json:"compressed"`
+	// Compression names the compression: "gzip", "zstd", or "" for a plain
+	// file.
+	Compression string `json:"compression,omitempty"`
 	// Format is the envelope's format version.
 	Format int `json:"format"`
 	// Meta holds the labels given with WithMeta.

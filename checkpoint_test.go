@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -68,13 +69,19 @@ func dirNames(t *testing.T, dir string) []string {
 
 func TestRoundTripNestedState(t *testing.T) {
 	ctx := context.Background()
-	for _, gz := range []bool{false, true} {
-		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
-			var opts []Option
-			if gz {
-				opts = append(opts, Gzip())
-			}
-			s := openStore[gameState](t, t.TempDir(), opts...)
+	for _, tt := range []struct {
+		name string
+		opts []Option
+		comp compression
+	}{
+		{"plain", nil, compressNone},
+		{"gzip", []Option{Gzip()}, compressGzip},
+		{"zstd", []Option{Zstd()}, compressZstd},
+		{"nosync", []Option{NoSync()}, compressNone},
+		{"zstd nosync", []Option{Zstd(), NoSync()}, compressZstd},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore[gameState](t, t.TempDir(), tt.opts...)
 			want := sampleState(7)
 			human := "Ana"
 			want.Human = &human
@@ -82,12 +89,17 @@ func TestRoundTripNestedState(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(7), saved.Step)
 			require.Equal(t, KindStep, saved.Kind)
-			require.Equal(t, gz, saved.Compressed)
+			require.Equal(t, tt.comp != compressNone, saved.Compressed)
+			require.Equal(t, tt.comp.String(), saved.Compression)
+			require.Equal(t, "step_00000007"+tt.comp.ext(), saved.Name())
 			require.Equal(t, 1, saved.Format)
 			require.Equal(t, map[string]string{"player": "Ana", "scene": "tavern"}, saved.Meta)
 			fi, err := os.Stat(saved.Path)
 			require.NoError(t, err)
 			require.Equal(t, fi.Size(), saved.Size)
+			raw, err := os.ReadFile(saved.Path)
+			require.NoError(t, err)
+			require.Equal(t, tt.comp, sniff(raw))
 
 			got, info, err := s.Load(ctx, 7)
 			require.NoError(t, err)
@@ -242,24 +254,70 @@ var corruptions = map[string]func([]byte) []byte{
 		return envelopeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
 	},
 	"gzip with bad crc": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), true)
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressGzip)
 		z[len(z)-8] ^= 0xff // CRC-32 of the gzip trailer
 		return z
 	},
 	"gzip truncated": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), true)
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressGzip)
 		return z[:len(z)-10]
 	},
+	"zstd with bad checksum": func(b []byte) []byte {
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressZstd)
+		z[len(z)-1] ^= 0xff // the frame's content checksum
+		return z
+	},
+	"zstd truncated": func(b []byte) []byte {
+		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressZstd)
+		return z[:len(z)-10]
+	},
+	"zstd magic only": func(b []byte) []byte { return zstdMagic },
 }
 
-func envelopeBytes(h header, state []byte) []byte { return encodeBytes(h, state, false) }
+func envelopeBytes(h header, state []byte) []byte { return encodeBytes(h, state, compressNone) }
 
-func encodeBytes(h header, state []byte, gz bool) []byte {
+func encodeBytes(h header, state []byte, comp compression) []byte {
 	var buf bytes.Buffer
-	if err := writeEnvelope(&buf, h, state, gz); err != nil {
+	if err := newCodec(comp, DefaultMaxReadSize).writeEnvelope(&buf, h, state); err != nil {
 		panic(err)
 	}
 	return buf.Bytes()
+}
+
+// encodeState returns a state's bytes as a store writes them.
+func encodeState(v any) ([]byte, error) {
+	buf, err := newCodec(compressNone, DefaultMaxReadSize).encodeState(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// envelope is a whole checkpoint, its state still encoded.
+type envelope struct {
+	header
+	State json.RawMessage
+}
+
+// readEnvelope reads and verifies a whole checkpoint, as a load does.
+func readEnvelope(r io.Reader, max int64) (envelope, error) {
+	var env envelope
+	err := newCodec(compressNone, max).read(r, -1, func(h header, state []byte) error {
+		env = envelope{header: h, State: bytes.Clone(state)}
+		return nil
+	})
+	return env, err
+}
+
+// decompress returns a file's decompressed bytes.
+func decompress(t *testing.T, data []byte) []byte {
+	t.Helper()
+	r, _, release, err := newCodec(compressNone, DefaultMaxReadSize).open(bytes.NewReader(data))
+	require.NoError(t, err)
+	defer release()
+	out, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return out
 }
 
 func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
@@ -433,7 +491,7 @@ func TestOpenRemovesStaleTempsOnly(t *testing.T) {
 	}
 }
 
-func TestMixedPlainAndGzipStore(t *testing.T) {
+func TestMixedCompressionStore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	plain := openStore[gameState](t, dir, WithLayout("turn", 3))
@@ -450,23 +508,45 @@ func TestMixedPlainAndGzipStore(t *testing.T) {
 	raw, err := os.ReadFile(info.Path)
 	require.NoError(t, err)
 	require.Equal(t, gzipMagic, raw[:2])
+	require.NoError(t, gz.Close())
 
-	list, err := gz.List(ctx)
+	zs := openStore[gameState](t, dir, WithLayout("turn", 3), Zstd())
+	info, err = zs.Save(ctx, 4, sampleState(4))
 	require.NoError(t, err)
-	require.Len(t, list, 3)
-	require.Equal(t, []bool{false, false, true}, []bool{list[0].Compressed, list[1].Compressed, list[2].Compressed})
-	for turn := int64(1); turn <= 3; turn++ {
-		got, _, err := gz.Load(ctx, turn)
+	require.Equal(t, "turn_004.json.zst", info.Name())
+	raw, err = os.ReadFile(info.Path)
+	require.NoError(t, err)
+	require.Equal(t, zstdMagic, raw[:4])
+	// A step saved in another compression exists: never a second file.
+	_, err = zs.Save(ctx, 3, sampleState(3))
+	require.ErrorIs(t, err, ErrExists)
+	_, err = zs.Save(ctx, 1, sampleState(1))
+	require.ErrorIs(t, err, ErrExists)
+
+	list, err := zs.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 4)
+	var comps []string
+	for _, info := range list {
+		comps = append(comps, info.Compression)
+		require.Equal(t, info.Compression != "", info.Compressed)
+	}
+	require.Equal(t, []string{"", "", "gzip", "zstd"}, comps)
+	for turn := int64(1); turn <= 4; turn++ {
+		got, _, err := zs.Load(ctx, turn)
 		require.NoError(t, err)
 		require.Equal(t, sampleState(turn), got)
 	}
-	require.NoError(t, gz.Close())
+	require.NoError(t, zs.Close())
 
-	// Compression off again: the gzip file still loads.
+	// Compression off again: the compressed files still load.
 	again := openStore[gameState](t, dir, WithLayout("turn", 3))
 	got, info, err := again.Latest(ctx)
 	require.NoError(t, err)
-	require.True(t, info.Compressed)
+	require.Equal(t, "zstd", info.Compression)
+	require.Equal(t, sampleState(4), got)
+	got, _, err = again.Load(ctx, 3)
+	require.NoError(t, err)
 	require.Equal(t, sampleState(3), got)
 }
 
@@ -621,9 +701,19 @@ func TestStoreNeverLeavesItsDirectory(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
+	for name, opts := range map[string][]Option{
+		"gzip":       {Gzip()},
+		"zstd":       {Zstd()},
+		"zstd async": {Zstd(), Async(4)},
+	} {
+		t.Run(name, func(t *testing.T) { testConcurrentUse(t, opts...) })
+	}
+}
+
+func testConcurrentUse(t *testing.T, opts ...Option) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[gameState](t, dir, Gzip())
+	s := openStore[gameState](t, dir, opts...)
 	const writers, perWriter = 8, 10
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*perWriter*4)
@@ -658,6 +748,7 @@ func TestConcurrentUse(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
+	require.NoError(t, s.Flush(ctx))
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, writers*perWriter)

@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,11 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"io/fs"
 	"time"
-
-	"github.com/klauspost/compress/gzip"
 )
 
 // formatVersion is the envelope format this package writes. Loads accept
@@ -22,7 +18,8 @@ const formatVersion = 1
 
 func supportedFormat(v int) bool { return v == 1 }
 
-// maxHeaderSize bounds how much of a file List reads to find its header.
+// maxHeaderSize bounds how many decompressed bytes List reads to find a
+// file's header.
 const maxHeaderSize = 1 << 20
 
 // The checksum trailer closes every envelope:
@@ -48,14 +45,6 @@ type header struct {
 	Error  *ErrorRecord      `json:"error,omitempty"`
 }
 
-// envelope is a whole decoded checkpoint with its state still encoded.
-type envelope struct {
-	header
-	State json.RawMessage `json:"state"`
-}
-
-var gzipMagic = []byte{0x1f, 0x8b}
-
 // errFormat marks a file of a format version this package cannot read: it
 // may be perfectly good for a newer version, so it is never quarantined.
 var errFormat = errors.New("unsupported format version")
@@ -63,109 +52,41 @@ var errFormat = errors.New("unsupported format version")
 // errTooLarge marks a file larger than the read limit: it may be good.
 var errTooLarge = errors.New("larger than the read limit")
 
-// encodeState encodes an application state. The result is what the checksum
-// covers and what a load decodes.
-func encodeState(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("%w: encode state: %w", ErrInvalid, err)
-	}
-	if string(b) == "null" {
-		return nil, fmt.Errorf("%w: encode state: the state is nil", ErrInvalid)
-	}
-	return b, nil
-}
-
-// writeEnvelope writes a whole checkpoint to w, gzip-compressed if gz.
-func writeEnvelope(w io.Writer, h header, state []byte, gz bool) error {
-	head, err := json.Marshal(h)
-	if err != nil {
-		return fmt.Errorf("encode header: %w", err)
-	}
-	// Reopen the header object to append the state and the trailer.
-	head = append(head[:len(head)-1], `,"state":`...)
-
-	var zw *gzip.Writer
-	if gz {
-		zw = gzip.NewWriter(w)
-		w = zw
-	}
-	sum := sha256.New()
-	for _, part := range [][]byte{head, state} {
-		sum.Write(part)
-		if _, err := w.Write(part); err != nil {
-			return err
-		}
-	}
-	if _, err := w.Write(appendTrailer(nil, sum)); err != nil {
-		return err
-	}
-	if zw != nil {
-		return zw.Close()
-	}
-	return nil
-}
-
 func appendTrailer(b []byte, sum hash.Hash) []byte {
 	b = append(b, trailerPrefix...)
-	b = hex.AppendEncode(b, sum.Sum(nil))
+	var d [sha256.Size]byte
+	b = hex.AppendEncode(b, sum.Sum(d[:0]))
 	return append(b, trailerSuffix...)
 }
 
-// uncompressed returns a reader of r's decompressed bytes: r itself for a
-// plain file, a gzip reader for a compressed one (detected by its magic
-// number, not its name).
-func uncompressed(r io.Reader) (io.Reader, error) {
-	br := bufio.NewReader(r)
-	magic, err := br.Peek(2)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	if !bytes.Equal(magic, gzipMagic) {
-		return br, nil
-	}
-	zr, err := gzip.NewReader(br)
-	if err != nil {
-		return nil, corruptIO(fmt.Errorf("gzip header: %w", err))
-	}
-	return zr, nil
-}
-
-// readEnvelope reads, verifies and decodes a whole checkpoint, reading at most
-// max decompressed bytes. It returns an ErrCorrupt error for anything wrong
-// with the bytes, and an operating system error as it is.
-func readEnvelope(r io.Reader, max int64) (envelope, error) {
-	var env envelope
-	ur, err := uncompressed(r)
-	if err != nil {
-		return env, err
-	}
-	data, err := io.ReadAll(io.LimitReader(ur, max+1))
-	if err != nil {
-		return env, corruptIO(err)
-	}
-	if int64(len(data)) > max {
-		return env, fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, max)
-	}
+// parseEnvelope verifies data, a whole decompressed checkpoint, and splits
+// it into its header and the state's exact bytes (a part of data, not a
+// copy). The header is checked; the state is only known to be there: a
+// load decodes it.
+func parseEnvelope(data []byte) (header, []byte, error) {
 	if err := verify(data); err != nil {
-		return env, err
+		return header{}, nil, err
 	}
-	if err := json.Unmarshal(data, &env); err != nil {
-		return env, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
-	// The state is the last field, as written: a field after it could say
-	// something else than the header List reads (which stops at "state").
 	body := data[:len(data)-trailerLen]
-	if !bytes.HasSuffix(body, env.State) || !bytes.HasSuffix(body[:len(body)-len(env.State)], []byte(`"state":`)) {
-		return env, fmt.Errorf("%w: the state is not the last field", ErrCorrupt)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	h, found, err := decodeHeader(dec)
+	if err != nil {
+		return h, nil, err
 	}
-	if err := env.header.check(); err != nil {
-		return env, err
+	if !found {
+		return h, nil, fmt.Errorf("%w: no state", ErrCorrupt)
 	}
-	if len(env.State) == 0 || string(env.State) == "null" {
-		return env, fmt.Errorf("%w: no state", ErrCorrupt)
+	// The decoder stopped after the "state" key: the value follows its
+	// colon and runs to the trailer, as the writer put it.
+	rest := bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")
+	if len(rest) == 0 || rest[0] != ':' {
+		return h, nil, fmt.Errorf("%w: no state", ErrCorrupt)
 	}
-	return env, nil
+	state := bytes.TrimSpace(rest[1:])
+	if len(state) == 0 || string(state) == "null" {
+		return h, nil, fmt.Errorf("%w: no state", ErrCorrupt)
+	}
+	return h, state, nil
 }
 
 // verify checks the checksum trailer of a decompressed checkpoint.
@@ -187,27 +108,23 @@ func verify(data []byte) error {
 	return nil
 }
 
-// readHeader decodes the header of a checkpoint without reading its state:
-// it stops at the "state" key. Nothing is verified; a load does that.
-func readHeader(r io.Reader) (header, error) {
+// decodeHeader decodes the header fields of an envelope from dec and stops
+// after the "state" key, reporting whether it found one. The header is
+// checked when the key is found.
+func decodeHeader(dec *json.Decoder) (header, bool, error) {
 	var h header
-	ur, err := uncompressed(r)
-	if err != nil {
-		return h, err
-	}
-	dec := json.NewDecoder(io.LimitReader(ur, maxHeaderSize))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return h, fmt.Errorf("%w: not a JSON object", ErrCorrupt)
+		return h, false, fmt.Errorf("%w: not a JSON object", ErrCorrupt)
 	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return h, corruptIO(err)
+			return h, false, corruptIO(err)
 		}
 		var dst any
 		switch tok {
 		case "state":
-			return h, h.check()
+			return h, true, h.check()
 		case "format":
 			dst = &h.Format
 		case "step":
@@ -224,10 +141,10 @@ func readHeader(r io.Reader) (header, error) {
 			dst = new(json.RawMessage)
 		}
 		if err := dec.Decode(dst); err != nil {
-			return h, corruptIO(err)
+			return h, false, corruptIO(err)
 		}
 	}
-	return h, fmt.Errorf("%w: no state", ErrCorrupt)
+	return h, false, fmt.Errorf("%w: no state", ErrCorrupt)
 }
 
 // check validates the fields every envelope must have.

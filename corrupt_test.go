@@ -65,8 +65,8 @@ func corruptCorpus(t *testing.T) []corpusCase {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	state, err := encodeState(corpusStateAt(2))
 	require.NoError(t, err)
-	good := encodeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: now}, state, false)
-	goodGz := encodeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: now}, state, true)
+	good := encodeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: now}, state, compressNone)
+	goodGz := encodeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: now}, state, compressGzip)
 
 	var cases []corpusCase
 	for i := 0; i < len(good); i++ {
@@ -134,7 +134,7 @@ func corruptCorpus(t *testing.T) []corpusCase {
 		corpusCase{name: "gzip bomb", file: "c_002.json.gz", data: gzipped(t, append(withTrailer(head+`,"state":"`), bytes.Repeat([]byte("A"), corpusMaxRead*4)...))},
 		corpusCase{name: "plain file over the read limit", file: "c_002.json", data: withTrailer(head + `,"state":{"turn":2,"log":["` + strings.Repeat("x", corpusMaxRead) + `"]}`)},
 		corpusCase{name: "NUL bytes", file: "c_002.json", data: make([]byte, 4096)},
-		corpusCase{name: "the checkpoint of another step", file: "c_002.json", data: encodeBytes(header{Format: 1, Step: 9, Kind: KindStep, Time: now}, state, false)},
+		corpusCase{name: "the checkpoint of another step", file: "c_002.json", data: encodeBytes(header{Format: 1, Step: 9, Kind: KindStep, Time: now}, state, compressNone)},
 		corpusCase{name: "a directory", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
 			require.NoError(t, os.Mkdir(filepath.Join(dir, "c_002.json"), 0o755))
 		}},

@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"runtime"
 	"slices"
+	"strings"
+	"sync"
 )
 
 // entry is one checkpoint file found in the directory.
@@ -31,42 +34,69 @@ type cachedHeader struct {
 	verified bool // the whole file was written or loaded and verified
 }
 
+// named is a checkpoint file known by its name only.
+type named struct {
+	name string
+	fn   fileName
+}
+
+// names lists the directory's checkpoint files whose names pass keep (all,
+// if keep is nil), by their names alone (see eachName).
+func (s *Store[T]) names(keep func(fileName) bool) ([]named, error) {
+	var out []named
+	err := s.eachName(keep, func(n int) { out = make([]named, 0, n) }, func(name string, fn fileName) {
+		out = append(out, named{name: name, fn: fn})
+	})
+	return out, err
+}
+
 // scan lists the directory's checkpoint files whose names pass keep (all, if
-// keep is nil). Only regular files count. The rolling file's step is in its
-// header, so scan fills it in. A full scan also drops cached headers of files
-// that are gone, so a long-lived store's cache stays the size of the
-// directory.
+// keep is nil), unfilled but for the rolling file's step (see eachName). A
+// full scan also drops cached headers of files that are gone, so a
+// long-lived store's cache stays the size of the directory.
 func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
-	dirents, err := readDir(s.root)
-	if err != nil {
-		return nil, err
-	}
-	if keep == nil {
-		s.trimCache(dirents)
-	}
 	var entries []entry
-	for _, d := range dirents {
-		if !d.Type().IsRegular() {
-			continue
+	presize := func(n int) {
+		if keep == nil { // a filtered scan (one step) keeps few
+			entries = make([]entry, 0, n)
 		}
-		fn, ok := s.cfg.layout.parse(d.Name())
+	}
+	err := s.eachName(keep, presize, func(name string, fn fileName) {
+		entries = append(entries, entry{name: name, fn: fn})
+	})
+	if err == nil && keep == nil {
+		s.trimCache(entries)
+	}
+	return entries, err
+}
+
+// eachName reads the directory's names, calls size with their number, then
+// found with each checkpoint name that passes keep (all, if keep is nil) and
+// what it says. It stats nothing: fill stats entries, and drops those that
+// are not regular files. The rolling file's step is in its header, so
+// eachName reads it (an unreadable rolling file has no known step: it is
+// listed as step 0, Latest tries it last and reports its damage).
+func (s *Store[T]) eachName(keep func(fileName) bool, size func(n int), found func(name string, fn fileName)) error {
+	dirNames, err := readNames(s.root)
+	if err != nil {
+		return err
+	}
+	size(len(dirNames))
+	for _, name := range dirNames {
+		fn, ok := s.cfg.layout.parse(name)
 		if !ok || keep != nil && !keep(fn) {
 			continue
 		}
-		e := entry{name: d.Name(), fn: fn}
 		if fn.kind == KindRolling {
-			filled := s.fill([]entry{e})
+			filled := s.fill([]entry{{name: name, fn: fn}})
 			if len(filled) == 0 {
-				continue // removed meanwhile
+				continue // removed meanwhile, or not a regular file
 			}
-			// An unreadable rolling file has no known step: it is listed
-			// as step 0, Latest tries it last and reports its damage.
-			e = filled[0]
-			e.fn.step = e.h.Step
+			fn.step = filled[0].h.Step
 		}
-		entries = append(entries, e)
+		found(name, fn)
 	}
-	return entries, nil
+	return nil
 }
 
 // stepEntries returns the filled entries whose step is step. A rolling file
@@ -82,47 +112,107 @@ func (s *Store[T]) stepEntries(step int64) ([]entry, error) {
 }
 
 // fill stats entries and reads their headers (from the cache when the file is
-// unchanged). Entries whose files have vanished are dropped.
+// unchanged). Entries whose files have vanished, or are not regular files
+// (a directory or symlink with a checkpoint's name), are dropped.
+//
+// List and Prune fill the whole directory, and the system calls dominate
+// their cost: a large directory is stat'ed by one goroutine per processor,
+// and the cache is consulted under one lock for all entries.
 func (s *Store[T]) fill(entries []entry) []entry {
-	out := entries[:0]
-	for _, e := range entries {
-		if e.h.Format != 0 || e.hErr != nil {
-			out = append(out, e) // already filled
+	fis := make([]fs.FileInfo, len(entries))
+	errs := make([]error, len(entries))
+	todo := func(e *entry) bool { return e.h.Format == 0 && e.hErr == nil }
+	parallel(len(entries), func(i int) {
+		if todo(&entries[i]) {
+			fis[i], errs[i] = s.root.Lstat(entries[i].name)
+		}
+	})
+	keep := make([]bool, len(entries))
+	var misses []int
+	s.mu.Lock()
+	for i := range entries {
+		e := &entries[i]
+		if !todo(e) {
+			keep[i] = true // already filled
 			continue
 		}
-		fi, err := s.root.Lstat(e.name)
-		if errors.Is(err, fs.ErrNotExist) {
+		fi, err := fis[i], errs[i]
+		if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
 			continue
 		}
-		if err == nil {
-			e.size = fi.Size()
-			e.h, e.verified, e.hErr = s.header(e.name, e.fn, fi)
-		} else {
-			e.hErr = err
+		keep[i] = true
+		if err != nil {
+			e.setUnreadable(err, nil)
+			continue
 		}
-		if e.hErr != nil {
-			e.h = header{Step: e.fn.step, Kind: e.fn.kind}
-			if fi != nil {
-				e.h.Time = fi.ModTime()
+		e.size = fi.Size()
+		if c, ok := s.headers[e.name]; ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
+			e.h, e.verified = c.h, c.verified
+			if c.err != nil {
+				e.setUnreadable(c.err, fi)
 			}
+			continue
 		}
-		out = append(out, e)
+		misses = append(misses, i)
+	}
+	s.mu.Unlock()
+	parallel(len(misses), func(k int) {
+		e, fi := &entries[misses[k]], fis[misses[k]]
+		var err error
+		if e.h, err = s.header(e.name, e.fn, fi); err != nil {
+			e.setUnreadable(err, fi)
+		}
+	})
+	out := entries[:0]
+	for i := range entries {
+		if keep[i] {
+			out = append(out, entries[i])
+		}
 	}
 	return out
 }
 
-// header returns the header of the checkpoint file name, whose name says fn
-// and whose file info is fi, from the cache if the file is unchanged since
-// it was cached. A damaged header (or one that disagrees with the name) is
-// cached and logged once; a read that failed for an operating-system reason
-// is logged each time and not cached, since its cause may pass.
-func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, bool, error) {
-	s.mu.Lock()
-	c, ok := s.headers[name]
-	s.mu.Unlock()
-	if ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
-		return c.h, c.verified, c.err
+// setUnreadable records why e's header could not be read, and gives it the
+// step and kind its name says and the file's modification time.
+func (e *entry) setUnreadable(err error, fi fs.FileInfo) {
+	e.hErr = err
+	e.h = header{Step: e.fn.step, Kind: e.fn.kind}
+	if fi != nil {
+		e.h.Time = fi.ModTime()
 	}
+}
+
+// parallelFill is the number of entries from which fill uses every
+// processor.
+const parallelFill = 512
+
+// parallel calls f(0) to f(n-1), on every processor if n is large.
+func parallel(n int, f func(i int)) {
+	procs := runtime.GOMAXPROCS(0)
+	if procs == 1 || n < parallelFill {
+		for i := 0; i < n; i++ {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + procs - 1) / procs
+	for lo := 0; lo < n; lo += chunk {
+		wg.Go(func() {
+			for i := lo; i < min(lo+chunk, n); i++ {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// header reads the header of the checkpoint file name, whose name says fn
+// and whose file info is fi, and caches it. A damaged header (or one that
+// disagrees with the name) is cached and logged once; a read that failed
+// for an operating-system reason is logged each time and not cached, since
+// its cause may pass.
+func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, error) {
 	h, err := s.readHeaderFile(name, fn)
 	if err != nil {
 		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(name), "error", err)
@@ -132,7 +222,7 @@ func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, boo
 		s.headers[name] = cachedHeader{fi: fi, h: h, err: err}
 		s.mu.Unlock()
 	}
-	return h, false, err
+	return h, err
 }
 
 func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
@@ -141,7 +231,7 @@ func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
 		return header{}, err
 	}
 	defer f.Close()
-	h, err := readHeader(f)
+	h, err := s.codec.readHeader(f)
 	if err == nil {
 		err = fn.agrees(h)
 	}
@@ -183,27 +273,79 @@ func (s *Store[T]) forget(names ...string) {
 	s.mu.Unlock()
 }
 
-// trimCache drops cached headers of files not in dirents.
-func (s *Store[T]) trimCache(dirents []fs.DirEntry) {
-	present := make(map[string]bool, len(dirents))
-	for _, d := range dirents {
-		present[d.Name()] = true
-	}
+// trimCache drops cached headers of files not among entries, the whole
+// directory's checkpoints. It looks only when the cache has more headers
+// than the directory has checkpoints, which any file gone since the last
+// look makes true once the new ones are cached: the cache stays bounded
+// without building a set of names on every List.
+func (s *Store[T]) trimCache(entries []entry) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.headers) <= len(entries) {
+		return
+	}
+	present := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		present[e.name] = true
+	}
 	maps.DeleteFunc(s.headers, func(name string, _ cachedHeader) bool { return !present[name] })
-	s.mu.Unlock()
 }
 
-// sortEntries orders filled entries by step, then save time, then kind.
+// sortEntries orders filled entries by step, then save time, then kind, then
+// attempt, then name: a total order, so no stable sort is needed.
 func sortEntries(entries []entry) {
-	slices.SortStableFunc(entries, func(a, b entry) int {
-		return cmp.Or(
-			cmp.Compare(a.h.Step, b.h.Step),
-			a.h.Time.Compare(b.h.Time),
-			cmp.Compare(kindRank(a.h.Kind), kindRank(b.h.Kind)),
-			cmp.Compare(a.fn.attempt, b.fn.attempt),
-		)
-	})
+	order := sortedOrder(entries)
+	sorted := make([]entry, len(entries))
+	for k, i := range order {
+		sorted[k] = entries[i]
+	}
+	copy(entries, sorted)
+}
+
+// sortedOrder returns the indices of entries in sortEntries' order. It sorts
+// small keys by step first and compares whole entries only within a step:
+// entries are large, and List sorts the whole directory.
+func sortedOrder(entries []entry) []int32 {
+	type key struct {
+		step int64
+		i    int32
+	}
+	keys := make([]key, len(entries))
+	for i := range entries {
+		keys[i] = key{entries[i].h.Step, int32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Compare(a.step, b.step) })
+	order := make([]int32, len(keys))
+	for i := range keys {
+		order[i] = keys[i].i
+	}
+	for start := 0; start < len(keys); {
+		end := start + 1
+		for end < len(keys) && keys[end].step == keys[start].step {
+			end++
+		}
+		if end-start > 1 {
+			slices.SortFunc(order[start:end], func(i, j int32) int { return compareEntries(&entries[i], &entries[j]) })
+		}
+		start = end
+	}
+	return order
+}
+
+func compareEntries(a, b *entry) int {
+	if c := cmp.Compare(a.h.Step, b.h.Step); c != 0 {
+		return c
+	}
+	if c := a.h.Time.Compare(b.h.Time); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(kindRank(a.h.Kind), kindRank(b.h.Kind)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.fn.attempt, b.fn.attempt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
 }
 
 // kindRank breaks ties between checkpoints of one step saved at the same
@@ -219,4 +361,25 @@ func kindRank(k Kind) int {
 	default:
 		return 3
 	}
+}
+
+// newestToEnd moves the names of the highest step to the end of ns and
+// returns where they start. It is linear: Latest usually needs no other
+// step, and sorting a large directory costs more than loading a checkpoint.
+func newestToEnd(ns []named) int {
+	if len(ns) == 0 {
+		return 0
+	}
+	top := ns[0].fn.step
+	for i := range ns {
+		top = max(top, ns[i].fn.step)
+	}
+	end := len(ns)
+	for i := end - 1; i >= 0; i-- {
+		if ns[i].fn.step == top {
+			end--
+			ns[i], ns[end] = ns[end], ns[i]
+		}
+	}
+	return end
 }

@@ -12,7 +12,7 @@ var (
 	// checkpoint at all, or the directory does not exist (ReadOnly).
 	ErrNotFound = errors.New("checkpoint not found")
 	// ErrCorrupt: a checkpoint file exists but cannot be trusted: it is empty,
-	// truncated, not valid JSON, has a bad checksum or gzip stream, an
+	// truncated, not valid JSON, has a bad checksum or gzip or zstd stream, an
 	// unsupported format version, a header that disagrees with its name, a
 	// state that does not decode into the store's type, or it is larger than
 	// the read limit.

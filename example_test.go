@@ -309,3 +309,44 @@ func ExampleKeepEvery() {
 	// Output:
 	// beat_005.json beat_010.json beat_011.json beat_012.json
 }
+
+// A heartbeat that cannot wait for the disk: Tick returns once the state is
+// encoded, so the loop may change it at once, and the checkpoints are
+// published in the background, in order. Flush waits for them; a failure in
+// the background would be returned by the next Tick, Flush or Close.
+func ExampleAsync() {
+	ctx := context.Background()
+	dir := tempDir()
+	defer os.RemoveAll(dir)
+	store, err := checkpoint.Open[map[string]int](dir, checkpoint.Async(4), checkpoint.Zstd(), checkpoint.Every(10))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	state := map[string]int{"beat": 0}
+	for beat := 1; beat <= 30; beat++ {
+		state["beat"] = beat // safe: the previous Tick has encoded its copy
+		if _, _, err := store.Tick(ctx, int64(beat), state); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := store.Flush(ctx); err != nil {
+		log.Fatal(err)
+	}
+	list, err := store.List(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, info := range list {
+		v, _, err := store.LoadInfo(ctx, info)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(info.Name(), v["beat"])
+	}
+	// Output:
+	// step_00000010.json.zst 10
+	// step_00000020.json.zst 20
+	// step_00000030.json.zst 30
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,14 +48,15 @@ type goldenFile struct {
 	name string
 	step int64
 	kind Kind
-	gz   bool
+	comp compression
 	meta map[string]string
 	err  *ErrorRecord
 }
 
 var goldenV1 = []goldenFile{
+	{name: "turn_006.json.zst", step: 6, kind: KindStep, comp: compressZstd, meta: map[string]string{"codec": "zstd"}},
 	{name: "turn_007.json", step: 7, kind: KindStep, meta: map[string]string{"player": "ana", "scene": "crypt"}},
-	{name: "turn_008.json.gz", step: 8, kind: KindStep, gz: true},
+	{name: "turn_008.json.gz", step: 8, kind: KindStep, comp: compressGzip},
 	{name: "turn_009.error.json", step: 9, kind: KindError, err: &ErrorRecord{
 		Message: "generate reply: context deadline exceeded", Types: []string{"*fmt.wrapError", "context.deadlineExceededError"},
 		Step: 9, Time: goldenTime,
@@ -67,8 +69,10 @@ func (g goldenFile) header() header {
 	return header{Format: 1, Step: g.step, Kind: g.kind, Time: goldenTime, Meta: g.meta, Error: g.err}
 }
 
-// TestWriteGoldenV1 wrote testdata/v1 once, when version 1 was current. It
-// runs only when asked: CHECKPOINT_WRITE_GOLDEN=v1 go test -run WriteGolden
+// TestWriteGoldenV1 wrote testdata/v1 when version 1 was current, and
+// writes a golden file added to goldenV1 since (the zstd one came later). It
+// never rewrites a file that exists, and runs only when asked:
+// CHECKPOINT_WRITE_GOLDEN=v1 go test -run WriteGolden
 func TestWriteGoldenV1(t *testing.T) {
 	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "v1" {
 		t.Skip("golden files are written once per format version")
@@ -76,9 +80,13 @@ func TestWriteGoldenV1(t *testing.T) {
 	dir := filepath.Join("testdata", "v1")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for _, g := range goldenV1 {
+		path := filepath.Join(dir, g.name)
+		if _, err := os.Stat(path); err == nil {
+			continue
+		}
 		state, err := encodeState(goldenStateAt(g.step))
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, g.name), encodeBytes(g.header(), state, g.gz), 0o644))
+		require.NoError(t, os.WriteFile(path, encodeBytes(g.header(), state, g.comp), 0o644))
 	}
 }
 
@@ -93,7 +101,8 @@ func TestGoldenV1Loads(t *testing.T) {
 			require.Equal(t, goldenStateAt(g.step), got)
 			require.Equal(t, g.name, info.Name())
 			require.Equal(t, g.kind, info.Kind)
-			require.Equal(t, g.gz, info.Compressed)
+			require.Equal(t, g.comp != compressNone, info.Compressed)
+			require.Equal(t, g.comp.String(), info.Compression)
 			require.Equal(t, 1, info.Format)
 			require.Equal(t, goldenTime, info.Time)
 			require.Equal(t, g.meta, info.Meta)
@@ -109,23 +118,47 @@ func TestGoldenV1Loads(t *testing.T) {
 }
 
 // TestGoldenV1WriterUnchanged proves that today's writer still produces
-// version 1 byte for byte, so the format cannot drift unnoticed. (Gzip bytes
-// may differ between compressor versions, so the compressed file is compared
-// after decompression.)
+// version 1 byte for byte, so the format cannot drift unnoticed. (Gzip and
+// zstd bytes may differ between compressor versions, so compressed files are
+// compared after decompression, and today's compressed output must
+// decompress to the same bytes.)
 func TestGoldenV1WriterUnchanged(t *testing.T) {
 	for _, g := range goldenV1 {
 		t.Run(g.name, func(t *testing.T) {
 			onDisk, err := os.ReadFile(filepath.Join("testdata", "v1", g.name))
 			require.NoError(t, err)
-			r, err := uncompressed(bytes.NewReader(onDisk))
-			require.NoError(t, err)
-			var want bytes.Buffer
-			_, err = want.ReadFrom(r)
-			require.NoError(t, err)
+			want := decompress(t, onDisk)
 
 			state, err := encodeState(goldenStateAt(g.step))
 			require.NoError(t, err)
-			require.Equal(t, want.String(), string(encodeBytes(g.header(), state, false)))
+			require.Equal(t, string(want), string(encodeBytes(g.header(), state, compressNone)))
+			require.Equal(t, string(want), string(decompress(t, encodeBytes(g.header(), state, g.comp))))
+		})
+	}
+}
+
+// TestGoldenV1CompressedFilesAreStandard checks that the compressed golden
+// files are what the command-line tools read: one gzip member, one zstd
+// frame, detected by their magic numbers. If zstd or gzip is installed, it
+// decompresses them with it.
+func TestGoldenV1CompressedFilesAreStandard(t *testing.T) {
+	for _, g := range goldenV1 {
+		if g.comp == compressNone {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "v1", g.name)
+			onDisk, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, g.comp, sniff(onDisk))
+			tool := map[compression]string{compressGzip: "gzip", compressZstd: "zstd"}[g.comp]
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Skipf("%s is not installed", tool)
+			}
+			out, err := exec.Command(tool, "-dc", path).Output()
+			require.NoError(t, err)
+			require.Equal(t, decompress(t, onDisk), out)
+			require.NoError(t, verify(out))
 		})
 	}
 }

@@ -11,7 +11,10 @@ import (
 // Any field may be nil. Hooks run on the goroutine that called the store,
 // after the operation is complete and outside the store's locks, so a hook
 // may call the store (even Close) without deadlock; a slow hook slows that
-// caller.
+// caller. The hooks of a save queued by an Async store run once it is
+// published, on the goroutine that published it: the store's own, or a
+// caller that was waiting on the queue (a Save finding it full, Flush,
+// Close, another write); they may run concurrently with each other.
 type Hooks struct {
 	// OnSave is called after a checkpoint is durably saved. info.Size is its
 	// size in bytes on disk.

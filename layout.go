@@ -9,6 +9,7 @@ import (
 const (
 	extPlain = ".json"
 	extGzip  = ".json.gz"
+	extZstd  = ".json.zst"
 	// rollingStem replaces the step in the rolling file's name.
 	rollingStem = "last"
 	// lockName is the writer's lock file. The leading dot keeps it out of
@@ -18,7 +19,7 @@ const (
 	maxNameLen = 200
 )
 
-// layout names checkpoint files: prefix_<step>[.kind].json[.gz].
+// layout names checkpoint files: prefix_<step>[.kind].json[.gz|.zst].
 type layout struct {
 	prefix string
 	digits int
@@ -29,7 +30,7 @@ type fileName struct {
 	step    int64 // unknown (0) for the rolling file: read it from the header
 	kind    Kind
 	attempt int // error checkpoints: 1 for .error, n for .error-n
-	gz      bool
+	comp    compression
 }
 
 func (l layout) validate() error {
@@ -44,7 +45,11 @@ func (l layout) validate() error {
 
 // format returns the file name of n.
 func (l layout) format(n fileName) string {
-	b := make([]byte, 0, len(l.prefix)+l.digits+16)
+	return string(l.appendName(make([]byte, 0, len(l.prefix)+l.digits+24), n))
+}
+
+// appendName appends the file name of n to b.
+func (l layout) appendName(b []byte, n fileName) []byte {
 	b = append(b, l.prefix...)
 	b = append(b, '_')
 	if n.kind == KindRolling {
@@ -66,12 +71,7 @@ func (l layout) format(n fileName) string {
 			}
 		}
 	}
-	if n.gz {
-		b = append(b, extGzip...)
-	} else {
-		b = append(b, extPlain...)
-	}
-	return string(b)
+	return append(b, n.comp.ext()...)
 }
 
 // parse reports whether name is a checkpoint name of this layout and what it
@@ -79,12 +79,14 @@ func (l layout) format(n fileName) string {
 // signs and leading zeros can never make two names for one checkpoint.
 func (l layout) parse(name string) (fileName, bool) {
 	var n fileName
-	rest, ok := strings.CutPrefix(name, l.prefix+"_")
-	if !ok {
+	if len(name) <= len(l.prefix) || name[len(l.prefix)] != '_' || name[:len(l.prefix)] != l.prefix {
 		return n, false
 	}
+	rest := name[len(l.prefix)+1:]
 	if r, ok := strings.CutSuffix(rest, extGzip); ok {
-		rest, n.gz = r, true
+		rest, n.comp = r, compressGzip
+	} else if r, ok := strings.CutSuffix(rest, extZstd); ok {
+		rest, n.comp = r, compressZstd
 	} else if r, ok := strings.CutSuffix(rest, extPlain); ok {
 		rest = r
 	} else {
@@ -119,7 +121,10 @@ func (l layout) parse(name string) (fileName, bool) {
 	default:
 		return n, false
 	}
-	return n, l.format(n) == name
+	// Compare without allocating: List and Latest parse every name in
+	// the directory.
+	var buf [128]byte
+	return n, string(l.appendName(buf[:0], n)) == name
 }
 
 // isTemp reports whether name is a temporary file that a save of this store

@@ -14,15 +14,18 @@ func TestLayoutParse(t *testing.T) {
 		want fileName
 	}{
 		{"turn_007.json", true, fileName{step: 7, kind: KindStep}},
-		{"turn_007.json.gz", true, fileName{step: 7, kind: KindStep, gz: true}},
+		{"turn_007.json.gz", true, fileName{step: 7, kind: KindStep, comp: compressGzip}},
 		{"turn_000.json", true, fileName{step: 0, kind: KindStep}},
 		{"turn_1234.json", true, fileName{step: 1234, kind: KindStep}},
 		{"turn_9223372036854775807.json", true, fileName{step: 1<<63 - 1, kind: KindStep}},
 		{"turn_010.final.json", true, fileName{step: 10, kind: KindFinal}},
 		{"turn_004.error.json", true, fileName{step: 4, kind: KindError, attempt: 1}},
-		{"turn_004.error-2.json.gz", true, fileName{step: 4, kind: KindError, attempt: 2, gz: true}},
+		{"turn_004.error-2.json.gz", true, fileName{step: 4, kind: KindError, attempt: 2, comp: compressGzip}},
 		{"turn_last.json", true, fileName{kind: KindRolling}},
-		{"turn_last.json.gz", true, fileName{kind: KindRolling, gz: true}},
+		{"turn_last.json.gz", true, fileName{kind: KindRolling, comp: compressGzip}},
+		{"turn_007.json.zst", true, fileName{step: 7, kind: KindStep, comp: compressZstd}},
+		{"turn_010.final.json.zst", true, fileName{step: 10, kind: KindFinal, comp: compressZstd}},
+		{"turn_last.json.zst", true, fileName{kind: KindRolling, comp: compressZstd}},
 
 		{"turn_7.json", false, fileName{}},                    // not padded
 		{"turn_0007.json", false, fileName{}},                 // padded too far
@@ -45,6 +48,9 @@ func TestLayoutParse(t *testing.T) {
 		{"turn_007.final.error.json", false, fileName{}},      // two kinds
 		{"turn_last.final.json", false, fileName{}},           // rolling has no kind
 		{"turn_007.json.gz.json", false, fileName{}},          // double extension
+		{"turn_007.json.zst.gz", false, fileName{}},           // double compression
+		{"turn_007.json.zstd", false, fileName{}},             // not the zstd extension
+		{"turn_007.zst", false, fileName{}},                   // not JSON
 		{"turn_\u0667\u0660\u0660.json", false, fileName{}},   // non-ASCII digits
 		{"turn_007.json/../turn_008.json", false, fileName{}}, // path
 	}

@@ -32,6 +32,10 @@ func (f saveOptionFunc) applySave(c *saveConfig) { f(c) }
 type config struct {
 	layout   layout
 	gzip     bool
+	zstd     bool
+	noSync   bool
+	async    bool
+	queue    int // Async's queue length
 	readOnly bool
 	every    int64
 	rolling  bool
@@ -76,18 +80,89 @@ func (c *config) validate() error {
 	if c.maxRead <= 0 {
 		return fmt.Errorf("%w: WithMaxReadSize(%d): the limit must be positive", ErrInvalid, c.maxRead)
 	}
+	if c.gzip && c.zstd {
+		return fmt.Errorf("%w: Gzip and Zstd: choose one compression", ErrInvalid)
+	}
+	if c.async && c.queue < 1 {
+		return fmt.Errorf("%w: Async(%d): the queue length must be at least 1", ErrInvalid, c.queue)
+	}
 	return nil
+}
+
+// compression returns what new checkpoints are written with.
+func (c *config) compression() compression {
+	switch {
+	case c.gzip:
+		return compressGzip
+	case c.zstd:
+		return compressZstd
+	}
+	return compressNone
 }
 
 type saveConfig struct {
 	meta map[string]string
 }
 
-// Gzip makes the store compress the checkpoints it writes (.json.gz). A store
-// reads plain and compressed checkpoints alike whatever this setting, so it
-// can be turned on or off for an existing directory.
+// Gzip makes the store compress the checkpoints it writes with gzip
+// (.json.gz, readable with zcat). A store reads plain, gzip and zstd
+// checkpoints alike whatever its setting, so compression can be turned on,
+// off or changed for an existing directory. Gzip and Zstd together are
+// ErrInvalid.
 func Gzip() Option {
 	return optionFunc(func(c *config) { c.gzip = true })
+}
+
+// Zstd makes the store compress the checkpoints it writes with Zstandard
+// (.json.zst, readable with zstdcat or zstd -dc): about gzip's ratio on
+// JSON for several times its speed, in both directions. Readers detect it
+// like gzip, by its magic number. Gzip and Zstd together are ErrInvalid.
+func Zstd() Option {
+	return optionFunc(func(c *config) { c.zstd = true })
+}
+
+// NoSync makes the store skip every fsync: of checkpoint and side files and
+// of the directory. It is for tests and throwaway runs, where a save should
+// cost little more than the write. Without fsync, a published checkpoint is
+// still whole for every process and survives the crash or kill -9 of the
+// program (the link or rename that publishes it is atomic, and the kernel
+// keeps the written bytes), but not an operating-system crash or a power cut:
+// those may lose recent checkpoints, or leave one under its name with some
+// of its bytes missing, which a load reports as ErrCorrupt (Latest then falls
+// back to an older one). The default is to fsync.
+func NoSync() Option {
+	return optionFunc(func(c *config) { c.noSync = true })
+}
+
+// Async makes Save, and Tick, return as soon as the state is encoded: the
+// caller may change the state at once, while a background goroutine writes,
+// fsyncs and publishes the checkpoint. Queued saves are published in the
+// order they were made, each exactly as a synchronous Save would publish it.
+// At most queue encoded saves wait, so memory stays bounded: when the queue
+// is full, Save waits for room, publishing the oldest save itself if nothing
+// else is publishing, or until its context ends (then nothing is queued).
+// queue must be at least 1; a ReadOnly store ignores Async.
+//
+// A failed background save is reported to Hooks.OnError and the logger when
+// it fails, and returned (once) by the next Save, Tick, Flush or Close,
+// wrapped in an *Error whose Op is "async save" (or "async tick") and which
+// names the step and file; a Save that returns it has not queued its own
+// state. Errors that only the write can find, such as ErrExists for a step
+// saved twice, therefore surface on a later call.
+//
+// Flush waits until every queued save is published; Close flushes. The
+// other writes (SaveFinal, SaveError, SaveOnPanic, Delete, ClearError,
+// Prune, WriteJSON) first publish what is queued, then run as usual, so a
+// store's writes take effect in the order they were made. Reads (Load,
+// Latest, List) see published checkpoints only: call Flush first to read
+// what was just saved.
+//
+// A crash loses at most the queued saves and the one being written; every
+// checkpoint already published stays whole. Hooks of a background save run
+// on the goroutine that published it: the store's own, or one that was
+// waiting on the queue (Save, Flush, Close or another write).
+func Async(queue int) Option {
+	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }
 
 // WithLayout sets how checkpoint files are named: prefix, an underscore and the
@@ -109,7 +184,7 @@ func ReadOnly() Option {
 
 // WithMaxReadSize caps how many bytes a load reads from one checkpoint after
 // decompression; a larger checkpoint fails with ErrCorrupt. The cap stops a
-// damaged or hostile file (a gzip bomb) from exhausting memory. The default is
+// damaged or hostile file (a gzip or zstd bomb) from exhausting memory. The default is
 // DefaultMaxReadSize.
 func WithMaxReadSize(n int64) Option {
 	return optionFunc(func(c *config) { c.maxRead = n })

@@ -160,6 +160,14 @@ func TestRollingSwitchesCompression(t *testing.T) {
 	v, _, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
+	require.NoError(t, s.Close())
+	s = openStore[int](t, dir, Every(0), WithRolling(), Zstd())
+	_, _, err = s.Tick(ctx, 3, 3)
+	require.NoError(t, err)
+	require.Equal(t, []string{".checkpoint.lock", "step_last.json.zst"}, dirNames(t, dir))
+	v, _, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
 }
 
 type agentError struct{ name string }

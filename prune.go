@@ -197,8 +197,10 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 		s.forget(e.name)
 		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
 	}
-	if err := syncDir(s.root); err != nil {
-		errs = append(errs, err)
+	if !s.cfg.noSync {
+		if err := syncDir(s.root); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return removed, opError("prune", s.dir, err)

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -22,12 +24,16 @@ import (
 //
 // A Store is safe for concurrent use by multiple goroutines. Writes are
 // serialised; loads run in parallel with each other and with writes. Only one
-// writer may have a directory open at a time, in any process (see Open).
+// writer may have a directory open at a time, in any process (see Open). A
+// writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
-	dir  string
-	root *os.Root // every file operation goes through it: no name escapes dir
-	lock *os.File // nil for ReadOnly
-	cfg  config
+	dir    string
+	prefix string   // dir as path joins it with a file name
+	root   *os.Root // every file operation goes through it: no name escapes dir
+	lock   *os.File // nil for ReadOnly
+	cfg    config
+	codec  *codec
+	async  *asyncQueue // nil unless Async
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
 
@@ -56,7 +62,11 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 		return nil, opError("open", dir, err)
 	}
 	if !cfg.readOnly {
-		if err := mkdirDurable(dir); err != nil {
+		mkdir := mkdirDurable
+		if cfg.noSync {
+			mkdir = func(dir string) error { return os.MkdirAll(dir, dirPerm) }
+		}
+		if err := mkdir(dir); err != nil {
 			return nil, opError("open", dir, err)
 		}
 	}
@@ -73,7 +83,15 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 // openRoot opens the store of the directory root, which it owns from then
 // on, with a validated cfg.
 func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
-	s := &Store[T]{dir: dir, root: root, cfg: cfg, headers: make(map[string]cachedHeader), closeDone: make(chan struct{})}
+	s := &Store[T]{
+		dir:       dir,
+		prefix:    pathPrefix(dir),
+		root:      root,
+		cfg:       cfg,
+		codec:     newCodec(cfg.compression(), cfg.maxRead),
+		headers:   make(map[string]cachedHeader),
+		closeDone: make(chan struct{}),
+	}
 	if cfg.readOnly {
 		return s, nil
 	}
@@ -90,16 +108,22 @@ func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 		s.Close()
 		return nil, opError("open", dir, fmt.Errorf("remove stale temporary files: %w", err))
 	}
+	if cfg.async {
+		s.async = newAsyncQueue(cfg.queue)
+		go s.publishInBackground()
+	}
 	return s, nil
 }
 
 // Dir returns the store's directory, as given to Open.
 func (s *Store[T]) Dir() string { return s.dir }
 
-// Close waits for operations in flight, then releases the writer lock and the
-// directory; later calls on the store return ErrClosed. Every call to Close,
-// the first or a later one, returns once the store is closed, with the
-// result of the first.
+// Close waits for operations in flight and, with Async, publishes every
+// queued save and stops the background goroutine; then it releases the
+// writer lock and the directory. Later calls on the store return ErrClosed.
+// Close returns the failures of background saves not yet returned, joined
+// with its own. Every call to Close, the first or a later one, returns once
+// the store is closed, with the result of the first.
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -109,7 +133,11 @@ func (s *Store[T]) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.async != nil {
+		s.async.refuse()
+	}
 	s.ops.Wait()
+	reports, failures := s.stopAsync()
 
 	var errs []error
 	if s.lock != nil {
@@ -119,7 +147,15 @@ func (s *Store[T]) Close() error {
 	if err := errors.Join(errs...); err != nil {
 		s.closeErr = opError("close", s.dir, err)
 	}
+	if failures != nil {
+		s.closeErr = errors.Join(failures, s.closeErr)
+	}
 	close(s.closeDone)
+	// The hooks of the saves Close published run last, so that one may
+	// call Close and get this result.
+	for _, r := range reports {
+		s.report(r)
+	}
 	return s.closeErr
 }
 
@@ -139,8 +175,15 @@ func (s *Store[T]) begin(ctx context.Context) error {
 }
 
 // beginWrite is begin for an operation that writes, holding the write lock
-// on success; release it with endWrite.
+// on success; release it with endWrite. With Async, the saves queued before
+// are published first, so that writes take effect in the order they were
+// made.
 func (s *Store[T]) beginWrite(ctx context.Context) error {
+	if s.async != nil {
+		if err := s.drain(ctx); err != nil {
+			return err
+		}
+	}
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
@@ -165,7 +208,8 @@ func (s *Store[T]) endWrite() {
 
 // Save writes the checkpoint of step: state encoded with encoding/json inside
 // the envelope, written atomically and durably. When Save returns nil the
-// checkpoint is on disk and survives a crash or a power cut.
+// checkpoint is on disk and survives a crash or a power cut (with NoSync, a
+// crash of the program only; with Async, see below).
 //
 // Save never replaces a checkpoint: if step already has one (plain or
 // compressed) it returns an error wrapping ErrExists and the existing file is
@@ -175,6 +219,11 @@ func (s *Store[T]) endWrite() {
 // ErrInvalid, and no file is written. If a retention rule is configured
 // (KeepLast), old checkpoints are pruned after the new one is durable; a
 // pruning failure is logged and reported to Hooks.OnError, not returned.
+//
+// With Async, Save returns once state is encoded and queued, and the
+// checkpoint is published in the background: see Async. The Info it returns
+// describes the checkpoint to be written (its Size is 0); Hooks.OnSave gets
+// the Info of the published file.
 func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
 	var sc saveConfig
 	for _, o := range opts {
@@ -185,27 +234,42 @@ func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOp
 	return s.save(ctx, "save", step, KindStep, state, sc.meta, nil)
 }
 
+// saveJob is one checkpoint to publish, its state already encoded.
+type saveJob struct {
+	ctx   context.Context // for pruning after the save
+	op    string
+	fn    fileName
+	meta  map[string]string
+	rec   *ErrorRecord
+	state *bytes.Buffer // from s.codec; returned to it once published
+	time  time.Time     // the save time; zero until queued (Async) or written
+}
+
 // save writes a checkpoint of kind (the rolling file for KindRolling) and
-// reports it to the hooks once the store's locks are released.
+// reports it to the hooks once the store's locks are released. With Async,
+// step and rolling checkpoints are queued instead.
 func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (Info, error) {
-	info, pruned, pruneErr, err := s.saveLocked(ctx, op, step, kind, state, meta, rec)
+	j, err := s.prepare(ctx, op, step, kind, state, meta, rec)
 	if err != nil {
 		return Info{}, s.failed(err)
 	}
-	s.saved(info)
-	s.prunedReport(pruned)
-	s.failed(pruneErr) // the save itself succeeded
-	return info, nil
+	if s.async != nil && (kind == KindStep || kind == KindRolling) {
+		return s.enqueue(ctx, j)
+	}
+	r := s.saveNow(ctx, j)
+	s.report(r)
+	return r.info, r.err
 }
 
-func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (info Info, pruned []Info, pruneErr, err error) {
-	fn := fileName{step: step, kind: kind, gz: s.cfg.gzip}
+// prepare checks a save's arguments and encodes its state, before any lock
+// is taken: the caller's MarshalJSON may be slow, or may even use the store.
+func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (*saveJob, error) {
+	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.comp}, meta: meta, rec: rec}
 	if kind == KindError {
-		fn.attempt = 1
+		j.fn.attempt = 1
 	}
-	name := s.cfg.layout.format(fn) // for messages until the name is settled
-	fail := func(err error) (Info, []Info, error, error) {
-		return Info{}, nil, nil, stepError(op, step, s.path(name), err)
+	fail := func(err error) (*saveJob, error) {
+		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
 	}
 	if err := checkStep(step); err != nil {
 		return fail(err)
@@ -216,48 +280,93 @@ func (s *Store[T]) saveLocked(ctx context.Context, op string, step int64, kind K
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	// Encode before taking the lock: the caller's MarshalJSON may be slow,
-	// or may even use the store.
-	data, err := encodeState(state)
-	if err != nil {
+	var err error
+	if j.state, err = s.codec.encodeState(state); err != nil {
 		return fail(err)
 	}
+	return j, nil
+}
+
+// saveReport is the outcome of a save, for the caller and the hooks.
+type saveReport struct {
+	info     Info
+	pruned   []Info
+	pruneErr error // the save itself succeeded
+	err      error
+}
+
+// report tells the logger and the hooks about a save. It runs outside the
+// store's locks.
+func (s *Store[T]) report(r saveReport) {
+	if r.err != nil {
+		s.failed(r.err)
+		return
+	}
+	s.saved(r.info)
+	s.prunedReport(r.pruned)
+	s.failed(r.pruneErr)
+}
+
+// saveNow publishes j at once, under the write lock.
+func (s *Store[T]) saveNow(ctx context.Context, j *saveJob) saveReport {
+	defer s.codec.putBuffer(j.state)
 	if err := s.beginWrite(ctx); err != nil {
-		return fail(err)
+		return saveReport{err: stepError(j.op, j.fn.step, s.path(s.cfg.layout.format(j.fn)), err)}
 	}
 	defer s.endWrite()
+	return s.publishLocked(j)
+}
 
-	if kind != KindRolling {
+// publishLocked writes j's checkpoint and, after a step checkpoint, applies
+// the retention rules. The caller holds the write lock.
+func (s *Store[T]) publishLocked(j *saveJob) saveReport {
+	fn := j.fn
+	name := s.cfg.layout.format(fn) // for messages until the name is settled
+	fail := func(err error) saveReport {
+		return saveReport{err: stepError(j.op, fn.step, s.path(name), err)}
+	}
+	var err error
+	if fn.kind != KindRolling {
 		if name, err = s.freeName(fn); err != nil {
 			return fail(err)
 		}
 	}
-	h := header{Format: formatVersion, Step: step, Kind: kind, Time: s.saveTime(step), Meta: meta, Error: rec}
-	write := func(w io.Writer) error { return writeEnvelope(w, h, data, s.cfg.gzip) }
+	if j.time.IsZero() {
+		j.time = s.saveTime(fn.step) // a save refused above reads no clock
+	}
+	h := header{Format: formatVersion, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
+	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
 	var size int64
-	if kind == KindRolling {
-		size, err = replaceFile(s.root, name, write)
+	if fn.kind == KindRolling {
+		size, err = replaceFile(s.root, name, write, !s.cfg.noSync)
 	} else {
-		size, err = createFile(s.root, name, write)
+		size, err = createFile(s.root, name, write, !s.cfg.noSync)
 	}
 	if err != nil {
 		return fail(err)
 	}
 	s.remember(name, h)
-	info = s.info(name, fn, size, h)
-	if kind == KindRolling {
-		// A rolling file of the other compression is older: remove it, so
+	r := saveReport{info: s.info(name, fn, size, h)}
+	if fn.kind == KindRolling {
+		// A rolling file of another compression is older: remove it, so
 		// that the store keeps one.
-		fn.gz = !fn.gz
-		if other := s.cfg.layout.format(fn); s.exists(other) {
-			if err := s.remove(other); err != nil {
-				return info, nil, stepError(op, step, s.path(other), err), nil
+		for _, c := range compressions {
+			other := fn
+			other.comp = c
+			if c == fn.comp {
+				continue
+			}
+			if o := s.cfg.layout.format(other); s.exists(o) {
+				if err := s.remove(o); err != nil {
+					r.pruneErr = stepError(j.op, fn.step, s.path(o), err)
+					break
+				}
 			}
 		}
-		return info, nil, nil, nil
+		return r
 	}
-	pruned, pruneErr = s.pruneLocked(ctx)
-	return info, pruned, pruneErr, nil
+	r.pruned, r.pruneErr = s.pruneLocked(j.ctx)
+	return r
 }
 
 func checkStep(step int64) error {
@@ -340,7 +449,7 @@ func (s *Store[T]) observe(t time.Time) {
 }
 
 // freeName returns the name for fn, or ErrExists if a checkpoint of that step
-// and kind exists in either compression. An error checkpoint never fails:
+// and kind exists in any compression. An error checkpoint never fails:
 // it takes the next attempt number (.error, .error-2, ...).
 //
 // A file in the way that is provably damaged (bad checksum, truncated, bad
@@ -350,10 +459,11 @@ func (s *Store[T]) observe(t time.Time) {
 func (s *Store[T]) freeName(fn fileName) (string, error) {
 	for {
 		name := s.cfg.layout.format(fn)
-		alt := fn
-		alt.gz = !fn.gz
 		exists := false
-		for _, n := range []string{name, s.cfg.layout.format(alt)} {
+		for _, c := range compressions {
+			alt := fn
+			alt.comp = c
+			n := s.cfg.layout.format(alt)
 			_, err := s.root.Lstat(n)
 			if err == nil && fn.kind != KindError {
 				if err = s.quarantineIfDamaged(n); err == nil {
@@ -390,7 +500,7 @@ func (s *Store[T]) quarantineIfDamaged(name string) error {
 	if err != nil {
 		return err
 	}
-	_, damage := readEnvelope(f, s.cfg.maxRead)
+	damage := s.codec.read(f, -1, func(header, []byte) error { return nil })
 	f.Close()
 	if damage == nil || !errors.Is(damage, ErrCorrupt) || errors.Is(damage, errFormat) || errors.Is(damage, errTooLarge) {
 		return ErrExists
@@ -408,8 +518,10 @@ func (s *Store[T]) quarantineIfDamaged(name string) error {
 		if err := s.root.Rename(name, q); err != nil {
 			return fmt.Errorf("quarantine damaged checkpoint: %w", err)
 		}
-		if err := syncDir(s.root); err != nil {
-			return err
+		if !s.cfg.noSync {
+			if err := syncDir(s.root); err != nil {
+				return err
+			}
 		}
 		s.forget(name)
 		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
@@ -516,21 +628,30 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 // loads, with the failures it passed.
 func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
 	var zero T
-	entries, err := s.scan(want)
+	ns, err := s.names(want)
 	if err != nil {
 		return zero, Info{}, nil, opError(op, s.dir, err)
 	}
 	// Order by step from the names alone, then read headers only for the
-	// steps actually tried: most calls read one header and one file.
-	slices.SortStableFunc(entries, func(a, b entry) int { return cmp.Compare(a.fn.step, b.fn.step) })
+	// steps actually tried: most calls read one header and one file. The
+	// newest step is found without sorting; the others are sorted only if
+	// none of its checkpoints loads.
 	var skipped []error
 	tried := 0
-	for end := len(entries); end > 0; {
-		start := end - 1
-		for start > 0 && entries[start-1].fn.step == entries[end-1].fn.step {
-			start--
+	sorted := false
+	for end := len(ns); end > 0; {
+		var start int
+		if !sorted {
+			start = newestToEnd(ns[:end])
+		} else {
+			for start = end - 1; start > 0 && ns[start-1].fn.step == ns[end-1].fn.step; start-- {
+			}
 		}
-		group := s.fill(slices.Clone(entries[start:end]))
+		group := make([]entry, 0, end-start)
+		for _, n := range ns[start:end] {
+			group = append(group, entry{name: n.name, fn: n.fn})
+		}
+		group = s.fill(group)
 		end = start
 		sortEntries(group)
 		for i := len(group) - 1; i >= 0; i-- {
@@ -548,6 +669,12 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 				continue // removed since the scan
 			}
 			skipped = append(skipped, err)
+		}
+		if !sorted {
+			slices.SortFunc(ns[:end], func(a, b named) int {
+				return cmp.Or(cmp.Compare(a.fn.step, b.fn.step), strings.Compare(a.name, b.name))
+			})
+			sorted = true
 		}
 	}
 	if len(skipped) == 0 {
@@ -576,15 +703,15 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
 	}
-	sortEntries(entries)
 	return s.infos(entries), nil
 }
 
-// infos returns the Info of each entry.
+// infos returns the Info of each entry, ordered as List orders them.
 func (s *Store[T]) infos(entries []entry) []Info {
 	infos := make([]Info, len(entries))
-	for i, e := range entries {
-		infos[i] = s.info(e.name, e.fn, e.size, e.h)
+	for k, i := range sortedOrder(entries) {
+		e := &entries[i]
+		infos[k] = s.info(e.name, e.fn, e.size, e.h)
 	}
 	return infos
 }
@@ -682,7 +809,7 @@ func (s *Store[T]) truncateLocked(ctx context.Context, step int64) ([]Info, erro
 
 // remove deletes checkpoint files, forgetting their cached headers.
 func (s *Store[T]) remove(names ...string) error {
-	err := removeFiles(s.root, names...)
+	err := removeNames(s.root, !s.cfg.noSync, names)
 	s.forget(names...)
 	return err
 }
@@ -720,44 +847,61 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if !fi.Mode().IsRegular() {
 		return fail(fmt.Errorf("%w: not a regular file", ErrCorrupt))
 	}
-	env, err := readEnvelope(f, s.cfg.maxRead)
+	var h header
+	err = s.codec.read(f, fi.Size(), func(got header, state []byte) error {
+		h = got
+		if err := e.fn.agrees(h); err != nil {
+			return err
+		}
+		known := e.hErr == nil && !e.h.Time.IsZero()
+		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
+			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
+		}
+		if err := json.Unmarshal(state, &v); err != nil {
+			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return fail(err)
 	}
-	if err := e.fn.agrees(env.header); err != nil {
-		return fail(err)
-	}
-	known := e.hErr == nil && !e.h.Time.IsZero()
-	if exact && (env.Step != e.h.Step || known && !env.Time.Equal(e.h.Time)) {
-		return fail(fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, env.Step, env.Time.Format(time.RFC3339Nano)))
-	}
-	if err := json.Unmarshal(env.State, &v); err != nil {
-		return fail(fmt.Errorf("%w: decode state: %w", ErrCorrupt, err))
-	}
-	s.cache(e.name, fi, env.header, true)
-	s.observe(env.Time)
-	return v, s.info(e.name, e.fn, fi.Size(), env.header), nil
+	s.cache(e.name, fi, h, true)
+	s.observe(h.Time)
+	return v, s.info(e.name, e.fn, fi.Size(), h), nil
 }
 
 func (s *Store[T]) path(name string) string {
 	if name == "" {
 		return s.dir
 	}
-	return filepath.Join(s.dir, name)
+	return s.prefix + name // filepath.Join(s.dir, name), for a plain name
+}
+
+// pathPrefix returns what path puts before a file name in dir.
+func pathPrefix(dir string) string {
+	dir = filepath.Clean(dir)
+	switch {
+	case dir == ".":
+		return ""
+	case os.IsPathSeparator(dir[len(dir)-1]):
+		return dir // the root directory
+	}
+	return dir + string(filepath.Separator)
 }
 
 // info builds the Info of a checkpoint. Meta and Error are copied: the
 // caller owns what it gets, and the header cache stays as read.
 func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 	info := Info{
-		Step:       h.Step,
-		Kind:       h.Kind,
-		Time:       h.Time,
-		Path:       s.path(name),
-		Size:       size,
-		Compressed: fn.gz,
-		Format:     h.Format,
-		Meta:       maps.Clone(h.Meta),
+		Step:        h.Step,
+		Kind:        h.Kind,
+		Time:        h.Time,
+		Path:        s.path(name),
+		Size:        size,
+		Compressed:  fn.comp != compressNone,
+		Compression: fn.comp.String(),
+		Format:      h.Format,
+		Meta:        maps.Clone(h.Meta),
 	}
 	if h.Error != nil {
 		rec := *h.Error

@@ -60,7 +60,7 @@ func TestLsStore(t *testing.T) {
 		STEP  KIND     TIME                  SIZE  COMPRESSED  FILE                 META
 		1     step     2026-11-21T10:01:00Z  376   no          turn_001.json        dm=ana
 		2     step     2026-11-21T10:02:00Z  349   no          turn_002.json        dm=ana note="the bridge"
-		3     step     2026-11-21T10:03:00Z  290   yes         turn_003.json.gz
+		3     step     2026-11-21T10:03:00Z  290   gzip        turn_003.json.gz
 		4     error    2026-11-21T10:04:00Z  495   no          turn_004.error.json
 		4     step     2026-11-21T10:05:00Z  310   no          turn_004.json
 		5     step     2026-11-21T10:06:00Z  372   no          turn_005.json
@@ -76,7 +76,7 @@ func TestLsJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
 	require.Equal(t, checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Path: filepath.Join("testdata", "game", "turn_003.json.gz"),
-		Size: 290, Compressed: true, Format: 1}, infos[2])
+		Size: 290, Compressed: true, Compression: "gzip", Format: 1}, infos[2])
 	require.Equal(t, "the dice rolled off the table", infos[3].Error.Message)
 	require.Equal(t, map[string]string{"dm": "ana", "note": "the bridge"}, infos[1].Meta)
 
@@ -223,7 +223,7 @@ func TestShowKindFileAndLatest(t *testing.T) {
 
 	r = runCLI(t, "show", "testdata/game", "--file", "turn_003.json.gz")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "compressed: yes\n")
+	require.Contains(t, r.stdout, "compressed: gzip\n")
 	require.Contains(t, r.stdout, `"scene": "the Salt Caves"`)
 
 	r = runCLI(t, "show", "testdata/game", "2")

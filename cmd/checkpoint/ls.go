@@ -70,7 +70,7 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", info.Step, info.Kind, when, info.Size, yesNo(info.Compressed), info.Name(), meta)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", info.Step, info.Kind, when, info.Size, compression(info), info.Name(), meta)
 	}
 	return tw.Flush()
 }
@@ -207,11 +207,12 @@ func quoteIfNeeded(s string) string {
 	return s
 }
 
-func yesNo(b bool) string {
-	if b {
-		return "yes"
+// compression names a checkpoint's compression, "no" for a plain file.
+func compression(info checkpoint.Info) string {
+	if info.Compression == "" {
+		return "no"
 	}
-	return "no"
+	return info.Compression
 }
 
 // reason returns what went wrong, without the operation and path a

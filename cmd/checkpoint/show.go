@@ -176,7 +176,7 @@ func printHeader(c *cli, info checkpoint.Info) {
 	line("kind", string(info.Kind))
 	line("time", info.Time.UTC().Format(time.RFC3339Nano))
 	line("size", strconv.FormatInt(info.Size, 10)+" bytes")
-	line("compressed", yesNo(info.Compressed))
+	line("compressed", compression(info))
 	line("checksum", "ok (sha256 verified)")
 	if len(info.Meta) > 0 {
 		line("meta", formatMeta(info.Meta))

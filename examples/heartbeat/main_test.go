@@ -141,8 +141,15 @@ func openReadOnly(t *testing.T, dir string) *checkpoint.Store[State] {
 // catch, and proves the next run resumes from the last checkpoint it
 // reported, with its whole state.
 func TestResumeAfterSIGKILL(t *testing.T) {
+	t.Run("sync", func(t *testing.T) { testResumeAfterSIGKILL(t) })
+	// With -async, "created" is printed once a checkpoint is published,
+	// so the same promise holds.
+	t.Run("async", func(t *testing.T) { testResumeAfterSIGKILL(t, "-async") })
+}
+
+func testResumeAfterSIGKILL(t *testing.T, flags ...string) {
 	dir := t.TempDir()
-	d := startDaemon(t, "-dir", dir, "-beats", "0", "-interval", "0")
+	d := startDaemon(t, append([]string{"-dir", dir, "-beats", "0", "-interval", "0"}, flags...)...)
 	lastSaved := d.waitForSaves(t, 3)
 	require.NoError(t, d.cmd.Process.Kill())
 	// The daemon may have saved more before the kill landed: read what is
@@ -156,7 +163,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	}
 
 	target := lastSaved + 60
-	out := runDaemon(t, "-dir", dir, "-beats", strconv.FormatInt(target, 10), "-interval", "0")
+	out := runDaemon(t, append([]string{"-dir", dir, "-beats", strconv.FormatInt(target, 10), "-interval", "0"}, flags...)...)
 	t.Logf("second run:\n%s", out)
 	restored, kind := restoredBeat(t, out)
 	// A save may have completed between the line we read and the kill.

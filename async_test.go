@@ -1,0 +1,440 @@
+package checkpoint
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestAsyncOptionIsValidated(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		_, err := Open[int](t.TempDir(), Async(n))
+		require.ErrorIs(t, err, ErrInvalid)
+	}
+}
+
+// TestAsyncSavesPublishInOrder saves numbered and rolling checkpoints
+// through a small queue, changing the state right after each call, and
+// proves that every checkpoint holds the state as it was when it was saved,
+// that save times follow the order of the calls, and that the hooks saw
+// every published file.
+func TestAsyncSavesPublishInOrder(t *testing.T) {
+	ctx := context.Background()
+	published := make(chan Info, 64)
+	s := openStore[[]int64](t, t.TempDir(), Async(2), Every(3), WithRolling(), Zstd(),
+		WithHooks(Hooks{OnSave: func(info Info) { published <- info }}))
+	state := []int64{0}
+	var queued []Info
+	for step := int64(1); step <= 40; step++ {
+		state[0] = step
+		info, saved, err := s.Tick(ctx, step, state)
+		require.NoError(t, err)
+		require.True(t, saved)
+		require.Zero(t, info.Size, "not written yet")
+		queued = append(queued, info)
+		state[0] = -1 // the host mutates its state at once
+	}
+	require.NoError(t, s.Flush(ctx))
+
+	for i := 1; i < len(queued); i++ {
+		require.True(t, queued[i].Time.After(queued[i-1].Time), "save times follow the calls")
+	}
+	// The hooks of the last save may still be running when Flush returns.
+	for range queued {
+		select {
+		case info := <-published:
+			require.Positive(t, info.Size)
+			require.Equal(t, "zstd", info.Compression)
+		case <-time.After(time.Minute):
+			t.Fatal("OnSave was not called for every save")
+		}
+	}
+
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	var steps []int64
+	for _, info := range list {
+		got, _, err := s.LoadInfo(ctx, info)
+		require.NoError(t, err)
+		require.Equal(t, []int64{info.Step}, got, "the state as it was when saved")
+		require.Equal(t, queued[info.Step-1].Time, info.Time)
+		steps = append(steps, info.Step)
+	}
+	require.Equal(t, []int64{3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 40}, steps)
+	_, latest, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindRolling, latest.Kind)
+	require.Equal(t, int64(40), latest.Step)
+}
+
+// waitFor calls hook-driven tests' blocking points: it fails the test
+// rather than hang if ch never delivers.
+func waitFor(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatal("timed out")
+	}
+}
+
+// blockFirstSave returns hooks whose OnSave, for step 1 only, signals
+// entered and waits for release: the store's goroutine is then stuck in a
+// hook and publishes nothing else.
+func blockFirstSave() (h Hooks, entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	h.OnSave = func(info Info) {
+		if info.Step == 1 && info.Kind == KindStep {
+			close(entered)
+			<-release
+		}
+	}
+	return h, entered, release
+}
+
+func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
+	ctx := context.Background()
+	hooks, entered, release := blockFirstSave()
+	s := openStore[int](t, t.TempDir(), Async(4), WithHooks(hooks))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	waitFor(t, entered)
+	_, err = s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+
+	// Step 2 is queued behind a goroutine that is busy: not there yet.
+	_, _, err = s.Load(ctx, 2)
+	require.ErrorIs(t, err, ErrNotFound)
+	v, _, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+
+	// Flush publishes it itself.
+	require.NoError(t, s.Flush(ctx))
+	v, _, err = s.Load(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+	close(release)
+}
+
+func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
+	ctx := context.Background()
+	hooks, entered, release := blockFirstSave()
+	defer close(release)
+	dir := t.TempDir()
+	s := openStore[int](t, dir, Async(8), WithHooks(hooks))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	waitFor(t, entered)
+	for step := int64(2); step <= 4; step++ {
+		_, err = s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	// Delete sees the checkpoint saved just before it.
+	require.NoError(t, s.Delete(ctx, 2))
+	// SaveFinal runs after the queued saves, and is written when it returns.
+	final, err := s.SaveFinal(ctx, 4, 4)
+	require.NoError(t, err)
+	require.Positive(t, final.Size)
+	require.NoError(t, s.WriteJSON(ctx, "result.json", map[string]int{"steps": 4}))
+	require.Equal(t, []string{".checkpoint.lock", "result.json", "step_00000001.json", "step_00000003.json", "step_00000004.final.json", "step_00000004.json"}, dirNames(t, dir))
+	_, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindFinal, info.Kind, "the final checkpoint was saved last")
+}
+
+// TestAsyncQueueIsBounded proves that no more than the queue's length of
+// saves wait: with the store's goroutine busy, a Save that finds the queue
+// full does the oldest save's work itself before it queues its own.
+func TestAsyncQueueIsBounded(t *testing.T) {
+	ctx := context.Background()
+	hooks, entered, release := blockFirstSave()
+	defer close(release)
+	dir := t.TempDir()
+	s := openStore[int](t, dir, Async(2), WithHooks(hooks))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	waitFor(t, entered)
+	for step := int64(2); step <= 3; step++ {
+		_, err = s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoFileExists(t, filepath.Join(dir, "step_00000002.json"))
+	_, err = s.Save(ctx, 4, 4) // the queue is full
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(dir, "step_00000002.json"))
+	require.NoFileExists(t, filepath.Join(dir, "step_00000003.json"))
+	require.NoFileExists(t, filepath.Join(dir, "step_00000004.json"))
+}
+
+// TestAsyncSaveOnFullQueueHonoursContext holds the write lock, so that the
+// save being published cannot finish, fills the queue, and proves that a
+// Save waiting for room gives up when its context ends, queueing nothing.
+func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), Async(1))
+	s.wmu.Lock()
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	q := s.async
+	q.mu.Lock()
+	for !q.busy { // the store's goroutine has taken step 1
+		q.wait(nil)
+	}
+	q.mu.Unlock()
+	_, err = s.Save(ctx, 2, 2) // fills the queue
+	require.NoError(t, err)
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		_, err := s.Save(cctx, 3, 3)
+		done <- err
+	}()
+	cancel()
+	err = <-done
+	require.ErrorIs(t, err, context.Canceled)
+	s.wmu.Unlock()
+
+	require.NoError(t, s.Flush(ctx))
+	_, _, err = s.Load(ctx, 3)
+	require.ErrorIs(t, err, ErrNotFound)
+	for step := int64(1); step <= 2; step++ {
+		_, _, err = s.Load(ctx, step)
+		require.NoError(t, err)
+	}
+}
+
+// TestAsyncFailureIsReturnedOnceAndReported saves a step twice. The second
+// save can only fail in the background; the failure reaches OnError when
+// it happens and is returned by the next Flush, Save or Close, once.
+func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
+	ctx := context.Background()
+	var (
+		mu       sync.Mutex
+		reported []error
+	)
+	failed := make(chan struct{}, 10)
+	hooks := Hooks{OnError: func(err error) {
+		mu.Lock()
+		reported = append(reported, err)
+		mu.Unlock()
+		failed <- struct{}{}
+	}}
+	dir := t.TempDir()
+	s, err := Open[int](dir, Async(2), WithHooks(hooks))
+	require.NoError(t, err)
+
+	// Flush returns it.
+	_, err = s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 1, 100)
+	require.NoError(t, err, "queued: the duplicate is not known yet")
+	err = s.Flush(ctx)
+	require.ErrorIs(t, err, ErrExists)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "async save", e.Op)
+	require.Equal(t, int64(1), e.Step)
+	require.Equal(t, filepath.Join(dir, "step_00000001.json"), e.Path)
+	require.NoError(t, s.Flush(ctx), "returned once")
+	waitFor(t, failed)
+	mu.Lock()
+	require.Len(t, reported, 1)
+	require.ErrorIs(t, reported[0], ErrExists)
+	mu.Unlock()
+	v, _, err := s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, v, "the first save stands")
+
+	// The next Save returns it, and does not queue its own state.
+	_, err = s.Save(ctx, 1, 100)
+	require.NoError(t, err)
+	waitFor(t, failed)
+	_, err = s.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, ErrExists)
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, int64(1), e.Step)
+	require.NoError(t, s.Flush(ctx))
+	_, _, err = s.Load(ctx, 2)
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+
+	// Close returns it.
+	_, _, err = s.Tick(ctx, 2, 2)
+	require.NoError(t, err)
+	waitFor(t, failed)
+	err = s.Close()
+	require.ErrorIs(t, err, ErrExists)
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "async save", e.Op)
+	require.Equal(t, int64(2), e.Step)
+	mu.Lock()
+	require.Len(t, reported, 3)
+	mu.Unlock()
+
+	r := openStore[int](t, dir, ReadOnly())
+	v, _, err = r.Load(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, v)
+}
+
+func TestAsyncCloseFlushesAndStopsTheGoroutine(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	before := runtime.NumGoroutine()
+	s, err := Open[int](dir, Async(8), Gzip())
+	require.NoError(t, err)
+	for step := int64(0); step < 20; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "a second Close returns the first's result")
+	_, err = s.Save(ctx, 20, 20)
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, s.Flush(ctx), ErrClosed)
+
+	r := openStore[int](t, dir, ReadOnly())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 20)
+	requireGoroutines(t, before)
+}
+
+// requireGoroutines waits until the number of goroutines is back to n: a
+// goroutine that has been told to stop may take a moment to return.
+func requireGoroutines(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, want %d", runtime.NumGoroutine(), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestAsyncHookMayCloseStore closes the store from OnSave, which runs on
+// the store's own goroutine: Close publishes what is queued, without
+// waiting for the hook that called it.
+func TestAsyncHookMayCloseStore(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	before := runtime.NumGoroutine()
+	closed := make(chan error, 1)
+	proceed := make(chan struct{})
+	var s *Store[int]
+	var first atomic.Bool
+	s, err := Open[int](dir, Async(4), WithHooks(Hooks{OnSave: func(Info) {
+		// Close runs the hooks of the saves it published, which call
+		// this hook again.
+		if first.CompareAndSwap(false, true) {
+			<-proceed
+			closed <- s.Close()
+		}
+	}}))
+	require.NoError(t, err)
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	close(proceed)
+	require.NoError(t, <-closed)
+	_, err = s.Save(ctx, 4, 4)
+	require.ErrorIs(t, err, ErrClosed)
+	r := openStore[int](t, dir, ReadOnly())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	requireGoroutines(t, before)
+}
+
+// TestAsyncHookMaySaveOnAFullQueue saves from OnSave while the queue is
+// full and the store's goroutine is the one running the hook: the hook's
+// Save publishes the oldest queued save itself instead of waiting forever.
+func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
+	ctx := context.Background()
+	entered, proceed, saved := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var s *Store[int]
+	s = openStore[int](t, t.TempDir(), Async(1), WithHooks(Hooks{OnSave: func(info Info) {
+		if info.Step == 1 {
+			close(entered)
+			<-proceed
+			_, err := s.Save(ctx, 100, 100)
+			require.NoError(t, err)
+			close(saved)
+		}
+	}}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	waitFor(t, entered)
+	_, err = s.Save(ctx, 2, 2) // fills the queue
+	require.NoError(t, err)
+	close(proceed)
+	waitFor(t, saved)
+	require.NoError(t, s.Flush(ctx))
+	for _, step := range []int64{1, 2, 100} {
+		_, _, err := s.Load(ctx, step)
+		require.NoError(t, err)
+	}
+}
+
+func TestAsyncStoreOptionsStillApply(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, Async(3), KeepLast(2), NoSync())
+	for step := int64(1); step <= 10; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Flush(ctx))
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{9, 10}, steps(list))
+
+	// Read-only stores refuse saves at once, async or not.
+	r := openStore[int](t, dir, ReadOnly(), Async(3))
+	_, err = r.Save(ctx, 11, 11)
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.NoError(t, r.Flush(ctx))
+}
+
+func TestFlushWithoutAsync(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open[int](t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.Flush(ctx))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, s.Flush(cctx), context.Canceled)
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.Flush(ctx), ErrClosed)
+}
+
+func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open[int](dir, Async(4), WithRolling(), Every(5))
+	require.NoError(t, err)
+	for step := int64(1); step <= 12; step++ {
+		_, _, err := s.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{".checkpoint.lock", "step_00000005.json", "step_00000010.json", "step_last.json"}, names)
+}

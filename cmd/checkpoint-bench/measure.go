@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	stdgzip "compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/renameio/v2"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// op is one measured operation; i numbers the calls, so that each save can
+// use a step of its own.
+type op func(i int) error
+
+// timeOp returns the mean duration of n calls of f.
+func timeOp(n int, next *int, f op) (time.Duration, error) {
+	start := time.Now()
+	for k := 0; k < n; k++ {
+		if err := f(*next); err != nil {
+			return 0, err
+		}
+		*next++
+	}
+	return time.Since(start) / time.Duration(n), nil
+}
+
+// compare times ops against each other on a shared, noisy machine: in each
+// of rounds rounds, every op runs perRound times (in a rotating order), and
+// the result for an op is the median over the rounds of its mean.
+func compare(rounds, perRound int, ops ...op) ([]time.Duration, error) {
+	means := make([][]time.Duration, len(ops))
+	next := make([]int, len(ops))
+	for i, f := range ops { // warm up: first calls fill caches and pools
+		if _, err := timeOp(1, &next[i], f); err != nil {
+			return nil, err
+		}
+	}
+	for r := 0; r < rounds; r++ {
+		for k := range ops {
+			i := (k + r) % len(ops)
+			d, err := timeOp(perRound, &next[i], ops[i])
+			if err != nil {
+				return nil, err
+			}
+			means[i] = append(means[i], d)
+		}
+	}
+	out := make([]time.Duration, len(ops))
+	for i := range means {
+		out[i] = median(means[i])
+	}
+	return out, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// allocs measures what n calls of f allocate, per call, once warm, with
+// the garbage collector off and one processor, so that every pool (the
+// store's, and encoding/json's own) stays as the previous call left it: the
+// bytes are what the heap grows by in a steady state.
+func allocs(n int, f op) (bytesPerOp, allocsPerOp uint64, err error) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	if err := f(0); err != nil { // warm up
+		return 0, 0, err
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 1; i <= n; i++ {
+		if err := f(i); err != nil {
+			return 0, 0, err
+		}
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(n), (after.Mallocs - before.Mallocs) / uint64(n), nil
+}
+
+// baseline is the hand-written save the store is measured against: the
+// state marshalled with encoding/json, compressed by a reused compressor if
+// asked, written with renameio (temporary file in the directory, fsync,
+// rename) and the directory fsynced. It has no envelope, no checksum and no
+// protection against replacing a file.
+type baseline struct {
+	dir  string
+	ext  string
+	gzw  *gzip.Writer
+	zstd *zstd.Encoder
+	buf  bytes.Buffer
+	sum  bool // append a SHA-256 of the bytes, as a checkpoint's trailer does
+}
+
+func newBaseline(dir, comp string) (*baseline, error) {
+	b := &baseline{dir: dir, ext: ".json"}
+	switch comp {
+	case "gzip":
+		b.ext, b.gzw = ".json.gz", gzip.NewWriter(io.Discard)
+	case "zstd":
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, err
+		}
+		b.ext, b.zstd = ".json.zst", enc
+	}
+	return b, os.MkdirAll(dir, 0o755)
+}
+
+func (b *baseline) save(i int, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	switch {
+	case b.gzw != nil:
+		b.buf.Reset()
+		b.gzw.Reset(&b.buf)
+		b.gzw.Write(data)
+		if err := b.gzw.Close(); err != nil {
+			return err
+		}
+		data = b.buf.Bytes()
+	case b.zstd != nil:
+		data = b.zstd.EncodeAll(data, b.buf.Bytes()[:0])
+	}
+	if b.sum {
+		d := sha256.Sum256(data)
+		data = append(data, hex.EncodeToString(d[:])...)
+	}
+	pf, err := renameio.NewPendingFile(filepath.Join(b.dir, fmt.Sprintf("state_%08d%s", i, b.ext)),
+		renameio.WithTempDir(b.dir), renameio.WithPermissions(0o644))
+	if err != nil {
+		return err
+	}
+	defer pf.Cleanup()
+	if _, err := pf.Write(data); err != nil {
+		return err
+	}
+	if err := pf.CloseAtomicallyReplace(); err != nil {
+		return err
+	}
+	return syncDir(b.dir)
+}
+
+// floorWrite is the least a durable save can do: write bytes to a new file
+// in dir, fsync it, rename it into place and fsync the directory.
+func floorWrite(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, ".floor")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// compressorResult is how one compressor did on the benchmark's data.
+type compressorResult struct {
+	name string
+	mbs  float64 // compression, MB/s of input
+	dmbs float64 // decompression, MB/s of output
+	size int     // compressed size
+}
+
+// measureCompressors measures gzip (klauspost and the standard library, at
+// the default level) and zstd (default level) on data, in memory, both
+// ways, with writers and readers reused the way the store reuses them.
+func measureCompressors(data []byte, budget time.Duration) ([]compressorResult, error) {
+	type resetWriter interface {
+		io.WriteCloser
+		Reset(io.Writer)
+	}
+	ze, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return nil, err
+	}
+	zd, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+	if err != nil {
+		return nil, err
+	}
+	var kr gzip.Reader
+	var sr stdgzip.Reader
+	cases := []struct {
+		name   string
+		w      resetWriter
+		reader func(io.Reader) (io.Reader, error)
+	}{
+		{"gzip (klauspost/compress)", gzip.NewWriter(io.Discard),
+			func(r io.Reader) (io.Reader, error) { return &kr, kr.Reset(r) }},
+		{"gzip (compress/gzip)", stdgzip.NewWriter(io.Discard),
+			func(r io.Reader) (io.Reader, error) { return &sr, sr.Reset(r) }},
+		{"zstd (klauspost/compress)", ze,
+			func(r io.Reader) (io.Reader, error) { return zd, zd.Reset(r) }},
+	}
+	var out bytes.Buffer
+	compress := func(w resetWriter) ([]byte, error) {
+		out.Reset()
+		w.Reset(&out)
+		if _, err := w.Write(data); err != nil {
+			return nil, err
+		}
+		err := w.Close()
+		return out.Bytes(), err
+	}
+	compressed := make([][]byte, len(cases))
+	for i, c := range cases {
+		b, err := compress(c.w)
+		if err != nil {
+			return nil, err
+		}
+		compressed[i] = bytes.Clone(b)
+	}
+	decompress := func(i int) error {
+		r, err := cases[i].reader(bytes.NewReader(compressed[i]))
+		if err != nil {
+			return err
+		}
+		n, err := io.Copy(io.Discard, r)
+		if err == nil && n != int64(len(data)) {
+			err = fmt.Errorf("%s: decompressed %d bytes, want %d", cases[i].name, n, len(data))
+		}
+		return err
+	}
+	// Interleave the cases, both ways, until the budget is spent.
+	var ctime, dtime [3]time.Duration
+	count := 0
+	for deadline := time.Now().Add(budget); time.Now().Before(deadline) || count < 3; count++ {
+		for i, c := range cases {
+			start := time.Now()
+			if _, err := compress(c.w); err != nil {
+				return nil, err
+			}
+			ctime[i] += time.Since(start)
+			start = time.Now()
+			if err := decompress(i); err != nil {
+				return nil, err
+			}
+			dtime[i] += time.Since(start)
+		}
+	}
+	results := make([]compressorResult, len(cases))
+	for i, c := range cases {
+		mbs := func(d time.Duration) float64 { return float64(len(data)) * float64(count) / d.Seconds() / 1e6 }
+		results[i] = compressorResult{name: c.name, mbs: mbs(ctime[i]), dmbs: mbs(dtime[i]), size: len(compressed[i])}
+	}
+	return results, nil
+}
+
+// creationCost compares compressing data with a new writer each time and
+// with one reused writer.
+func creationCost(data []byte, n int) (fresh, reused [2]time.Duration, err error) {
+	var out bytes.Buffer
+	newGzip := func() error {
+		out.Reset()
+		w := gzip.NewWriter(&out)
+		w.Write(data)
+		return w.Close()
+	}
+	kz := gzip.NewWriter(&out)
+	reuseGzip := func() error {
+		out.Reset()
+		kz.Reset(&out)
+		kz.Write(data)
+		return kz.Close()
+	}
+	newZstd := func() error {
+		out.Reset()
+		w, err := zstd.NewWriter(&out, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			return err
+		}
+		w.Write(data)
+		return w.Close()
+	}
+	ze, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		return fresh, reused, err
+	}
+	reuseZstd := func() error {
+		out.Reset()
+		ze.Reset(&out)
+		ze.Write(data)
+		return ze.Close()
+	}
+	fs := []func() error{newGzip, reuseGzip, newZstd, reuseZstd}
+	ds, err := compare(5, n, func(int) error { return fs[0]() }, func(int) error { return fs[1]() },
+		func(int) error { return fs[2]() }, func(int) error { return fs[3]() })
+	if err != nil {
+		return fresh, reused, err
+	}
+	return [2]time.Duration{ds[0], ds[2]}, [2]time.Duration{ds[1], ds[3]}, nil
+}
+
+// machine describes where the benchmark runs.
+func machine() string {
+	cpu := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d), %s/%s, %s", cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// filesystem names the file system holding dir, from /proc/mounts (Linux):
+// the mount with the longest path that contains dir.
+func filesystem(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "unknown file system"
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	data, err := os.ReadFile("/proc/mounts")
+	if err != nil {
+		return "unknown file system"
+	}
+	best, fsType, dev := "", "unknown", ""
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		mnt := f[1]
+		if (abs == mnt || strings.HasPrefix(abs, strings.TrimSuffix(mnt, "/")+"/")) && len(mnt) >= len(best) {
+			best, dev, fsType = mnt, f[0], f[2]
+		}
+	}
+	s := fmt.Sprintf("%s on %s (mounted at %s)", fsType, dev, best)
+	if fsType == "tmpfs" || fsType == "ramfs" {
+		s += ": memory, where fsync costs nothing; use -dir for a real disk"
+	}
+	return s
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// dur formats a duration for the table: 3 significant digits.
+func dur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	}
+}
