@@ -20,6 +20,25 @@ const dirPerm = 0o755
 // writeTo streams a file's contents.
 type writeTo func(w io.Writer) error
 
+// fileIO says how files are written and removed: durably (fsync) or not
+// (NoSync), and, in tests, at which point an operation fails.
+type fileIO struct {
+	noSync bool
+	// fault, if set, is asked before each point of a write or removal
+	// ("create", "write", "sync", "close", "publish", "dirsync", "remove")
+	// and an error it returns is that operation's failure: a seam for the
+	// fault-injection tests, never set outside them.
+	fault func(point, name string) error
+}
+
+// at returns the injected failure of the operation at point on name, if any.
+func (o fileIO) at(point, name string) error {
+	if o.fault == nil {
+		return nil
+	}
+	return o.fault(point, name)
+}
+
 // createFile writes a new file called name in root, atomically and durably,
 // and never replaces an existing file: if name exists it returns an error
 // wrapping ErrExists and leaves that file untouched. It returns the number of
@@ -33,21 +52,24 @@ type writeTo func(w io.Writer) error
 // instant leaves no file called name or a complete one, and at worst a
 // temporary file that the next writer's Open removes.
 //
-// With sync false (NoSync) both fsyncs are skipped: the publication is still
+// With o.noSync (NoSync) both fsyncs are skipped: the publication is still
 // atomic for every process, and survives the writer's crash, but not an
 // operating-system crash or a power cut.
-func createFile(root *os.Root, name string, write writeTo, sync bool) (int64, error) {
-	return writeFile(root, name, write, false, sync)
+func createFile(root *os.Root, name string, write writeTo, o fileIO) (int64, error) {
+	return writeFile(root, name, write, false, o)
 }
 
 // replaceFile writes name in root like createFile but replaces an existing
 // file atomically (rename over it): a reader sees the old file or the new
 // one. Only the rolling checkpoint and side files are written this way.
-func replaceFile(root *os.Root, name string, write writeTo, sync bool) (int64, error) {
-	return writeFile(root, name, write, true, sync)
+func replaceFile(root *os.Root, name string, write writeTo, o fileIO) (int64, error) {
+	return writeFile(root, name, write, true, o)
 }
 
-func writeFile(root *os.Root, name string, write writeTo, replace, sync bool) (n int64, err error) {
+func writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
+	if err := o.at("create", name); err != nil {
+		return 0, fmt.Errorf("create temporary file: %w", err)
+	}
 	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(root), renameio.WithPermissions(filePerm))
 	if err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
@@ -65,48 +87,57 @@ func writeFile(root *os.Root, name string, write writeTo, replace, sync bool) (n
 	// The writer buffers what needs buffering (a compressor's output); a
 	// plain state goes to the file in one write, without a copy.
 	cw := &countingWriter{w: pf}
+	if err := o.at("write", name); err != nil {
+		return 0, fmt.Errorf("write temporary file: %w", err)
+	}
 	if err := write(cw); err != nil {
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
+	if !o.noSync {
+		if err := o.at("sync", name); err != nil {
+			return 0, fmt.Errorf("sync temporary file: %w", err)
+		}
+		if err := pf.Sync(); err != nil {
+			return 0, fmt.Errorf("sync temporary file: %w", err)
+		}
+	}
+	if err := o.at("close", name); err != nil {
+		return 0, fmt.Errorf("close temporary file: %w", err)
+	}
+	if err := pf.File.Close(); err != nil {
+		return 0, fmt.Errorf("close temporary file: %w", err)
+	}
+	if err := o.at("publish", name); err != nil {
+		return 0, fmt.Errorf("publish: %w", err)
+	}
 	tmp := filepath.Base(pf.Name())
-	if replace && sync {
-		// Sync, close, rename over name.
-		if err := pf.CloseAtomicallyReplace(); err != nil {
+	if replace {
+		// Rename over name: a reader sees the old file or the new one.
+		if err := root.Rename(tmp, name); err != nil {
 			return 0, fmt.Errorf("publish: %w", err)
 		}
 		published = true
 	} else {
-		if sync {
-			if err := pf.Sync(); err != nil {
-				return 0, fmt.Errorf("sync temporary file: %w", err)
+		if err := root.Link(tmp, name); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return 0, ErrExists
 			}
+			return 0, fmt.Errorf("publish: %w", err)
 		}
-		if err := pf.File.Close(); err != nil {
-			return 0, fmt.Errorf("close temporary file: %w", err)
-		}
-		if replace {
-			if err := root.Rename(tmp, name); err != nil {
-				return 0, fmt.Errorf("publish: %w", err)
-			}
-			published = true
-		} else {
-			if err := root.Link(tmp, name); err != nil {
-				if errors.Is(err, fs.ErrExist) {
-					return 0, ErrExists
-				}
-				return 0, fmt.Errorf("publish: %w", err)
-			}
-			published = true
-			// The checkpoint is whole under its name. Should the temporary
-			// name fail to go, the next Open removes it; failing the save
-			// here would report a checkpoint that exists as not saved.
-			_ = root.Remove(tmp)
-		}
+		published = true
+		// The checkpoint is whole under its name. Should the temporary
+		// name fail to go, the next Open removes it; failing the save
+		// here would report a checkpoint that exists as not saved.
+		_ = root.Remove(tmp)
 	}
-	if !sync {
+	if o.noSync {
 		return cw.n, nil
 	}
-	if err := syncDir(root); err != nil {
+	err = o.at("dirsync", name)
+	if err == nil {
+		err = syncDir(root)
+	}
+	if err != nil {
 		// The save failed, so it must not look done: a new name whose
 		// directory entry may not be durable is taken back. A replaced
 		// file cannot be restored; the failure is reported either way.
@@ -115,7 +146,7 @@ func writeFile(root *os.Root, name string, write writeTo, replace, sync bool) (n
 				err = errors.Join(err, fmt.Errorf("take back %s: %w", name, rerr))
 			}
 		}
-		return 0, err
+		return 0, fmt.Errorf("sync directory: %w", err)
 	}
 	return cw.n, nil
 }
@@ -180,19 +211,27 @@ func syncPath(dir string) error {
 // removeFiles removes names from root and then syncs the directory once.
 // A name that is already gone is not an error.
 func removeFiles(root *os.Root, names ...string) error {
-	return removeNames(root, true, names)
+	return removeNames(root, fileIO{}, names)
 }
 
-// removeNames is removeFiles, syncing the directory only if sync is true.
-func removeNames(root *os.Root, sync bool, names []string) error {
+// removeNames is removeFiles, syncing the directory unless o.noSync.
+func removeNames(root *os.Root, o fileIO, names []string) error {
 	var errs []error
 	for _, name := range names {
-		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := o.at("remove", name)
+		if err == nil {
+			err = root.Remove(name)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if sync {
-		if err := syncDir(root); err != nil {
+	if !o.noSync {
+		err := o.at("dirsync", "")
+		if err == nil {
+			err = syncDir(root)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -222,9 +261,6 @@ func removeStaleTemps(root *os.Root, l layout) ([]string, error) {
 	return stale, removeFiles(root, stale...)
 }
 
-// readNames returns the names in root's directory, in directory order. It
-// stats nothing: entries of a directory opened in an os.Root are each
-// stat'ed by ReadDir, which costs more than reading the names.
 // readDir reads the directory entries of root, for callers that need
 // their types (a session directory, a staging directory).
 func readDir(root *os.Root) ([]fs.DirEntry, error) {
@@ -236,6 +272,9 @@ func readDir(root *os.Root) ([]fs.DirEntry, error) {
 	return d.ReadDir(-1)
 }
 
+// readNames returns the names in root's directory, in directory order. It
+// stats nothing: entries of a directory opened in an os.Root are each
+// stat'ed by ReadDir, which costs more than reading the names.
 func readNames(root *os.Root) ([]string, error) {
 	d, err := root.Open(".")
 	if err != nil {

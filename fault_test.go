@@ -3,11 +3,13 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -174,4 +176,155 @@ func TestPermissionDenied(t *testing.T) {
 	v, _, err = s.Load(ctx, 3)
 	require.NoError(t, err)
 	require.Equal(t, 3, v, "the file is as it was")
+}
+
+var errInjected = errors.New("injected fault")
+
+// faultSwitch fails the next file operation at one point, once armed.
+type faultSwitch struct {
+	mu    sync.Mutex
+	point string
+	hits  int
+}
+
+func (f *faultSwitch) arm(point string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.point, f.hits = point, 0
+}
+
+func (f *faultSwitch) fault(point, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.point != point || f.hits > 0 {
+		return nil
+	}
+	f.hits++
+	return fmt.Errorf("%s %s: %w", point, name, errInjected)
+}
+
+// dirState is every file of a directory but the lock, with its bytes.
+func dirState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range dirNames(t, dir) {
+		if name == lockName {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		out[name] = string(b)
+	}
+	return out
+}
+
+// TestFaultAtEveryPointOfAWrite makes each step of each kind of write fail
+// in turn (create the temporary file, write, fsync, close, publish, fsync
+// the directory) and proves that the store then holds the old set of files
+// or the new set, byte for byte, never a temporary file or a torn one; that
+// the error names the file and wraps the failure; and that the same write
+// then succeeds.
+func TestFaultAtEveryPointOfAWrite(t *testing.T) {
+	ctx := context.Background()
+	points := []string{"create", "write", "sync", "close", "publish", "dirsync"}
+	type write struct {
+		name string
+		opts []Option
+		do   func(s *Store[crashState]) error
+		file string // the file the write publishes
+	}
+	writes := []write{
+		{"save", nil, func(s *Store[crashState]) error { _, err := s.Save(ctx, 10, newCrashState(10)); return err }, "c_010.json"},
+		{"save gzip", []Option{Gzip()}, func(s *Store[crashState]) error { _, err := s.Save(ctx, 10, newCrashState(10)); return err }, "c_010.json.gz"},
+		{"save zstd", []Option{Zstd()}, func(s *Store[crashState]) error { _, err := s.Save(ctx, 10, newCrashState(10)); return err }, "c_010.json.zst"},
+		{"error checkpoint", nil, func(s *Store[crashState]) error {
+			_, err := s.SaveError(ctx, 10, newCrashState(10), errors.New("boom"))
+			return err
+		}, "c_010.error.json"},
+		{"rolling tick", nil, func(s *Store[crashState]) error { _, _, err := s.Tick(ctx, 11, newCrashState(11)); return err }, "c_last.json"},
+		{"side file", nil, func(s *Store[crashState]) error { return s.WriteJSON(ctx, "progress.json", map[string]int{"step": 11}) }, "progress.json"},
+	}
+	cases := 0
+	for _, w := range writes {
+		for _, point := range points {
+			t.Run(w.name+"/"+point, func(t *testing.T) {
+				cases++
+				dir := t.TempDir()
+				sw := &faultSwitch{}
+				opts := append([]Option{WithLayout("c", 3), WithRolling(), Every(2), withFaults(sw.fault)}, w.opts...)
+				s := openStore[crashState](t, dir, opts...)
+				for step := int64(1); step <= 5; step++ {
+					_, _, err := s.Tick(ctx, step, newCrashState(step))
+					require.NoError(t, err)
+				}
+				require.NoError(t, s.WriteJSON(ctx, "progress.json", map[string]int{"step": 5}))
+				before := dirState(t, dir)
+
+				sw.arm(point)
+				err := w.do(s)
+				require.ErrorIs(t, err, errInjected)
+				require.ErrorContains(t, err, filepath.Join(dir, w.file))
+				after := dirState(t, dir)
+				newSet := false
+				if w.file == "c_last.json" || w.file == "progress.json" {
+					// A file replaced by rename cannot be put back once the
+					// directory sync fails: the new file is there, whole.
+					newSet = point == "dirsync"
+				}
+				if newSet {
+					require.NotEqual(t, before[w.file], after[w.file])
+					delete(before, w.file)
+					delete(after, w.file)
+				}
+				require.Equal(t, before, after, "the old set of files, byte for byte")
+
+				list, err := s.List(ctx)
+				require.NoError(t, err)
+				for _, info := range list {
+					_, _, err := s.LoadInfo(ctx, info)
+					require.NoError(t, err, info.Path)
+				}
+				require.NoError(t, w.do(s), "the same write works once the fault is gone")
+				require.FileExists(t, filepath.Join(dir, w.file))
+				for _, name := range dirNames(t, dir) {
+					require.False(t, strings.HasPrefix(name, ".") && name != lockName, "leftover %s", name)
+				}
+			})
+		}
+	}
+	t.Logf("%d fault points tried (%d write kinds x %d points): old set or new set every time", cases, len(writes), len(points))
+}
+
+// TestFaultWhileRemoving makes a removal and the directory sync after it
+// fail: the file is either still there, whole, or gone, and the error says
+// which file.
+func TestFaultWhileRemoving(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"remove", "dirsync"} {
+		t.Run(point, func(t *testing.T) {
+			dir := t.TempDir()
+			sw := &faultSwitch{}
+			s := openStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
+			for step := int64(1); step <= 3; step++ {
+				_, err := s.Save(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+			sw.arm(point)
+			err := s.Delete(ctx, 2)
+			require.ErrorIs(t, err, errInjected)
+			if point == "remove" {
+				v, _, err := s.Load(ctx, 2)
+				require.NoError(t, err, "still there, whole")
+				require.Equal(t, 2, v)
+			} else {
+				require.NoFileExists(t, filepath.Join(dir, "c_002.json"))
+			}
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			for _, info := range list {
+				_, _, err := s.LoadInfo(ctx, info)
+				require.NoError(t, err)
+			}
+		})
+	}
 }

@@ -34,6 +34,7 @@ type config struct {
 	gzip     bool
 	zstd     bool
 	noSync   bool
+	fault    func(point, name string) error // a test seam: see fileIO
 	async    bool
 	queue    int // Async's queue length
 	readOnly bool
@@ -216,4 +217,10 @@ func WithMeta(key, value string) SaveOption {
 // withClock replaces the store's clock. Tests use it to control save times.
 func withClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) { c.now = now })
+}
+
+// withFaults makes the store's file operations fail where fault says: a seam
+// for the fault-injection tests (see fileIO).
+func withFaults(fault func(point, name string) error) Option {
+	return optionFunc(func(c *config) { c.fault = fault })
 }

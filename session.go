@@ -593,7 +593,7 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 		name := filepath.Base(info.Path)
 		err := r.link(from+"/"+name, staging+"/"+name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			err = copyFile(src, name, dst, !r.cfg.noSync)
+			err = copyFile(src, name, dst, fileIO{noSync: r.cfg.noSync, fault: r.cfg.fault})
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // pruned meanwhile by the session's writer: checkFork sees to it
@@ -659,7 +659,7 @@ func inner(err error, dir string) error {
 }
 
 // copyFile copies the file name from src to dst durably.
-func copyFile(src *os.Root, name string, dst *os.Root, sync bool) error {
+func copyFile(src *os.Root, name string, dst *os.Root, o fileIO) error {
 	f, err := src.Open(name)
 	if err != nil {
 		return err
@@ -668,7 +668,7 @@ func copyFile(src *os.Root, name string, dst *os.Root, sync bool) error {
 	_, err = createFile(dst, name, func(w io.Writer) error {
 		_, err := io.Copy(w, f)
 		return err
-	}, sync)
+	}, o)
 	return err
 }
 
@@ -709,9 +709,9 @@ func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool) error {
 		return err
 	}
 	if replace {
-		_, err = replaceFile(sub, sessionFile, write, true)
+		_, err = replaceFile(sub, sessionFile, write, fileIO{})
 	} else {
-		_, err = createFile(sub, sessionFile, write, true)
+		_, err = createFile(sub, sessionFile, write, fileIO{})
 	}
 	return err
 }

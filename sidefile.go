@@ -32,7 +32,7 @@ func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 	_, err = replaceFile(s.root, name, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
-	}, !s.cfg.noSync)
+	}, s.fileIO())
 	s.endWrite()
 	if err != nil {
 		return s.failed(opError("write json", path, err))

@@ -338,9 +338,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
 	var size int64
 	if fn.kind == KindRolling {
-		size, err = replaceFile(s.root, name, write, !s.cfg.noSync)
+		size, err = replaceFile(s.root, name, write, s.fileIO())
 	} else {
-		size, err = createFile(s.root, name, write, !s.cfg.noSync)
+		size, err = createFile(s.root, name, write, s.fileIO())
 	}
 	if err != nil {
 		return fail(err)
@@ -807,9 +807,14 @@ func (s *Store[T]) truncateLocked(ctx context.Context, step int64) ([]Info, erro
 	return removed, nil
 }
 
+// fileIO says how the store writes and removes files.
+func (s *Store[T]) fileIO() fileIO {
+	return fileIO{noSync: s.cfg.noSync, fault: s.cfg.fault}
+}
+
 // remove deletes checkpoint files, forgetting their cached headers.
 func (s *Store[T]) remove(names ...string) error {
-	err := removeNames(s.root, !s.cfg.noSync, names)
+	err := removeNames(s.root, s.fileIO(), names)
 	s.forget(names...)
 	return err
 }
