@@ -59,6 +59,20 @@ type crashState struct {
 	Pad  string `json:"pad"`
 }
 
+// childStart makes a crash child exit when its standard input closes, so
+// that it never outlives the test, and returns how it fails: a message on
+// standard error and an exit code.
+func childStart() (fail func(code int, err error)) {
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	return func(code int, err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(code)
+	}
+}
+
 func newCrashState(step int64) crashState {
 	return crashState{Step: step, Pad: strings.Repeat(strconv.FormatInt(step, 36)+"-", 16<<10)}
 }
@@ -82,14 +96,7 @@ func crashOptions(mode crashMode) []Option {
 // Async: were queued). It exits when its standard input closes, so that it
 // never outlives the test.
 func crashChild(dir string, mode crashMode) {
-	fail := func(code int, err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(code)
-	}
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
+	fail := childStart()
 	ctx := context.Background()
 	s, err := Open[crashState](dir, crashOptions(mode)...)
 	if err != nil {
@@ -306,14 +313,7 @@ func isLeftover(name string) bool {
 // loop, printing "ack ID" after each session it finished, until its
 // standard input closes.
 func crashSessionsChild(dir string) {
-	fail := func(code int, err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(code)
-	}
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
+	fail := childStart()
 	ctx := context.Background()
 	r, err := OpenSessions(dir)
 	if err != nil {

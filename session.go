@@ -377,12 +377,8 @@ func (r *Sessions) describe(ctx context.Context, id string) Session {
 			s.ParentStep = *m.ParentStep
 		}
 	}
-	cfg := r.cfg
-	cfg.readOnly = true
-	cfg.hooks = Hooks{}
-	st, err := openRoot[json.RawMessage](s.Dir, sub, cfg)
+	st, err := r.reader(s.Dir, sub)
 	if err != nil {
-		sub.Close()
 		s.Err = cmp.Or(s.Err, err)
 		return s
 	}
@@ -562,12 +558,8 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 		src.Close()
 		return fmt.Errorf("session %q: %w", from, err)
 	}
-	cfg := r.cfg
-	cfg.readOnly = true
-	cfg.hooks = Hooks{}
-	st, err := openRoot[json.RawMessage](r.path(from), src, cfg)
+	st, err := r.reader(r.path(from), src)
 	if err != nil {
-		src.Close()
 		return err
 	}
 	defer st.Close()
@@ -608,6 +600,21 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 	return syncDir(dst)
 }
 
+// reader opens a ReadOnly store, without hooks, on the directory sub (at
+// path dir), to see what a session holds without knowing its T. The store
+// owns sub from then on, even if opening fails.
+func (r *Sessions) reader(dir string, sub *os.Root) (*Store[json.RawMessage], error) {
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
+	st, err := openRoot[json.RawMessage](dir, sub, cfg)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
 // checkFork checks the checkpoints gathered in staging, which no writer can
 // change: a running writer of the source may have pruned the step or moved
 // its rolling file on between the listing and the links. A rolling file
@@ -617,12 +624,8 @@ func (r *Sessions) checkFork(ctx context.Context, dst *os.Root, staging string, 
 	if err != nil {
 		return err
 	}
-	cfg := r.cfg
-	cfg.readOnly = true
-	cfg.hooks = Hooks{}
-	st, err := openRoot[json.RawMessage](r.path(staging), sub, cfg)
+	st, err := r.reader(r.path(staging), sub)
 	if err != nil {
-		sub.Close()
 		return err
 	}
 	defer st.Close()
