@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 )
 
 // asyncQueue holds the saves of an Async store that are encoded but not yet
@@ -117,11 +118,13 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 		return Info{}, failures // reported when they happened
 	}
 	// The save time is taken in queue order, so later saves sort after.
-	j.time = s.saveTime(j.fn.step)
+	var behind time.Time
+	j.time, behind = s.saveTime(j.fn.step, false)
 	q.jobs = append(q.jobs, j)
 	q.queued++
 	q.broadcast()
 	q.mu.Unlock()
+	s.clockBehind(j.time, behind)
 	h := header{Format: formatVersion, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
 	return s.info(name, j.fn, 0, h), nil
 }

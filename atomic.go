@@ -31,6 +31,17 @@ type fileIO struct {
 	fault func(point, name string) error
 }
 
+// syncDir fsyncs root's directory unless noSync, failing where the seam says.
+func (o fileIO) syncDir(root *os.Root) error {
+	if o.noSync {
+		return nil
+	}
+	if err := o.at("dirsync", ""); err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	return syncDir(root)
+}
+
 // at returns the injected failure of the operation at point on name, if any.
 func (o fileIO) at(point, name string) error {
 	if o.fault == nil {
@@ -208,13 +219,8 @@ func syncPath(dir string) error {
 	return d.Close()
 }
 
-// removeFiles removes names from root and then syncs the directory once.
-// A name that is already gone is not an error.
-func removeFiles(root *os.Root, names ...string) error {
-	return removeNames(root, fileIO{}, names)
-}
-
-// removeNames is removeFiles, syncing the directory unless o.noSync.
+// removeNames removes names from root and then syncs the directory once
+// (unless o.noSync). A name that is already gone is not an error.
 func removeNames(root *os.Root, o fileIO, names []string) error {
 	var errs []error
 	for _, name := range names {
@@ -226,14 +232,8 @@ func removeNames(root *os.Root, o fileIO, names []string) error {
 			errs = append(errs, err)
 		}
 	}
-	if !o.noSync {
-		err := o.at("dirsync", "")
-		if err == nil {
-			err = syncDir(root)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	if err := o.syncDir(root); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -241,7 +241,7 @@ func removeNames(root *os.Root, o fileIO, names []string) error {
 // removeStaleTemps removes the temporary files a crashed save left behind and
 // returns their names. Only regular files whose names l.isTemp recognises
 // are touched.
-func removeStaleTemps(root *os.Root, l layout) ([]string, error) {
+func removeStaleTemps(root *os.Root, l layout, o fileIO) ([]string, error) {
 	names, err := readNames(root)
 	if err != nil {
 		return nil, err
@@ -258,7 +258,7 @@ func removeStaleTemps(root *os.Root, l layout) ([]string, error) {
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	return stale, removeFiles(root, stale...)
+	return stale, removeNames(root, o, stale)
 }
 
 // readDir reads the directory entries of root, for callers that need

@@ -328,3 +328,96 @@ func TestFaultWhileRemoving(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultWhilePruning: a removal that fails leaves its file whole and the
+// others go; a failed directory sync is reported. Either way every file
+// left loads, and Prune says what it removed.
+func TestFaultWhilePruning(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"remove", "dirsync"} {
+		t.Run(point, func(t *testing.T) {
+			dir := t.TempDir()
+			sw := &faultSwitch{}
+			s := openStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
+			for step := int64(1); step <= 4; step++ {
+				_, err := s.Save(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+			require.NoError(t, s.Close())
+			s = openStore[int](t, dir, WithLayout("c", 3), KeepLast(1), withFaults(sw.fault))
+			sw.arm(point)
+			removed, err := s.Prune(ctx)
+			require.ErrorIs(t, err, errInjected)
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			if point == "remove" {
+				require.Equal(t, []int64{2, 3}, steps(removed), "the first removal failed, the others went")
+				require.Equal(t, []int64{1, 4}, steps(list))
+			} else {
+				require.Equal(t, []int64{1, 2, 3}, steps(removed))
+				require.Equal(t, []int64{4}, steps(list))
+			}
+			for _, info := range list {
+				_, _, err := s.LoadInfo(ctx, info)
+				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+// TestFaultWhileCreatingASession fails each point of making a session
+// (writing session.json, syncing the directories): no session appears,
+// nothing half-made is listed, and the next New works and cleans up.
+func TestFaultWhileCreatingASession(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"create", "write", "sync", "close", "publish", "dirsync"} {
+		t.Run(point, func(t *testing.T) {
+			dir := t.TempDir()
+			sw := &faultSwitch{}
+			r := openSessions(t, dir, withFaults(sw.fault))
+			sw.arm(point)
+			_, err := r.New(ctx, nil)
+			require.ErrorIs(t, err, errInjected)
+			list, err := r.List(ctx)
+			require.NoError(t, err)
+			require.Empty(t, list, "the failure came while the session was assembled out of sight")
+			s, err := r.New(ctx, nil)
+			require.NoError(t, err)
+			require.NoError(t, s.Err)
+			for _, name := range dirNames(t, dir) {
+				require.False(t, strings.HasPrefix(name, stagingPrefix), name)
+			}
+		})
+	}
+}
+
+// TestFaultInAnAsyncSave fails each point of a background save: the
+// failure comes back from Flush, the directory holds the old set, and the
+// same save then works.
+func TestFaultInAnAsyncSave(t *testing.T) {
+	ctx := context.Background()
+	for _, point := range []string{"create", "write", "sync", "close", "publish", "dirsync"} {
+		t.Run(point, func(t *testing.T) {
+			dir := t.TempDir()
+			sw := &faultSwitch{}
+			s := openStore[int](t, dir, WithLayout("c", 3), Async(2), withFaults(sw.fault))
+			_, err := s.Save(ctx, 1, 1)
+			require.NoError(t, err)
+			require.NoError(t, s.Flush(ctx))
+			before := dirState(t, dir)
+			sw.arm(point)
+			_, err = s.Save(ctx, 2, 2)
+			require.NoError(t, err, "queued")
+			err = s.Flush(ctx)
+			require.ErrorIs(t, err, errInjected)
+			require.ErrorContains(t, err, filepath.Join(dir, "c_002.json"))
+			require.Equal(t, before, dirState(t, dir))
+			_, err = s.Save(ctx, 2, 2)
+			require.NoError(t, err)
+			require.NoError(t, s.Flush(ctx))
+			v, _, err := s.Load(ctx, 2)
+			require.NoError(t, err)
+			require.Equal(t, 2, v)
+		})
+	}
+}

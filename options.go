@@ -130,7 +130,9 @@ func Zstd() Option {
 // keeps the written bytes), but not an operating-system crash or a power cut:
 // those may lose recent checkpoints, or leave one under its name with some
 // of its bytes missing, which a load reports as ErrCorrupt (Latest then falls
-// back to an older one). The default is to fsync.
+// back to an older one). Where the documentation of a call says it syncs or
+// writes durably, that is without NoSync; given to OpenSessions, NoSync also
+// covers session.json and the root's directories. The default is to fsync.
 func NoSync() Option {
 	return optionFunc(func(c *config) { c.noSync = true })
 }
@@ -153,10 +155,11 @@ func NoSync() Option {
 //
 // Flush waits until every queued save is published; Close flushes. The
 // other writes (SaveFinal, SaveError, SaveOnPanic, Delete, ClearError,
-// Prune, WriteJSON) first publish what is queued, then run as usual, so a
-// store's writes take effect in the order they were made. Reads (Load,
-// Latest, List) see published checkpoints only: call Flush first to read
-// what was just saved.
+// Prune, Truncate, WriteJSON, RemoveLeftovers) first publish what is queued,
+// then run as usual, so a store's writes take effect in the order they were
+// made. Reads (Load, Latest, List, PruneDryRun, and Sessions.Fork of the
+// session) see published checkpoints only: call Flush first to read what
+// was just saved.
 //
 // A crash loses at most the queued saves and the one being written; every
 // checkpoint already published stays whole. Hooks of a background save run
@@ -194,7 +197,9 @@ func WithMaxReadSize(n int64) Option {
 // WithLogger makes the store log what it does: "checkpoint created" and
 // "checkpoint pruned" at Debug, "checkpoint restored" (a load) at Info,
 // failed operations, skipped damaged checkpoints and removed stale temporary
-// files at Warn. By default the store logs nothing.
+// files at Warn. By default the store logs nothing. The store may log while
+// it holds its locks, so the logger's handler must not call the store
+// (hooks may: see Hooks).
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l != nil {

@@ -189,18 +189,21 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 	// even then.
 	var removed []Info
 	var errs []error
+	o := s.fileIO()
 	for _, e := range victims {
-		if err := s.root.Remove(e.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := o.at("remove", e.name)
+		if err == nil {
+			err = s.root.Remove(e.name)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
 		s.forget(e.name)
 		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
 	}
-	if !s.cfg.noSync {
-		if err := syncDir(s.root); err != nil {
-			errs = append(errs, err)
-		}
+	if err := o.syncDir(s.root); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return removed, opError("prune", s.dir, err)

@@ -118,7 +118,11 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 		return nil, opError("open sessions", dir, err)
 	}
 	if !cfg.readOnly {
-		if err := mkdirDurable(dir); err != nil {
+		mkdir := mkdirDurable
+		if cfg.noSync {
+			mkdir = func(dir string) error { return os.MkdirAll(dir, dirPerm) }
+		}
+		if err := mkdir(dir); err != nil {
 			return nil, opError("open sessions", dir, err)
 		}
 	}
@@ -228,12 +232,12 @@ func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]strin
 		if err != nil {
 			return err
 		}
-		if err := removeStaleSessionTemps(sub); err != nil {
+		if err := removeStaleSessionTemps(sub, r.fileIO()); err != nil {
 			return err
 		}
 		m.Meta = maps.Clone(meta)
 		m.Updated = r.now(m.Created)
-		return writeSessionMeta(sub, m, true)
+		return writeSessionMeta(sub, m, true, r.fileIO())
 	})
 	if err != nil {
 		return opError("set session meta", path, err)
@@ -440,14 +444,14 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 		m.Created = r.now(time.Time{})
 		m.Updated = m.Created
 		m.Meta = maps.Clone(m.Meta)
-		if err := writeSessionMeta(sub, m, false); err != nil {
+		if err := writeSessionMeta(sub, m, false, r.fileIO()); err != nil {
 			return err
 		}
 		if err := r.root.Rename(staging, id); err != nil {
 			return err
 		}
 		published = true
-		return syncDir(r.root)
+		return r.fileIO().syncDir(r.root)
 	})
 	if err != nil {
 		return Session{}, opError(op, r.path(id), err)
@@ -501,7 +505,7 @@ func (r *Sessions) removeStagingLocked() ([]string, error) {
 		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", removed[len(removed)-1])
 	}
 	if len(removed) > 0 {
-		if err := syncDir(r.root); err != nil {
+		if err := r.fileIO().syncDir(r.root); err != nil {
 			return removed, err
 		}
 	}
@@ -585,7 +589,7 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 		name := filepath.Base(info.Path)
 		err := r.link(from+"/"+name, staging+"/"+name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			err = copyFile(src, name, dst, fileIO{noSync: r.cfg.noSync, fault: r.cfg.fault})
+			err = copyFile(src, name, dst, r.fileIO())
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // pruned meanwhile by the session's writer: checkFork sees to it
@@ -597,7 +601,13 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 	if err := r.checkFork(ctx, dst, staging, step); err != nil {
 		return err
 	}
-	return syncDir(dst)
+	return r.fileIO().syncDir(dst)
+}
+
+// fileIO says how the root writes and removes files: as its stores do
+// (NoSync), and in tests where they fail.
+func (r *Sessions) fileIO() fileIO {
+	return fileIO{noSync: r.cfg.noSync, fault: r.cfg.fault}
 }
 
 // reader opens a ReadOnly store, without hooks, on the directory sub (at
@@ -624,7 +634,7 @@ func (r *Sessions) checkFork(ctx context.Context, dst *os.Root, staging string, 
 	if err != nil {
 		return err
 	}
-	st, err := r.reader(r.path(staging), sub)
+	st, err := r.reader(filepath.Join(r.dir, staging), sub)
 	if err != nil {
 		return err
 	}
@@ -701,7 +711,7 @@ func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 	return m, nil
 }
 
-func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool) error {
+func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool, o fileIO) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
@@ -712,9 +722,9 @@ func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool) error {
 		return err
 	}
 	if replace {
-		_, err = replaceFile(sub, sessionFile, write, fileIO{})
+		_, err = replaceFile(sub, sessionFile, write, o)
 	} else {
-		_, err = createFile(sub, sessionFile, write, fileIO{})
+		_, err = createFile(sub, sessionFile, write, o)
 	}
 	return err
 }
@@ -722,7 +732,7 @@ func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool) error {
 // removeStaleSessionTemps removes the temporary files of session.json that
 // an interrupted SetMeta left in a session directory. It runs under the
 // root's lock, so no SetMeta is writing one.
-func removeStaleSessionTemps(sub *os.Root) error {
+func removeStaleSessionTemps(sub *os.Root, o fileIO) error {
 	dirents, err := readDir(sub)
 	if err != nil {
 		return err
@@ -736,7 +746,7 @@ func removeStaleSessionTemps(sub *os.Root) error {
 	if len(stale) == 0 {
 		return nil
 	}
-	return removeFiles(sub, stale...)
+	return removeNames(sub, o, stale)
 }
 
 // isSessionTemp reports whether name is a temporary file of session.json:

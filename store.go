@@ -100,7 +100,7 @@ func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 		root.Close()
 		return nil, opError("open", dir, err)
 	}
-	stale, err := removeStaleTemps(root, cfg.layout)
+	stale, err := removeStaleTemps(root, cfg.layout, s.fileIO())
 	for _, name := range stale {
 		cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", filepath.Join(dir, name))
 	}
@@ -332,7 +332,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		}
 	}
 	if j.time.IsZero() {
-		j.time = s.saveTime(fn.step) // a save refused above reads no clock
+		var behind time.Time
+		j.time, behind = s.saveTime(fn.step, true) // a save refused above reads no clock
+		s.clockBehind(j.time, behind)
 	}
 	h := header{Format: formatVersion, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
 	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
@@ -390,8 +392,13 @@ const maxClockLead = time.Minute
 // the future and blind the time-based retention rules. Then the save is
 // stamped now, or just after the newest checkpoint of its own step: the
 // only order that "saved last" needs.
-func (s *Store[T]) saveTime(step int64) time.Time {
-	t := s.cfg.now().UTC()
+//
+// With byStep false (an Async save, stamped under the queue's lock) the
+// directory is not read: such a save is stamped now. saveTime returns the
+// newest save time it set aside in that case (zero otherwise), for the
+// caller to log once it holds no lock.
+func (s *Store[T]) saveTime(step int64, byStep bool) (t, behind time.Time) {
+	t = s.cfg.now().UTC()
 	s.mu.Lock()
 	last := s.lastTime
 	s.mu.Unlock()
@@ -400,9 +407,11 @@ func (s *Store[T]) saveTime(step int64) time.Time {
 		if last.Sub(t) <= maxClockLead {
 			t = last.Add(time.Nanosecond)
 		} else {
-			s.cfg.logger.Warn("checkpoint: the clock is far behind the newest save time; ordering this save within its step only", "now", t, "newest", last)
-			if newest := s.newestOfStep(step); !t.After(newest) {
-				t = newest.Add(time.Nanosecond)
+			behind = last
+			if byStep {
+				if newest := s.newestOfStep(step); !t.After(newest) {
+					t = newest.Add(time.Nanosecond)
+				}
 			}
 			reset = true // follow the clock again from here
 		}
@@ -412,7 +421,14 @@ func (s *Store[T]) saveTime(step int64) time.Time {
 		s.lastTime = t
 	}
 	s.mu.Unlock()
-	return t
+	return t, behind
+}
+
+// clockBehind logs that the clock was far behind the newest save time.
+func (s *Store[T]) clockBehind(now, newest time.Time) {
+	if !newest.IsZero() {
+		s.cfg.logger.Warn("checkpoint: the clock is far behind the newest save time; ordering the save within its step only", "now", now, "newest", newest)
+	}
 }
 
 // newestOfStep returns the newest save time among the checkpoints of step
@@ -515,13 +531,15 @@ func (s *Store[T]) quarantineIfDamaged(name string) error {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := s.root.Rename(name, q); err != nil {
+		err := s.fileIO().at("quarantine", name)
+		if err == nil {
+			err = s.root.Rename(name, q)
+		}
+		if err != nil {
 			return fmt.Errorf("quarantine damaged checkpoint: %w", err)
 		}
-		if !s.cfg.noSync {
-			if err := syncDir(s.root); err != nil {
-				return err
-			}
+		if err := s.fileIO().syncDir(s.root); err != nil {
+			return err
 		}
 		s.forget(name)
 		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
