@@ -113,24 +113,8 @@ type sessionMeta struct {
 // is ErrNotFound, and creating, forking and SetMeta return ErrReadOnly.
 // OpenSessions takes no lock.
 func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
-	cfg, err := newConfig(opts)
+	cfg, root, err := openDir(dir, opts)
 	if err != nil {
-		return nil, opError("open sessions", dir, err)
-	}
-	if !cfg.readOnly {
-		mkdir := mkdirDurable
-		if cfg.noSync {
-			mkdir = func(dir string) error { return os.MkdirAll(dir, dirPerm) }
-		}
-		if err := mkdir(dir); err != nil {
-			return nil, opError("open sessions", dir, err)
-		}
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
 		return nil, opError("open sessions", dir, err)
 	}
 	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts), link: root.Link}, nil

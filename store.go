@@ -57,9 +57,19 @@ type Store[T any] struct {
 //
 // With ReadOnly, a missing directory is ErrNotFound.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {
-	cfg, err := newConfig(opts)
+	cfg, root, err := openDir(dir, opts)
 	if err != nil {
 		return nil, opError("open", dir, err)
+	}
+	return openRoot[T](dir, root, cfg)
+}
+
+// openDir applies and validates opts, creates dir unless ReadOnly (durably
+// unless NoSync) and opens it as an os.Root. A missing dir is ErrNotFound.
+func openDir(dir string, opts []Option) (config, *os.Root, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return cfg, nil, err
 	}
 	if !cfg.readOnly {
 		mkdir := mkdirDurable
@@ -67,7 +77,7 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 			mkdir = func(dir string) error { return os.MkdirAll(dir, dirPerm) }
 		}
 		if err := mkdir(dir); err != nil {
-			return nil, opError("open", dir, err)
+			return cfg, nil, err
 		}
 	}
 	root, err := os.OpenRoot(dir)
@@ -75,9 +85,9 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
 		}
-		return nil, opError("open", dir, err)
+		return cfg, nil, err
 	}
-	return openRoot[T](dir, root, cfg)
+	return cfg, root, nil
 }
 
 // openRoot opens the store of the directory root, which it owns from then
