@@ -219,23 +219,28 @@ func syncPath(dir string) error {
 	return d.Close()
 }
 
-// removeNames removes names from root and then syncs the directory once
-// (unless o.noSync). A name that is already gone is not an error.
-func removeNames(root *os.Root, o fileIO, names []string) error {
+// removeNames removes names from root, in order, and then syncs the
+// directory once (unless o.noSync). A name that is already gone is not an
+// error, and a removal that fails does not stop the others. It returns
+// whether each name is gone.
+func removeNames(root *os.Root, o fileIO, names []string) (gone []bool, err error) {
 	var errs []error
-	for _, name := range names {
+	gone = make([]bool, len(names))
+	for i, name := range names {
 		err := o.at("remove", name)
 		if err == nil {
 			err = root.Remove(name)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
+			continue
 		}
+		gone[i] = true
 	}
 	if err := o.syncDir(root); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return gone, errors.Join(errs...)
 }
 
 // removeStaleTemps removes the temporary files a crashed save left behind and
@@ -258,7 +263,8 @@ func removeStaleTemps(root *os.Root, l layout, o fileIO) ([]string, error) {
 	if len(stale) == 0 {
 		return nil, nil
 	}
-	return stale, removeNames(root, o, stale)
+	_, err = removeNames(root, o, stale)
+	return stale, err
 }
 
 // readDir reads the directory entries of root, for callers that need

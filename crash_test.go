@@ -73,6 +73,34 @@ func childStart() (fail func(code int, err error)) {
 	}
 }
 
+// killCount returns how many kills a kill test makes: CHECKPOINT_KILLS, or
+// def.
+func killCount(t *testing.T, def int) int {
+	v := os.Getenv(crashKillsEnv)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, crashKillsEnv)
+	return n
+}
+
+// startChild starts the test binary exe as a crash child with env added,
+// and returns it with its pipes and its standard error.
+func startChild(t *testing.T, exe string, env ...string) (*exec.Cmd, io.WriteCloser, io.Reader, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	return cmd, stdin, stdout, stderr
+}
+
 func newCrashState(step int64) crashState {
 	return crashState{Step: step, Pad: strings.Repeat(strconv.FormatInt(step, 36)+"-", 16<<10)}
 }
@@ -156,12 +184,7 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills := 50
-	if v := os.Getenv(crashKillsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		kills = n
-	}
+	kills := killCount(t, 50)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -171,15 +194,7 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 
 	for kill := 0; kill < kills; kill++ {
 		mode := modeOf(kill)
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+dir, crashModeEnv+"="+string(mode))
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		require.NoError(t, cmd.Start())
+		cmd, stdin, stdout, stderr := startChild(t, exe, crashChildEnv+"="+dir, crashModeEnv+"="+string(mode))
 
 		// Let it acknowledge a random number of saves, then kill it while it
 		// is busy with the next one.
@@ -360,22 +375,9 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 	ctx := context.Background()
 	acked := map[string]bool{}
 	leftovers := 0
-	kills := 15
-	if v := os.Getenv(crashKillsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		kills = n
-	}
+	kills := killCount(t, 15)
 	for kill := 0; kill < kills; kill++ {
-		cmd := exec.Command(exe)
-		cmd.Env = append(os.Environ(), crashSessionsEnv+"="+dir)
-		stdin, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		require.NoError(t, cmd.Start())
+		cmd, stdin, stdout, stderr := startChild(t, exe, crashSessionsEnv+"="+dir)
 		want := 1 + rng.IntN(6)
 		sc := bufio.NewScanner(stdout)
 		for acks := 0; acks < want && sc.Scan(); acks++ {

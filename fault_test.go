@@ -180,6 +180,9 @@ func TestPermissionDenied(t *testing.T) {
 
 var errInjected = errors.New("injected fault")
 
+// writePoints are the points of a write where the seam can fail it.
+var writePoints = []string{"create", "write", "sync", "close", "publish", "dirsync"}
+
 // faultSwitch fails the next file operation at one point, once armed.
 type faultSwitch struct {
 	mu    sync.Mutex
@@ -226,7 +229,7 @@ func dirState(t *testing.T, dir string) map[string]string {
 // then succeeds.
 func TestFaultAtEveryPointOfAWrite(t *testing.T) {
 	ctx := context.Background()
-	points := []string{"create", "write", "sync", "close", "publish", "dirsync"}
+	points := writePoints
 	type write struct {
 		name string
 		opts []Option
@@ -370,7 +373,7 @@ func TestFaultWhilePruning(t *testing.T) {
 // nothing half-made is listed, and the next New works and cleans up.
 func TestFaultWhileCreatingASession(t *testing.T) {
 	ctx := context.Background()
-	for _, point := range []string{"create", "write", "sync", "close", "publish", "dirsync"} {
+	for _, point := range writePoints {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
@@ -396,7 +399,7 @@ func TestFaultWhileCreatingASession(t *testing.T) {
 // same save then works.
 func TestFaultInAnAsyncSave(t *testing.T) {
 	ctx := context.Background()
-	for _, point := range []string{"create", "write", "sync", "close", "publish", "dirsync"} {
+	for _, point := range writePoints {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}

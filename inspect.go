@@ -194,7 +194,7 @@ func (s *Store[T]) RemoveLeftovers(ctx context.Context) (Leftovers, error) {
 	defer s.endWrite()
 	temps, quarantined, err := s.leftovers()
 	if err == nil && len(temps)+len(quarantined) > 0 {
-		err = removeNames(s.root, s.fileIO(), slices.Concat(temps, quarantined))
+		_, err = removeNames(s.root, s.fileIO(), slices.Concat(temps, quarantined))
 	}
 	if err != nil {
 		return Leftovers{}, s.failed(opError("remove leftovers", s.dir, err))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"time"
 )
@@ -187,25 +186,18 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 	// Remove oldest first, then sync the directory once. A removal that
 	// fails does not stop the others, and what was removed is reported
 	// even then.
+	names := make([]string, len(victims))
+	for i, e := range victims {
+		names[i] = e.name
+	}
+	gone, err := s.removeReporting(names)
 	var removed []Info
-	var errs []error
-	o := s.fileIO()
-	for _, e := range victims {
-		err := o.at("remove", e.name)
-		if err == nil {
-			err = s.root.Remove(e.name)
+	for i, e := range victims {
+		if gone[i] {
+			removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
 		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			continue
-		}
-		s.forget(e.name)
-		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
 	}
-	if err := o.syncDir(s.root); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return removed, opError("prune", s.dir, err)
 	}
 	return removed, nil

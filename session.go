@@ -730,7 +730,8 @@ func removeStaleSessionTemps(sub *os.Root, o fileIO) error {
 	if len(stale) == 0 {
 		return nil
 	}
-	return removeNames(sub, o, stale)
+	_, err = removeNames(sub, o, stale)
+	return err
 }
 
 // isSessionTemp reports whether name is a temporary file of session.json:

@@ -842,9 +842,16 @@ func (s *Store[T]) fileIO() fileIO {
 
 // remove deletes checkpoint files, forgetting their cached headers.
 func (s *Store[T]) remove(names ...string) error {
-	err := removeNames(s.root, s.fileIO(), names)
-	s.forget(names...)
+	_, err := s.removeReporting(names)
 	return err
+}
+
+// removeReporting deletes checkpoint files, forgetting their cached
+// headers, and says which of them are gone (see removeNames).
+func (s *Store[T]) removeReporting(names []string) ([]bool, error) {
+	gone, err := removeNames(s.root, s.fileIO(), names)
+	s.forget(names...)
+	return gone, err
 }
 
 func (s *Store[T]) exists(name string) bool {
