@@ -31,11 +31,6 @@ type Hooks struct {
 	OnError func(err error)
 }
 
-// WithHooks installs hooks on the store.
-func WithHooks(h Hooks) Option {
-	return optionFunc(func(c *config) { c.hooks = h })
-}
-
 // failed reports err to the logger and OnError and returns it.
 func (s *Store[T]) failed(err error) error {
 	if err == nil {

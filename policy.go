@@ -7,23 +7,6 @@ import (
 	"runtime/debug"
 )
 
-// Every sets the interval of Tick: a step is due when it is a multiple of n,
-// so Every(5) saves steps 0, 5, 10, ... The default is 1 (every step);
-// Every(0) makes Tick save nothing (SaveFinal and SaveError still save).
-func Every(n int64) Option {
-	return optionFunc(func(c *config) { c.every = n })
-}
-
-// WithRolling makes Tick write the steps that are not due to a single rolling
-// file (prefix_last.json) that each such Tick replaces atomically, so a crash
-// loses at most the step in progress while numbered checkpoints stay at the
-// interval. The rolling file is the only file a store ever replaces. Latest
-// and LatestClean consider it like any other checkpoint (Info.Kind is
-// KindRolling), and retention never removes it.
-func WithRolling() Option {
-	return optionFunc(func(c *config) { c.rolling = true })
-}
-
 // Due reports whether Tick would save a numbered checkpoint for step under the
 // interval set by Every.
 func (s *Store[T]) Due(step int64) bool {

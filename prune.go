@@ -89,56 +89,6 @@ func (r retention) victims(entries []entry, now time.Time) []entry {
 	return out
 }
 
-// KeepLast is a retention rule: it keeps the newest n checkpoints, ordered by
-// step and, within a step, by save time. KeepLast(0), the default, sets no
-// rule.
-//
-// Retention rules (KeepLast, KeepEvery, KeepWithin, KeepOnePer) combine: a
-// checkpoint survives if any rule keeps it. They apply to step checkpoints
-// only, unless PruneKinds says otherwise; final and error checkpoints and
-// the rolling file are always kept. A checkpoint whose header cannot be read
-// is neither counted nor removed, and the newest checkpoint that loads is
-// never removed by any rule. When a store has a rule, it prunes after each
-// numbered save (Save, a due Tick, SaveFinal, SaveError; not a rolling
-// write), once the new checkpoint is durable, and on Prune; with no rule it
-// never removes anything.
-func KeepLast(n int) Option {
-	return optionFunc(func(c *config) { c.retain.last = n })
-}
-
-// KeepEvery is a retention rule: it keeps, forever, every checkpoint whose
-// step is a multiple of k (step 0 included). KeepEvery(0) sets no rule.
-// See KeepLast for how rules combine.
-func KeepEvery(k int64) Option {
-	return optionFunc(func(c *config) { c.retain.every = k })
-}
-
-// KeepWithin is a retention rule: it keeps every checkpoint saved less than d
-// ago, by the save time in its header; a save time in the future (a clock
-// that stepped back) counts as recent. KeepWithin(0) sets no rule. See
-// KeepLast for how rules combine.
-func KeepWithin(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.retain.within = d })
-}
-
-// KeepOnePer is a retention rule: it keeps one checkpoint per period of d,
-// the newest saved in it (the highest step). Periods are counted in UTC from
-// the zero time, so KeepOnePer(time.Hour) keeps the last checkpoint of each
-// clock hour, KeepOnePer(24*time.Hour) the last of each UTC day and
-// KeepOnePer(7*24*time.Hour) the last of each week, Monday to Sunday.
-// KeepOnePer(0) sets no rule. See KeepLast for how rules combine.
-func KeepOnePer(d time.Duration) Option {
-	return optionFunc(func(c *config) { c.retain.per = d })
-}
-
-// PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,
-// to the retention rules like step checkpoints: they count toward KeepLast
-// and are removed when no rule keeps them. By default the rules never remove
-// a final or error checkpoint. The rolling file is never pruned.
-func PruneKinds(kinds ...Kind) Option {
-	return optionFunc(func(c *config) { c.retain.kinds = append(c.retain.kinds, kinds...) })
-}
-
 // Prune applies the store's retention rules now and returns the checkpoints
 // it removed, oldest first. With no rule configured it removes nothing.
 //

@@ -740,3 +740,31 @@ func isSessionTemp(name string) bool {
 	rest, ok := strings.CutPrefix(name, "."+sessionFile)
 	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
 }
+
+// RemoveStaging removes the hidden directories (.staging- and random text)
+// in which a crash interrupted the creation or fork of a session, and
+// returns their paths, sorted. It takes the root's lock (.sessions.lock)
+// without waiting, so that no session being made right now is touched: while
+// another process creates or forks a session it fails with ErrLocked. The
+// next New, Create, Fork or SetMeta removes them as well; RemoveStaging is
+// for tools that clean up without creating anything.
+func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
+	fail := func(err error) ([]string, error) { return nil, opError("remove staging", r.dir, err) }
+	if r.cfg.readOnly {
+		return fail(ErrReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	lock, err := lockFile(r.root, sessionsLockName)
+	if err != nil {
+		return fail(fmt.Errorf("lock %s: %w", sessionsLockName, err))
+	}
+	defer unlockDir(lock)
+	removed, err := r.removeStagingLocked()
+	if err != nil {
+		return removed, opError("remove staging", r.dir, err)
+	}
+	slices.Sort(removed)
+	return removed, nil
+}

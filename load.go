@@ -1,0 +1,250 @@
+package checkpoint
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Load returns the state and Info of the checkpoint of step. If the step has
+// more than one checkpoint (say a step and an error checkpoint), Load returns
+// the one saved last; LoadInfo reaches the others. A step with no checkpoint
+// is ErrNotFound; a checkpoint that fails verification is ErrCorrupt, and no
+// state is returned.
+func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
+	return s.load(ctx, step, func() (T, Info, error) {
+		var zero T
+		entries, err := s.stepEntries(step)
+		if err != nil {
+			return zero, Info{}, stepError("load", step, s.dir, err)
+		}
+		if len(entries) == 0 {
+			return zero, Info{}, stepError("load", step, s.dir, ErrNotFound)
+		}
+		sortEntries(entries)
+		return s.loadEntry(ctx, "load", entries[len(entries)-1], true)
+	})
+}
+
+// LoadInfo loads exactly the checkpoint that info describes, as returned by
+// List, Save or Latest: use it to reach a checkpoint that Load does not
+// return because its step has a newer one (a step checkpoint beside a final
+// one, an earlier error attempt). If the file no longer holds that
+// checkpoint (it was deleted, or the rolling file has moved on), the result
+// is ErrNotFound. info's file must be a checkpoint name of the store's layout
+// (else ErrInvalid).
+func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
+	return s.load(ctx, info.Step, func() (T, Info, error) {
+		var zero T
+		name := info.Name()
+		fn, ok := s.cfg.layout.parse(name)
+		if !ok {
+			return zero, Info{}, stepError("load", info.Step, info.Path, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name))
+		}
+		e := entry{name: name, fn: fn, h: header{Step: info.Step, Time: info.Time}}
+		if info.Format == 0 {
+			e.h.Time = time.Time{} // a modification time, not a save time
+		}
+		return s.loadEntry(ctx, "load", e, true)
+	})
+}
+
+// load runs a single-checkpoint load and reports it.
+func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, error)) (T, Info, error) {
+	var zero T
+	if err := checkStep(step); err != nil {
+		return zero, Info{}, s.failed(stepError("load", step, s.dir, err))
+	}
+	if err := s.begin(ctx); err != nil {
+		return zero, Info{}, s.failed(stepError("load", step, s.dir, err))
+	}
+	v, info, err := do()
+	s.ops.Done()
+	if err != nil {
+		return zero, Info{}, s.failed(err)
+	}
+	s.loaded(info)
+	return v, info, nil
+}
+
+// Latest returns the newest checkpoint that loads: the highest step, and
+// within a step the checkpoint saved last. The rolling file (WithRolling)
+// counts like any other. Checkpoints that fail to load are skipped; each
+// skipped one is logged at Warn and reported to Hooks.OnError, and if none
+// loads, the error joins every failure (so errors.Is(err, ErrCorrupt) holds
+// when damage was the cause). A store with no checkpoint is ErrNotFound:
+// that, and only that, means a fresh start.
+func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
+	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
+	if err == nil {
+		s.loaded(info)
+	}
+	return v, info, err
+}
+
+// latest finds the newest checkpoint that loads among the names want keeps,
+// reporting the ones it skipped and a failure, but not a load.
+func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bool) (T, Info, error) {
+	var zero T
+	if err := s.begin(ctx); err != nil {
+		return zero, Info{}, s.failed(opError(op, s.dir, err))
+	}
+	v, info, skipped, err := s.latestLocked(ctx, op, want)
+	s.ops.Done()
+	for _, e := range skipped {
+		s.failed(e)
+	}
+	if err != nil {
+		return zero, Info{}, s.failed(err)
+	}
+	return v, info, nil
+}
+
+// latestLocked walks the checkpoints newest first and returns the first that
+// loads, with the failures it passed.
+func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
+	var zero T
+	ns, err := s.names(want)
+	if err != nil {
+		return zero, Info{}, nil, opError(op, s.dir, err)
+	}
+	// Order by step from the names alone, then read headers only for the
+	// steps actually tried: most calls read one header and one file. The
+	// newest step is found without sorting; the others are sorted only if
+	// none of its checkpoints loads.
+	var skipped []error
+	tried := 0
+	sorted := false
+	for end := len(ns); end > 0; {
+		var start int
+		if !sorted {
+			start = newestToEnd(ns[:end])
+		} else {
+			for start = end - 1; start > 0 && ns[start-1].fn.step == ns[end-1].fn.step; start-- {
+			}
+		}
+		group := make([]entry, 0, end-start)
+		for _, n := range ns[start:end] {
+			group = append(group, entry{name: n.name, fn: n.fn})
+		}
+		group = s.fill(group)
+		end = start
+		sortEntries(group)
+		for i := len(group) - 1; i >= 0; i-- {
+			tried++
+			// Not exact: a rolling file that moved on to a newer step
+			// since the scan is still the newest checkpoint.
+			v, info, err := s.loadEntry(ctx, op, group[i], false)
+			if err == nil {
+				return v, info, skipped, nil
+			}
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return zero, Info{}, skipped, opError(op, s.dir, ctxErr)
+			}
+			if errors.Is(err, ErrNotFound) {
+				continue // removed since the scan
+			}
+			skipped = append(skipped, err)
+		}
+		if !sorted {
+			slices.SortFunc(ns[:end], func(a, b named) int {
+				return cmp.Or(cmp.Compare(a.fn.step, b.fn.step), strings.Compare(a.name, b.name))
+			})
+			sorted = true
+		}
+	}
+	if len(skipped) == 0 {
+		return zero, Info{}, nil, opError(op, s.dir, ErrNotFound)
+	}
+	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, errors.Join(skipped...)))
+}
+
+// List returns the checkpoints in the directory, ascending by step and,
+// within a step, by save time. It reads file names and each file's header
+// (once: headers are cached), never a state, and ignores temporary files and
+// anything that is not a checkpoint of the store's layout. A checkpoint whose
+// header cannot be read is listed with the step and kind its name gives, the
+// file's modification time and Format 0, and logged at Warn (a damaged one
+// once, while it stays the same file);
+// loading it reports the damage.
+func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, s.failed(opError("list", s.dir, err))
+	}
+	entries, err := s.scan(nil)
+	if err == nil {
+		entries = s.fill(entries)
+	}
+	s.ops.Done()
+	if err != nil {
+		return nil, s.failed(opError("list", s.dir, err))
+	}
+	return s.infos(entries), nil
+}
+
+// infos returns the Info of each entry, ordered as List orders them.
+func (s *Store[T]) infos(entries []entry) []Info {
+	infos := make([]Info, len(entries))
+	for k, i := range sortedOrder(entries) {
+		e := &entries[i]
+		infos[k] = s.info(e.name, e.fn, e.size, e.h)
+	}
+	return infos
+}
+
+// loadEntry reads, verifies and decodes one checkpoint file. With exact, a
+// rolling file must still hold the step (and, if known, the save time) that
+// e says; otherwise it is ErrNotFound.
+func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool) (T, Info, error) {
+	var v T
+	path := s.path(e.name)
+	fail := func(err error) (T, Info, error) {
+		var zero T
+		return zero, Info{}, stepError(op, e.h.Step, path, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	f, err := s.root.Open(e.name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+		return fail(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fail(fmt.Errorf("%w: not a regular file", ErrCorrupt))
+	}
+	var h header
+	err = s.codec.read(f, fi.Size(), func(got header, state []byte) error {
+		h = got
+		if err := e.fn.agrees(h); err != nil {
+			return err
+		}
+		known := e.hErr == nil && !e.h.Time.IsZero()
+		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
+			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
+		}
+		if err := json.Unmarshal(state, &v); err != nil {
+			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	s.cache(e.name, fi, h, true)
+	s.observe(h.Time)
+	return v, s.info(e.name, e.fn, fi.Size(), h), nil
+}

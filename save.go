@@ -1,0 +1,354 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"time"
+)
+
+// Save writes the checkpoint of step: state encoded with encoding/json inside
+// the envelope, written atomically and durably. When Save returns nil the
+// checkpoint is on disk and survives a crash or a power cut (with NoSync, a
+// crash of the program only; with Async, see below).
+//
+// Save never replaces a checkpoint: if step already has one (plain or
+// compressed) it returns an error wrapping ErrExists and the existing file is
+// left byte-for-byte unchanged. (A file there that is provably damaged is
+// first moved aside to name.corrupt: see the README.) A negative step, an
+// empty meta key or a state that cannot be encoded (a channel, a NaN) is
+// ErrInvalid, and no file is written. If a retention rule is configured
+// (KeepLast), old checkpoints are pruned after the new one is durable; a
+// pruning failure is logged and reported to Hooks.OnError, not returned.
+//
+// With Async, Save returns once state is encoded and queued, and the
+// checkpoint is published in the background: see Async. The Info it returns
+// describes the checkpoint to be written (its Size is 0); Hooks.OnSave gets
+// the Info of the published file.
+func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
+	var sc saveConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applySave(&sc)
+		}
+	}
+	return s.save(ctx, "save", step, KindStep, state, sc.meta, nil)
+}
+
+// saveJob is one checkpoint to publish, its state already encoded.
+type saveJob struct {
+	ctx   context.Context // for pruning after the save
+	op    string
+	fn    fileName
+	meta  map[string]string
+	rec   *ErrorRecord
+	state *bytes.Buffer // from s.codec; returned to it once published
+	time  time.Time     // the save time; zero until queued (Async) or written
+}
+
+// save writes a checkpoint of kind (the rolling file for KindRolling) and
+// reports it to the hooks once the store's locks are released. With Async,
+// step and rolling checkpoints are queued instead.
+func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (Info, error) {
+	j, err := s.prepare(ctx, op, step, kind, state, meta, rec)
+	if err != nil {
+		return Info{}, s.failed(err)
+	}
+	if s.async != nil && (kind == KindStep || kind == KindRolling) {
+		return s.enqueue(ctx, j)
+	}
+	r := s.saveNow(ctx, j)
+	s.report(r)
+	return r.info, r.err
+}
+
+// prepare checks a save's arguments and encodes its state, before any lock
+// is taken: the caller's MarshalJSON may be slow, or may even use the store.
+func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (*saveJob, error) {
+	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.comp}, meta: meta, rec: rec}
+	if kind == KindError {
+		j.fn.attempt = 1
+	}
+	fail := func(err error) (*saveJob, error) {
+		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
+	}
+	if err := checkStep(step); err != nil {
+		return fail(err)
+	}
+	if _, ok := meta[""]; ok {
+		return fail(fmt.Errorf("%w: empty meta key", ErrInvalid))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	var err error
+	if j.state, err = s.codec.encodeState(state); err != nil {
+		return fail(err)
+	}
+	return j, nil
+}
+
+// saveReport is the outcome of a save, for the caller and the hooks.
+type saveReport struct {
+	info     Info
+	pruned   []Info
+	pruneErr error // the save itself succeeded
+	err      error
+}
+
+// report tells the logger and the hooks about a save. It runs outside the
+// store's locks.
+func (s *Store[T]) report(r saveReport) {
+	if r.err != nil {
+		s.failed(r.err)
+		return
+	}
+	s.saved(r.info)
+	s.prunedReport(r.pruned)
+	s.failed(r.pruneErr)
+}
+
+// saveNow publishes j at once, under the write lock.
+func (s *Store[T]) saveNow(ctx context.Context, j *saveJob) saveReport {
+	defer s.codec.putBuffer(j.state)
+	if err := s.beginWrite(ctx); err != nil {
+		return saveReport{err: stepError(j.op, j.fn.step, s.path(s.cfg.layout.format(j.fn)), err)}
+	}
+	defer s.endWrite()
+	return s.publishLocked(j)
+}
+
+// publishLocked writes j's checkpoint and, after a step checkpoint, applies
+// the retention rules. The caller holds the write lock.
+func (s *Store[T]) publishLocked(j *saveJob) saveReport {
+	fn := j.fn
+	name := s.cfg.layout.format(fn) // for messages until the name is settled
+	fail := func(err error) saveReport {
+		return saveReport{err: stepError(j.op, fn.step, s.path(name), err)}
+	}
+	var err error
+	if fn.kind != KindRolling {
+		if name, err = s.freeName(fn); err != nil {
+			return fail(err)
+		}
+	}
+	if j.time.IsZero() {
+		var behind time.Time
+		j.time, behind = s.saveTime(fn.step, true) // a save refused above reads no clock
+		s.clockBehind(j.time, behind)
+	}
+	h := header{Format: formatVersion, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
+	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
+	var size int64
+	if fn.kind == KindRolling {
+		size, err = replaceFile(s.root, name, write, s.fileIO())
+	} else {
+		size, err = createFile(s.root, name, write, s.fileIO())
+	}
+	if err != nil {
+		return fail(err)
+	}
+	s.remember(name, h)
+	r := saveReport{info: s.info(name, fn, size, h)}
+	if fn.kind == KindRolling {
+		// A rolling file of another compression is older: remove it, so
+		// that the store keeps one.
+		for _, c := range compressions {
+			other := fn
+			other.comp = c
+			if c == fn.comp {
+				continue
+			}
+			if o := s.cfg.layout.format(other); s.exists(o) {
+				if err := s.remove(o); err != nil {
+					r.pruneErr = stepError(j.op, fn.step, s.path(o), err)
+					break
+				}
+			}
+		}
+		return r
+	}
+	r.pruned, r.pruneErr = s.pruneLocked(j.ctx)
+	return r
+}
+
+func checkStep(step int64) error {
+	if step < 0 {
+		return fmt.Errorf("%w: negative step", ErrInvalid)
+	}
+	return nil
+}
+
+// maxClockLead bounds how far ahead of the clock a store stamps a save to
+// keep save times growing.
+const maxClockLead = time.Minute
+
+// saveTime returns the time to record in a new checkpoint of step: now, but
+// after every save time this store has written or read, so that "saved last"
+// stays true when the wall clock steps back a little (a resumed error step
+// redone and saved again sorts after its error checkpoint).
+//
+// If the clock is more than maxClockLead behind that time (it stepped back
+// far, or was far ahead once), following it would stamp every later save in
+// the future and blind the time-based retention rules. Then the save is
+// stamped now, or just after the newest checkpoint of its own step: the
+// only order that "saved last" needs.
+//
+// With byStep false (an Async save, stamped under the queue's lock) the
+// directory is not read: such a save is stamped now. saveTime returns the
+// newest save time it set aside in that case (zero otherwise), for the
+// caller to log once it holds no lock.
+func (s *Store[T]) saveTime(step int64, byStep bool) (t, behind time.Time) {
+	t = s.cfg.now().UTC()
+	s.mu.Lock()
+	last := s.lastTime
+	s.mu.Unlock()
+	reset := false
+	if !t.After(last) {
+		if last.Sub(t) <= maxClockLead {
+			t = last.Add(time.Nanosecond)
+		} else {
+			behind = last
+			if byStep {
+				if newest := s.newestOfStep(step); !t.After(newest) {
+					t = newest.Add(time.Nanosecond)
+				}
+			}
+			reset = true // follow the clock again from here
+		}
+	}
+	s.mu.Lock()
+	if reset || t.After(s.lastTime) {
+		s.lastTime = t
+	}
+	s.mu.Unlock()
+	return t, behind
+}
+
+// clockBehind logs that the clock was far behind the newest save time.
+func (s *Store[T]) clockBehind(now, newest time.Time) {
+	if !newest.IsZero() {
+		s.cfg.logger.Warn("checkpoint: the clock is far behind the newest save time; ordering the save within its step only", "now", now, "newest", newest)
+	}
+}
+
+// newestOfStep returns the newest save time among the checkpoints of step
+// whose headers read (zero if none).
+func (s *Store[T]) newestOfStep(step int64) time.Time {
+	var newest time.Time
+	entries, err := s.stepEntries(step)
+	if err != nil {
+		return newest
+	}
+	for _, e := range entries {
+		if e.hErr == nil && e.h.Time.After(newest) && !e.h.Time.After(timeMax) {
+			newest = e.h.Time
+		}
+	}
+	return newest
+}
+
+// timeMax bounds the save times a store adopts from what it reads: JSON
+// cannot encode a time past year 9999, so following a later one would make
+// every save fail.
+var timeMax = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// observe records the save time of a checkpoint that loaded and verified.
+func (s *Store[T]) observe(t time.Time) {
+	if t.After(timeMax) {
+		return
+	}
+	s.mu.Lock()
+	if t.After(s.lastTime) {
+		s.lastTime = t
+	}
+	s.mu.Unlock()
+}
+
+// freeName returns the name for fn, or ErrExists if a checkpoint of that step
+// and kind exists in any compression. An error checkpoint never fails:
+// it takes the next attempt number (.error, .error-2, ...).
+//
+// A file in the way that is provably damaged (bad checksum, truncated, bad
+// gzip or JSON) is quarantined first: otherwise a host that resumed from the
+// checkpoint before it, as Latest makes it do, could never save that step
+// again.
+func (s *Store[T]) freeName(fn fileName) (string, error) {
+	for {
+		name := s.cfg.layout.format(fn)
+		exists := false
+		for _, c := range compressions {
+			alt := fn
+			alt.comp = c
+			n := s.cfg.layout.format(alt)
+			_, err := s.root.Lstat(n)
+			if err == nil && fn.kind != KindError {
+				if err = s.quarantineIfDamaged(n); err == nil {
+					continue
+				}
+			}
+			if err == nil {
+				exists = true
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return n, err
+			}
+		}
+		if !exists {
+			return name, nil
+		}
+		fn.attempt++
+	}
+}
+
+// quarantineSuffix ends the name of a damaged checkpoint moved aside. Such
+// files are never listed or loaded; they are kept for inspection.
+const (
+	quarantineSuffix = ".corrupt"
+	maxQuarantined   = 100 // per checkpoint name: beyond this, Save fails
+)
+
+// quarantineIfDamaged renames the checkpoint name to name.corrupt (or
+// name.corrupt-2, ...) if its bytes are provably damaged, and returns nil. It
+// returns ErrExists if the file is intact, too large for the read limit, or
+// of a format version this package cannot read (it may be good), and any
+// other error as it is.
+func (s *Store[T]) quarantineIfDamaged(name string) error {
+	f, err := s.root.Open(name)
+	if err != nil {
+		return err
+	}
+	damage := s.codec.read(f, -1, func(header, []byte) error { return nil })
+	f.Close()
+	if damage == nil || !errors.Is(damage, ErrCorrupt) || errors.Is(damage, errFormat) || errors.Is(damage, errTooLarge) {
+		return ErrExists
+	}
+	for i := 1; i <= maxQuarantined; i++ {
+		q := name + quarantineSuffix
+		if i > 1 {
+			q += "-" + strconv.Itoa(i)
+		}
+		if _, err := s.root.Lstat(q); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		err := s.fileIO().at("quarantine", name)
+		if err == nil {
+			err = s.root.Rename(name, q)
+		}
+		if err != nil {
+			return fmt.Errorf("quarantine damaged checkpoint: %w", err)
+		}
+		if err := s.fileIO().syncDir(s.root); err != nil {
+			return err
+		}
+		s.forget(name)
+		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
+		return nil
+	}
+	return fmt.Errorf("%w: damaged, and %d damaged copies of it are already kept aside: remove some (%s*)", ErrExists, maxQuarantined, name+quarantineSuffix)
+}
