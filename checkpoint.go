@@ -103,6 +103,10 @@ type Info struct {
 	Compression string `json:"compression,omitempty"`
 	// Format is the envelope's format version.
 	Format int `json:"format"`
+	// Schema is the schema version of the state in the file, as it was
+	// saved (see WithSchema); 0 for a file saved without one. A load
+	// migrates the state to the store's schema but reports the file's.
+	Schema int `json:"schema"`
 	// Meta holds the labels given with WithMeta.
 	Meta map[string]string `json:"meta,omitempty"`
 	// Error is set on KindError checkpoints: what went wrong.
