@@ -42,7 +42,9 @@
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
 // recently active one ([ResumeSession]) and forking one at a step
-// ([Sessions.Fork]).
+// ([Sessions.Fork]). [WithSchema] versions the state type: a load migrates
+// a state saved by an earlier release in memory, and refuses one saved by a
+// newer release.
 //
 // Every exported method is safe for concurrent use by multiple goroutines.
 // Errors name the operation, the step and the file, and wrap one of the
