@@ -86,4 +86,8 @@ func TestVerifyReportsNewerSchemaNotBad(t *testing.T) {
 	r = runCLI(t, "verify", "--schema", "0", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, ": 1 ok, 0 bad, 2 of a newer schema\n")
+
+	r = runCLI(t, "verify", "--schema", "1000000000", dir)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "--schema 1000000000: want a schema version from 0 to 65536")
 }

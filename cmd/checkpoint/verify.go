@@ -20,6 +20,9 @@ var verifyCommand = command{
 		schema := fs.Int("schema", -1, "the schema `VERSION` the program reads (WithSchema): files of a newer schema are reported as such, not as bad (default: read every schema)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
+			if *schema < -1 || *schema > maxSchema {
+				return usagef("--schema %d: want a schema version from 0 to %d", *schema, maxSchema)
+			}
 			t, err := c.oneDir(args, *layout)
 			if err != nil {
 				return err
