@@ -14,7 +14,8 @@ import (
 // wrote it and returns the JSON of the next version; it may keep neither
 // slice after it returns. It runs in memory when a checkpoint is loaded:
 // the file itself is never rewritten. An error it returns fails the load
-// with ErrMigration, wrapping that error.
+// with ErrMigration, wrapping that error; so does a panic (recovered), or
+// output that is not valid JSON or is null.
 type Migration struct {
 	// From is the schema version this migration reads.
 	From int
