@@ -125,7 +125,7 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	q.broadcast()
 	q.mu.Unlock()
 	s.clockBehind(j.time, behind)
-	h := header{Format: formatVersion, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
+	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
 	return s.info(name, j.fn, 0, h), nil
 }
 

@@ -42,7 +42,9 @@
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
 // recently active one ([ResumeSession]) and forking one at a step
-// ([Sessions.Fork]).
+// ([Sessions.Fork]). [WithSchema] versions the state type: a load migrates
+// a state saved by an earlier release in memory, and refuses one saved by a
+// newer release.
 //
 // Every exported method is safe for concurrent use by multiple goroutines.
 // Errors name the operation, the step and the file, and wrap one of the
@@ -103,6 +105,10 @@ type Info struct {
 	Compression string `json:"compression,omitempty"`
 	// Format is the envelope's format version.
 	Format int `json:"format"`
+	// Schema is the schema version of the state in the file, as it was
+	// saved (see WithSchema); 0 for a file saved without one. A load
+	// migrates the state to the store's schema but reports the file's.
+	Schema int `json:"schema"`
 	// Meta holds the labels given with WithMeta.
 	Meta map[string]string `json:"meta,omitempty"`
 	// Error is set on KindError checkpoints: what went wrong.

@@ -38,6 +38,7 @@ const (
 // here is the order on disk.
 type header struct {
 	Format int               `json:"format"`
+	Schema int               `json:"schema,omitempty"` // WithSchema's version; absent is 0
 	Step   int64             `json:"step"`
 	Kind   Kind              `json:"kind"`
 	Time   time.Time         `json:"time"`
@@ -127,6 +128,8 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 			return h, true, h.check()
 		case "format":
 			dst = &h.Format
+		case "schema":
+			dst = &h.Schema
 		case "step":
 			dst = &h.Step
 		case "kind":
@@ -154,6 +157,8 @@ func (h *header) check() error {
 		return fmt.Errorf("%w: %w %d (this package reads version %d)", ErrCorrupt, errFormat, h.Format, formatVersion)
 	case h.Step < 0:
 		return fmt.Errorf("%w: negative step %d", ErrCorrupt, h.Step)
+	case h.Schema < 0:
+		return fmt.Errorf("%w: negative schema %d", ErrCorrupt, h.Schema)
 	case !h.Kind.valid():
 		return fmt.Errorf("%w: unknown kind %q", ErrCorrupt, h.Kind)
 	case h.Time.IsZero():

@@ -30,6 +30,17 @@ var (
 	// ErrInvalid: an argument was invalid (a negative step, a bad layout or
 	// name, a state that cannot be encoded as JSON).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrNewerSchema: a checkpoint's state has a newer schema version than
+	// the store's (see WithSchema): a newer release of the program wrote it.
+	// It is not damage: it is never moved aside, and Latest stops at it
+	// rather than resume from an older step.
+	ErrNewerSchema = errors.New("checkpoint has a newer schema")
+	// ErrMigration: a checkpoint's state could not be brought to the
+	// store's schema: a migration failed or returned invalid JSON, its
+	// output does not decode into the store's type, or no migration starts
+	// at the file's schema. The file is left as it is, and Latest stops at
+	// it rather than resume from an older step.
+	ErrMigration = errors.New("schema migration failed")
 )
 
 // Error records a failed store operation, the step and the file it concerned,

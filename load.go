@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,7 +15,8 @@ import (
 // more than one checkpoint (say a step and an error checkpoint), Load returns
 // the one saved last; LoadInfo reaches the others. A step with no checkpoint
 // is ErrNotFound; a checkpoint that fails verification is ErrCorrupt, and no
-// state is returned.
+// state is returned. A state saved at an older schema is migrated (see
+// WithSchema); one of a newer schema is ErrNewerSchema.
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
@@ -78,7 +78,9 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // counts like any other. Checkpoints that fail to load are skipped; each
 // skipped one is logged at Warn and reported to Hooks.OnError, and if none
 // loads, the error joins every failure (so errors.Is(err, ErrCorrupt) holds
-// when damage was the cause). A store with no checkpoint is ErrNotFound:
+// when damage was the cause). A checkpoint of a newer schema
+// (ErrNewerSchema) or whose migration fails (ErrMigration) is not skipped:
+// Latest stops there and returns that error (see WithSchema). A store with no checkpoint is ErrNotFound:
 // that, and only that, means a fresh start.
 func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
 	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
@@ -149,6 +151,11 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			}
 			if errors.Is(err, ErrNotFound) {
 				continue // removed since the scan
+			}
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) {
+				// Not damage, and resuming from an older step would
+				// fork the history silently.
+				return zero, Info{}, skipped, err
 			}
 			skipped = append(skipped, err)
 		}
@@ -236,10 +243,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
 			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
 		}
-		if err := json.Unmarshal(state, &v); err != nil {
-			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
-		}
-		return nil
+		return s.cfg.schema.decode(h.Schema, state, &v)
 	})
 	if err != nil {
 		return fail(err)

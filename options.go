@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -43,6 +44,7 @@ type config struct {
 	retain   retention
 	maxRead  int64
 	hooks    Hooks
+	schema   schema
 	logger   *slog.Logger
 	now      func() time.Time // a seam for tests; time.Now otherwise
 }
@@ -87,7 +89,7 @@ func (c *config) validate() error {
 	if c.async && c.queue < 1 {
 		return fmt.Errorf("%w: Async(%d): the queue length must be at least 1", ErrInvalid, c.queue)
 	}
-	return nil
+	return c.schema.validate()
 }
 
 // compression returns what new checkpoints are written with.
@@ -295,6 +297,45 @@ func KeepOnePer(d time.Duration) Option {
 // a final or error checkpoint. The rolling file is never pruned.
 func PruneKinds(kinds ...Kind) Option {
 	return optionFunc(func(c *config) { c.retain.kinds = append(c.retain.kinds, kinds...) })
+}
+
+// WithSchema sets the schema version of the store's state type T, and the
+// migrations that bring states saved at older versions up to it. Bump the
+// version whenever T's JSON changes (a field renamed, retyped, split or
+// dropped) and add the Migration from the previous version.
+//
+// Every save records version in the envelope's header (Info.Schema); a
+// file without one, from a store without WithSchema, is schema 0. A load
+// (Load, LoadInfo, Latest, LatestClean) applies the migrations from the
+// file's schema up to version, in order and in memory, then decodes the
+// result into T: files on disk are never rewritten. A state of a newer
+// schema than version is ErrNewerSchema; one older than the first
+// migration's From (a chain may start above 0 when a program drops its
+// oldest files), or whose migration fails, returns invalid JSON or does
+// not decode into T, is ErrMigration. Neither is damage: the file is never
+// moved aside, retention counts it as a checkpoint that loads, and Latest
+// stops there with that error instead of resuming from an older step,
+// which would silently fork the history.
+//
+// Open refuses a broken chain with ErrInvalid: a negative version or From,
+// a From at or above version, two migrations from one version, a gap, or a
+// nil Migrate. Given to OpenSessions, WithSchema applies to every session
+// and to the checks of Fork. The default is version 0 with no migrations.
+func WithSchema(version int, migrations ...Migration) Option {
+	return optionFunc(func(c *config) {
+		c.schema.version, c.schema.migrations = version, slices.Clone(migrations)
+	})
+}
+
+// StrictDecoding makes loads refuse a state with a field that T does not
+// have (json.Decoder.DisallowUnknownFields) instead of dropping it: it
+// catches a change of T's JSON that was not given a new schema version (see
+// WithSchema), such as a renamed field that would otherwise load as its zero
+// value. A state of the store's own schema that fails so is ErrCorrupt, like
+// any state that does not decode into T; a migrated one is ErrMigration.
+// The default is to ignore unknown fields, as encoding/json does.
+func StrictDecoding() Option {
+	return optionFunc(func(c *config) { c.schema.strict = true })
 }
 
 // WithHooks installs hooks on the store.

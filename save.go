@@ -141,7 +141,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		j.time, behind = s.saveTime(fn.step, true) // a save refused above reads no clock
 		s.clockBehind(j.time, behind)
 	}
-	h := header{Format: formatVersion, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
+	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
 	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
 	var size int64
 	if fn.kind == KindRolling {

@@ -265,6 +265,7 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Compressed:  fn.comp != compressNone,
 		Compression: fn.comp.String(),
 		Format:      h.Format,
+		Schema:      h.Schema,
 		Meta:        maps.Clone(h.Meta),
 	}
 	if h.Error != nil {

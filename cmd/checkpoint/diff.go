@@ -32,7 +32,7 @@ var diffCommand = command{
 					return err
 				}
 			}
-			t, st, err := c.openReader(args[0], *layout)
+			t, st, err := c.openReader(ctx, args[0], *layout)
 			if err != nil {
 				return err
 			}

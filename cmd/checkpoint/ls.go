@@ -64,13 +64,26 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
 		return nil
 	}
 	tw := newTable(c.stdout)
-	fmt.Fprintln(tw, "STEP\tKIND\tTIME\tSIZE\tCOMPRESSED\tFILE\tMETA")
+	// The SCHEMA column appears when a file records a schema (WithSchema).
+	schemaHead := ""
+	withSchema := slices.ContainsFunc(infos, func(info checkpoint.Info) bool { return info.Schema != 0 })
+	if withSchema {
+		schemaHead = "SCHEMA\t"
+	}
+	fmt.Fprintf(tw, "STEP\tKIND\t%sTIME\tSIZE\tCOMPRESSED\tFILE\tMETA\n", schemaHead)
 	for _, info := range infos {
 		when, meta := formatTime(info.Time), formatMeta(info.Meta)
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", info.Step, info.Kind, when, info.Size, compression(info), info.Name(), meta)
+		schema := ""
+		switch {
+		case withSchema && info.Format == 0:
+			schema = "-\t"
+		case withSchema:
+			schema = strconv.Itoa(info.Schema) + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%d\t%s\t%s\t%s\n", info.Step, info.Kind, schema, when, info.Size, compression(info), info.Name(), meta)
 	}
 	return tw.Flush()
 }

@@ -47,7 +47,7 @@ var showCommand = command{
 				}
 				sel.hasStep = true
 			}
-			t, st, err := c.openReader(args[0], *layout)
+			t, st, err := c.openReader(ctx, args[0], *layout)
 			if err != nil {
 				return err
 			}
@@ -172,6 +172,9 @@ func printHeader(c *cli, info checkpoint.Info) {
 	line := func(key, value string) { fmt.Fprintf(c.stdout, "%-11s %s\n", key+":", value) }
 	line("file", info.Path)
 	line("format", strconv.Itoa(info.Format))
+	if info.Schema != 0 {
+		line("schema", strconv.Itoa(info.Schema))
+	}
 	line("step", strconv.FormatInt(info.Step, 10))
 	line("kind", string(info.Kind))
 	line("time", info.Time.UTC().Format(time.RFC3339Nano))

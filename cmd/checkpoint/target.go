@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,8 +84,9 @@ func (c *cli) oneDir(args []string, layoutArg string) (target, error) {
 }
 
 // openReader resolves the store dir for show and diff and opens it
-// read-only, recording the damaged checkpoints Latest passes over.
-func (c *cli) openReader(dir, layoutArg string) (target, *checkpoint.Store[json.RawMessage], error) {
+// read-only, reading every schema, recording the damaged checkpoints Latest
+// passes over.
+func (c *cli) openReader(ctx context.Context, dir, layoutArg string) (target, *checkpoint.Store[json.RawMessage], error) {
 	t, err := c.resolve(dir, layoutArg)
 	if err != nil {
 		return t, nil, err
@@ -92,8 +94,45 @@ func (c *cli) openReader(dir, layoutArg string) (target, *checkpoint.Store[json.
 	if err := t.requireStore(c.cmd); err != nil {
 		return t, nil, err
 	}
-	st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
+	st, _, err := openAnySchema(ctx, t.dir, -1, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
 	return t, st, err
+}
+
+// maxSchema bounds the schema versions the tool reads: a file that claims
+// a higher one is reported as of a newer schema.
+const maxSchema = 1 << 16
+
+// openAnySchema opens the store in dir with opts, reading the states of
+// every schema up to upTo as they were saved (up to the highest schema in
+// dir if upTo is negative), and returns it with its checkpoints. The tool
+// knows no program's state type, so it shows states unmigrated: each step
+// of the chain returns its input.
+func openAnySchema(ctx context.Context, dir string, upTo int, opts ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], []checkpoint.Info, error) {
+	st, err := checkpoint.Open[json.RawMessage](dir, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	infos, err := st.List(ctx)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if upTo < 0 {
+		for _, info := range infos {
+			upTo = max(upTo, min(info.Schema, maxSchema))
+		}
+	}
+	if upTo <= 0 {
+		return st, infos, nil
+	}
+	st.Close()
+	keep := func(state json.RawMessage) (json.RawMessage, error) { return state, nil }
+	chain := make([]checkpoint.Migration, upTo)
+	for i := range chain {
+		chain[i] = checkpoint.Migration{From: i, Migrate: keep}
+	}
+	st, err = checkpoint.Open[json.RawMessage](dir, append(opts, checkpoint.WithSchema(upTo, chain...))...)
+	return st, infos, err
 }
 
 // parseLayout parses --layout: PREFIX/DIGITS or PREFIX (Digits 0).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,13 +17,17 @@ var verifyCommand = command{
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		asJSON := fs.Bool("json", false, "print a JSON report instead of lines")
 		verbose := fs.Bool("v", false, "print the good files too")
+		schema := fs.Int("schema", -1, "the schema `VERSION` the program reads (WithSchema): files of a newer schema are reported as such, not as bad (default: read every schema)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
+			if *schema < -1 || *schema > maxSchema {
+				return usagef("--schema %d: want a schema version from 0 to %d", *schema, maxSchema)
+			}
 			t, err := c.oneDir(args, *layout)
 			if err != nil {
 				return err
 			}
-			r := verifyReport{Dir: t.dir, Layout: t.layout.String(), Files: []fileResult{}, Notes: []fileNote{}}
+			r := verifyReport{Dir: t.dir, Layout: t.layout.String(), Files: []fileResult{}, Notes: []fileNote{}, schema: *schema}
 			if t.sessions {
 				err = r.verifySessions(ctx, t)
 			} else {
@@ -54,8 +57,11 @@ type verifyReport struct {
 	OK      bool         `json:"ok"` // no bad file
 	Checked int          `json:"checked"`
 	Bad     int          `json:"bad"`
+	Newer   int          `json:"newer_schema"` // files of a newer schema than --schema: not bad
 	Files   []fileResult `json:"files"`
 	Notes   []fileNote   `json:"notes"`
+
+	schema int // --schema; -1 reads every schema
 }
 
 // fileResult is the verdict on one checkpoint file, or on a session's
@@ -65,7 +71,9 @@ type fileResult struct {
 	Session string `json:"session,omitempty"`
 	Step    *int64 `json:"step,omitempty"`
 	Kind    string `json:"kind"`
+	Schema  int    `json:"schema,omitempty"`
 	OK      bool   `json:"ok"`
+	Newer   bool   `json:"newer_schema,omitempty"` // not OK, but not bad: see --schema
 	Error   string `json:"error,omitempty"`
 }
 
@@ -83,22 +91,23 @@ const (
 
 // verifyStore loads every checkpoint of the store in dir in full.
 func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session string) error {
-	st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.ReadOnly())...)
+	st, infos, err := openAnySchema(ctx, dir, r.schema, t.options(checkpoint.ReadOnly())...)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	infos, err := st.List(ctx)
-	if err != nil {
-		return err
-	}
 	for _, info := range infos {
 		_, _, err := st.LoadInfo(ctx, info)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed or replaced by a writer since the listing
 		}
-		res := fileResult{Path: info.Path, Session: session, Step: &info.Step, Kind: string(info.Kind), OK: err == nil}
-		if err != nil {
+		res := fileResult{Path: info.Path, Session: session, Step: &info.Step, Kind: string(info.Kind), Schema: info.Schema, OK: err == nil}
+		switch {
+		case errors.Is(err, checkpoint.ErrNewerSchema):
+			// Verified, but for a newer release of the program.
+			res.Newer, res.Error = true, reason(err)
+			r.Newer++
+		case err != nil:
 			res.Error = reason(err)
 			r.Bad++
 		}
@@ -153,6 +162,8 @@ func (r verifyReport) print(c *cli, verbose bool) {
 	tw := newTable(c.stdout)
 	for _, f := range r.Files {
 		switch {
+		case f.Newer:
+			fmt.Fprintf(tw, "newer schema\t%s\t%s\n", f.Path, f.Error)
 		case !f.OK:
 			fmt.Fprintf(tw, "BAD\t%s\t%s\n", f.Path, f.Error)
 		case verbose:
@@ -163,7 +174,11 @@ func (r verifyReport) print(c *cli, verbose bool) {
 		fmt.Fprintf(tw, "note\t%s\t%s\n", n.Path, n.Note)
 	}
 	tw.Flush()
-	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad\n", files(r.Checked), r.Dir, r.Layout, r.Checked-r.Bad, r.Bad)
+	newer := ""
+	if r.Newer > 0 {
+		newer = fmt.Sprintf(", %d of a newer schema", r.Newer)
+	}
+	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad%s\n", files(r.Checked), r.Dir, r.Layout, r.Checked-r.Bad-r.Newer, r.Bad, newer)
 }
 
 // pathOf returns the path an error names, or else dflt.

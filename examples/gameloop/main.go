@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return errors.New("-new starts a fresh game: it cannot be combined with -session or -restore")
 	}
 
-	campaign, err := checkpoint.OpenSessions(*dir, checkpoint.WithLayout("turn", 3))
+	campaign, err := checkpoint.OpenSessions(*dir, campaignOptions()...)
 	if err != nil {
 		return err
 	}
@@ -343,15 +343,15 @@ type AgentMemory struct {
 	Whispers        []string `json:"whispers,omitempty"`
 }
 
-// Character is a player character's sheet.
+// Character is a player character's sheet. Its hit points changed in
+// schema 2: see schema.go.
 type Character struct {
-	Name      string   `json:"name"`
-	Class     string   `json:"class"`
-	Bonus     int      `json:"bonus"`
-	HP        int      `json:"hp"`
-	MaxHP     int      `json:"max_hp"`
-	XP        int      `json:"xp"`
-	Inventory []string `json:"inventory"`
+	Name      string    `json:"name"`
+	Class     string    `json:"class"`
+	Bonus     int       `json:"bonus"`
+	HP        HitPoints `json:"hp"`
+	XP        int       `json:"xp"`
+	Inventory []string  `json:"inventory"`
 }
 
 const (
@@ -373,9 +373,9 @@ func NewGame(session string) GameState {
 		Log:       []string{},
 		Memories:  make(map[string]AgentMemory),
 		Characters: map[string]Character{
-			"brynja": {Name: "Brynja", Class: "fighter", Bonus: 3, HP: 12, MaxHP: 12, Inventory: []string{"longsword", "shield with a 🐺 on it"}},
-			"kael":   {Name: "Kael", Class: "wizard", Bonus: 2, HP: 8, MaxHP: 8, Inventory: []string{"spellbook", "chalk"}},
-			"zoe":    {Name: "Zoë", Class: "rogue", Bonus: 4, HP: 10, MaxHP: 10, Inventory: []string{"lockpicks", "rope (15 m)"}},
+			"brynja": {Name: "Brynja", Class: "fighter", Bonus: 3, HP: HitPoints{Current: 12, Max: 12}, Inventory: []string{"longsword", "shield with a 🐺 on it"}},
+			"kael":   {Name: "Kael", Class: "wizard", Bonus: 2, HP: HitPoints{Current: 8, Max: 8}, Inventory: []string{"spellbook", "chalk"}},
+			"zoe":    {Name: "Zoë", Class: "rogue", Bonus: 4, HP: HitPoints{Current: 10, Max: 10}, Inventory: []string{"lockpicks", "rope (15 m)"}},
 		},
 	}
 	for _, id := range g.TurnQueue {
@@ -471,7 +471,7 @@ func (g *GameState) PlayTurn(turn int64) []event {
 		events = append(events, event{who: dm, text: "Dawn. The party rests and is whole again."})
 		for _, id := range players {
 			c := g.Characters[id]
-			c.HP = c.MaxHP
+			c.HP.Current = c.HP.Max
 			g.Characters[id] = c
 		}
 	}
@@ -497,8 +497,8 @@ func (g *GameState) PlayTurn(turn int64) []event {
 			marks[id] = "✓"
 		} else {
 			hurt := 1 + rng.IntN(3)
-			c.HP = max(1, c.HP-hurt)
-			text += fmt.Sprintf("fails, -%d HP (%d/%d)", hurt, c.HP, c.MaxHP)
+			c.HP.Current = max(1, c.HP.Current-hurt)
+			text += fmt.Sprintf("fails, -%d HP (%d/%d)", hurt, c.HP.Current, c.HP.Max)
 			marks[id] = "✗"
 		}
 		g.Characters[id] = c
@@ -583,6 +583,6 @@ func (g *GameState) printParty(w io.Writer) {
 		if n := len(m.ShortTermBuffer); n > 0 {
 			last = m.ShortTermBuffer[n-1]
 		}
-		fmt.Fprintf(w, "  %-6s %s, %d/%d HP, %d XP; remembers %q\n", c.Name, c.Class, c.HP, c.MaxHP, c.XP, last)
+		fmt.Fprintf(w, "  %-6s %s, %d/%d HP, %d XP; remembers %q\n", c.Name, c.Class, c.HP.Current, c.HP.Max, c.XP, last)
 	}
 }

@@ -60,7 +60,7 @@ func requireUnchanged(t *testing.T, before map[string][]byte, dir, id string) {
 
 func openCampaign(t *testing.T, dir string) *checkpoint.Sessions {
 	t.Helper()
-	campaign, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
+	campaign, err := checkpoint.OpenSessions(dir, append(campaignOptions(), checkpoint.ReadOnly())...)
 	require.NoError(t, err)
 	t.Cleanup(func() { campaign.Close() })
 	return campaign

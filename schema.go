@@ -1,0 +1,140 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+)
+
+// A Migration upgrades a state saved at schema version From to version
+// From+1 (see WithSchema). Migrate gets the state's JSON as that version
+// wrote it and returns the JSON of the next version; it may keep neither
+// slice after it returns. It runs in memory when a checkpoint is loaded:
+// the file itself is never rewritten. An error it returns fails the load
+// with ErrMigration, wrapping that error; so does a panic (recovered), or
+// output that is not valid JSON or is null.
+type Migration struct {
+	// From is the schema version this migration reads.
+	From int
+	// Migrate turns a state of schema From into one of schema From+1.
+	Migrate func(json.RawMessage) (json.RawMessage, error)
+}
+
+// schema is the schema a store saves and reads states at, with the chain
+// of migrations that brings older states up to it.
+type schema struct {
+	version    int
+	migrations []Migration // as given; validate sorts them by From
+	strict     bool        // StrictDecoding: unknown fields are an error
+}
+
+// validate checks that the migrations form one unbroken chain ending at
+// version: every From below version, none twice, no gap. The chain may
+// start above 0: states older than its start do not load.
+func (sc *schema) validate() error {
+	if sc.version < 0 {
+		return fmt.Errorf("%w: WithSchema(%d): the version must be 0 or more", ErrInvalid, sc.version)
+	}
+	slices.SortFunc(sc.migrations, func(a, b Migration) int { return a.From - b.From })
+	for i, m := range sc.migrations {
+		bad := func(why string, args ...any) error {
+			return fmt.Errorf("%w: WithSchema(%d): migration from schema %d: %s", ErrInvalid, sc.version, m.From, fmt.Sprintf(why, args...))
+		}
+		switch {
+		case m.From < 0:
+			return bad("From must be 0 or more")
+		case m.From >= sc.version:
+			return bad("From must be below the version %d (a migration upgrades From to From+1)", sc.version)
+		case m.Migrate == nil:
+			return bad("Migrate is nil")
+		case i > 0 && m.From == sc.migrations[i-1].From:
+			return bad("given twice")
+		case i > 0 && m.From != sc.migrations[i-1].From+1:
+			return bad("the chain has a gap: no migration from schema %d", sc.migrations[i-1].From+1)
+		}
+	}
+	if n := len(sc.migrations); n > 0 && sc.migrations[n-1].From != sc.version-1 {
+		return fmt.Errorf("%w: WithSchema(%d): the chain has a gap: no migration from schema %d", ErrInvalid, sc.version, sc.migrations[n-1].From+1)
+	}
+	return nil
+}
+
+// oldest returns the oldest schema that loads: the start of the chain.
+func (sc *schema) oldest() int {
+	if len(sc.migrations) == 0 {
+		return sc.version
+	}
+	return sc.migrations[0].From
+}
+
+// decode brings state, saved at schema from, up to the store's schema and
+// decodes it into v. A state of a newer schema is ErrNewerSchema; one the
+// chain cannot bring up, ErrMigration; one of the store's own schema that
+// does not decode, ErrCorrupt, as before schemas existed.
+func (sc *schema) decode(from int, state []byte, v any) error {
+	if from > sc.version {
+		return fmt.Errorf("%w: the file has schema %d, this store reads schema %d and older (see WithSchema)", ErrNewerSchema, from, sc.version)
+	}
+	if from == sc.version {
+		if err := unmarshal(state, v, sc.strict); err != nil {
+			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
+		}
+		return nil
+	}
+	if from < sc.oldest() {
+		return fmt.Errorf("%w: the file has schema %d and no migration starts there (the oldest schema this store migrates from is %d)", ErrMigration, from, sc.oldest())
+	}
+	// The state is a part of a pooled read buffer: a migration gets a copy
+	// it may keep or change.
+	data := json.RawMessage(bytes.Clone(state))
+	for k := from; k < sc.version; k++ {
+		out, err := migrate(sc.migrations[k-sc.oldest()], data)
+		if err != nil {
+			return fmt.Errorf("%w: migration from schema %d to %d: %w", ErrMigration, k, k+1, err)
+		}
+		data = out
+	}
+	if err := unmarshal(data, v, sc.strict); err != nil {
+		return fmt.Errorf("%w: the state migrated from schema %d to %d does not decode: %w", ErrMigration, from, sc.version, err)
+	}
+	return nil
+}
+
+// migrate runs one migration, checking what it returns.
+func migrate(m Migration, in json.RawMessage) (out json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	out, err = m.Migrate(in)
+	switch {
+	case err != nil:
+		return nil, err
+	case !json.Valid(out):
+		return nil, errors.New("it returned invalid JSON")
+	case string(bytes.TrimSpace(out)) == "null":
+		return nil, errors.New("it returned null")
+	}
+	return out, nil
+}
+
+// unmarshal decodes data into v like json.Unmarshal; with strict, a field
+// v's type does not have is an error.
+func unmarshal(data []byte, v any, strict bool) error {
+	if !strict {
+		return json.Unmarshal(data, v)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("invalid data after the state's value")
+	}
+	return nil
+}
