@@ -255,8 +255,10 @@ func WithRolling() Option {
 // checkpoint survives if any rule keeps it. They apply to step checkpoints
 // only, unless PruneKinds says otherwise; final and error checkpoints and
 // the rolling file are always kept. A checkpoint whose header cannot be read
-// is neither counted nor removed, and the newest checkpoint that loads is
-// never removed by any rule. When a store has a rule, it prunes after each
+// is neither counted nor removed. Whatever the rules (PruneKinds included),
+// two checkpoints are never removed: the newest that loads (what Latest
+// returns) and the newest that loads and is not an error checkpoint (what
+// LatestClean returns). When a store has a rule, it prunes after each
 // numbered save (Save, a due Tick, SaveFinal, SaveError; not a rolling
 // write), once the new checkpoint is durable, and on Prune; with no rule it
 // never removes anything.
