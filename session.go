@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -184,7 +183,9 @@ func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
 
 // New creates the next numbered session: one more than the highest all-digit
 // session ID in the root, written with at least three digits ("001", "002",
-// ...). meta is stored as the session's Meta.
+// ...), however large that ID is. If the highest is 64 nines, no number is
+// left and New returns an error wrapping ErrInvalid. meta is stored as the
+// session's Meta.
 func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, error) {
 	return r.create(ctx, "new session", "", sessionMeta{Meta: meta}, nil)
 }
@@ -519,19 +520,49 @@ func (r *Sessions) lock(ctx context.Context) (*os.File, error) {
 	}
 }
 
-// nextID returns the ID after the highest all-digit session ID.
+// nextID returns the number after the highest all-digit name in the root,
+// with at least three digits. Names are compared as decimal numbers of any
+// length, not as machine integers, so that numbering goes on past any ID
+// Create took ("9223372036854775807" is followed by "9223372036854775808").
+// Past the longest ID (64 nines) there is no number left: that is an error,
+// every time, and nothing is created.
 func (r *Sessions) nextID() (string, error) {
-	dirents, err := readDir(r.root)
+	names, err := readNames(r.root)
 	if err != nil {
 		return "", err
 	}
-	var last uint64
-	for _, d := range dirents {
-		if n, err := strconv.ParseUint(d.Name(), 10, 63); err == nil && d.Name()[0] != '+' {
-			last = max(last, n)
+	highest := "0"
+	for _, name := range names {
+		if n, ok := sessionNumber(name); ok && (len(n) > len(highest) || len(n) == len(highest) && n > highest) {
+			highest = n
 		}
 	}
-	return fmt.Sprintf("%03d", last+1), nil
+	next := []byte(highest)
+	i := len(next) - 1
+	for ; i >= 0 && next[i] == '9'; i-- {
+		next[i] = '0'
+	}
+	if i >= 0 {
+		next[i]++
+	} else {
+		next = append([]byte{'1'}, next...)
+	}
+	if len(next) > maxSessionIDLen {
+		return "", fmt.Errorf("%w: no session number is left after %q (a session ID has at most %d characters): name new sessions with Create", ErrInvalid, highest, maxSessionIDLen)
+	}
+	return strings.Repeat("0", max(0, 3-len(next))) + string(next), nil
+}
+
+// sessionNumber returns the number an all-digit name stands for, without
+// leading zeros ("007" is "7"), and whether name is all digits.
+func sessionNumber(name string) (string, bool) {
+	if name == "" || strings.Trim(name, "0123456789") != "" {
+		return "", false
+	}
+	if n := strings.TrimLeft(name, "0"); n != "" {
+		return n, true
+	}
+	return "0", true
 }
 
 // copyCheckpoints puts the checkpoints of session from with steps up to step

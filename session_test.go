@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -579,4 +580,40 @@ func TestSessionFileIsReserved(t *testing.T) {
 	got, err := r.Get(ctx, s.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Meta["turn"])
+}
+
+// TestNumberingGoesOnPastHugeSessionIDs creates sessions whose IDs are
+// numbers past every machine integer: New keeps numbering after them, and
+// once no number is left it says so every time and creates nothing.
+func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir(), NoSync())
+	for _, c := range []struct{ created, next, after string }{
+		{"9223372036854775807", "9223372036854775808", "9223372036854775809"},
+		{"18446744073709551615", "18446744073709551616", "18446744073709551617"},
+		{"0099999999999999999999999", "100000000000000000000000", "100000000000000000000001"},
+	} {
+		_, err := r.Create(ctx, c.created, nil)
+		require.NoError(t, err)
+		s, err := r.New(ctx, nil)
+		require.NoError(t, err)
+		require.Equal(t, c.next, s.ID)
+		s, err = r.New(ctx, nil)
+		require.NoError(t, err, "numbering is stuck after %s", c.created)
+		require.Equal(t, c.after, s.ID)
+	}
+
+	_, err := r.Create(ctx, strings.Repeat("9", maxSessionIDLen), nil)
+	require.NoError(t, err)
+	before, err := r.List(ctx)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = r.New(ctx, nil)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "no session number is left")
+	}
+	after, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sessionIDs(before), sessionIDs(after), "nothing was created")
 }
