@@ -44,7 +44,10 @@ const (
 //	  002/session.json  002/turn_001.json ...
 //
 // A new session appears whole or not at all: it is assembled in a hidden
-// directory and renamed into place. Creating a session and writing metadata
+// directory and renamed into place. New, Create and Fork either return the
+// session, visible, with a nil error, or return an error and leave no
+// session behind (a failed sync of the root takes the new session back), so
+// a caller may retry without making a second session. Creating a session and writing metadata
 // take a lock on the root (.sessions.lock) for a moment; Fork holds it while
 // it links or copies the checkpoints. A call waiting for that lock gives up
 // when its context is done. Each session's store has its own writer lock, so
@@ -388,12 +391,19 @@ func (r *Sessions) describe(ctx context.Context, id string) Session {
 
 // create makes a session: it assembles it in a hidden staging directory
 // (fill adds checkpoints, then session.json is written), takes the ID (the
-// next number if id is empty) and renames the staging directory into place,
-// all under the root's lock, then syncs the root.
+// next number if id is empty), renames the staging directory into place and
+// syncs the root, all under the root's lock.
+//
+// Either the session is visible and returned with a nil error, or an error
+// is returned and no session is visible, so that a caller may retry without
+// making a second session: if the root's sync fails, the rename is taken
+// back. Only if that too fails is the session left visible; it is then
+// returned along with the error, which says so.
 func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fill func(staging string) error) (Session, error) {
 	if r.cfg.readOnly {
 		return Session{}, opError(op, r.path(id), ErrReadOnly)
 	}
+	visible := false // the session is there although create failed
 	err := r.locked(ctx, func() error {
 		if id != "" {
 			if _, err := r.root.Lstat(id); err == nil {
@@ -435,9 +445,22 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 		if err := r.root.Rename(staging, id); err != nil {
 			return err
 		}
+		if err := r.fileIO().syncDir(r.root); err != nil {
+			// The new name may not survive a power cut, so the session
+			// must not look made: take it back out of sight, where the
+			// deferred cleanup removes it.
+			if rerr := r.root.Rename(id, staging); rerr != nil {
+				published, visible = true, true
+				return fmt.Errorf("%w; the session is visible but may not survive a power cut, and taking it back failed: %w", err, rerr)
+			}
+			return err
+		}
 		published = true
-		return r.fileIO().syncDir(r.root)
+		return nil
 	})
+	if visible {
+		return r.describe(context.WithoutCancel(ctx), id), opError(op, r.path(id), err)
+	}
 	if err != nil {
 		return Session{}, opError(op, r.path(id), err)
 	}

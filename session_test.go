@@ -617,3 +617,66 @@ func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sessionIDs(before), sessionIDs(after), "nothing was created")
 }
+
+// TestFailedRootSyncLeavesNoSession fails the sync of the root after a new
+// session was renamed into place. The call must not report a failure for
+// a session that exists: the session is taken back, and the retry makes
+// exactly one session.
+func TestFailedRootSyncLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	type call struct {
+		name   string
+		target string // the ID the call makes
+		do     func(r *Sessions) (Session, error)
+	}
+	for _, c := range []call{
+		{"new", "002", func(r *Sessions) (Session, error) { return r.New(ctx, nil) }},
+		{"create", "run-a", func(r *Sessions) (Session, error) { return r.Create(ctx, "run-a", nil) }},
+		{"fork", "002", func(r *Sessions) (Session, error) { return r.Fork(ctx, "001", 1, nil) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var armed atomic.Bool
+			fault := func(point, name string) error {
+				// The root's own sync, once the session is in place.
+				if _, err := os.Lstat(filepath.Join(dir, c.target)); err == nil && point == "dirsync" && name == "" && armed.CompareAndSwap(true, false) {
+					return errInjected
+				}
+				return nil
+			}
+			r := openSessions(t, dir, withFaults(fault))
+			src, err := r.New(ctx, nil)
+			require.NoError(t, err)
+			st, err := OpenSession[int](r, src.ID)
+			require.NoError(t, err)
+			_, err = st.Save(ctx, 1, 1)
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+
+			armed.Store(true)
+			s, err := c.do(r)
+			require.ErrorIs(t, err, errInjected)
+			require.Zero(t, s)
+			require.False(t, armed.Load(), "the fault was not reached")
+			require.Equal(t, []string{"001"}, listIDs(t, r), "a failed call left a session")
+			require.NoDirExists(t, filepath.Join(dir, c.target))
+
+			s, err = c.do(r)
+			require.NoError(t, err)
+			require.Equal(t, c.target, s.ID)
+			require.ElementsMatch(t, []string{"001", c.target}, listIDs(t, r), "the retry made one session")
+			for _, name := range dirNames(t, dir) {
+				require.False(t, strings.HasPrefix(name, stagingPrefix), name)
+			}
+		})
+	}
+}
+
+func listIDs(t *testing.T, r *Sessions) []string {
+	t.Helper()
+	list, err := r.List(context.Background())
+	require.NoError(t, err)
+	return sessionIDs(list)
+}
