@@ -30,6 +30,13 @@ var (
 	// ErrInvalid: an argument was invalid (a negative step, a bad layout or
 	// name, a state that cannot be encoded as JSON).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrAsync: a save queued by an Async store failed in the background,
+	// after the Save that queued it had returned. The error names the
+	// failed steps and wraps each failure (an *Error naming the step and
+	// file, wrapping its own cause). A Save or Tick that returns it has
+	// queued its own state all the same: the failure is another save's.
+	// Flush and Close return it too (see Async).
+	ErrAsync = errors.New("background save failed")
 )
 
 // Error records a failed store operation, the step and the file it concerned,

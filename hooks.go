@@ -14,7 +14,9 @@ import (
 // caller. The hooks of a save queued by an Async store run once it is
 // published, on the goroutine that published it: the store's own, or a
 // caller that was waiting on the queue (a Save finding it full, Flush,
-// Close, another write); they may run concurrently with each other.
+// Close, another write); they may run concurrently with each other. Close
+// returns only once the store's goroutine has finished its hooks (unless a
+// hook on that goroutine is the caller of Close).
 type Hooks struct {
 	// OnSave is called after a checkpoint is durably saved. info.Size is its
 	// size in bytes on disk.

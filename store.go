@@ -125,9 +125,16 @@ func (s *Store[T]) Dir() string { return s.dir }
 // Close waits for operations in flight and, with Async, publishes every
 // queued save and stops the background goroutine; then it releases the
 // writer lock and the directory. Later calls on the store return ErrClosed.
-// Close returns the failures of background saves not yet returned, joined
-// with its own. Every call to Close, the first or a later one, returns once
-// the store is closed, with the result of the first.
+// Close returns the failures of background saves not yet returned by Flush
+// (wrapping ErrAsync), joined with its own. Every call to Close, the first
+// or a later one, returns once the store is closed, with the result of the
+// first.
+//
+// With Async, when Close returns the store's goroutine is gone and every
+// hook it ran, and every hook of the saves Close published, has returned:
+// a hook may write what the caller reads after Close. A hook may call Close
+// itself; that call cannot wait for the hook it is made from, which goes on
+// after Close returns.
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -160,6 +167,7 @@ func (s *Store[T]) Close() error {
 	for _, r := range reports {
 		s.report(r)
 	}
+	s.awaitWorker()
 	return s.closeErr
 }
 
