@@ -483,7 +483,7 @@ func (r *Sessions) locked(ctx context.Context, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	defer unlockDir(lock)
+	defer unlockFile(lock)
 	if _, err := r.removeStagingLocked(); err != nil {
 		return err
 	}
@@ -814,7 +814,7 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return fail(fmt.Errorf("lock %s: %w", sessionsLockName, err))
 	}
-	defer unlockDir(lock)
+	defer unlockFile(lock)
 	removed, err := r.removeStagingLocked()
 	if err != nil {
 		return removed, opError("remove staging", r.dir, err)

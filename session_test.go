@@ -550,7 +550,7 @@ func TestSessionsLockWaitHonoursContext(t *testing.T) {
 	_, err = r.New(ctx, nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, sessionsLockName)
-	require.NoError(t, unlockDir(held))
+	require.NoError(t, unlockFile(held))
 	_, err = r.New(context.Background(), nil)
 	require.NoError(t, err, "the lock is free again")
 }

@@ -22,9 +22,9 @@ import (
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
 	dir    string
-	prefix string   // dir as path joins it with a file name
-	root   *os.Root // every file operation goes through it: no name escapes dir
-	lock   *os.File // nil for ReadOnly
+	prefix string      // dir as path joins it with a file name
+	root   *os.Root    // every file operation goes through it: no name escapes dir
+	lock   *writerLock // nil for ReadOnly
 	cfg    config
 	codec  *codec
 	async  *asyncQueue // nil unless Async
@@ -44,9 +44,11 @@ type Store[T any] struct {
 // durably) if it does not exist.
 //
 // Unless ReadOnly is given, Open takes the directory's writer lock (an
-// exclusive flock on the file .checkpoint.lock in dir, released by Close or by
-// the process's death) and fails with ErrLocked if another writer holds it, in
-// this process or another. It then removes the temporary files a crashed save
+// exclusive flock on the file .checkpoint.lock in dir and, where the file
+// system allows, on dir itself, released by Close or by the process's
+// death) and fails with ErrLocked if another writer holds it, in this
+// process or another. Removing or replacing .checkpoint.lock under a writer
+// does not let a second one in. It then removes the temporary files a crashed save
 // left behind. It never touches other files.
 //
 // With ReadOnly, a missing directory is ErrNotFound.
@@ -152,7 +154,7 @@ func (s *Store[T]) Close() error {
 
 	var errs []error
 	if s.lock != nil {
-		errs = append(errs, unlockDir(s.lock))
+		errs = append(errs, s.lock.release())
 	}
 	errs = append(errs, s.root.Close())
 	if err := errors.Join(errs...); err != nil {
