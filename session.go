@@ -47,7 +47,9 @@ const (
 // directory and renamed into place. New, Create and Fork either return the
 // session, visible, with a nil error, or return an error and leave no
 // session behind (a failed sync of the root takes the new session back), so
-// a caller may retry without making a second session. Creating a session and writing metadata
+// a caller may retry without making a second session. Should taking it back
+// fail too, the session stays visible and is returned, its ID set, along
+// with the error. Creating a session and writing metadata
 // take a lock on the root (.sessions.lock) for a moment; Fork holds it while
 // it links or copies the checkpoints. A call waiting for that lock gives up
 // when its context is done. Each session's store has its own writer lock, so
@@ -449,7 +451,11 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 			// The new name may not survive a power cut, so the session
 			// must not look made: take it back out of sight, where the
 			// deferred cleanup removes it.
-			if rerr := r.root.Rename(id, staging); rerr != nil {
+			rerr := r.fileIO().at("take back", id)
+			if rerr == nil {
+				rerr = r.root.Rename(id, staging)
+			}
+			if rerr != nil {
 				published, visible = true, true
 				return fmt.Errorf("%w; the session is visible but may not survive a power cut, and taking it back failed: %w", err, rerr)
 			}

@@ -680,3 +680,29 @@ func listIDs(t *testing.T, r *Sessions) []string {
 	require.NoError(t, err)
 	return sessionIDs(list)
 }
+
+// TestSessionLeftVisibleIsReturnedWithItsError fails the root's sync and
+// then taking the new session back: the session stays visible, so the
+// call returns it along with the error, and a retry of Create is
+// ErrExists, not a second session.
+func TestSessionLeftVisibleIsReturnedWithItsError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	fault := func(point, name string) error {
+		if point == "take back" || point == "dirsync" && name == "" {
+			return errInjected
+		}
+		return nil
+	}
+	r := openSessions(t, dir, withFaults(fault))
+	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
+	require.ErrorIs(t, err, errInjected)
+	require.ErrorContains(t, err, "the session is visible")
+	require.Equal(t, "run-a", s.ID)
+	require.NoError(t, s.Err)
+	require.Equal(t, map[string]string{"k": "v"}, s.Meta)
+	require.Equal(t, []string{"run-a"}, listIDs(t, r))
+	_, err = r.Create(ctx, "run-a", nil)
+	require.ErrorIs(t, err, ErrExists)
+}
