@@ -31,8 +31,10 @@ type asyncQueue struct {
 	busy     bool          // a job has been taken and is being published
 	queued   uint64        // jobs ever queued
 	finished uint64        // jobs ever published or failed, in queue order
-	failures []error       // background failures not yet returned by Flush or Close
+	failures []error       // background failures not yet returned by Flush or Close, the first maxFailures
+	more     int           // how many more failed, not kept
 	toSave   int           // how many of failures a Save has returned already
+	moreSave int           // how many of more a Save has returned already
 	closed   bool          // Close has begun: no more jobs
 	stop     bool          // the store's goroutine returns once there is no job
 	worker   uint64        // the store's goroutine (see goid); 0 until it runs
@@ -87,8 +89,8 @@ func (q *asyncQueue) take() *saveJob {
 // one error wrapping ErrAsync (nil if none), and forgets them. The caller
 // holds q.mu.
 func (q *asyncQueue) takeFailures() error {
-	err := asyncFailure(q.failures)
-	q.failures, q.toSave = nil, 0
+	err := asyncFailure(q.failures, q.more)
+	q.failures, q.more, q.toSave, q.moreSave = nil, 0, 0, 0
 	return err
 }
 
@@ -96,15 +98,31 @@ func (q *asyncQueue) takeFailures() error {
 // error wrapping ErrAsync (nil if none). Flush and Close still return them.
 // The caller holds q.mu.
 func (q *asyncQueue) newFailures() error {
-	err := asyncFailure(q.failures[q.toSave:])
-	q.toSave = len(q.failures)
+	err := asyncFailure(q.failures[q.toSave:], q.more-q.moreSave)
+	q.toSave, q.moreSave = len(q.failures), q.more
 	return err
 }
 
+// record keeps the failure of a background save for Save, Flush and Close
+// to return. A host that never calls Flush while every save fails (a full
+// disk) must not run out of memory: past maxFailures, failures are only
+// counted. The caller holds q.mu.
+func (q *asyncQueue) record(err error) {
+	if len(q.failures) < maxFailures {
+		q.failures = append(q.failures, err)
+	} else {
+		q.more++
+	}
+}
+
+// maxFailures bounds the background failures an Async store keeps.
+const maxFailures = 64
+
 // asyncFailure returns background failures as one error that wraps ErrAsync
-// and each of them, and whose text starts with the steps that failed.
-func asyncFailure(errs []error) error {
-	if len(errs) == 0 {
+// and each of errs, and whose text starts with the steps that failed; more
+// failed besides errs, and were not kept.
+func asyncFailure(errs []error, more int) error {
+	if len(errs) == 0 && more == 0 {
 		return nil
 	}
 	var steps []string
@@ -116,6 +134,12 @@ func asyncFailure(errs []error) error {
 	which := "step " + strings.Join(steps, ", ")
 	if len(steps) > 1 {
 		which = "steps " + strings.Join(steps, ", ")
+	}
+	if more > 0 {
+		which += fmt.Sprintf(" and %d more", more)
+	}
+	if len(errs) == 0 { // all of them were counted only
+		return fmt.Errorf("checkpoint: %w: %d more saves, past the first %d failures kept", ErrAsync, more, maxFailures)
 	}
 	if len(errs) == 1 {
 		return fmt.Errorf("checkpoint: %w: %s: %w", ErrAsync, which, errs[0])
@@ -253,7 +277,7 @@ func (s *Store[T]) publishQueued(j *saveJob) saveReport {
 	q.busy = false
 	q.finished++
 	if r.err != nil {
-		q.failures = append(q.failures, r.err)
+		q.record(r.err)
 	}
 	q.broadcast()
 	q.mu.Unlock()

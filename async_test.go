@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -537,4 +538,32 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 3, 6}, steps(list))
+}
+
+// TestAsyncFailuresKeptAreBounded makes every background save fail and
+// never flushes until the end: the store keeps the first failures and
+// counts the others, so that a host saving into a full disk for days does
+// not run out of memory, and Flush still says how many failed.
+func TestAsyncFailuresKeptAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fault := func(point, name string) error {
+		if point == "publish" {
+			return errInjected
+		}
+		return nil
+	}
+	s := openStore[int](t, t.TempDir(), Async(4), NoSync(), withFaults(fault))
+	const saves = maxFailures + 36
+	for step := int64(1); step <= saves; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		if err != nil {
+			require.ErrorIs(t, err, ErrAsync)
+		}
+	}
+	err := s.Flush(ctx)
+	require.ErrorIs(t, err, ErrAsync)
+	require.ErrorIs(t, err, errInjected)
+	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: steps 1, 2, 3, "), err.Error())
+	require.Contains(t, err.Error(), fmt.Sprintf(", %d and 36 more: ", maxFailures))
 }

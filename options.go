@@ -154,8 +154,11 @@ func NoSync() Option {
 // steps. A Save or Tick that returns an ErrAsync error has queued its own
 // state all the same; any other error from Save means its state was not
 // queued. So when Flush returns nil, every state whose Save returned nil or
-// an ErrAsync error is published. Errors that only the write can find, such
-// as ErrExists for a step saved twice, therefore surface on a later call.
+// an ErrAsync error is published. Between two Flushes the first 64 failures
+// are kept and later ones only counted (the error says how many), so that
+// saving into a full disk without Flush does not exhaust memory. Errors that
+// only the write can find, such as ErrExists for a step saved twice,
+// therefore surface on a later call.
 //
 // Flush waits until every queued save is published; Close flushes. The
 // other writes (SaveFinal, SaveError, SaveOnPanic, Delete, ClearError,
