@@ -100,11 +100,13 @@ func lockFile(root *os.Root, name string) (*os.File, error) {
 		}
 		unlockFile(f)
 	}
-	return nil, fmt.Errorf("%w: %s was removed or replaced each of the %d times it was locked (is it a symbolic link?)", ErrLocked, name, maxLockTries)
+	return nil, fmt.Errorf("%w: %s was removed or replaced each of the %d times it was locked", ErrLocked, name, maxLockTries)
 }
 
-// atName reports whether f is the file at name in root (not a file that was
-// removed, nor one that a symbolic link at name leads to).
+// atName reports whether f is the file at name in root, not a file that
+// was removed or replaced since it was opened. A symbolic link at name is
+// an error: the file it leads to is not the one at name, and the link
+// could be pointed elsewhere.
 func atName(root *os.Root, name string, f *os.File) (bool, error) {
 	fi, err := f.Stat()
 	if err != nil {
@@ -116,6 +118,9 @@ func atName(root *os.Root, name string, f *os.File) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if ni.Mode()&os.ModeSymlink != 0 {
+		return false, fmt.Errorf("%w: the lock file %s is a symbolic link; remove it", ErrInvalid, name)
 	}
 	return os.SameFile(fi, ni), nil
 }

@@ -81,3 +81,16 @@ func TestRemovedOrReplacedLockFileLetsNoSecondWriterIn(t *testing.T) {
 		})
 	}
 }
+
+// TestSymlinkedLockFileIsRefused: a symbolic link at the lock file's name
+// leads to a file that is not the one at the name, and could be pointed
+// elsewhere under a writer; Open says so instead of locking its target.
+func TestSymlinkedLockFileIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "target"), nil, 0o644))
+	require.NoError(t, os.Symlink("target", filepath.Join(dir, lockName)))
+	_, err := Open[int](dir, NoSync())
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, lockName+" is a symbolic link")
+}
