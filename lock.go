@@ -44,8 +44,9 @@ func lockDir(root *os.Root) (*writerLock, error) {
 	}
 	switch ok, err := tryLock(d); {
 	case err != nil:
-		// The file system cannot lock a directory (NFS, Windows): the
-		// lock file, checked by lockFile, is the lock.
+		// The file system or the operating system cannot lock a
+		// directory (Linux's NFS client refuses it): the lock file,
+		// checked by lockFile, is the lock.
 		d.Close()
 	case !ok:
 		// Another writer holds the directory although the lock file was
