@@ -38,7 +38,8 @@
 // rather than the next one; see the README and examples/onerror.
 //
 // Retention rules ([KeepLast], [KeepEvery], [KeepWithin], [KeepOnePer]) keep
-// a store small without ever removing its newest good checkpoint, and
+// a store small without ever removing its newest good checkpoint (nor the
+// newest good one that is not an error checkpoint), and
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
 // recently active one ([ResumeSession]) and forking one at a step

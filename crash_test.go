@@ -43,6 +43,10 @@ const (
 func (m crashMode) async() bool { return m == crashAsyncZstd || m == crashAsyncNoSync }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockChildEnv); dir != "" {
+		lockChild(dir)
+		return
+	}
 	if dir := os.Getenv(crashSessionsEnv); dir != "" {
 		crashSessionsChild(dir)
 		return

@@ -41,6 +41,13 @@ var (
 	// at the file's schema. The file is left as it is, and Latest stops at
 	// it rather than resume from an older step.
 	ErrMigration = errors.New("schema migration failed")
+	// ErrAsync: a save queued by an Async store failed in the background,
+	// after the Save that queued it had returned. The error names the
+	// failed steps and wraps each failure (an *Error naming the step and
+	// file, wrapping its own cause). A Save or Tick that returns it has
+	// queued its own state all the same: the failure is another save's.
+	// Flush and Close return it too (see Async).
+	ErrAsync = errors.New("background save failed")
 )
 
 // Error records a failed store operation, the step and the file it concerned,

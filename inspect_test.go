@@ -156,7 +156,7 @@ func TestRemoveStaging(t *testing.T) {
 	_, err = r.RemoveStaging(ctx)
 	require.ErrorIs(t, err, ErrLocked)
 	require.DirExists(t, staging)
-	require.NoError(t, unlockDir(lock))
+	require.NoError(t, unlockFile(lock))
 
 	removed, err := r.RemoveStaging(ctx)
 	require.NoError(t, err)

@@ -149,11 +149,18 @@ func NoSync() Option {
 // queue must be at least 1; a ReadOnly store ignores Async.
 //
 // A failed background save is reported to Hooks.OnError and the logger when
-// it fails, and returned (once) by the next Save, Tick, Flush or Close,
-// wrapped in an *Error whose Op is "async save" (or "async tick") and which
-// names the step and file; a Save that returns it has not queued its own
-// state. Errors that only the write can find, such as ErrExists for a step
-// saved twice, therefore surface on a later call.
+// it fails. It is then returned by the next Flush or Close, whichever comes
+// first, and also by the first Save or Tick after it failed, as an error
+// that wraps ErrAsync and the failure (an *Error whose Op is "async save" or
+// "async tick", naming the step and file), and whose text names the failed
+// steps. A Save or Tick that returns an ErrAsync error has queued its own
+// state all the same; any other error from Save means its state was not
+// queued. So when Flush returns nil, every state whose Save returned nil or
+// an ErrAsync error is published. Between two Flushes the first 64 failures
+// are kept and later ones only counted (the error says how many), so that
+// saving into a full disk without Flush does not exhaust memory. Errors that
+// only the write can find, such as ErrExists for a step saved twice,
+// therefore surface on a later call.
 //
 // Flush waits until every queued save is published; Close flushes. The
 // other writes (SaveFinal, SaveError, SaveOnPanic, Delete, ClearError,
@@ -166,7 +173,9 @@ func NoSync() Option {
 // A crash loses at most the queued saves and the one being written; every
 // checkpoint already published stays whole. Hooks of a background save run
 // on the goroutine that published it: the store's own, or one that was
-// waiting on the queue (Save, Flush, Close or another write).
+// waiting on the queue (Save, Flush, Close or another write). When Close
+// returns, the store's goroutine is gone and the hooks it ran have
+// returned.
 func Async(queue int) Option {
 	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }
@@ -257,8 +266,10 @@ func WithRolling() Option {
 // checkpoint survives if any rule keeps it. They apply to step checkpoints
 // only, unless PruneKinds says otherwise; final and error checkpoints and
 // the rolling file are always kept. A checkpoint whose header cannot be read
-// is neither counted nor removed, and the newest checkpoint that loads is
-// never removed by any rule. When a store has a rule, it prunes after each
+// is neither counted nor removed. Whatever the rules (PruneKinds included),
+// two checkpoints are never removed: the newest that loads (what Latest
+// returns) and the newest that loads and is not an error checkpoint (what
+// LatestClean returns). When a store has a rule, it prunes after each
 // numbered save (Save, a due Tick, SaveFinal, SaveError; not a rolling
 // write), once the new checkpoint is durable, and on Prune; with no rule it
 // never removes anything.

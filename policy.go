@@ -17,7 +17,8 @@ func (s *Store[T]) Due(step int64) bool {
 // Due it saves it like Save and returns saved=true. Otherwise, with
 // WithRolling, it replaces the rolling file with this step and returns
 // saved=true and an Info of KindRolling; without it, it does nothing and
-// returns saved=false.
+// returns saved=false. With Async, an error wrapping ErrAsync comes with
+// saved=true: it reports earlier saves, and this one was queued (see Save).
 func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, saved bool, err error) {
 	if s.Due(step) {
 		info, err = s.Save(ctx, step, state)
@@ -26,7 +27,8 @@ func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, sa
 	} else {
 		return Info{}, false, nil
 	}
-	return info, err == nil, err
+	// With Async, an ErrAsync error is another save's: this one is queued.
+	return info, err == nil || errors.Is(err, ErrAsync), err
 }
 
 // SaveFinal saves the checkpoint of a run's last step, whatever the interval.

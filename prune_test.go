@@ -402,3 +402,74 @@ func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
 	require.Equal(t, removed, hooked)
 	require.FileExists(t, stuck)
 }
+
+// TestRetentionNeverRemovesTheNewestCleanCheckpoint saves clean steps and
+// then an error checkpoint that no rule keeps either: the error checkpoint
+// is what Latest resumes from, but the newest clean step must survive too,
+// or LatestClean finds nothing. PruneKinds does not change that.
+func TestRetentionNeverRemovesTheNewestCleanCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opts []Option
+		left []int64
+	}{
+		{"error kept by default", nil, []int64{5, 6}},
+		{"errors prunable", []Option{PruneKinds(KindError, KindFinal)}, []int64{5, 6}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStore[int](t, t.TempDir(), append([]Option{KeepEvery(100), NoSync()}, c.opts...)...)
+			for step := int64(1); step <= 5; step++ {
+				_, err := s.Save(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+			_, err := s.SaveError(ctx, 6, 6, errors.New("step 6 failed"))
+			require.NoError(t, err)
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			require.Equal(t, c.left, steps(list))
+			v, info, err := s.LatestClean(ctx)
+			require.NoError(t, err, "the newest clean checkpoint was pruned")
+			require.Equal(t, 5, v)
+			require.Equal(t, KindStep, info.Kind)
+			_, info, err = s.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, KindError, info.Kind)
+		})
+	}
+}
+
+// TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint: a run pauses
+// for a day and the first step after the pause fails. KeepWithin(time.Hour)
+// keeps nothing clean, yet the newest clean step must survive for
+// LatestClean.
+func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newClock()
+	s := openStore[int](t, t.TempDir(), KeepWithin(time.Hour), NoSync(), withClock(clock.now))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	clock.mu.Lock()
+	clock.t = clock.t.Add(24 * time.Hour)
+	clock.mu.Unlock()
+	_, err := s.SaveError(ctx, 4, 4, errors.New("the first step after the pause failed"))
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 4}, steps(list))
+	v, _, err := s.LatestClean(ctx)
+	require.NoError(t, err, "the newest clean checkpoint was pruned")
+	require.Equal(t, 3, v)
+
+	// A clean step saved now takes over: the old one goes.
+	_, err = s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5}, steps(list))
+}

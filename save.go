@@ -28,7 +28,11 @@ import (
 // With Async, Save returns once state is encoded and queued, and the
 // checkpoint is published in the background: see Async. The Info it returns
 // describes the checkpoint to be written (its Size is 0); Hooks.OnSave gets
-// the Info of the published file.
+// the Info of the published file. If background saves failed since a Save
+// last returned their failures, Save still queues state, and returns its
+// Info together with an error wrapping ErrAsync that names the steps that
+// failed: such an error is never this save's own. Any other error means
+// state was not queued.
 func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
 	var sc saveConfig
 	for _, o := range opts {

@@ -22,9 +22,9 @@ import (
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
 	dir    string
-	prefix string   // dir as path joins it with a file name
-	root   *os.Root // every file operation goes through it: no name escapes dir
-	lock   *os.File // nil for ReadOnly
+	prefix string      // dir as path joins it with a file name
+	root   *os.Root    // every file operation goes through it: no name escapes dir
+	lock   *writerLock // nil for ReadOnly
 	cfg    config
 	codec  *codec
 	async  *asyncQueue // nil unless Async
@@ -44,9 +44,11 @@ type Store[T any] struct {
 // durably) if it does not exist.
 //
 // Unless ReadOnly is given, Open takes the directory's writer lock (an
-// exclusive flock on the file .checkpoint.lock in dir, released by Close or by
-// the process's death) and fails with ErrLocked if another writer holds it, in
-// this process or another. It then removes the temporary files a crashed save
+// exclusive flock on the file .checkpoint.lock in dir and, where the file
+// system allows, on dir itself, released by Close or by the process's
+// death) and fails with ErrLocked if another writer holds it, in this
+// process or another. Removing or replacing .checkpoint.lock under a writer
+// does not let a second one in. It then removes the temporary files a crashed save
 // left behind. It never touches other files.
 //
 // With ReadOnly, a missing directory is ErrNotFound.
@@ -125,9 +127,16 @@ func (s *Store[T]) Dir() string { return s.dir }
 // Close waits for operations in flight and, with Async, publishes every
 // queued save and stops the background goroutine; then it releases the
 // writer lock and the directory. Later calls on the store return ErrClosed.
-// Close returns the failures of background saves not yet returned, joined
-// with its own. Every call to Close, the first or a later one, returns once
-// the store is closed, with the result of the first.
+// Close returns the failures of background saves not yet returned by Flush
+// (wrapping ErrAsync), joined with its own. Every call to Close, the first
+// or a later one, returns once the store is closed, with the result of the
+// first.
+//
+// With Async, when Close returns the store's goroutine is gone and every
+// hook it ran, and every hook of the saves Close published, has returned:
+// a hook may write what the caller reads after Close. A hook may call Close
+// itself; that call cannot wait for the hook it is made from, which goes on
+// after Close returns.
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -145,7 +154,7 @@ func (s *Store[T]) Close() error {
 
 	var errs []error
 	if s.lock != nil {
-		errs = append(errs, unlockDir(s.lock))
+		errs = append(errs, s.lock.release())
 	}
 	errs = append(errs, s.root.Close())
 	if err := errors.Join(errs...); err != nil {
@@ -160,6 +169,7 @@ func (s *Store[T]) Close() error {
 	for _, r := range reports {
 		s.report(r)
 	}
+	s.awaitWorker()
 	return s.closeErr
 }
 
