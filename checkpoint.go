@@ -95,9 +95,6 @@ type Info struct {
 	Path string `json:"path"`
 	// Size is the file's size in bytes on disk (compressed, if it is).
 	Size int64 `json:"size"`
-	// Compressed reports whether the file is compressed (.json.gz or
-	// .json.zst).
-	Compressed bool `json:"compressed"`
 	// Compression names the compression: "gzip", "zstd", or "" for a plain
 	// file.
 	Compression string `json:"compression,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,6 +212,10 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 			// writer is refused, a reader works beside it.
 			_, err := Open[crashState](dir, crashOptions(mode)...)
 			require.ErrorIs(t, err, ErrLocked)
+			require.ErrorContains(t, err, "open it with ReadOnly()")
+			if runtime.GOOS == "linux" {
+				require.ErrorContains(t, err, fmt.Sprintf("(by process %d)", cmd.Process.Pid), "the holder is named")
+			}
 			r, err := Open[crashState](dir, append(crashOptions(mode), ReadOnly())...)
 			require.NoError(t, err)
 			_, err = r.List(ctx)

@@ -101,7 +101,7 @@ func TestGoldenV1Loads(t *testing.T) {
 			require.Equal(t, goldenStateAt(g.step), got)
 			require.Equal(t, g.name, info.Name())
 			require.Equal(t, g.kind, info.Kind)
-			require.Equal(t, g.comp != compressNone, info.Compressed)
+			require.Equal(t, g.comp.String(), info.Compression)
 			require.Equal(t, g.comp.String(), info.Compression)
 			require.Equal(t, 1, info.Format)
 			require.Equal(t, goldenTime, info.Time)

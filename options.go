@@ -292,7 +292,9 @@ func KeepOnePer(d time.Duration) Option {
 // PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,
 // to the retention rules like step checkpoints: they count toward KeepLast
 // and are removed when no rule keeps them. By default the rules never remove
-// a final or error checkpoint. The rolling file is never pruned.
+// a final or error checkpoint. Any other kind is ErrInvalid: step
+// checkpoints are always subject to the rules, and the rolling file is never
+// pruned.
 func PruneKinds(kinds ...Kind) Option {
 	return optionFunc(func(c *config) { c.retain.kinds = append(c.retain.kinds, kinds...) })
 }

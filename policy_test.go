@@ -305,28 +305,6 @@ func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
 	require.Equal(t, []string{"string"}, info.Error.Types)
 }
 
-func TestResumable(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir)
-	info, ok, err := s.Resumable(ctx)
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Zero(t, info)
-
-	_, err = s.Save(ctx, 3, 3)
-	require.NoError(t, err)
-	info, ok, err = s.Resumable(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, int64(3), info.Step)
-
-	require.NoError(t, os.WriteFile(info.Path, []byte("{}"), 0o644))
-	_, ok, err = s.Resumable(ctx)
-	require.False(t, ok)
-	require.ErrorIs(t, err, ErrCorrupt)
-}
-
 func TestHooksAndLogger(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -452,9 +430,6 @@ func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
 	_, _, err = s.Latest(ctx)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.NotErrorIs(t, err, ErrNotFound)
-	_, ok, err := s.Resumable(ctx)
-	require.False(t, ok)
-	require.ErrorIs(t, err, ErrCorrupt)
 	// It is listed (its step unknown), so a host can see it.
 	list, err := s.List(ctx)
 	require.NoError(t, err)

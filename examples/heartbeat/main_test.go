@@ -182,7 +182,7 @@ func testResumeAfterSIGKILL(t *testing.T, flags ...string) {
 		if info.Kind == checkpoint.KindStep {
 			steps++
 		}
-		require.True(t, info.Compressed, "%s", info.Name())
+		require.Equal(t, "gzip", info.Compression, "%s", info.Name())
 		_, _, err := store.Load(ctx, info.Step)
 		require.NoError(t, err, "%s", info.Name())
 	}
