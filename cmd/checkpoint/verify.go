@@ -33,16 +33,27 @@ var verifyCommand = command{
 			if err != nil {
 				return err
 			}
-			r.OK = r.Bad == 0
+			// Nothing checked is no proof that anything is good: a wrong
+			// directory, or a store one level down, must not pass.
+			r.OK = r.Bad == 0 && r.Checked > 0
 			if *asJSON {
 				err = c.printJSON(r)
 			} else {
 				r.print(c, *verbose)
 			}
-			if err == nil && !r.OK {
-				err = exitCode(exitFound)
+			switch {
+			case err != nil:
+				return err
+			case r.Checked == 0 && t.sessions:
+				fmt.Fprintf(c.stderr, "checkpoint verify: no sessions in %s: nothing to verify\n", printable(t.dir))
+				return exitCode(exitFailed)
+			case r.Checked == 0:
+				c.noCheckpoints(c.stderr, "checkpoint verify: %s: nothing to verify\n", t)
+				return exitCode(exitFailed)
+			case !r.OK:
+				return exitCode(exitFound)
 			}
-			return err
+			return nil
 		}
 	},
 }
@@ -154,16 +165,19 @@ func (r verifyReport) print(c *cli, verbose bool) {
 	for _, f := range r.Files {
 		switch {
 		case !f.OK:
-			fmt.Fprintf(tw, "BAD\t%s\t%s\n", f.Path, f.Error)
+			fmt.Fprintf(tw, "BAD\t%s\t%s\n", printable(f.Path), printable(f.Error))
 		case verbose:
-			fmt.Fprintf(tw, "ok\t%s\t\n", f.Path)
+			fmt.Fprintf(tw, "ok\t%s\t\n", printable(f.Path))
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(tw, "note\t%s\t%s\n", n.Path, n.Note)
+		fmt.Fprintf(tw, "note\t%s\t%s\n", printable(n.Path), n.Note)
 	}
 	tw.Flush()
-	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad\n", files(r.Checked), r.Dir, r.Layout, r.Checked-r.Bad, r.Bad)
+	if r.Checked == 0 {
+		return // the command says why on stderr
+	}
+	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad\n", files(r.Checked), printable(r.Dir), r.Layout, r.Checked-r.Bad, r.Bad)
 }
 
 // pathOf returns the path an error names, or else dflt.
