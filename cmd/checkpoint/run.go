@@ -37,7 +37,7 @@ var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pru
 type cli struct {
 	stdout, stderr io.Writer
 	cmd            string
-	now            time.Time                // for the age of a save time
+	now            time.Time           // for the age of a save time
 	skipped        []*checkpoint.Error // damaged checkpoints a load passed over
 }
 
