@@ -162,7 +162,12 @@ func NoSync() Option {
 // was just saved.
 //
 // A crash loses at most the queued saves and the one being written; every
-// checkpoint already published stays whole. Hooks of a background save run
+// checkpoint already published stays whole. A program that exits (returns
+// from main, calls os.Exit or log.Fatal) without Close loses the same: the
+// saves still queued are never published, although each Save returned nil.
+// A store dropped without Close keeps its goroutine and its writer lock for
+// the life of the process. Close (or Flush) before exiting, on every path; a
+// deferred Close does not run after os.Exit or log.Fatal. Hooks of a background save run
 // on the goroutine that published it: the store's own, or one that was
 // waiting on the queue (Save, Flush, Close or another write).
 func Async(queue int) Option {
