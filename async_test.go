@@ -14,6 +14,7 @@ import (
 )
 
 func TestAsyncOptionIsValidated(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, -1} {
 		_, err := Open[int](t.TempDir(), Async(n))
 		require.ErrorIs(t, err, ErrInvalid)
@@ -26,6 +27,7 @@ func TestAsyncOptionIsValidated(t *testing.T) {
 // that save times follow the order of the calls, and that the hooks saw
 // every published file.
 func TestAsyncSavesPublishInOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	published := make(chan Info, 64)
 	s := openStore[[]int64](t, t.TempDir(), Async(2), Every(3), WithRolling(), Zstd(),
@@ -100,6 +102,7 @@ func blockFirstSave() (h Hooks, entered, release chan struct{}) {
 }
 
 func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	s := openStore[int](t, t.TempDir(), Async(4), WithHooks(hooks))
@@ -125,6 +128,7 @@ func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
 }
 
 func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
@@ -154,6 +158,7 @@ func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
 // saves wait: with the store's goroutine busy, a Save that finds the queue
 // full does the oldest save's work itself before it queues its own.
 func TestAsyncQueueIsBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
@@ -178,6 +183,7 @@ func TestAsyncQueueIsBounded(t *testing.T) {
 // save being published cannot finish, fills the queue, and proves that a
 // Save waiting for room gives up when its context ends, queueing nothing.
 func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), Async(1))
 	s.wmu.Lock()
@@ -216,6 +222,7 @@ func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
 // save can only fail in the background; the failure reaches OnError when
 // it happens and is returned by the next Flush, Save or Close, once.
 func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var (
 		mu       sync.Mutex
@@ -362,6 +369,7 @@ func TestAsyncHookMayCloseStore(t *testing.T) {
 // full and the store's goroutine is the one running the hook: the hook's
 // Save publishes the oldest queued save itself instead of waiting forever.
 func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	entered, proceed, saved := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var s *Store[int]
@@ -389,6 +397,7 @@ func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
 }
 
 func TestAsyncStoreOptionsStillApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, Async(3), KeepLast(2), NoSync())
@@ -409,6 +418,7 @@ func TestAsyncStoreOptionsStillApply(t *testing.T) {
 }
 
 func TestFlushWithoutAsync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open[int](t.TempDir())
 	require.NoError(t, err)
@@ -421,6 +431,7 @@ func TestFlushWithoutAsync(t *testing.T) {
 }
 
 func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open[int](dir, Async(4), WithRolling(), Every(5))

@@ -169,6 +169,7 @@ func crashChild(dir string, mode crashMode) {
 // the lock of the dead process does not block the restart, and that
 // retention still holds.
 func TestKill9DuringSavesLosesNothing(t *testing.T) {
+	t.Parallel()
 	testKill9(t, func(kill int) crashMode { return []crashMode{crashPlain, crashGzip}[kill%2] })
 }
 
@@ -178,6 +179,7 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 // saves and the one being written: the newest checkpoint is at most
 // crashQueue+1 steps behind the last step the child queued.
 func TestKill9AsyncPublishedCheckpointsStayWhole(t *testing.T) {
+	t.Parallel()
 	testKill9(t, func(kill int) crashMode { return []crashMode{crashAsyncZstd, crashAsyncNoSync}[kill%2] })
 }
 
@@ -370,6 +372,7 @@ func crashSessionsChild(dir string) {
 // that no half-made session is ever visible, and that the next creation
 // cleans up what the dead one left.
 func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}

@@ -226,10 +226,9 @@ func DetectLayouts(dir string) ([]Layout, error) {
 		}
 		return nil, opError("detect layouts", dir, err)
 	}
-	found := detectLayouts(dirents, false)
-	out := make([]Layout, len(found))
-	for i, f := range found {
-		out[i] = f.Layout
+	var out []Layout
+	for _, f := range detectLayouts(dirents, false) {
+		out = append(out, f.Layout)
 	}
 	return out, nil
 }

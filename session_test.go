@@ -14,7 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openSessions opens a root of sessions with NoSync, as openStore does;
+// openDurableSessions fsyncs.
 func openSessions(t *testing.T, dir string, opts ...Option) *Sessions {
+	t.Helper()
+	return openDurableSessions(t, dir, append([]Option{NoSync()}, opts...)...)
+}
+
+func openDurableSessions(t *testing.T, dir string, opts ...Option) *Sessions {
 	t.Helper()
 	r, err := OpenSessions(dir, opts...)
 	require.NoError(t, err)
@@ -31,6 +38,7 @@ func sessionIDs(list []Session) []string {
 }
 
 func TestSessionsCreateListResume(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := &manualClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
@@ -105,6 +113,7 @@ func TestSessionsCreateListResume(t *testing.T) {
 }
 
 func TestSessionIDsAreValidated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -126,6 +135,7 @@ func TestSessionIDsAreValidated(t *testing.T) {
 }
 
 func TestMissingAndDamagedSessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -180,6 +190,7 @@ func TestMissingAndDamagedSessions(t *testing.T) {
 }
 
 func TestForkCopiesHistoryUpToStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
@@ -244,6 +255,7 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 }
 
 func TestForkTakesRollingFileUpToStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), WithRolling(), Every(10))
 	src, err := r.New(ctx, nil)
@@ -267,6 +279,7 @@ func TestForkTakesRollingFileUpToStep(t *testing.T) {
 }
 
 func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -302,6 +315,7 @@ func dirNamesExcept(t *testing.T, dir string, skip string) []string {
 }
 
 func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	// Two roots on one directory stand for two processes.
@@ -332,6 +346,7 @@ func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
 }
 
 func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -350,6 +365,7 @@ func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
 }
 
 func TestReadOnlySessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	_, err := OpenSessions(filepath.Join(dir, "missing"), ReadOnly())
@@ -386,6 +402,7 @@ func TestReadOnlySessions(t *testing.T) {
 }
 
 func TestSessionMetaIsReplacedAtomically(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -410,6 +427,7 @@ func TestSessionMetaIsReplacedAtomically(t *testing.T) {
 }
 
 func TestSessionsRootOutsideIsUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	parent := t.TempDir()
 	outside := filepath.Join(parent, "outside")
@@ -475,6 +493,7 @@ func forkWhileWriting(t *testing.T, r *Sessions, src string, write func(step int
 }
 
 func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), WithRolling(), Every(1<<40))
 	src, err := r.New(ctx, nil)
@@ -491,6 +510,7 @@ func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
 }
 
 func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), KeepLast(1))
 	src, err := r.New(ctx, nil)
@@ -507,6 +527,7 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 }
 
 func TestForkCopiesWhereLinkingFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -540,6 +561,7 @@ func TestForkCopiesWhereLinkingFails(t *testing.T) {
 }
 
 func TestSessionsLockWaitHonoursContext(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
 	held, err := lockFile(r.root, sessionsLockName) // another process, say
@@ -555,6 +577,7 @@ func TestSessionsLockWaitHonoursContext(t *testing.T) {
 }
 
 func TestSessionFileIsReserved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)

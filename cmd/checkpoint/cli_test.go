@@ -59,6 +59,7 @@ func names(t *testing.T, dir string) []string {
 }
 
 func TestLsStore(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "testdata/game")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stderr)
@@ -81,6 +82,7 @@ func TestLsStore(t *testing.T) {
 }
 
 func TestHumanSizesAndAges(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 4299: "4.2 KiB", 1 << 20: "1.0 MiB", 3 << 30: "3.0 GiB"} {
 		require.Equal(t, want, size(n, false), n)
 		require.Equal(t, strconv.FormatInt(n, 10), size(n, true), n)
@@ -94,6 +96,7 @@ func TestHumanSizesAndAges(t *testing.T) {
 }
 
 func TestLsJSON(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "--json", "testdata/game")
 	require.Equal(t, 0, r.code, r.stderr)
 	var infos []checkpoint.Info
@@ -110,6 +113,7 @@ func TestLsJSON(t *testing.T) {
 }
 
 func TestLsUnreadableHeader(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), nil) // empty: a disk that lied
@@ -123,6 +127,7 @@ func TestLsUnreadableHeader(t *testing.T) {
 }
 
 func TestLsSessions(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "testdata/campaign")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stderr)
@@ -148,6 +153,7 @@ func TestLsSessions(t *testing.T) {
 }
 
 func TestLsOfSessionsMadeByTheLibrary(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
@@ -171,6 +177,7 @@ func TestLsOfSessionsMadeByTheLibrary(t *testing.T) {
 }
 
 func TestLsEmptyAndMissingDirectories(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	writeFile(t, filepath.Join(parent, "run1", "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	r := runCLI(t, "ls", parent)
@@ -191,6 +198,7 @@ func TestLsEmptyAndMissingDirectories(t *testing.T) {
 }
 
 func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	writeFile(t, filepath.Join(parent, "run1", "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	for _, args := range [][]string{{"verify", parent}, {"verify", "--json", parent}} {
@@ -214,6 +222,7 @@ func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
 }
 
 func TestShow(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "show", "testdata/game", "4")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
@@ -250,6 +259,7 @@ func TestShow(t *testing.T) {
 }
 
 func TestShowKindFileAndLatest(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "show", "--kind", "error", "testdata/game", "4")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, dedent(`
@@ -296,6 +306,7 @@ func TestShowKindFileAndLatest(t *testing.T) {
 }
 
 func TestShowLatestSkipsDamagedNewest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), []byte(`{"format":1,"step":2`))
@@ -306,6 +317,7 @@ func TestShowLatestSkipsDamagedNewest(t *testing.T) {
 }
 
 func TestShowFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args   []string
 		code   int
@@ -343,6 +355,7 @@ func TestShowFailures(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "verify", "testdata/game")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Regexp(t, `^BAD   testdata/game/turn_005.json +corrupt checkpoint: checksum mismatch: file says sha256:[0-9a-f]{64}, content is sha256:[0-9a-f]{64}
@@ -377,6 +390,7 @@ $`, r.stdout)
 }
 
 func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := checkpoint.Open[map[string]int](dir, checkpoint.Gzip(), checkpoint.WithRolling(), checkpoint.Every(2))
@@ -402,6 +416,7 @@ func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
 }
 
 func TestVerifyEveryKindOfDamage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1))
 	writeFile(t, filepath.Join(dir, "step_00000001.json"), good)
@@ -431,6 +446,7 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 }
 
 func TestVerifySessions(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "verify", "testdata/campaign", "-v")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Equal(t, dedent(`
@@ -453,6 +469,7 @@ func TestVerifySessions(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "diff", "testdata/game", "1", "2")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Equal(t, dedent(`
@@ -485,6 +502,7 @@ func TestDiff(t *testing.T) {
 }
 
 func TestDiffStates(t *testing.T) {
+	t.Parallel()
 	decode := func(s string) any {
 		v, err := decodeJSON(json.RawMessage(s))
 		require.NoError(t, err)
@@ -520,6 +538,7 @@ func TestDiffStates(t *testing.T) {
 }
 
 func TestPruneDryRunThenPrune(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	before := names(t, dir)
 	r := runCLI(t, "prune", dir, "--keep-last", "2", "--dry-run")
@@ -553,6 +572,7 @@ func TestPruneDryRunThenPrune(t *testing.T) {
 }
 
 func TestPruneRules(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	r := runCLI(t, "prune", dir, "--keep-every", "2", "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -585,6 +605,7 @@ dry run: would remove 3 of 8 checkpoints`, r.stdout)
 }
 
 func TestPruneUsage(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	for _, tt := range []struct {
 		args []string
@@ -610,6 +631,7 @@ func TestPruneUsage(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{"90m": 90 * time.Minute, "36h": 36 * time.Hour, "7d": 7 * 24 * time.Hour, "1h30m": 90 * time.Minute} {
 		got, err := parseDuration("--x", in)
 		require.NoError(t, err)
@@ -622,6 +644,7 @@ func TestParseDuration(t *testing.T) {
 }
 
 func TestGC(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	r := runCLI(t, "gc", dir, "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -649,6 +672,7 @@ func TestGC(t *testing.T) {
 }
 
 func TestGCSessions(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "001", ".turn_003.json123"), []byte("{"))
 	writeFile(t, filepath.Join(dir, "002", "turn_002.json.corrupt-2"), []byte("{"))
@@ -675,6 +699,7 @@ func byThisProcess() string {
 }
 
 func TestWriterLockHeld(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	w, err := checkpoint.Open[json.RawMessage](dir, checkpoint.WithLayout("turn", 3))
 	require.NoError(t, err)
@@ -702,6 +727,7 @@ func TestWriterLockHeld(t *testing.T) {
 }
 
 func TestGCSessionLockedByWriterGoesOnWithTheOthers(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "001", "turn_001.json.corrupt"), []byte("{"))
 	writeFile(t, filepath.Join(dir, "002", "turn_001.json.corrupt"), []byte("{"))
@@ -717,6 +743,7 @@ func TestGCSessionLockedByWriterGoesOnWithTheOthers(t *testing.T) {
 }
 
 func TestReadOnlyCommandsWriteNothing(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	root := copyFixture(t, "campaign")
 	before, beforeRoot := readTree(t, dir), readTree(t, root)
@@ -731,6 +758,7 @@ func TestReadOnlyCommandsWriteNothing(t *testing.T) {
 }
 
 func TestLayouts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for step := int64(1); step <= 3; step++ {
 		writeFile(t, filepath.Join(dir, "turn_00"+string(rune('0'+step))+".json"), envelope(t, step, checkpoint.KindStep, minute(int(step)), nil, nil, gameState(step)))
@@ -768,6 +796,7 @@ func TestLayouts(t *testing.T) {
 }
 
 func TestUsageAndHelp(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t)
 	require.Equal(t, exitUsage, r.code)
 	require.Empty(t, r.stdout)
@@ -821,6 +850,7 @@ func TestUsageAndHelp(t *testing.T) {
 }
 
 func TestFlagsBeforeAndAfterArguments(t *testing.T) {
+	t.Parallel()
 	want := runCLI(t, "show", "testdata/game", "4", "--kind", "error", "--state")
 	require.Equal(t, 0, want.code, want.stderr)
 	for _, args := range [][]string{
@@ -834,12 +864,14 @@ func TestFlagsBeforeAndAfterArguments(t *testing.T) {
 }
 
 func TestParseInterleaved(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "--", "--json")
 	require.Equal(t, exitFailed, r.code, "after --, --json is a directory name")
 	require.Contains(t, r.stderr, "checkpoint: ls --json: checkpoint not found: no such directory")
 }
 
 func TestShowPanicCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := checkpoint.Open[map[string]int](dir, checkpoint.WithLayout("beat", 4))
@@ -860,6 +892,7 @@ func TestShowPanicCheckpoint(t *testing.T) {
 }
 
 func TestSessionsLayoutIsTheRootsMostCommon(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "004", "session.json"), []byte(`{"format":1,"id":"004","created":"2026-11-21T11:00:00Z","updated":"2026-11-21T11:00:00Z"}`))
 	writeFile(t, filepath.Join(dir, "004", "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(61), nil, nil, gameState(1)))
@@ -873,6 +906,7 @@ func TestSessionsLayoutIsTheRootsMostCommon(t *testing.T) {
 }
 
 func TestWritingCommandsLeaveADirectoryWithoutCheckpointsAlone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("hello"))
 	writeFile(t, filepath.Join(dir, ".settings.json123"), []byte("{")) // the shape of a side file's temp
