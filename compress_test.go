@@ -164,6 +164,7 @@ func TestLargeStatesRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "zstd async": {Zstd(), Async(2)}} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := openStore[[]string](t, t.TempDir(), opts...)
 			var want [][]string
 			for step := int64(0); step < 3; step++ {
