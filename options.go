@@ -167,9 +167,11 @@ func NoSync() Option {
 // saves still queued are never published, although each Save returned nil.
 // A store dropped without Close keeps its goroutine and its writer lock for
 // the life of the process. Close (or Flush) before exiting, on every path; a
-// deferred Close does not run after os.Exit or log.Fatal. Hooks of a background save run
-// on the goroutine that published it: the store's own, or one that was
-// waiting on the queue (Save, Flush, Close or another write).
+// deferred Close does not run after os.Exit or log.Fatal.
+//
+// Hooks of a background save run on the goroutine that published it: the
+// store's own, or one that was waiting on the queue (Save, Flush, Close or
+// another write).
 func Async(queue int) Option {
 	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }
