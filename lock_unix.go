@@ -41,6 +41,19 @@ func lockFile(root *os.Root, name string) (*os.File, error) {
 
 // unlockDir releases the lock. The lock file stays: removing it would let a
 // third writer lock a different file than the second one waits on.
+//
+// The lock is released explicitly before the file is closed: a flock
+// belongs to the open file, which a process forked by another goroutine
+// shares until it execs (the descriptor is close-on-exec, not closed at
+// fork), so a Close alone could leave the store locked for a moment after
+// Close returned, and an Open right after it would fail with ErrLocked.
 func unlockDir(f *os.File) error {
-	return f.Close()
+	var err error
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	return errors.Join(err, f.Close())
 }
