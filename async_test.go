@@ -16,6 +16,7 @@ import (
 )
 
 func TestAsyncOptionIsValidated(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, -1} {
 		_, err := Open[int](t.TempDir(), Async(n))
 		require.ErrorIs(t, err, ErrInvalid)
@@ -28,6 +29,7 @@ func TestAsyncOptionIsValidated(t *testing.T) {
 // that save times follow the order of the calls, and that the hooks saw
 // every published file.
 func TestAsyncSavesPublishInOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	published := make(chan Info, 64)
 	s := openStore[[]int64](t, t.TempDir(), Async(2), Every(3), WithRolling(), Zstd(),
@@ -102,6 +104,7 @@ func blockFirstSave() (h Hooks, entered, release chan struct{}) {
 }
 
 func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	s := openStore[int](t, t.TempDir(), Async(4), WithHooks(hooks))
@@ -127,6 +130,7 @@ func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
 }
 
 func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
@@ -156,6 +160,7 @@ func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
 // saves wait: with the store's goroutine busy, a Save that finds the queue
 // full does the oldest save's work itself before it queues its own.
 func TestAsyncQueueIsBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
@@ -180,6 +185,7 @@ func TestAsyncQueueIsBounded(t *testing.T) {
 // save being published cannot finish, fills the queue, and proves that a
 // Save waiting for room gives up when its context ends, queueing nothing.
 func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), Async(1))
 	s.wmu.Lock()
@@ -219,6 +225,7 @@ func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
 // it happens, is returned by the next Save (which queues its own state all
 // the same) and by the next Flush or Close, once each.
 func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var (
 		mu       sync.Mutex
@@ -373,6 +380,7 @@ func TestAsyncHookMayCloseStore(t *testing.T) {
 // full and the store's goroutine is the one running the hook: the hook's
 // Save publishes the oldest queued save itself instead of waiting forever.
 func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	entered, proceed, saved := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var s *Store[int]
@@ -400,6 +408,7 @@ func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
 }
 
 func TestAsyncStoreOptionsStillApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, Async(3), KeepLast(2), NoSync())
@@ -420,6 +429,7 @@ func TestAsyncStoreOptionsStillApply(t *testing.T) {
 }
 
 func TestFlushWithoutAsync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open[int](t.TempDir())
 	require.NoError(t, err)
@@ -432,6 +442,7 @@ func TestFlushWithoutAsync(t *testing.T) {
 }
 
 func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open[int](dir, Async(4), WithRolling(), Every(5))

@@ -18,6 +18,7 @@ import (
 )
 
 func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
+	t.Parallel()
 	_, err := Open[int](t.TempDir(), Gzip(), Zstd())
 	require.ErrorIs(t, err, ErrInvalid)
 	var e *Error
@@ -27,6 +28,7 @@ func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
 }
 
 func TestZstdBombIsCorrupt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}
 	// 8 MiB of state that compresses to a few hundred bytes.
@@ -64,6 +66,7 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 }
 
 func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("zstd"); err != nil {
 		t.Skip("zstd is not installed")
 	}
@@ -84,6 +87,7 @@ func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
 }
 
 func TestEncodedStateIsWhatMarshalWrites(t *testing.T) {
+	t.Parallel()
 	c := newCodec(compressNone, DefaultMaxReadSize)
 	for _, v := range []any{
 		sampleState(3),
@@ -146,6 +150,7 @@ func TestSaveDoesNotCopyTheEncodedState(t *testing.T) {
 }
 
 func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
+	t.Parallel()
 	for _, dir := range []string{"runs/001", "runs/001/", "./runs", ".", "/", "/tmp/x/../y", "a"} {
 		require.Equal(t, filepath.Join(dir, "step_00000001.json"), pathPrefix(dir)+"step_00000001.json", dir)
 	}
@@ -155,9 +160,11 @@ func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
 // compressed blocks and buffer sizes, in every compression, and loads them
 // back.
 func TestLargeStatesRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "zstd async": {Zstd(), Async(2)}} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := openStore[[]string](t, t.TempDir(), opts...)
 			var want [][]string
 			for step := int64(0); step < 3; step++ {

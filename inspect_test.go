@@ -18,6 +18,7 @@ func touch(t *testing.T, dir string, names ...string) {
 }
 
 func TestDetectLayouts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		files []string
@@ -58,11 +59,13 @@ func TestDetectLayouts(t *testing.T) {
 }
 
 func TestDetectLayoutsOfMissingDirIsErrNotFound(t *testing.T) {
+	t.Parallel()
 	_, err := DetectLayouts(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestDetectedLayoutOpensTheStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir, WithLayout("turn", 3), Gzip())
@@ -84,6 +87,7 @@ func TestDetectedLayoutOpensTheStore(t *testing.T) {
 }
 
 func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir, WithLayout("turn", 3))
@@ -122,6 +126,7 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 }
 
 func TestLeftoversOfAQuarantinedCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir)
@@ -137,6 +142,7 @@ func TestLeftoversOfAQuarantinedCheckpoint(t *testing.T) {
 }
 
 func TestRemoveStaging(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)

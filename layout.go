@@ -226,17 +226,43 @@ func DetectLayouts(dir string) ([]Layout, error) {
 		}
 		return nil, opError("detect layouts", dir, err)
 	}
-	type span struct{ lo, hi int } // the digit counts that name a file
+	var out []Layout
+	for _, f := range detectLayouts(dirents, false) {
+		out = append(out, f.Layout)
+	}
+	return out, nil
+}
+
+// detectedLayout is a layout DetectLayouts found, with the greatest name
+// among the files it names.
+type detectedLayout struct {
+	Layout
+	sample string
+}
+
+// detectLayouts is DetectLayouts on a directory's entries. With
+// checkpointsOnly, temporary and quarantined files are no evidence.
+func detectLayouts(dirents []fs.DirEntry, checkpointsOnly bool) []detectedLayout {
+	type span struct { // the digit counts that name a file
+		lo, hi int
+		name   string
+	}
 	byPrefix := make(map[string][]span)
 	for _, d := range dirents {
 		if !d.Type().IsRegular() {
 			continue
 		}
-		if prefix, lo, hi, ok := layoutEvidence(d.Name()); ok {
-			byPrefix[prefix] = append(byPrefix[prefix], span{lo, hi})
+		name := d.Name()
+		if checkpointsOnly {
+			if _, ok := quarantinedStem(name); ok || strings.HasPrefix(name, ".") {
+				continue
+			}
+		}
+		if prefix, lo, hi, ok := layoutEvidence(name); ok {
+			byPrefix[prefix] = append(byPrefix[prefix], span{lo, hi, name})
 		}
 	}
-	var out []Layout
+	var out []detectedLayout
 	for prefix, spans := range byPrefix {
 		for len(spans) > 0 {
 			best, bestN := 0, 0
@@ -251,14 +277,21 @@ func DetectLayouts(dir string) ([]Layout, error) {
 					best, bestN = digits, n
 				}
 			}
-			out = append(out, Layout{Prefix: prefix, Digits: best, Files: bestN})
-			spans = slices.DeleteFunc(spans, func(s span) bool { return s.lo <= best && best <= s.hi })
+			d := detectedLayout{Layout: Layout{Prefix: prefix, Digits: best, Files: bestN}}
+			spans = slices.DeleteFunc(spans, func(s span) bool {
+				named := s.lo <= best && best <= s.hi
+				if named && s.name > d.sample {
+					d.sample = s.name
+				}
+				return named
+			})
+			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b Layout) int {
+	slices.SortFunc(out, func(a, b detectedLayout) int {
 		return cmp.Or(cmp.Compare(b.Files, a.Files), strings.Compare(a.Prefix, b.Prefix), cmp.Compare(a.Digits, b.Digits))
 	})
-	return out, nil
+	return out
 }
 
 // layoutEvidence returns the prefix of the layouts that would name the file

@@ -7,6 +7,7 @@ import (
 )
 
 func TestLayoutParse(t *testing.T) {
+	t.Parallel()
 	l := layout{prefix: "turn", digits: 3}
 	tests := []struct {
 		name string
@@ -67,6 +68,7 @@ func TestLayoutParse(t *testing.T) {
 }
 
 func TestIsTemp(t *testing.T) {
+	t.Parallel()
 	l := layout{prefix: "turn", digits: 3}
 	for name, want := range map[string]bool{
 		".step_00000007.json123":               true, // the temp of a side file named step_00000007.json

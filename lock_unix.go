@@ -25,7 +25,17 @@ func tryLock(f *os.File) (bool, error) {
 	}
 }
 
-// unlock releases the flock on f.
+// unlock releases the flock on f. It is released explicitly before the
+// file is closed: a flock belongs to the open file, which a process forked by
+// another goroutine shares until it execs (the descriptor is close-on-exec,
+// not closed at fork), so a close alone could leave the store locked for a
+// moment after Close returned, and an Open right after it would fail with
+// ErrLocked.
 func unlock(f *os.File) error {
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
 }

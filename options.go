@@ -171,11 +171,17 @@ func NoSync() Option {
 // was just saved.
 //
 // A crash loses at most the queued saves and the one being written; every
-// checkpoint already published stays whole. Hooks of a background save run
-// on the goroutine that published it: the store's own, or one that was
-// waiting on the queue (Save, Flush, Close or another write). When Close
-// returns, the store's goroutine is gone and the hooks it ran have
-// returned.
+// checkpoint already published stays whole. A program that exits (returns
+// from main, calls os.Exit or log.Fatal) without Close loses the same: the
+// saves still queued are never published, although each Save returned nil.
+// A store dropped without Close keeps its goroutine and its writer lock for
+// the life of the process. Close (or Flush) before exiting, on every path; a
+// deferred Close does not run after os.Exit or log.Fatal.
+//
+// Hooks of a background save run on the goroutine that published it: the
+// store's own, or one that was waiting on the queue (Save, Flush, Close or
+// another write). When Close returns, the store's goroutine is gone and the
+// hooks it ran have returned.
 func Async(queue int) Option {
 	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }
@@ -305,7 +311,9 @@ func KeepOnePer(d time.Duration) Option {
 // PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,
 // to the retention rules like step checkpoints: they count toward KeepLast
 // and are removed when no rule keeps them. By default the rules never remove
-// a final or error checkpoint. The rolling file is never pruned.
+// a final or error checkpoint. Any other kind is ErrInvalid: step
+// checkpoints are always subject to the rules, and the rolling file is never
+// pruned.
 func PruneKinds(kinds ...Kind) Option {
 	return optionFunc(func(c *config) { c.retain.kinds = append(c.retain.kinds, kinds...) })
 }

@@ -133,21 +133,6 @@ func (s *Store[T]) LatestClean(ctx context.Context) (T, Info, error) {
 	return v, info, err
 }
 
-// Resumable reports whether the store holds a checkpoint that Latest would
-// return, and its Info. A store with none returns false and a nil error; a
-// store whose checkpoints all fail to load returns false and their errors.
-// It does not call Hooks.OnLoad.
-func (s *Store[T]) Resumable(ctx context.Context) (Info, bool, error) {
-	_, info, err := s.latest(ctx, "resumable", func(fileName) bool { return true })
-	if errors.Is(err, ErrNotFound) {
-		return Info{}, false, nil
-	}
-	if err != nil {
-		return Info{}, false, err
-	}
-	return info, true, nil
-}
-
 // ClearError removes the error checkpoints of step (every attempt), leaving
 // its other checkpoints alone. Call it once a run resumed from an error
 // checkpoint has redone the step. A step with no error checkpoint is

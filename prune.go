@@ -35,8 +35,8 @@ func (r retention) validate() error {
 		return fmt.Errorf("%w: KeepOnePer(%s): the period must be 0 (no rule) or positive", ErrInvalid, r.per)
 	}
 	for _, k := range r.kinds {
-		if k != KindFinal && k != KindError && k != KindStep {
-			return fmt.Errorf("%w: PruneKinds(%q): only %q and %q checkpoints can be made prunable", ErrInvalid, k, KindFinal, KindError)
+		if k != KindFinal && k != KindError {
+			return fmt.Errorf("%w: PruneKinds(%q): only %q and %q checkpoints can be made prunable (step checkpoints always are, the rolling file never)", ErrInvalid, k, KindFinal, KindError)
 		}
 	}
 	return nil

@@ -24,6 +24,7 @@ func steps(infos []Info) []int64 {
 }
 
 func TestKeepLastPrunesAfterSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3), KeepLast(3), Gzip())
@@ -44,6 +45,7 @@ func TestKeepLastPrunesAfterSave(t *testing.T) {
 }
 
 func TestPruneNeverRemovesNewestLoadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3))
@@ -71,6 +73,7 @@ func TestPruneNeverRemovesNewestLoadable(t *testing.T) {
 }
 
 func TestPruneWithoutRuleRemovesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	for step := int64(1); step <= 5; step++ {
@@ -86,6 +89,7 @@ func TestPruneWithoutRuleRemovesNothing(t *testing.T) {
 }
 
 func TestPruneSkipsUnreadableHeaders(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3))
@@ -138,6 +142,7 @@ func twelveSteps(t *testing.T) (string, time.Time) {
 }
 
 func TestRetentionRules(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		rules []Option
@@ -181,6 +186,7 @@ func TestRetentionRules(t *testing.T) {
 }
 
 func TestRulesApplyAfterEachSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), KeepLast(1), KeepEvery(3))
 	for step := int64(1); step <= 10; step++ {
@@ -193,6 +199,7 @@ func TestRulesApplyAfterEachSave(t *testing.T) {
 }
 
 func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3))
@@ -219,6 +226,7 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 }
 
 func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fill := func(s *Store[int]) {
 		for step := int64(1); step <= 6; step++ {
@@ -262,6 +270,7 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 }
 
 func TestRetentionOptionsAreValidated(t *testing.T) {
+	t.Parallel()
 	for _, opt := range []Option{KeepLast(-1), KeepEvery(-2), KeepWithin(-time.Second), KeepOnePer(-time.Hour), PruneKinds(KindRolling), PruneKinds("weekly")} {
 		_, err := Open[int](t.TempDir(), opt)
 		require.ErrorIs(t, err, ErrInvalid)
@@ -269,6 +278,7 @@ func TestRetentionOptionsAreValidated(t *testing.T) {
 }
 
 func TestPruneDryRunWithoutRuleIsEmpty(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	_, err := s.Save(ctx, 1, 1)
@@ -279,6 +289,7 @@ func TestPruneDryRunWithoutRuleIsEmpty(t *testing.T) {
 }
 
 func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
@@ -318,6 +329,7 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 }
 
 func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), WithRolling(), Every(10))
 	for step := int64(1); step <= 3; step++ {
@@ -334,6 +346,7 @@ func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
 }
 
 func TestTruncateErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir)
@@ -351,6 +364,7 @@ func TestTruncateErrors(t *testing.T) {
 // ahead must not stamp every later save in the future, or KeepWithin would
 // keep everything and the store would grow without bound.
 func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	start := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
@@ -381,6 +395,7 @@ func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
 }
 
 func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("c", 3))

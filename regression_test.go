@@ -17,6 +17,7 @@ import (
 // These tests each prove a failure found in review.
 
 func TestLoadOfCheckpointWithHugeHeader(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w, err := Open[int](dir)
@@ -40,6 +41,7 @@ func TestLoadOfCheckpointWithHugeHeader(t *testing.T) {
 }
 
 func TestDamagedHeaderTimeDoesNotLeakIntoSaveTimes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, when := range map[string]string{
 		"unencodable year": "9999-12-31T23:59:59.999999999Z",
@@ -65,6 +67,7 @@ func TestDamagedHeaderTimeDoesNotLeakIntoSaveTimes(t *testing.T) {
 }
 
 func TestObservedTimesBeyondEncodingAreIgnored(t *testing.T) {
+	t.Parallel()
 	s := openStore[int](t, t.TempDir())
 	s.observe(timeMax)
 	_, err := s.Save(context.Background(), 1, 1)
@@ -74,6 +77,7 @@ func TestObservedTimesBeyondEncodingAreIgnored(t *testing.T) {
 // TestTransientHeaderErrorIsNotCached needs file permissions to bite, so as
 // root it runs itself again as the user nobody.
 func TestTransientHeaderErrorIsNotCached(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		rerunAsNobody(t)
 		return

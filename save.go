@@ -77,11 +77,12 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 	if kind == KindError {
 		j.fn.attempt = 1
 	}
+	if err := checkStep(step); err != nil {
+		// No file can have a negative step's name: name the directory.
+		return nil, stepError(op, step, s.dir, err)
+	}
 	fail := func(err error) (*saveJob, error) {
 		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
-	}
-	if err := checkStep(step); err != nil {
-		return fail(err)
 	}
 	if _, ok := meta[""]; ok {
 		return fail(fmt.Errorf("%w: empty meta key", ErrInvalid))
@@ -182,7 +183,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 
 func checkStep(step int64) error {
 	if step < 0 {
-		return fmt.Errorf("%w: negative step", ErrInvalid)
+		return fmt.Errorf("%w: negative step %d: steps are 0 or more", ErrInvalid, step)
 	}
 	return nil
 }

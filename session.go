@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -277,6 +278,9 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
 	path := r.path(id)
 	if err := r.check(id); err != nil {
+		return nil, opError("open session", path, err)
+	}
+	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
 		return nil, opError("open session", path, err)
 	}
 	cfg, err := newConfig(append(slices.Clone(r.opts), opts...))

@@ -15,7 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openSessions opens a root of sessions with NoSync, as openStore does;
+// openDurableSessions fsyncs.
 func openSessions(t *testing.T, dir string, opts ...Option) *Sessions {
+	t.Helper()
+	return openDurableSessions(t, dir, append([]Option{NoSync()}, opts...)...)
+}
+
+func openDurableSessions(t *testing.T, dir string, opts ...Option) *Sessions {
 	t.Helper()
 	r, err := OpenSessions(dir, opts...)
 	require.NoError(t, err)
@@ -32,6 +39,7 @@ func sessionIDs(list []Session) []string {
 }
 
 func TestSessionsCreateListResume(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := &manualClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
@@ -106,6 +114,7 @@ func TestSessionsCreateListResume(t *testing.T) {
 }
 
 func TestSessionIDsAreValidated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -127,6 +136,7 @@ func TestSessionIDsAreValidated(t *testing.T) {
 }
 
 func TestMissingAndDamagedSessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -181,6 +191,7 @@ func TestMissingAndDamagedSessions(t *testing.T) {
 }
 
 func TestForkCopiesHistoryUpToStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
@@ -245,6 +256,7 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 }
 
 func TestForkTakesRollingFileUpToStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), WithRolling(), Every(10))
 	src, err := r.New(ctx, nil)
@@ -268,6 +280,7 @@ func TestForkTakesRollingFileUpToStep(t *testing.T) {
 }
 
 func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -303,6 +316,7 @@ func dirNamesExcept(t *testing.T, dir string, skip string) []string {
 }
 
 func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	// Two roots on one directory stand for two processes.
@@ -333,6 +347,7 @@ func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
 }
 
 func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -351,6 +366,7 @@ func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
 }
 
 func TestReadOnlySessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	_, err := OpenSessions(filepath.Join(dir, "missing"), ReadOnly())
@@ -387,6 +403,7 @@ func TestReadOnlySessions(t *testing.T) {
 }
 
 func TestSessionMetaIsReplacedAtomically(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -411,6 +428,7 @@ func TestSessionMetaIsReplacedAtomically(t *testing.T) {
 }
 
 func TestSessionsRootOutsideIsUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	parent := t.TempDir()
 	outside := filepath.Join(parent, "outside")
@@ -476,6 +494,7 @@ func forkWhileWriting(t *testing.T, r *Sessions, src string, write func(step int
 }
 
 func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), WithRolling(), Every(1<<40))
 	src, err := r.New(ctx, nil)
@@ -492,6 +511,7 @@ func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
 }
 
 func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), KeepLast(1))
 	src, err := r.New(ctx, nil)
@@ -508,6 +528,7 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 }
 
 func TestForkCopiesWhereLinkingFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -541,6 +562,7 @@ func TestForkCopiesWhereLinkingFails(t *testing.T) {
 }
 
 func TestSessionsLockWaitHonoursContext(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
 	held, err := lockFile(r.root, sessionsLockName) // another process, say
@@ -556,6 +578,7 @@ func TestSessionsLockWaitHonoursContext(t *testing.T) {
 }
 
 func TestSessionFileIsReserved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)

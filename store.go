@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -51,8 +52,14 @@ type Store[T any] struct {
 // does not let a second one in. It then removes the temporary files a crashed save
 // left behind. It never touches other files.
 //
-// With ReadOnly, a missing directory is ErrNotFound.
+// With ReadOnly, a missing directory is ErrNotFound. An empty dir is
+// ErrInvalid, and so is a T that encoding/json would save as {} whatever its
+// value (a struct with no exported field and no MarshalJSON or MarshalText
+// method): such a store would restore zero values without a word.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {
+	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
+		return nil, opError("open", dir, err)
+	}
 	cfg, root, err := openDir(dir, opts)
 	if err != nil {
 		return nil, opError("open", dir, err)
@@ -66,6 +73,9 @@ func openDir(dir string, opts []Option) (config, *os.Root, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return cfg, nil, err
+	}
+	if dir == "" {
+		return cfg, nil, fmt.Errorf("%w: empty directory name (use \".\" for the current directory)", ErrInvalid)
 	}
 	if !cfg.readOnly {
 		mkdir := mkdirDurable
@@ -103,6 +113,9 @@ func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 	}
 	var err error
 	if s.lock, err = lockDir(root); err != nil {
+		if errors.Is(err, ErrLocked) {
+			err = lockedError(root, lockName, err)
+		}
 		root.Close()
 		return nil, opError("open", dir, err)
 	}
@@ -119,6 +132,20 @@ func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 		go s.publishInBackground()
 	}
 	return s, nil
+}
+
+// lockedError adds to err, an ErrLocked for the lock file name in root, the
+// process that holds the lock (where the system says) and what a reader
+// should do instead.
+func lockedError(root *os.Root, name string, err error) error {
+	holder := ""
+	switch pid := lockHolder(root, name); {
+	case pid == os.Getpid():
+		holder = " (by this process: close the other Store first)"
+	case pid > 0:
+		holder = fmt.Sprintf(" (by process %d)", pid)
+	}
+	return fmt.Errorf("%w%s; to read the store beside its writer, open it with ReadOnly()", err, holder)
 }
 
 // Dir returns the store's directory, as given to Open.
@@ -272,7 +299,6 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Time:        h.Time,
 		Path:        s.path(name),
 		Size:        size,
-		Compressed:  fn.comp != compressNone,
 		Compression: fn.comp.String(),
 		Format:      h.Format,
 		Schema:      h.Schema,
