@@ -669,7 +669,7 @@ func TestFailedRootSyncLeavesNoSession(t *testing.T) {
 				}
 				return nil
 			}
-			r := openSessions(t, dir, withFaults(fault))
+			r := openDurableSessions(t, dir, withFaults(fault))
 			src, err := r.New(ctx, nil)
 			require.NoError(t, err)
 			st, err := OpenSession[int](r, src.ID)
@@ -718,7 +718,7 @@ func TestSessionLeftVisibleIsReturnedWithItsError(t *testing.T) {
 		}
 		return nil
 	}
-	r := openSessions(t, dir, withFaults(fault))
+	r := openDurableSessions(t, dir, withFaults(fault))
 	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
 	require.ErrorIs(t, err, errInjected)
 	require.ErrorContains(t, err, "the session is visible")
