@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -226,7 +225,7 @@ func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, err
 }
 
 func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
-	f, err := s.root.Open(name)
+	f, _, err := openRegular(s.root, name)
 	if err != nil {
 		return header{}, err
 	}
@@ -242,12 +241,12 @@ func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
 func (fn fileName) agrees(h header) error {
 	if fn.kind == KindRolling {
 		if h.Kind != KindRolling {
-			return fmt.Errorf("%w: rolling file holds kind %q", ErrCorrupt, h.Kind)
+			return damaged("rolling file holds kind %q", h.Kind)
 		}
 		return nil
 	}
 	if h.Step != fn.step || h.Kind != fn.kind {
-		return fmt.Errorf("%w: header says step %d kind %q, name says step %d kind %q", ErrCorrupt, h.Step, h.Kind, fn.step, fn.kind)
+		return damaged("header says step %d kind %q, name says step %d kind %q", h.Step, h.Kind, fn.step, fn.kind)
 	}
 	return nil
 }

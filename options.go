@@ -65,7 +65,11 @@ func newConfig(opts []Option) (config, error) {
 			o.apply(&cfg)
 		}
 	}
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	cfg.maxRead = min(cfg.maxRead, maxReadCeiling)
+	return cfg, nil
 }
 
 func (c *config) validate() error {
@@ -187,9 +191,13 @@ func ReadOnly() Option {
 }
 
 // WithMaxReadSize caps how many bytes a load reads from one checkpoint after
-// decompression; a larger checkpoint fails with ErrCorrupt. The cap stops a
-// damaged or hostile file (a gzip or zstd bomb) from exhausting memory. The default is
-// DefaultMaxReadSize.
+// decompression, and from a side file (ReadJSON); a larger checkpoint fails
+// with ErrCorrupt (and is never moved aside as damaged: it may be good). The
+// cap stops a damaged or hostile file (a gzip or zstd bomb) from exhausting
+// memory: a read of any file costs at most about the cap and a few MiB. The
+// default is DefaultMaxReadSize. n must be positive; a value above 1 TiB
+// (on 32-bit platforms, above what a slice can hold less 1 MiB), such as
+// math.MaxInt64 for "no limit", is clamped to it.
 func WithMaxReadSize(n int64) Option {
 	return optionFunc(func(c *config) { c.maxRead = n })
 }

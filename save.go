@@ -274,9 +274,11 @@ func (s *Store[T]) observe(t time.Time) {
 // it takes the next attempt number (.error, .error-2, ...).
 //
 // A file in the way that is provably damaged (bad checksum, truncated, bad
-// gzip or JSON) is quarantined first: otherwise a host that resumed from the
-// checkpoint before it, as Latest makes it do, could never save that step
-// again.
+// gzip or JSON, a header of another step or kind), or a symbolic link, is
+// moved aside first: otherwise a host that resumed from the checkpoint
+// before it, as Latest makes it do, could never save that step again.
+// Anything else in the way that is not a regular file (a directory, a named
+// pipe) is an error wrapping ErrCorrupt that says what it is.
 func (s *Store[T]) freeName(fn fileName) (string, error) {
 	for {
 		name := s.cfg.layout.format(fn)
@@ -285,15 +287,17 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			_, err := s.root.Lstat(n)
-			if err == nil && fn.kind != KindError {
-				if err = s.quarantineIfDamaged(n); err == nil {
-					continue
-				}
+			fi, err := s.root.Lstat(n)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue
+			case err != nil:
+				return n, err
+			case fn.kind == KindError:
+				exists = true // the next attempt's name may be free
+				continue
 			}
-			if err == nil {
-				exists = true
-			} else if !errors.Is(err, fs.ErrNotExist) {
+			if err := s.quarantineIfDamaged(n, alt, fi); err != nil {
 				return n, err
 			}
 		}
@@ -311,20 +315,36 @@ const (
 	maxQuarantined   = 100 // per checkpoint name: beyond this, Save fails
 )
 
-// quarantineIfDamaged renames the checkpoint name to name.corrupt (or
-// name.corrupt-2, ...) if its bytes are provably damaged, and returns nil. It
-// returns ErrExists if the file is intact, too large for the read limit, or
-// of a format version this package cannot read (it may be good), and any
-// other error as it is.
-func (s *Store[T]) quarantineIfDamaged(name string) error {
-	f, err := s.root.Open(name)
-	if err != nil {
-		return err
-	}
-	damage := s.codec.read(f, -1, func(header, []byte) error { return nil })
-	f.Close()
-	if damage == nil || !errors.Is(damage, ErrCorrupt) || errors.Is(damage, errFormat) || errors.Is(damage, errTooLarge) {
-		return ErrExists
+// quarantineIfDamaged renames the checkpoint file name, whose name says fn
+// and whose Lstat is fi, to name.corrupt (or name.corrupt-2, ...) if it is
+// a symbolic link (the link is moved, never its target) or its bytes prove
+// it damaged (see isDamage), and returns nil. It returns ErrExists if the
+// file is intact or cannot be checked here (too large for the read limit, a
+// newer format, an I/O or permission error: it may be good), and an
+// ErrCorrupt error if it is not a regular file.
+func (s *Store[T]) quarantineIfDamaged(name string, fn fileName, fi fs.FileInfo) error {
+	var damage error
+	switch mode := fi.Mode(); {
+	case mode&fs.ModeSymlink != 0:
+		damage = errors.New("a symbolic link where a checkpoint file belongs")
+	case !mode.IsRegular():
+		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, notRegular(name, mode))
+	default:
+		f, fi, err := openRegular(s.root, name)
+		if errors.Is(err, errNotRegular) { // replaced since the Lstat
+			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
+		}
+		if err == nil {
+			err = s.codec.read(f, fi.Size(), func(h header, _ []byte) error { return fn.agrees(h) })
+			f.Close()
+		}
+		switch {
+		case err == nil:
+			return ErrExists
+		case !isDamage(err):
+			return fmt.Errorf("%w (not checked for damage: %w)", ErrExists, err)
+		}
+		damage = err
 	}
 	for i := 1; i <= maxQuarantined; i++ {
 		q := name + quarantineSuffix
