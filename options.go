@@ -217,7 +217,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMeta attaches a label to the checkpoint being saved. Labels are stored
-// in the envelope and returned in Info.Meta. The key must not be empty.
+// in the envelope and returned in Info.Meta. The key must not be empty, and
+// the labels of one save may take at most 64 KiB as a JSON object (else the
+// save is ErrInvalid): they live in the header, which List reads for every
+// file.
 func WithMeta(key, value string) SaveOption {
 	return saveOptionFunc(func(c *saveConfig) {
 		if c.meta == nil {
@@ -226,6 +229,10 @@ func WithMeta(key, value string) SaveOption {
 		c.meta[key] = value
 	})
 }
+
+// maxMetaSize bounds the labels of one save, as a JSON object: see WithMeta
+// and maxErrorMessage.
+const maxMetaSize = 64 << 10
 
 // withClock replaces the store's clock. Tests use it to control save times.
 func withClock(now func() time.Time) Option {

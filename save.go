@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -81,6 +82,14 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 	}
 	if _, ok := meta[""]; ok {
 		return fail(fmt.Errorf("%w: empty meta key", ErrInvalid))
+	}
+	if len(meta) > 0 {
+		if b, _ := json.Marshal(meta); len(b) > maxMetaSize { // a map of strings always encodes
+			return fail(fmt.Errorf("%w: meta takes %d bytes as JSON, more than %d", ErrInvalid, len(b), maxMetaSize))
+		}
+	}
+	if rec != nil {
+		j.rec = rec.bounded()
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
