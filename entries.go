@@ -25,7 +25,7 @@ type entry struct {
 
 // cachedHeader is a file's header (or why it could not be read) as last read
 // or written, valid while the name refers to the same file (inode) with the
-// same size and modification time.
+// same size, modification time and inode change time (see unchanged).
 type cachedHeader struct {
 	fi       fs.FileInfo
 	h        header
@@ -145,7 +145,7 @@ func (s *Store[T]) fill(entries []entry) []entry {
 			continue
 		}
 		e.size = fi.Size()
-		if c, ok := s.headers[e.name]; ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
+		if c, ok := s.headers[e.name]; ok && unchanged(c.fi, fi) {
 			e.h, e.verified = c.h, c.verified
 			if c.err != nil {
 				e.setUnreadable(c.err, fi)
@@ -169,6 +169,17 @@ func (s *Store[T]) fill(entries []entry) []entry {
 		}
 	}
 	return out
+}
+
+// unchanged reports whether now, a file's Lstat, describes the file as it
+// was (was) when its header was cached: the same file, size and
+// modification time, and the same inode change time where the system gives
+// one. The change
+// time catches a rewrite in place that kept the size and reset the
+// modification time (cp -p, rsync -t, a restore from backup), which the
+// others miss.
+func unchanged(was, now fs.FileInfo) bool {
+	return os.SameFile(was, now) && was.Size() == now.Size() && was.ModTime().Equal(now.ModTime()) && changeTime(was) == changeTime(now)
 }
 
 // setUnreadable records why e's header could not be read, and gives it the

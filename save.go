@@ -212,30 +212,58 @@ const maxClockLead = time.Minute
 // newest save time it set aside in that case (zero otherwise), for the
 // caller to log once it holds no lock.
 func (s *Store[T]) saveTime(step int64, byStep bool) (t, behind time.Time) {
-	t = s.cfg.now().UTC()
+	now := s.cfg.now().UTC()
+	// Reading the directory takes the store's lock, so the newest time of
+	// the step is read first, and only when it will be needed; the choice
+	// of the time and its record are one critical section (stamp), so that
+	// no two saves (an Async one being queued and a synchronous one) get
+	// one time.
+	var newest *time.Time
+	for {
+		if byStep && newest == nil && s.clockFarBehind(now) {
+			n := s.newestOfStep(step)
+			newest = &n
+		}
+		if t, behind, ok := s.stamp(now, newest, byStep); ok {
+			return t, behind
+		}
+		// A load moved the newest save time far ahead meanwhile: read
+		// the step's newest time and try again.
+	}
+}
+
+// stamp chooses and records the save time of a save at clock time now,
+// under the store's lock (see saveTime). newest is the newest save time of
+// the save's step, if read; stamp fails if it is needed and not read.
+func (s *Store[T]) stamp(now time.Time, newest *time.Time, byStep bool) (t, behind time.Time, ok bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	last := s.lastTime
-	s.mu.Unlock()
-	reset := false
+	t = now
 	if !t.After(last) {
 		if last.Sub(t) <= maxClockLead {
 			t = last.Add(time.Nanosecond)
 		} else {
-			behind = last
-			if byStep {
-				if newest := s.newestOfStep(step); !t.After(newest) {
-					t = newest.Add(time.Nanosecond)
-				}
+			if byStep && newest == nil {
+				return t, behind, false
 			}
-			reset = true // follow the clock again from here
+			behind = last
+			if newest != nil && !t.After(*newest) {
+				t = newest.Add(time.Nanosecond)
+			}
+			// From here the clock is followed again.
 		}
 	}
+	s.lastTime = t
+	return t, behind, true
+}
+
+// clockFarBehind reports whether now is more than maxClockLead behind the
+// newest save time.
+func (s *Store[T]) clockFarBehind(now time.Time) bool {
 	s.mu.Lock()
-	if reset || t.After(s.lastTime) {
-		s.lastTime = t
-	}
-	s.mu.Unlock()
-	return t, behind
+	defer s.mu.Unlock()
+	return s.lastTime.Sub(now) > maxClockLead
 }
 
 // clockBehind logs that the clock was far behind the newest save time.
