@@ -159,6 +159,10 @@ func (s *Store[T]) fill(entries []entry) []entry {
 		e, fi := &entries[misses[k]], fis[misses[k]]
 		var err error
 		if e.h, err = s.header(e.name, e.fn, fi); err != nil {
+			if gone(err) {
+				keep[misses[k]] = false // removed or replaced since the Lstat
+				return
+			}
 			e.setUnreadable(err, fi)
 		}
 	})
@@ -180,6 +184,13 @@ func (s *Store[T]) fill(entries []entry) []entry {
 // others miss.
 func unchanged(was, now fs.FileInfo) bool {
 	return os.SameFile(was, now) && was.Size() == now.Size() && was.ModTime().Equal(now.ModTime()) && changeTime(was) == changeTime(now)
+}
+
+// gone reports whether a file's header could not be read because the file
+// is no longer a checkpoint file: removed, or replaced by something that is
+// not a regular file, since it was stat'ed. fill drops such entries.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular)
 }
 
 // setUnreadable records why e's header could not be read, and gives it the
@@ -224,7 +235,7 @@ func parallel(n int, f func(i int)) {
 // its cause may pass.
 func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, error) {
 	h, err := s.readHeaderFile(name, fn)
-	if err != nil {
+	if err != nil && !gone(err) {
 		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(name), "error", err)
 	}
 	if err == nil || errors.Is(err, ErrCorrupt) {
