@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -345,23 +346,33 @@ func TestSaveTempFilesCarryTheMarker(t *testing.T) {
 
 func TestConcurrentSavesNeverShareASaveTime(t *testing.T) {
 	t.Parallel()
-	stuck := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	s := openStore[int](t, t.TempDir(), NoSync(), withClock(func() time.Time { return stuck }))
-	const workers, each = 4, 2000
+	base := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	var round atomic.Int64
+	now := func() time.Time { return base.Add(time.Duration(round.Load()) * time.Second) } // stuck within a round
+	s := openStore[int](t, t.TempDir(), NoSync(), withClock(now))
+	const rounds, workers, each = 200, 4, 50
 	times := make([][]time.Time, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for range each {
-				tm, _ := s.saveTime(1, w%2 == 0) // a queued save and a synchronous one
-				times[w] = append(times[w], tm)
-			}
-		})
+	for r := range int64(rounds) {
+		round.Store(r)
+		// A checkpoint saved an hour ahead was loaded: the clock is far
+		// behind, so a synchronous save reads the directory for its
+		// step's newest time, a while in which others may stamp.
+		s.observe(now().Add(time.Hour))
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for range each {
+					tm, _ := s.saveTime(1, w%2 == 0) // a queued save and a synchronous one
+					times[w] = append(times[w], tm)
+				}
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	all := slices.Concat(times...)
 	slices.SortFunc(all, time.Time.Compare)
-	require.Len(t, slices.CompactFunc(all, time.Time.Equal), workers*each, "every save gets a time of its own")
+	distinct := len(slices.CompactFunc(all, time.Time.Equal))
+	require.Equal(t, rounds*workers*each, distinct, "every save gets a time of its own")
 }
 
 func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
