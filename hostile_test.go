@@ -94,7 +94,7 @@ func wideZstd(step int64, windowLog int) []byte {
 	env := envelopeBytes(header{Format: 1, Step: step, Kind: KindStep, Time: time.Now()}, []byte(`"x"`))
 	b := append([]byte{}, zstdMagic...)
 	b = append(b, 0x00, byte(windowLog-10)<<3) // no content size, no checksum; the window
-	n := len(env)<<3 | 1                          // a last, raw block
+	n := len(env)<<3 | 1                       // a last, raw block
 	b = append(b, byte(n), byte(n>>8), byte(n>>16))
 	return append(b, env...)
 }
