@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -76,10 +77,9 @@ const (
 )
 
 // maxPooled bounds what a codec keeps between calls, per value: a buffer
-// of a larger capacity, a zstd encoder that compressed more, or a zstd
-// decoder that decoded a frame of a larger window is dropped after use, so
-// a store that once read a huge (or hostile) file does not hold its memory
-// for as long as it is open.
+// of a larger capacity, or a zstd decoder of a window larger than
+// zstdWindow, is dropped after use, so that a store that once read a huge
+// (or hostile) file does not hold its memory for as long as it is open.
 const maxPooled = 4 << 20
 
 // zstdWindow is the window of the zstd encoder, and the largest window of a
@@ -110,13 +110,15 @@ const maxZstdWindow = 8 << 20
 // a zstd encoder's tables or a state-sized buffer that the next save must
 // grow again). Saves compress one at a time, under the store's write lock,
 // so one spare encoder serves them; a store so keeps at most a few times
-// maxPooled, for as long as it lives. Larger states get fresh buffers and
-// coders, whose cost is small beside compressing them.
+// maxPooled, for as long as it lives. A larger state gets a fresh buffer,
+// sized after the last state so that encoding does not grow it, and a file
+// that asks for a larger zstd window a decoder of its own.
 //
 // A codec is safe for concurrent use.
 type codec struct {
-	comp    compression // what new checkpoints are written with
-	maxRead int64       // the most decompressed bytes a read accepts
+	comp      compression  // what new checkpoints are written with
+	maxRead   int64        // the most decompressed bytes a read accepts
+	lastState atomic.Int64 // the size of the last state encoded
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
@@ -182,13 +184,22 @@ func (c *codec) putBuffer(b *bytes.Buffer) {
 // with putBuffer once written. The bytes are exactly what json.Marshal
 // returns: they are what the checksum covers and what a load decodes.
 func (c *codec) encodeState(v any) (*bytes.Buffer, error) {
-	buf := c.getBuffer()
+	var buf *bytes.Buffer
+	if n := c.lastState.Load(); n > maxPooled {
+		// A state too large to keep a buffer for: a buffer the size of
+		// the last one and a little, which encoding rarely has to grow
+		// (each growth would copy the state and double the buffer).
+		buf = bytes.NewBuffer(make([]byte, 0, n+n/8))
+	} else {
+		buf = c.getBuffer()
+	}
 	enc := json.NewEncoder(buf)
 	if err := enc.Encode(v); err != nil {
 		c.putBuffer(buf)
 		return nil, fmt.Errorf("%w: encode state: %w", ErrInvalid, err)
 	}
 	buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
+	c.lastState.Store(int64(buf.Len()))
 	if bytes.Equal(buf.Bytes(), []byte("null")) {
 		c.putBuffer(buf)
 		return nil, fmt.Errorf("%w: encode state: the state is nil", ErrInvalid)
