@@ -349,8 +349,12 @@ func (c *codec) openStream(r io.Reader, size int64) (stream, error) {
 		// refuses larger windows in the frames that follow, so that what
 		// is kept stays small; a larger one by a decoder of its own.
 		small := window <= zstdWindow
-		zr, ok := c.zstdR.get()
-		if !small || !ok {
+		var zr *zstd.Decoder
+		ok := false
+		if small {
+			zr, ok = c.zstdR.get()
+		}
+		if !ok {
 			limit := uint64(maxZstdWindow)
 			if small {
 				limit = zstdWindow
