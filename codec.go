@@ -103,6 +103,11 @@ func appendTrailer(b []byte, sum hash.Hash) []byte {
 // load decodes it.
 func parseEnvelope(data []byte) (header, []byte, error) {
 	if err := verify(data); err != nil {
+		// A newer format may end otherwise: a file whose header says
+		// so is one this package cannot read, not proof of damage.
+		if h, _, herr := decodeHeader(json.NewDecoder(bytes.NewReader(data))); errors.Is(herr, errFormat) {
+			return h, nil, herr
+		}
 		return header{}, nil, err
 	}
 	body := data[:len(data)-trailerLen]

@@ -71,6 +71,22 @@ func TestZstdWindowOverALaterSmallerLimitIsNeverQuarantined(t *testing.T) {
 	require.NoFileExists(t, info.Path+quarantineSuffix)
 }
 
+func TestFileOfANewerFormatIsNeverQuarantined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// A format 2 that ends with another trailer than version 1's.
+	future := []byte(`{"format":2,"step":1,"kind":"step","time":"2026-11-22T12:00:00Z","state":1,"digest":"blake3:00"}` + "\n")
+	path := filepath.Join(dir, "step_00000001.json")
+	require.NoError(t, os.WriteFile(path, future, 0o644))
+	s := openStore[int](t, dir, NoSync())
+	_, _, err := s.Load(ctx, 1)
+	require.ErrorIs(t, err, errFormat)
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrExists)
+	require.NoFileExists(t, path+quarantineSuffix)
+}
+
 // gzipBomb returns a gzip file of members each inflating to size bytes of
 // spaces: some 64 KiB per 64 MiB.
 func gzipBomb(t testing.TB, members, size int) []byte {
