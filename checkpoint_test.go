@@ -496,8 +496,8 @@ func TestOpenRemovesStaleTempsOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
-	stale := []string{".turn_002.json8812736", ".turn_last.json.gz77", ".result.json5"}
-	foreign := []string{".bashrc", ".turn_002.json", "notes.json", ".x.json.tmp", "turn_003.json9"}
+	stale := []string{".turn_002.json8812736", ".turn_last.json.gz77", ".result.json.ckpt-tmp-5", ".turn_002.json.ckpt-tmp-3"}
+	foreign := []string{".bashrc", ".turn_002.json", "notes.json", ".x.json.tmp", "turn_003.json9", ".result.json5"}
 	for _, name := range append(append([]string{}, stale...), foreign...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
 	}

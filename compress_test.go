@@ -37,8 +37,9 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 	bomb := encodeBytes(h, state, compressZstd)
 	require.Less(t, len(bomb), 4<<10)
 
-	// A frame that declares a window far beyond what the read limit
-	// allows is refused before it is given memory.
+	// A frame that declares a window far beyond what our encoder uses
+	// (maxZstdWindow) is refused before it is given memory, under any
+	// read limit, and is no proof of damage.
 	var wide bytes.Buffer
 	enc, err := zstd.NewWriter(&wide, zstd.WithWindowSize(64<<20), zstd.WithEncoderConcurrency(1))
 	require.NoError(t, err)
@@ -51,14 +52,21 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "step_00000001.json.zst")
 			require.NoError(t, os.WriteFile(path, file, 0o644))
-			s := openStore[string](t, dir, WithMaxReadSize(1<<20))
+			s := openStore[string](t, dir, WithMaxReadSize(1<<20), NoSync())
 			_, _, err := s.Load(ctx, 1)
 			require.ErrorIs(t, err, ErrCorrupt)
 			_, _, err = s.Latest(ctx)
 			require.ErrorIs(t, err, ErrCorrupt)
-			// The same file loads under a limit that fits it.
+			_, err = s.Save(ctx, 1, "replacement")
+			require.ErrorIs(t, err, ErrExists, "a file that may be good is never moved aside")
+			require.NoFileExists(t, path+quarantineSuffix)
 			big := openStore[string](t, dir, ReadOnly())
 			got, _, err := big.Load(ctx, 1)
+			if name == "declares a huge window" {
+				require.ErrorIs(t, err, errUnsupported)
+				return
+			}
+			// The same file loads under a limit that fits it.
 			require.NoError(t, err)
 			require.Len(t, got, 8<<20)
 		})

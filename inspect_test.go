@@ -94,17 +94,18 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 	_, err := w.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	touch(t, dir,
-		".turn_002.json123", ".result.json9", // temps of a checkpoint and of a side file
+		".turn_002.json123", ".result.json.ckpt-tmp-9", // temps of a checkpoint and of a side file
 		"turn_001.json.corrupt", "turn_001.json.corrupt-2", // quarantined
-		".step_00000002.json1", // a temp of another layout: it is a side file name here, so it is the store's
+		".step_00000002.json.ckpt-tmp-1", // a temp of another layout: it is a side file name here, so it is the store's
 		"step_00000001.json.corrupt", "turn_001.json.corrupt-x", "notes.txt", ".bashrc",
+		".notes.json2", // a user's hidden file, named like an unmarked temp of a side file
 	)
 
 	r := openStore[int](t, dir, ReadOnly(), WithLayout("turn", 3))
 	got, err := r.Leftovers(ctx)
 	require.NoError(t, err)
 	want := Leftovers{
-		Temps:       []string{filepath.Join(dir, ".result.json9"), filepath.Join(dir, ".step_00000002.json1"), filepath.Join(dir, ".turn_002.json123")},
+		Temps:       []string{filepath.Join(dir, ".result.json.ckpt-tmp-9"), filepath.Join(dir, ".step_00000002.json.ckpt-tmp-1"), filepath.Join(dir, ".turn_002.json123")},
 		Quarantined: []string{filepath.Join(dir, "turn_001.json.corrupt"), filepath.Join(dir, "turn_001.json.corrupt-2")},
 	}
 	require.Equal(t, want, got)
@@ -115,7 +116,7 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 	removed, err := w.RemoveLeftovers(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, removed)
-	require.ElementsMatch(t, []string{".checkpoint.lock", "turn_001.json", "step_00000001.json.corrupt", "turn_001.json.corrupt-x", "notes.txt", ".bashrc"}, dirNames(t, dir))
+	require.ElementsMatch(t, []string{".checkpoint.lock", "turn_001.json", "step_00000001.json.corrupt", "turn_001.json.corrupt-x", "notes.txt", ".bashrc", ".notes.json2"}, dirNames(t, dir))
 	_, _, err = w.Load(ctx, 1)
 	require.NoError(t, err, "checkpoints are never leftovers")
 

@@ -257,21 +257,17 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	f, err := s.root.Open(e.name)
+	f, fi, err := openRegular(s.root, e.name)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		case errors.Is(err, errNotRegular):
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return fail(err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("%w: not a regular file", ErrCorrupt))
-	}
 	var h header
 	err = s.codec.read(f, fi.Size(), func(got header, state []byte) error {
 		h = got

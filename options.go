@@ -67,7 +67,11 @@ func newConfig(opts []Option) (config, error) {
 			o.apply(&cfg)
 		}
 	}
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	cfg.maxRead = min(cfg.maxRead, maxReadCeiling)
+	return cfg, nil
 }
 
 func (c *config) validate() error {
@@ -204,9 +208,13 @@ func ReadOnly() Option {
 }
 
 // WithMaxReadSize caps how many bytes a load reads from one checkpoint after
-// decompression; a larger checkpoint fails with ErrCorrupt. The cap stops a
-// damaged or hostile file (a gzip or zstd bomb) from exhausting memory. The default is
-// DefaultMaxReadSize.
+// decompression, and from a side file (ReadJSON); a larger checkpoint fails
+// with ErrCorrupt (and is never moved aside as damaged: it may be good). The
+// cap stops a damaged or hostile file (a gzip or zstd bomb) from exhausting
+// memory: a read of any file costs at most about the cap and a few MiB. The
+// default is DefaultMaxReadSize. n must be positive; a value above 1 TiB
+// (on 32-bit platforms, above what a slice can hold less 1 MiB), such as
+// math.MaxInt64 for "no limit", is clamped to it.
 func WithMaxReadSize(n int64) Option {
 	return optionFunc(func(c *config) { c.maxRead = n })
 }
@@ -226,7 +234,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMeta attaches a label to the checkpoint being saved. Labels are stored
-// in the envelope and returned in Info.Meta. The key must not be empty.
+// in the envelope and returned in Info.Meta. The key must not be empty, and
+// the labels of one save may take at most 64 KiB as a JSON object (else the
+// save is ErrInvalid): they live in the header, which List reads for every
+// file.
 func WithMeta(key, value string) SaveOption {
 	return saveOptionFunc(func(c *saveConfig) {
 		if c.meta == nil {
@@ -235,6 +246,10 @@ func WithMeta(key, value string) SaveOption {
 		c.meta[key] = value
 	})
 }
+
+// maxMetaSize bounds the labels of one save, as a JSON object: see WithMeta
+// and maxErrorMessage.
+const maxMetaSize = 64 << 10
 
 // withClock replaces the store's clock. Tests use it to control save times.
 func withClock(now func() time.Time) Option {

@@ -721,7 +721,7 @@ func inner(err error, dir string) error {
 
 // copyFile copies the file name from src to dst durably.
 func copyFile(src *os.Root, name string, dst *os.Root, o fileIO) error {
-	f, err := src.Open(name)
+	f, _, err := openRegular(src, name)
 	if err != nil {
 		return err
 	}
@@ -735,9 +735,12 @@ func copyFile(src *os.Root, name string, dst *os.Root, o fileIO) error {
 
 func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 	var m sessionMeta
-	f, err := sub.Open(sessionFile)
+	f, _, err := openRegular(sub, sessionFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
+	}
+	if errors.Is(err, errNotRegular) {
+		return m, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		return m, err
@@ -799,10 +802,11 @@ func removeStaleSessionTemps(sub *os.Root, o fileIO) error {
 }
 
 // isSessionTemp reports whether name is a temporary file of session.json:
-// a dot, session.json, and renameio's random digits.
+// tempPrefix(session.json) and random digits, or, from releases before the
+// marker, the digits alone (session.json is the library's own name).
 func isSessionTemp(name string) bool {
-	rest, ok := strings.CutPrefix(name, "."+sessionFile)
-	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+	final, _, ok := splitTemp(name)
+	return ok && final == sessionFile
 }
 
 // RemoveStaging removes the hidden directories (.staging- and random text)

@@ -909,17 +909,17 @@ func TestWritingCommandsLeaveADirectoryWithoutCheckpointsAlone(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("hello"))
-	writeFile(t, filepath.Join(dir, ".settings.json123"), []byte("{")) // the shape of a side file's temp
+	writeFile(t, filepath.Join(dir, ".settings.json.ckpt-tmp-123"), []byte("{")) // the shape of a side file's temp
 	r := runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "nothing to remove in "+dir+": no checkpoint files (give --layout if they have another name)\n", r.stdout)
 	r = runCLI(t, "prune", dir, "--keep-last", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "nothing to prune in "+dir+": no checkpoint files (give --layout if they have another name)\n", r.stdout)
-	require.ElementsMatch(t, []string{"notes.txt", ".settings.json123"}, names(t, dir))
+	require.ElementsMatch(t, []string{"notes.txt", ".settings.json.ckpt-tmp-123"}, names(t, dir))
 
 	// Told the layout, gc opens the store, whose Open removes the temp.
 	r = runCLI(t, "gc", dir, "--layout", "step/8")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "removed "+filepath.Join(dir, ".settings.json123")+" (temporary file of an interrupted save)\nremoved 1 file\n", r.stdout)
+	require.Equal(t, "removed "+filepath.Join(dir, ".settings.json.ckpt-tmp-123")+" (temporary file of an interrupted save)\nremoved 1 file\n", r.stdout)
 }
