@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -149,6 +150,13 @@ func (l layout) isTemp(name string) bool {
 	// session.json's temporaries belong to Sessions, which removes them
 	// under its own lock: a store's Open could race with a SetMeta.
 	return l.sideName(stem) == nil
+}
+
+// tempName returns a new temporary name for final, for a writer that
+// creates its temporary file itself (the Windows writer): the shape isTemp
+// recognises, "." + final + random digits, as renameio names its own.
+func tempName(final string) string {
+	return "." + final + strconv.FormatUint(rand.Uint64(), 10)
 }
 
 // sideName checks the name of a side file: a plain name of [A-Za-z0-9._-]
