@@ -155,6 +155,8 @@ func (l layout) isTemp(name string) bool {
 // tempName returns a new temporary name for final, for a writer that
 // creates its temporary file itself (the Windows writer): the shape isTemp
 // recognises, "." + final + random digits, as renameio names its own.
+//
+//lint:ignore U1000 used by the Windows writer (atomic_windows.go)
 func tempName(final string) string {
 	return "." + final + strconv.FormatUint(rand.Uint64(), 10)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 func underWine() bool { return false }
@@ -17,7 +18,7 @@ const haveFIFOs = true
 
 // mkfifo makes a FIFO at path.
 func mkfifo(t *testing.T, path string) {
-	require.NoError(t, syscall.Mkfifo(path, 0o644))
+	require.NoError(t, unix.Mkfifo(path, 0o644))
 }
 
 // runAs makes cmd run as uid and gid.
