@@ -84,24 +84,32 @@ func TestReplaceRollingWhileAReaderHoldsIt(t *testing.T) {
 	require.Equal(t, 2, v)
 }
 
-// TestRemoveRetriesWhileAnotherProgramHoldsTheFile: a program that opened
-// a file without delete sharing (os.Open does not share it) makes a removal
-// fail with a sharing violation; the removal is retried and succeeds once
-// the program lets go.
-func TestRemoveRetriesWhileAnotherProgramHoldsTheFile(t *testing.T) {
-	t.Parallel()
+// heldFile makes the file held.json in a new directory and opens it as
+// another program would, without delete sharing (os.Open does not share
+// it). It returns the directory's root, the file's path and the open file.
+func heldFile(t *testing.T) (*os.Root, string, *os.File) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "held.json")
 	require.NoError(t, os.WriteFile(path, []byte("{}"), 0o644))
 	holder, err := os.Open(path)
 	require.NoError(t, err)
-	defer holder.Close()
+	t.Cleanup(func() { holder.Close() })
 	root, err := os.OpenRoot(dir)
 	require.NoError(t, err)
-	defer root.Close()
+	t.Cleanup(func() { root.Close() })
+	return root, path, holder
+}
+
+// TestRemoveRetriesWhileAnotherProgramHoldsTheFile: a program that opened
+// a file without delete sharing makes a removal
+// fail with a sharing violation; the removal is retried and succeeds once
+// the program lets go.
+func TestRemoveRetriesWhileAnotherProgramHoldsTheFile(t *testing.T) {
+	t.Parallel()
+	root, path, holder := heldFile(t)
 
 	attempts := 0
-	err = retryInUseFor(inUseWait, func() error {
+	err := retryInUseFor(inUseWait, func() error {
 		attempts++
 		err := root.Remove("held.json")
 		if attempts == 1 {
@@ -120,18 +128,10 @@ func TestRemoveRetriesWhileAnotherProgramHoldsTheFile(t *testing.T) {
 // Windows error; the file is untouched.
 func TestRemoveFailsClearlyWhenTheFileStaysHeld(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "held.json")
-	require.NoError(t, os.WriteFile(path, []byte("{}"), 0o644))
-	holder, err := os.Open(path)
-	require.NoError(t, err)
-	defer holder.Close()
-	root, err := os.OpenRoot(dir)
-	require.NoError(t, err)
-	defer root.Close()
+	root, path, _ := heldFile(t)
 
 	wait := 20 * time.Millisecond
-	err = retryInUseFor(wait, func() error { return root.Remove("held.json") })
+	err := retryInUseFor(wait, func() error { return root.Remove("held.json") })
 	require.Error(t, err)
 	require.True(t, inUse(err), "wraps the Windows error: %v", err)
 	require.ErrorContains(t, err, "still in use by another program after retrying for 20ms")
