@@ -52,7 +52,7 @@ func createTemp(root *os.Root, name string) (*os.File, string, error) {
 // and exFAT, such as SD cards and USB drives, and some network shares) it
 // moves tmp to name with a rename that fails if name exists (moved is true).
 func publishNew(root *os.Root, tmp, name string) (moved bool, err error) {
-	err = root.Link(tmp, name)
+	err = retryInUse(func() error { return root.Link(tmp, name) })
 	if err == nil || !noHardLinks(err) {
 		return false, err
 	}
