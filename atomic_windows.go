@@ -47,7 +47,7 @@ func createTemp(root *os.Root, name string) (*os.File, string, error) {
 
 // publishNew gives the complete temporary file tmp the name name without
 // ever replacing a file called name: that is fs.ErrExist. It makes a hard
-// link where the volume has them (NTFS, ReFS) and then tmp stays (moved is
+// link where the volume has them (NTFS) and then tmp stays (moved is
 // false) for the caller to remove. Where the volume has no hard links (FAT32
 // and exFAT, such as SD cards and USB drives, and some network shares) it
 // moves tmp to name with a rename that fails if name exists (moved is true).
