@@ -7,8 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/google/renameio/v2"
 )
 
 // filePerm is the permission of new checkpoint and side files, before umask.
@@ -57,16 +55,18 @@ func (o fileIO) at(point, name string) error {
 // bytes written.
 //
 // The bytes go to a temporary file in the same directory (named
-// tempPrefix(name) + random digits), are flushed and fsynced, and the file is
-// closed; only then is it hard-linked to name, which fails instead of
-// replacing. The temporary name is removed and the directory fsynced, so that
-// the new name and the removal survive a power cut together. A crash at any
-// instant leaves no file called name or a complete one, and at worst a
-// temporary file that the next writer's Open removes.
+// tempPrefix(name) + random digits, see createTemp), are flushed and fsynced,
+// and the file is closed; only then is it published under name by an
+// operation that fails instead of replacing (see publishNew). The temporary
+// name is removed and the directory fsynced, so that the new name and the
+// removal survive a power cut together. A crash at any instant leaves no file
+// called name or a complete one, and at worst a temporary file that the next
+// writer's Open removes.
 //
 // With o.noSync (NoSync) both fsyncs are skipped: the publication is still
 // atomic for every process, and survives the writer's crash, but not an
-// operating-system crash or a power cut.
+// operating-system crash or a power cut. Windows has no directory fsync at
+// all (see syncDir in atomic_windows.go).
 func createFile(root *os.Root, name string, write writeTo, o fileIO) (int64, error) {
 	return writeFile(root, name, write, false, o)
 }
@@ -82,27 +82,24 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO
 	if err := o.at("create", name); err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
 	}
-	// renameio names the temporary file "." + the base of the path it is
-	// given + random digits: given name+tempMarker, that is tempPrefix(name)
-	// and digits. The path is used for nothing else: the file is published
-	// below, not by renameio.
-	pf, err := renameio.NewPendingFile(name+tempMarker, renameio.WithRoot(root), renameio.WithPermissions(filePerm))
+	f, tmp, err := createTemp(root, name)
 	if err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
 	}
 	published := false
 	defer func() {
 		if !published {
-			// Closes the file if still open and removes the temporary
-			// name; a close error after a failure adds nothing.
-			if cerr := pf.Cleanup(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
-				err = errors.Join(err, fmt.Errorf("remove temporary file: %w", cerr))
+			// A close error after a failure adds nothing; the file may
+			// already be closed.
+			_ = f.Close()
+			if rerr := removeFile(root, tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, fmt.Errorf("remove temporary file: %w", rerr))
 			}
 		}
 	}()
 	// The writer buffers what needs buffering (a compressor's output); a
 	// plain state goes to the file in one write, without a copy.
-	cw := &countingWriter{w: pf}
+	cw := &countingWriter{w: f}
 	if err := o.at("write", name); err != nil {
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
@@ -113,38 +110,41 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO
 		if err := o.at("sync", name); err != nil {
 			return 0, fmt.Errorf("sync temporary file: %w", err)
 		}
-		if err := pf.Sync(); err != nil {
+		if err := f.Sync(); err != nil {
 			return 0, fmt.Errorf("sync temporary file: %w", err)
 		}
 	}
 	if err := o.at("close", name); err != nil {
 		return 0, fmt.Errorf("close temporary file: %w", err)
 	}
-	if err := pf.File.Close(); err != nil {
+	if err := f.Close(); err != nil {
 		return 0, fmt.Errorf("close temporary file: %w", err)
 	}
 	if err := o.at("publish", name); err != nil {
 		return 0, fmt.Errorf("publish: %w", err)
 	}
-	tmp := filepath.Base(pf.Name())
 	if replace {
 		// Rename over name: a reader sees the old file or the new one.
-		if err := root.Rename(tmp, name); err != nil {
+		if err := renameFile(root, tmp, name); err != nil {
 			return 0, fmt.Errorf("publish: %w", err)
 		}
 		published = true
 	} else {
-		if err := root.Link(tmp, name); err != nil {
+		moved, err := publishNew(root, tmp, name)
+		if err != nil {
 			if errors.Is(err, fs.ErrExist) {
 				return 0, ErrExists
 			}
 			return 0, fmt.Errorf("publish: %w", err)
 		}
 		published = true
-		// The checkpoint is whole under its name. Should the temporary
-		// name fail to go, the next Open removes it; failing the save
-		// here would report a checkpoint that exists as not saved.
-		_ = root.Remove(tmp)
+		if !moved {
+			// The checkpoint is whole under its name. Should the
+			// temporary name fail to go, the next Open removes it;
+			// failing the save here would report a checkpoint that
+			// exists as not saved.
+			_ = removeFile(root, tmp)
+		}
 	}
 	if o.noSync {
 		return cw.n, nil
@@ -158,28 +158,13 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO
 		// directory entry may not be durable is taken back. A replaced
 		// file cannot be restored; the failure is reported either way.
 		if !replace {
-			if rerr := root.Remove(name); rerr != nil {
+			if rerr := removeFile(root, name); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("take back %s: %w", name, rerr))
 			}
 		}
 		return 0, fmt.Errorf("sync directory: %w", err)
 	}
 	return cw.n, nil
-}
-
-// syncDir fsyncs the directory of root, making entries created, renamed or
-// removed in it durable. renameio does not do this; without it a power cut
-// can lose a published name.
-func syncDir(root *os.Root) error {
-	d, err := root.Open(".")
-	if err != nil {
-		return fmt.Errorf("open directory for sync: %w", err)
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	return d.Close()
 }
 
 // mkdirDurable creates dir and any missing parents, and fsyncs the parent of
@@ -212,18 +197,6 @@ func mkdirDurable(dir string) error {
 	return nil
 }
 
-func syncPath(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return d.Close()
-}
-
 // removeNames removes names from root, in order, and then syncs the
 // directory once (unless o.noSync). A name that is already gone is not an
 // error, and a removal that fails does not stop the others. It returns
@@ -234,7 +207,7 @@ func removeNames(root *os.Root, o fileIO, names []string) (gone []bool, err erro
 	for i, name := range names {
 		err := o.at("remove", name)
 		if err == nil {
-			err = root.Remove(name)
+			err = removeFile(root, name)
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)

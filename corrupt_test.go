@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -138,21 +137,27 @@ func corruptCorpus(t *testing.T) []corpusCase {
 		corpusCase{name: "a directory", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
 			require.NoError(t, os.Mkdir(filepath.Join(dir, "c_002.json"), 0o755))
 		}},
-		corpusCase{name: "a symlink to a good checkpoint outside", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
-			outside := filepath.Join(t.TempDir(), "c_002.json")
-			require.NoError(t, os.WriteFile(outside, good, 0o644))
-			require.NoError(t, os.Symlink(outside, filepath.Join(dir, "c_002.json")))
-		}},
-		corpusCase{name: "a symlink to the good checkpoint of step 1", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
-			require.NoError(t, os.Symlink("c_001.json", filepath.Join(dir, "c_002.json")))
-		}},
-		corpusCase{name: "a dangling symlink", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
-			require.NoError(t, os.Symlink("../../../../etc/passwd", filepath.Join(dir, "c_002.json")))
-		}},
-		corpusCase{name: "a FIFO", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
-			require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "c_002.json"), 0o644))
-		}},
 	)
+	if canSymlink(t) {
+		cases = append(cases,
+			corpusCase{name: "a symlink to a good checkpoint outside", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
+				outside := filepath.Join(t.TempDir(), "c_002.json")
+				require.NoError(t, os.WriteFile(outside, good, 0o644))
+				require.NoError(t, os.Symlink(outside, filepath.Join(dir, "c_002.json")))
+			}},
+			corpusCase{name: "a symlink to the good checkpoint of step 1", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
+				require.NoError(t, os.Symlink("c_001.json", filepath.Join(dir, "c_002.json")))
+			}},
+			corpusCase{name: "a dangling symlink", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
+				require.NoError(t, os.Symlink("../../../../etc/passwd", filepath.Join(dir, "c_002.json")))
+			}},
+		)
+	}
+	if haveFIFOs {
+		cases = append(cases, corpusCase{name: "a FIFO", file: "c_002.json", missing: true, prepare: func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, "c_002.json"))
+		}})
+	}
 	return cases
 }
 

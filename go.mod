@@ -1,12 +1,13 @@
 module github.com/gocheckpoint/checkpoint
 
-go 1.25
+go 1.25.0
 
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/klauspost/compress v1.20.3
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/sys v0.47.0
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

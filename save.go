@@ -402,7 +402,7 @@ func (s *Store[T]) quarantineIfDamaged(name string, fn fileName, fi fs.FileInfo)
 		}
 		err := s.fileIO().at("quarantine", name)
 		if err == nil {
-			err = s.root.Rename(name, q)
+			err = renameFile(s.root, name, q)
 		}
 		if err != nil {
 			return fmt.Errorf("quarantine damaged checkpoint: %w", err)

@@ -423,7 +423,7 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 		published := false
 		defer func() {
 			if !published {
-				r.root.RemoveAll(staging)
+				removeAll(r.root, staging)
 			}
 		}()
 		sub, err := r.root.OpenRoot(staging)
@@ -448,7 +448,7 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 		if err := writeSessionMeta(sub, m, false, r.fileIO()); err != nil {
 			return err
 		}
-		if err := r.root.Rename(staging, id); err != nil {
+		if err := renameFile(r.root, staging, id); err != nil {
 			return err
 		}
 		if err := r.fileIO().syncDir(r.root); err != nil {
@@ -516,7 +516,7 @@ func (r *Sessions) removeStagingLocked() ([]string, error) {
 		if !d.IsDir() || !strings.HasPrefix(d.Name(), stagingPrefix) {
 			continue
 		}
-		if err := r.root.RemoveAll(d.Name()); err != nil {
+		if err := removeAll(r.root, d.Name()); err != nil {
 			return removed, err
 		}
 		removed = append(removed, filepath.Join(r.dir, d.Name()))
@@ -693,7 +693,7 @@ func (r *Sessions) checkFork(ctx context.Context, dst *os.Root, staging string, 
 	}
 	for _, info := range infos {
 		if info.Kind == KindRolling && (info.Step > step || info.Format == 0) {
-			if err := dst.Remove(filepath.Base(info.Path)); err != nil {
+			if err := removeFile(dst, filepath.Base(info.Path)); err != nil {
 				return err
 			}
 		}

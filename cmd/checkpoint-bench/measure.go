@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/renameio/v2"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -96,7 +95,7 @@ func allocs(n int, f op) (bytesPerOp, allocsPerOp uint64, err error) {
 // baseline is the hand-written save the store is measured against: the
 // state marshalled with encoding/json, compressed by a reused compressor if
 // asked, written with renameio (temporary file in the directory, fsync,
-// rename) and the directory fsynced. It has no envelope, no checksum and no
+// rename; see replaceDurably) and the directory fsynced. It has no envelope, no checksum and no
 // protection against replacing a file.
 type baseline struct {
 	dir  string
@@ -143,16 +142,7 @@ func (b *baseline) save(i int, v any) error {
 		d := sha256.Sum256(data)
 		data = append(data, hex.EncodeToString(d[:])...)
 	}
-	pf, err := renameio.NewPendingFile(filepath.Join(b.dir, fmt.Sprintf("state_%08d%s", i, b.ext)),
-		renameio.WithTempDir(b.dir), renameio.WithPermissions(0o644))
-	if err != nil {
-		return err
-	}
-	defer pf.Cleanup()
-	if _, err := pf.Write(data); err != nil {
-		return err
-	}
-	if err := pf.CloseAtomicallyReplace(); err != nil {
+	if err := replaceDurably(b.dir, fmt.Sprintf("state_%08d%s", i, b.ext), data); err != nil {
 		return err
 	}
 	return syncDir(b.dir)
@@ -180,15 +170,6 @@ func floorWrite(dir, name string, data []byte) error {
 		return err
 	}
 	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // compressorResult is how one compressor did on the benchmark's data.

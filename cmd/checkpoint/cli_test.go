@@ -36,6 +36,35 @@ func runCLI(t *testing.T, args ...string) result {
 	return result{stdout.String(), stderr.String(), code}
 }
 
+// osPaths writes the paths in want, an expected output that spells them
+// with slashes, as the command prints them on this system. The command
+// prints a directory as it was given and the path of a file in it joined
+// with the system's separator: on Windows, the slashes of a path below a
+// testdata/ directory or below a temporary directory (a drive letter)
+// become backslashes.
+func osPaths(want string) string {
+	return osPathsSep(want, `\`)
+}
+
+// osPathsRe is osPaths for a regular expression.
+func osPathsRe(want string) string {
+	return osPathsSep(want, `\\`)
+}
+
+func osPathsSep(want, sep string) string {
+	if filepath.Separator == '/' {
+		return want
+	}
+	return pathWord.ReplaceAllStringFunc(want, func(p string) string {
+		if strings.HasPrefix(p, "testdata/") && strings.Count(p, "/") < 2 {
+			return p // a directory, printed as given
+		}
+		return strings.ReplaceAll(p, "/", sep)
+	})
+}
+
+var pathWord = regexp.MustCompile(`(?:testdata/|[A-Za-z]:\\)[^\s()"]*`)
+
 // dedent strips the leading newline and the tabs that indent an expected
 // output in the test's source.
 func dedent(s string) string {
@@ -225,7 +254,7 @@ func TestShow(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "show", "testdata/game", "4")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, dedent(`
+	require.Equal(t, osPaths(dedent(`
 		file:       testdata/game/turn_004.json
 		format:     1
 		step:       4
@@ -255,14 +284,14 @@ func TestShow(t *testing.T) {
 		  "scene": "the Ash Orchard",
 		  "turn": 4
 		}
-	`), r.stdout, "the step's checkpoint saved last, as Load picks it")
+	`)), r.stdout, "the step's checkpoint saved last, as Load picks it")
 }
 
 func TestShowKindFileAndLatest(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "show", "--kind", "error", "testdata/game", "4")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, dedent(`
+	require.Contains(t, r.stdout, osPaths(dedent(`
 		file:       testdata/game/turn_004.error.json
 		format:     1
 		step:       4
@@ -276,7 +305,7 @@ func TestShowKindFileAndLatest(t *testing.T) {
 		  step:     4
 		  time:     2026-11-21T10:04:00Z
 		state:
-	`))
+	`)))
 
 	r = runCLI(t, "show", "testdata/game", "--file", "turn_003.json.gz")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -288,7 +317,7 @@ func TestShowKindFileAndLatest(t *testing.T) {
 
 	r = runCLI(t, "show", "testdata/game", "latest")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "file:       testdata/game/turn_007.final.json\n")
+	require.Contains(t, r.stdout, osPaths("file:       testdata/game/turn_007.final.json\n"))
 	require.Empty(t, r.stderr)
 
 	r = runCLI(t, "show", "testdata/game", "6")
@@ -302,7 +331,7 @@ func TestShowKindFileAndLatest(t *testing.T) {
 	var state map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &state), "--state prints the state alone")
 	require.Equal(t, 4.0, state["turn"])
-	require.Contains(t, r.stderr, "note: skipped testdata/game/turn_005.json: corrupt checkpoint: checksum mismatch")
+	require.Contains(t, r.stderr, osPaths("note: skipped testdata/game/turn_005.json: corrupt checkpoint: checksum mismatch"))
 }
 
 func TestShowLatestSkipsDamagedNewest(t *testing.T) {
@@ -349,7 +378,8 @@ func TestShowFailures(t *testing.T) {
 			if tt.code == exitUsage {
 				require.Contains(t, r.stderr, "Usage: checkpoint show DIR STEP|latest")
 			}
-			require.True(t, strings.HasPrefix(r.stderr, tt.stderr) || strings.Contains(r.stderr, tt.stderr), "stderr: %s", r.stderr)
+			want := osPaths(tt.stderr)
+			require.True(t, strings.HasPrefix(r.stderr, want) || strings.Contains(r.stderr, want), "stderr: %s", r.stderr)
 		})
 	}
 }
@@ -358,15 +388,15 @@ func TestVerify(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "verify", "testdata/game")
 	require.Equal(t, exitFound, r.code, r.stderr)
-	require.Regexp(t, `^BAD   testdata/game/turn_005.json +corrupt checkpoint: checksum mismatch: file says sha256:[0-9a-f]{64}, content is sha256:[0-9a-f]{64}
+	require.Regexp(t, osPathsRe(`^BAD   testdata/game/turn_005.json +corrupt checkpoint: checksum mismatch: file says sha256:[0-9a-f]{64}, content is sha256:[0-9a-f]{64}
 note  testdata/game/.turn_006.json8675309  temporary file of a save: in progress, or left by a crash \(checkpoint gc removes it\)
 note  testdata/game/turn_002.json.corrupt  damaged checkpoint moved aside by a save \(checkpoint gc removes it\)
 8 files checked in testdata/game \(layout turn/3\): 7 ok, 1 bad
-$`, r.stdout)
+$`), r.stdout)
 
 	r = runCLI(t, "verify", "-v", "testdata/game")
 	require.Equal(t, exitFound, r.code)
-	require.Contains(t, r.stdout, "\nok    testdata/game/turn_003.json.gz\n")
+	require.Contains(t, r.stdout, osPaths("\nok    testdata/game/turn_003.json.gz\n"))
 	require.Len(t, regexp.MustCompile(`(?m)^ok `).FindAllString(r.stdout, -1), 7)
 
 	r = runCLI(t, "verify", "testdata/game", "--json")
@@ -379,13 +409,13 @@ $`, r.stdout)
 	require.Equal(t, "turn/3", rep.Layout)
 	require.Len(t, rep.Files, 8)
 	bad := rep.Files[5]
-	require.Equal(t, "testdata/game/turn_005.json", bad.Path)
+	require.Equal(t, filepath.FromSlash("testdata/game/turn_005.json"), bad.Path)
 	require.False(t, bad.OK)
 	require.Equal(t, int64(5), *bad.Step)
 	require.Contains(t, bad.Error, "checksum mismatch")
 	require.Equal(t, []fileNote{
-		{Path: "testdata/game/.turn_006.json8675309", Note: noteTemp},
-		{Path: "testdata/game/turn_002.json.corrupt", Note: noteQuarantined},
+		{Path: filepath.FromSlash("testdata/game/.turn_006.json8675309"), Note: noteTemp},
+		{Path: filepath.FromSlash("testdata/game/turn_002.json.corrupt"), Note: noteQuarantined},
 	}, rep.Notes)
 }
 
@@ -449,7 +479,7 @@ func TestVerifySessions(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "verify", "testdata/campaign", "-v")
 	require.Equal(t, exitFound, r.code, r.stderr)
-	require.Equal(t, dedent(`
+	require.Equal(t, osPaths(dedent(`
 		BAD  testdata/campaign/003/session.json   corrupt checkpoint: missing session.json
 		ok   testdata/campaign/003/turn_001.json
 		ok   testdata/campaign/002/session.json
@@ -459,12 +489,12 @@ func TestVerifySessions(t *testing.T) {
 		ok   testdata/campaign/001/turn_001.json
 		ok   testdata/campaign/001/turn_002.json
 		8 files checked in testdata/campaign (layout turn/3): 7 ok, 1 bad
-	`), r.stdout)
+	`)), r.stdout)
 
 	r = runCLI(t, "verify", "testdata/campaign", "--json")
 	var rep verifyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
-	require.Equal(t, fileResult{Path: "testdata/campaign/003/session.json", Session: "003", Kind: "session", Error: "corrupt checkpoint: missing session.json"}, rep.Files[0])
+	require.Equal(t, fileResult{Path: filepath.FromSlash("testdata/campaign/003/session.json"), Session: "003", Kind: "session", Error: "corrupt checkpoint: missing session.json"}, rep.Files[0])
 	require.Equal(t, "002", rep.Files[3].Session)
 }
 
@@ -472,7 +502,7 @@ func TestDiff(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "diff", "testdata/game", "1", "2")
 	require.Equal(t, exitFound, r.code, r.stderr)
-	require.Equal(t, dedent(`
+	require.Equal(t, osPaths(dedent(`
 		--- step 1 (step) testdata/game/turn_001.json
 		+++ step 2 (step) testdata/game/turn_002.json
 		~ .characters.brynja.hp: 11 -> 10
@@ -482,7 +512,7 @@ func TestDiff(t *testing.T) {
 		~ .scene: "the Drowned Chapel" -> "the Clockwork Bridge"
 		~ .turn: 1 -> 2
 		- .whispers: ["turn 1: the bells ring for someone still alive"]
-	`), r.stdout)
+	`)), r.stdout)
 
 	r = runCLI(t, "diff", "testdata/game", "4", "4")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -490,11 +520,11 @@ func TestDiff(t *testing.T) {
 
 	r = runCLI(t, "diff", "testdata/game", "2", "latest")
 	require.Equal(t, exitFound, r.code, r.stderr)
-	require.Contains(t, r.stdout, "+++ step 7 (final) testdata/game/turn_007.final.json\n")
+	require.Contains(t, r.stdout, osPaths("+++ step 7 (final) testdata/game/turn_007.final.json\n"))
 
 	r = runCLI(t, "diff", "testdata/game", "4", "5")
 	require.Equal(t, exitFailed, r.code)
-	require.Contains(t, r.stderr, "checkpoint: load step 5 testdata/game/turn_005.json: corrupt checkpoint: checksum mismatch")
+	require.Contains(t, r.stderr, osPaths("checkpoint: load step 5 testdata/game/turn_005.json: corrupt checkpoint: checksum mismatch"))
 
 	r = runCLI(t, "diff", "testdata/game", "4")
 	require.Equal(t, exitUsage, r.code)
@@ -623,7 +653,7 @@ func TestPruneUsage(t *testing.T) {
 	} {
 		r := runCLI(t, tt.args...)
 		require.Equal(t, exitUsage, r.code, "%v: %s", tt.args, r.stderr)
-		require.Contains(t, r.stderr, tt.want)
+		require.Contains(t, r.stderr, osPaths(tt.want))
 		require.Contains(t, r.stderr, "Usage: checkpoint prune DIR --keep-last N ...")
 		require.Contains(t, r.stderr, "-keep-within DURATION")
 	}
@@ -648,20 +678,20 @@ func TestGC(t *testing.T) {
 	dir := copyFixture(t, "game")
 	r := runCLI(t, "gc", dir, "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, dedent(`
+	require.Equal(t, osPaths(dedent(`
 		would remove `+dir+`/.turn_006.json8675309 (temporary file of an interrupted save)
 		would remove `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
 		dry run: would remove 2 files; nothing was removed
-	`), r.stdout)
+	`)), r.stdout)
 	require.FileExists(t, filepath.Join(dir, "turn_002.json.corrupt"))
 
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, dedent(`
+	require.Equal(t, osPaths(dedent(`
 		removed `+dir+`/.turn_006.json8675309 (temporary file of an interrupted save)
 		removed `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
 		removed 2 files
-	`), r.stdout)
+	`)), r.stdout)
 	require.ElementsMatch(t, []string{".checkpoint.lock", "result.json", "turn_001.json", "turn_002.json", "turn_003.json.gz",
 		"turn_004.error.json", "turn_004.json", "turn_005.json", "turn_007.final.json", "turn_last.json"}, names(t, dir),
 		"checkpoints, damaged or not, and side files stay")
@@ -678,12 +708,12 @@ func TestGCSessions(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "002", "turn_002.json.corrupt-2"), []byte("{"))
 	r := runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, dedent(`
+	require.Equal(t, osPaths(dedent(`
 		removed `+dir+`/.staging-QX7PZ2 (session left half-made by a crash)
 		removed `+dir+`/001/.turn_003.json123 (temporary file of an interrupted save)
 		removed `+dir+`/002/turn_002.json.corrupt-2 (damaged checkpoint moved aside)
 		removed 3 files
-	`), r.stdout)
+	`)), r.stdout)
 	require.NoDirExists(t, filepath.Join(dir, ".staging-QX7PZ2"))
 	require.NoFileExists(t, filepath.Join(dir, "001", ".turn_003.json123"))
 	require.FileExists(t, filepath.Join(dir, "001", "turn_001.json"))
@@ -722,7 +752,7 @@ func TestWriterLockHeld(t *testing.T) {
 	}
 	r := runCLI(t, "verify", dir)
 	require.Equal(t, exitFound, r.code, r.stderr)
-	require.Regexp(t, "\nnote +"+regexp.QuoteMeta(dir+"/.turn_008.json42")+" +temporary file of a save: in progress", r.stdout)
+	require.Regexp(t, "\nnote +"+regexp.QuoteMeta(filepath.Join(dir, ".turn_008.json42"))+" +temporary file of a save: in progress", r.stdout)
 	require.Equal(t, before, names(t, dir))
 }
 

@@ -251,7 +251,7 @@ func sortLayouts(ls []checkpoint.Layout) {
 // store.
 func (t target) requireStore(cmd string) error {
 	if t.sessions {
-		return usagef("%s is a root of sessions; give one session's directory (checkpoint %s %s/ID ...; checkpoint ls %s lists them)", t.dir, cmd, filepath.Clean(t.dir), t.dir)
+		return usagef("%s is a root of sessions; give one session's directory (checkpoint %s %s ...; checkpoint ls %s lists them)", t.dir, cmd, filepath.Join(t.dir, "ID"), t.dir)
 	}
 	return nil
 }
