@@ -2,7 +2,12 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"hash"
+	"hash/crc32"
+	"hash/crc64"
+	"hash/fnv"
 	"strings"
 	"testing"
 )
@@ -87,4 +92,40 @@ func BenchmarkLatestAndList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkChecksum compares the checksums a checkpoint's trailer could use,
+// on the state sizes the benchmark command measures: SHA-256 (format 1),
+// CRC-32C (format 2: the CPU's CRC32 instruction where there is one), and
+// the 64-bit non-cryptographic hashes of the standard library. The numbers
+// and the choice are in BENCHMARKS.md.
+//
+//	go test -run '^$' -bench Checksum -benchtime 20x .
+func BenchmarkChecksum(b *testing.B) {
+	sums := []struct {
+		name string
+		new  func() hash.Hash
+	}{
+		{"sha256", sha256.New},
+		{"crc32c", func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) }},
+		{"crc64-iso", func() hash.Hash { return crc64.New(crc64.MakeTable(crc64.ISO)) }},
+		{"fnv64a", func() hash.Hash { return fnv.New64a() }},
+	}
+	for _, size := range []int{1 << 20, 10 << 20} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i>>8) // not all zeros: no hash gets a shortcut
+		}
+		for _, sum := range sums {
+			b.Run(fmt.Sprintf("%s/%dMB", sum.name, size>>20), func(b *testing.B) {
+				h := sum.new()
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					h.Reset()
+					h.Write(data)
+					h.Sum(nil)
+				}
+			})
+		}
+	}
 }
