@@ -1,15 +1,21 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // asyncQueue holds the saves of an Async store that are encoded but not yet
-// published, and the failures of published ones not yet returned.
+// published, and the failures of published ones not yet returned by Flush
+// or Close.
 //
 // One job is published at a time, oldest first. The store's goroutine
 // publishes whenever there is a job; a caller that has to wait for the
@@ -23,12 +29,15 @@ type asyncQueue struct {
 	changed  chan struct{} // closed and replaced when a field below changes
 	jobs     []*saveJob    // waiting, oldest first
 	busy     bool          // a job has been taken and is being published
-	inHook   bool          // the store's goroutine is running a save's hooks
 	queued   uint64        // jobs ever queued
 	finished uint64        // jobs ever published or failed, in queue order
-	failures []error       // background failures not yet returned
+	failures []error       // background failures not yet returned by Flush or Close, the first maxFailures
+	more     int           // how many more failed, not kept
+	toSave   int           // how many of failures a Save has returned already
+	moreSave int           // how many of more a Save has returned already
 	closed   bool          // Close has begun: no more jobs
 	stop     bool          // the store's goroutine returns once there is no job
+	worker   uint64        // the store's goroutine (see goid); 0 until it runs
 	exited   chan struct{}
 }
 
@@ -76,24 +85,72 @@ func (q *asyncQueue) take() *saveJob {
 	return j
 }
 
-// takeFailures returns the failures not yet returned, joined, and forgets
-// them. The caller holds q.mu.
+// takeFailures returns the failures not yet returned by Flush or Close, as
+// one error wrapping ErrAsync (nil if none), and forgets them. The caller
+// holds q.mu.
 func (q *asyncQueue) takeFailures() error {
-	var err error
-	switch len(q.failures) {
-	case 0:
-	case 1:
-		err = q.failures[0]
-	default:
-		err = errors.Join(q.failures...)
-	}
-	q.failures = nil
+	err := asyncFailure(q.failures, q.more)
+	q.failures, q.more, q.toSave, q.moreSave = nil, 0, 0, 0
 	return err
 }
 
+// newFailures returns the failures that no Save has returned yet, as one
+// error wrapping ErrAsync (nil if none). Flush and Close still return them.
+// The caller holds q.mu.
+func (q *asyncQueue) newFailures() error {
+	err := asyncFailure(q.failures[q.toSave:], q.more-q.moreSave)
+	q.toSave, q.moreSave = len(q.failures), q.more
+	return err
+}
+
+// record keeps the failure of a background save for Save, Flush and Close
+// to return. A host that never calls Flush while every save fails (a full
+// disk) must not run out of memory: past maxFailures, failures are only
+// counted. The caller holds q.mu.
+func (q *asyncQueue) record(err error) {
+	if len(q.failures) < maxFailures {
+		q.failures = append(q.failures, err)
+	} else {
+		q.more++
+	}
+}
+
+// maxFailures bounds the background failures an Async store keeps.
+const maxFailures = 64
+
+// asyncFailure returns background failures as one error that wraps ErrAsync
+// and each of errs, and whose text starts with the steps that failed; more
+// failed besides errs, and were not kept.
+func asyncFailure(errs []error, more int) error {
+	if len(errs) == 0 && more == 0 {
+		return nil
+	}
+	var steps []string
+	for _, err := range errs {
+		if e := (*Error)(nil); errors.As(err, &e) && e.HasStep {
+			steps = append(steps, strconv.FormatInt(e.Step, 10))
+		}
+	}
+	which := "step " + strings.Join(steps, ", ")
+	if len(steps) > 1 {
+		which = "steps " + strings.Join(steps, ", ")
+	}
+	if more > 0 {
+		which += fmt.Sprintf(" and %d more", more)
+	}
+	if len(errs) == 0 { // all of them were counted only
+		return fmt.Errorf("checkpoint: %w: %d more saves, past the first %d failures kept", ErrAsync, more, maxFailures)
+	}
+	if len(errs) == 1 {
+		return fmt.Errorf("checkpoint: %w: %s: %w", ErrAsync, which, errs[0])
+	}
+	return fmt.Errorf("checkpoint: %w: %s: %w", ErrAsync, which, errors.Join(errs...))
+}
+
 // enqueue queues j and returns the Info of the checkpoint it will write. It
-// waits while the queue is full. If a background save has failed, it
-// returns that failure and does not queue j.
+// waits while the queue is full. If background saves have failed since a
+// Save last returned their failures, it queues j all the same and returns
+// the Info together with those failures (see asyncFailure).
 func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	q := s.async
 	j.op = "async " + j.op
@@ -104,18 +161,12 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 		s.codec.putBuffer(j.state)
 		return Info{}, s.failed(stepError(j.op, j.fn.step, s.path(name), err))
 	}
-	if err := s.await(ctx, func() bool { return q.closed || len(q.failures) > 0 || len(q.jobs) < q.limit }, nil); err != nil {
+	if err := s.await(ctx, func() bool { return q.closed || len(q.jobs) < q.limit }, nil); err != nil {
 		return fail(err)
 	}
 	if q.closed {
 		q.mu.Unlock()
 		return fail(ErrClosed)
-	}
-	if len(q.failures) > 0 {
-		failures := q.takeFailures()
-		q.mu.Unlock()
-		s.codec.putBuffer(j.state)
-		return Info{}, failures // reported when they happened
 	}
 	// The save time is taken in queue order, so later saves sort after.
 	var behind time.Time
@@ -123,18 +174,23 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	q.jobs = append(q.jobs, j)
 	q.queued++
 	q.broadcast()
+	failures := q.newFailures() // reported to the hooks when they happened
 	q.mu.Unlock()
 	s.clockBehind(j.time, behind)
 	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
-	return s.info(name, j.fn, 0, h), nil
+	return s.info(name, j.fn, 0, h), failures
 }
 
 // Flush waits until every save queued before the call (with Async) is
-// published, and returns the failures of background saves not yet
-// returned, if any. (The hooks of the last one may still be running on the
+// published. It returns the failure of every background save that failed
+// since the last Flush, in one error that wraps ErrAsync and each failure
+// and names the failed steps, even if a Save returned it already: when
+// Flush returns nil, every state whose Save returned nil or an ErrAsync
+// error is published. (The hooks of the last one may still be running on the
 // store's goroutine when Flush returns.) A store without Async has nothing
 // to wait for. If ctx ends first, Flush returns its error and the saves go
-// on in the background. After Close, Flush returns ErrClosed.
+// on in the background; their failures stay for the next Flush. After
+// Close, Flush returns ErrClosed.
 func (s *Store[T]) Flush(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return opError("flush", s.dir, err)
@@ -158,7 +214,7 @@ func (s *Store[T]) Flush(ctx context.Context) error {
 }
 
 // drain publishes every save queued before the call. Failures stay for the
-// next Save, Flush or Close to return.
+// next Flush or Close (and Save) to return.
 func (s *Store[T]) drain(ctx context.Context) error {
 	if err := s.awaitQueued(ctx); err != nil {
 		return err
@@ -193,7 +249,7 @@ func (s *Store[T]) await(ctx context.Context, ready func() bool, held *[]saveRep
 		if len(q.jobs) > 0 && !q.busy {
 			j := q.take()
 			q.mu.Unlock()
-			r := s.publishQueued(j, false)
+			r := s.publishQueued(j)
 			if held != nil {
 				*held = append(*held, r)
 			} else {
@@ -210,9 +266,8 @@ func (s *Store[T]) await(ctx context.Context, ready func() bool, held *[]saveRep
 }
 
 // publishQueued publishes a job taken from the queue and records how it
-// went. onWorker says the store's goroutine is the caller, which then runs
-// the hooks.
-func (s *Store[T]) publishQueued(j *saveJob, onWorker bool) saveReport {
+// went. The caller runs the hooks.
+func (s *Store[T]) publishQueued(j *saveJob) saveReport {
 	s.wmu.Lock()
 	r := s.publishLocked(j)
 	s.wmu.Unlock()
@@ -222,10 +277,7 @@ func (s *Store[T]) publishQueued(j *saveJob, onWorker bool) saveReport {
 	q.busy = false
 	q.finished++
 	if r.err != nil {
-		q.failures = append(q.failures, r.err)
-	}
-	if onWorker {
-		q.inHook = true // cleared by the goroutine after the hooks
+		q.record(r.err)
 	}
 	q.broadcast()
 	q.mu.Unlock()
@@ -233,18 +285,18 @@ func (s *Store[T]) publishQueued(j *saveJob, onWorker bool) saveReport {
 }
 
 // publishInBackground is the store's goroutine: it publishes queued saves
-// until Close stops it.
+// and runs their hooks until Close stops it.
 func (s *Store[T]) publishInBackground() {
 	q := s.async
 	defer close(q.exited)
 	q.mu.Lock()
+	q.worker = goid()
 	for {
 		if len(q.jobs) > 0 && !q.busy {
 			j := q.take()
 			q.mu.Unlock()
-			s.report(s.publishQueued(j, true))
+			s.report(s.publishQueued(j))
 			q.mu.Lock()
-			q.inHook = false
 			continue
 		}
 		if q.stop && len(q.jobs) == 0 {
@@ -255,10 +307,11 @@ func (s *Store[T]) publishInBackground() {
 	}
 }
 
-// stopAsync publishes what is still queued and stops the store's goroutine.
-// It returns the failures not yet returned and the reports of the saves it
-// published, whose hooks the caller runs once the store is closed. The
-// queue refuses new jobs already, and no operation is in flight.
+// stopAsync publishes what is still queued and tells the store's goroutine
+// to stop. It returns the failures not yet returned by Flush and the
+// reports of the saves it published, whose hooks the caller runs once the
+// store is closed. The queue refuses new jobs already, and no operation is
+// in flight.
 func (s *Store[T]) stopAsync() ([]saveReport, error) {
 	q := s.async
 	if q == nil {
@@ -269,13 +322,39 @@ func (s *Store[T]) stopAsync() ([]saveReport, error) {
 	q.stop = true
 	q.broadcast()
 	failures := q.takeFailures()
-	// A hook that the goroutine is running may be the caller of Close: it
-	// cannot be waited for. Nothing is queued, so it returns as soon as
-	// the hook does.
-	inHook := q.inHook
 	q.mu.Unlock()
-	if !inHook {
+	return held, failures
+}
+
+// awaitWorker waits until the store's goroutine has returned, and so has
+// finished the hooks it was running, unless the caller is that goroutine:
+// a hook that calls Close cannot wait for itself (the goroutine returns as
+// soon as the hook does, since nothing is queued any more).
+func (s *Store[T]) awaitWorker() {
+	q := s.async
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	worker := q.worker
+	q.mu.Unlock()
+	if goid() != worker {
 		<-q.exited
 	}
-	return held, failures
+}
+
+// goid returns the ID of the calling goroutine, from the first line of its
+// stack trace ("goroutine 18 [running]:"). Go offers nothing else to tell
+// whether Close was called by a hook running on the store's own goroutine,
+// which must not wait for itself, or by any other, which must wait for that
+// goroutine's hooks. It is called once per store and once per Close.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }

@@ -2,9 +2,11 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 )
 
 func TestAsyncOptionIsValidated(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, -1} {
 		_, err := Open[int](t.TempDir(), Async(n))
 		require.ErrorIs(t, err, ErrInvalid)
@@ -26,6 +29,7 @@ func TestAsyncOptionIsValidated(t *testing.T) {
 // that save times follow the order of the calls, and that the hooks saw
 // every published file.
 func TestAsyncSavesPublishInOrder(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	published := make(chan Info, 64)
 	s := openStore[[]int64](t, t.TempDir(), Async(2), Every(3), WithRolling(), Zstd(),
@@ -100,6 +104,7 @@ func blockFirstSave() (h Hooks, entered, release chan struct{}) {
 }
 
 func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	s := openStore[int](t, t.TempDir(), Async(4), WithHooks(hooks))
@@ -125,6 +130,7 @@ func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
 }
 
 func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
@@ -154,6 +160,7 @@ func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
 // saves wait: with the store's goroutine busy, a Save that finds the queue
 // full does the oldest save's work itself before it queues its own.
 func TestAsyncQueueIsBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
@@ -178,6 +185,7 @@ func TestAsyncQueueIsBounded(t *testing.T) {
 // save being published cannot finish, fills the queue, and proves that a
 // Save waiting for room gives up when its context ends, queueing nothing.
 func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), Async(1))
 	s.wmu.Lock()
@@ -214,8 +222,10 @@ func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
 
 // TestAsyncFailureIsReturnedOnceAndReported saves a step twice. The second
 // save can only fail in the background; the failure reaches OnError when
-// it happens and is returned by the next Flush, Save or Close, once.
+// it happens, is returned by the next Save (which queues its own state all
+// the same) and by the next Flush or Close, once each.
 func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var (
 		mu       sync.Mutex
@@ -238,6 +248,7 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	_, err = s.Save(ctx, 1, 100)
 	require.NoError(t, err, "queued: the duplicate is not known yet")
 	err = s.Flush(ctx)
+	require.ErrorIs(t, err, ErrAsync)
 	require.ErrorIs(t, err, ErrExists)
 	var e *Error
 	require.ErrorAs(t, err, &e)
@@ -254,25 +265,32 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, v, "the first save stands")
 
-	// The next Save returns it, and does not queue its own state.
+	// The next Save returns it, and queues its own state; Flush returns
+	// it again, once.
 	_, err = s.Save(ctx, 1, 100)
 	require.NoError(t, err)
 	waitFor(t, failed)
-	_, err = s.Save(ctx, 2, 2)
+	info, err := s.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, ErrAsync)
 	require.ErrorIs(t, err, ErrExists)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, int64(1), e.Step)
-	require.NoError(t, s.Flush(ctx))
-	_, _, err = s.Load(ctx, 2)
-	require.ErrorIs(t, err, ErrNotFound)
-	_, err = s.Save(ctx, 2, 2)
+	require.Equal(t, int64(2), info.Step, "queued")
+	err = s.Flush(ctx)
+	require.ErrorIs(t, err, ErrAsync)
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, int64(1), e.Step)
+	require.NoError(t, s.Flush(ctx), "returned once")
+	v, _, err = s.Load(ctx, 2)
 	require.NoError(t, err)
+	require.Equal(t, 2, v)
 
 	// Close returns it.
 	_, _, err = s.Tick(ctx, 2, 2)
 	require.NoError(t, err)
 	waitFor(t, failed)
 	err = s.Close()
+	require.ErrorIs(t, err, ErrAsync)
 	require.ErrorIs(t, err, ErrExists)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "async save", e.Op)
@@ -362,6 +380,7 @@ func TestAsyncHookMayCloseStore(t *testing.T) {
 // full and the store's goroutine is the one running the hook: the hook's
 // Save publishes the oldest queued save itself instead of waiting forever.
 func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	entered, proceed, saved := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var s *Store[int]
@@ -389,6 +408,7 @@ func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
 }
 
 func TestAsyncStoreOptionsStillApply(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, Async(3), KeepLast(2), NoSync())
@@ -409,6 +429,7 @@ func TestAsyncStoreOptionsStillApply(t *testing.T) {
 }
 
 func TestFlushWithoutAsync(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open[int](t.TempDir())
 	require.NoError(t, err)
@@ -421,6 +442,7 @@ func TestFlushWithoutAsync(t *testing.T) {
 }
 
 func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open[int](dir, Async(4), WithRolling(), Every(5))
@@ -437,4 +459,122 @@ func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
 		names = append(names, e.Name())
 	}
 	require.Equal(t, []string{".checkpoint.lock", "step_00000005.json", "step_00000010.json", "step_last.json"}, names)
+}
+
+// TestAsyncCloseWaitsForTheHooksOfItsGoroutine calls Close while a hook on
+// the store's goroutine is still running; the hook writes a variable,
+// without a lock, that the caller reads once Close returns, and then calls
+// Close itself. Close must return only after that hook (run with -race,
+// the race detector checks the order), without deadlock, and the
+// goroutine must be gone.
+func TestAsyncCloseWaitsForTheHooksOfItsGoroutine(t *testing.T) {
+	// Not parallel: it counts goroutines.
+	ctx := context.Background()
+	before := runtime.NumGoroutine()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var written int
+	var nested error
+	var s *Store[int]
+	s = openStore[int](t, t.TempDir(), Async(4), NoSync(), WithHooks(Hooks{OnSave: func(info Info) {
+		switch info.Step {
+		case 1: // on the store's goroutine
+			close(entered)
+			<-release
+			written = 42
+			nested = s.Close()
+		case 2: // published by Close, whose hooks run before it returns
+			close(release)
+		}
+	}}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	waitFor(t, entered)
+	_, err = s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.Equal(t, 42, written, "Close returned before the hook did")
+	require.NoError(t, nested)
+	requireGoroutines(t, before)
+}
+
+// TestAsyncFailureNeverDropsTheNextSave makes background saves fail (the
+// fault seam) and proves the contract of their failures: the next Save
+// returns them wrapping ErrAsync, naming the failed steps, and still queues
+// its own state; Flush returns them too, although a Save did already, since
+// states whose Save returned nil are missing; every other state is
+// published.
+func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	doomed := map[string]bool{"c_002.json": true, "c_004.json": true, "c_005.json": true}
+	fault := func(point, name string) error {
+		if point == "publish" && doomed[name] {
+			return errInjected
+		}
+		return nil
+	}
+	failed := make(chan struct{}, 8)
+	s := openStore[int](t, t.TempDir(), WithLayout("c", 3), Async(4), NoSync(), withFaults(fault),
+		WithHooks(Hooks{OnError: func(error) { failed <- struct{}{} }}))
+	for step := int64(1); step <= 2; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	waitFor(t, failed)
+
+	info, err := s.Save(ctx, 3, 3)
+	require.ErrorIs(t, err, ErrAsync)
+	require.ErrorIs(t, err, errInjected)
+	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: step 2: "), err.Error())
+	require.Equal(t, int64(3), info.Step, "step 3 is queued all the same")
+	err = s.Flush(ctx)
+	require.ErrorIs(t, err, ErrAsync, "step 2 is missing: Flush must say so")
+	require.ErrorIs(t, err, errInjected)
+	require.ErrorContains(t, err, "step 2: ")
+	require.NoError(t, s.Flush(ctx))
+	v, _, err := s.Load(ctx, 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+
+	for step := int64(4); step <= 6; step++ {
+		_, saved, err := s.Tick(ctx, step, int(step))
+		if err != nil { // step 4 may have failed already
+			require.ErrorIs(t, err, ErrAsync)
+		}
+		require.True(t, saved, "queued")
+	}
+	err = s.Flush(ctx)
+	require.ErrorIs(t, err, ErrAsync)
+	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: steps 4, 5: "), err.Error())
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 3, 6}, steps(list))
+}
+
+// TestAsyncFailuresKeptAreBounded makes every background save fail and
+// never flushes until the end: the store keeps the first failures and
+// counts the others, so that a host saving into a full disk for days does
+// not run out of memory, and Flush still says how many failed.
+func TestAsyncFailuresKeptAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fault := func(point, name string) error {
+		if point == "publish" {
+			return errInjected
+		}
+		return nil
+	}
+	s := openStore[int](t, t.TempDir(), Async(4), NoSync(), withFaults(fault))
+	const saves = maxFailures + 36
+	for step := int64(1); step <= saves; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		if err != nil {
+			require.ErrorIs(t, err, ErrAsync)
+		}
+	}
+	err := s.Flush(ctx)
+	require.ErrorIs(t, err, ErrAsync)
+	require.ErrorIs(t, err, errInjected)
+	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: steps 1, 2, 3, "), err.Error())
+	require.Contains(t, err.Error(), fmt.Sprintf(", %d and 36 more: ", maxFailures))
 }

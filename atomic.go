@@ -25,7 +25,8 @@ type writeTo func(w io.Writer) error
 type fileIO struct {
 	noSync bool
 	// fault, if set, is asked before each point of a write or removal
-	// ("create", "write", "sync", "close", "publish", "dirsync", "remove")
+	// ("create", "write", "sync", "close", "publish", "dirsync", "remove",
+	// and "take back" for a new session whose root sync failed)
 	// and an error it returns is that operation's failure: a seam for the
 	// fault-injection tests, never set outside them.
 	fault func(point, name string) error
@@ -55,8 +56,8 @@ func (o fileIO) at(point, name string) error {
 // wrapping ErrExists and leaves that file untouched. It returns the number of
 // bytes written.
 //
-// The bytes go to a temporary file in the same directory (renameio names it
-// "." + name + random digits), are flushed and fsynced, and the file is
+// The bytes go to a temporary file in the same directory (named
+// tempPrefix(name) + random digits), are flushed and fsynced, and the file is
 // closed; only then is it hard-linked to name, which fails instead of
 // replacing. The temporary name is removed and the directory fsynced, so that
 // the new name and the removal survive a power cut together. A crash at any
@@ -81,7 +82,11 @@ func writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO
 	if err := o.at("create", name); err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
 	}
-	pf, err := renameio.NewPendingFile(name, renameio.WithRoot(root), renameio.WithPermissions(filePerm))
+	// renameio names the temporary file "." + the base of the path it is
+	// given + random digits: given name+tempMarker, that is tempPrefix(name)
+	// and digits. The path is used for nothing else: the file is published
+	// below, not by renameio.
+	pf, err := renameio.NewPendingFile(name+tempMarker, renameio.WithRoot(root), renameio.WithPermissions(filePerm))
 	if err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
 	}

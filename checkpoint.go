@@ -24,21 +24,30 @@
 //	case err != nil:
 //		return err
 //	default:
-//		log.Printf("resuming after turn %d", info.Step)
+//		log.Printf("resuming from turn %d (%s)", info.Step, info.Kind)
 //	}
-//	for turn := info.Step + 1; !game.Over(); turn++ {
+//	turn := info.Step + 1
+//	if info.Kind == checkpoint.KindError {
+//		turn = info.Step // the turn that failed is played again
+//	}
+//	for ; !game.Over(); turn++ {
 //		if err := game.Play(turn); err != nil {
 //			store.SaveError(ctx, turn, game, err) // the turn as it stood, and why
 //			return err
 //		}
 //		if _, _, err := store.Tick(ctx, turn, game); err != nil { ... }
+//		if turn == info.Step && info.Kind == checkpoint.KindError {
+//			store.ClearError(ctx, turn) // redone: its error checkpoint can go
+//		}
 //	}
 //
-// A resume from an error checkpoint (info.Kind == KindError) redoes its step
-// rather than the next one; see the README and examples/onerror.
+// A checkpoint of a failed turn holds the game as it was when the turn
+// failed (partial work included), so the loop above plays that turn again
+// from it; examples/onerror finishes the step from its partial output.
 //
 // Retention rules ([KeepLast], [KeepEvery], [KeepWithin], [KeepOnePer]) keep
-// a store small without ever removing its newest good checkpoint, and
+// a store small without ever removing its newest good checkpoint (nor the
+// newest good one that is not an error checkpoint), and
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
 // recently active one ([ResumeSession]) and forking one at a step
@@ -97,9 +106,6 @@ type Info struct {
 	Path string `json:"path"`
 	// Size is the file's size in bytes on disk (compressed, if it is).
 	Size int64 `json:"size"`
-	// Compressed reports whether the file is compressed (.json.gz or
-	// .json.zst).
-	Compressed bool `json:"compressed"`
 	// Compression names the compression: "gzip", "zstd", or "" for a plain
 	// file.
 	Compression string `json:"compression,omitempty"`

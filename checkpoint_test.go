@@ -48,7 +48,17 @@ func sampleState(turn int64) gameState {
 	}
 }
 
+// openStore opens a store with NoSync: most tests are about what a store
+// does, not about what reaches the disk, and fsyncs would make the suite
+// several times slower. The tests of durability (fault points, disk full,
+// kills) use openDurableStore or Open.
 func openStore[T any](t *testing.T, dir string, opts ...Option) *Store[T] {
+	t.Helper()
+	return openDurableStore[T](t, dir, append([]Option{NoSync()}, opts...)...)
+}
+
+// openDurableStore opens a store that fsyncs, as a program's would.
+func openDurableStore[T any](t *testing.T, dir string, opts ...Option) *Store[T] {
 	t.Helper()
 	s, err := Open[T](dir, opts...)
 	require.NoError(t, err)
@@ -68,6 +78,7 @@ func dirNames(t *testing.T, dir string) []string {
 }
 
 func TestRoundTripNestedState(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name string
@@ -89,7 +100,7 @@ func TestRoundTripNestedState(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(7), saved.Step)
 			require.Equal(t, KindStep, saved.Kind)
-			require.Equal(t, tt.comp != compressNone, saved.Compressed)
+			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, "step_00000007"+tt.comp.ext(), saved.Name())
 			require.Equal(t, 1, saved.Format)
@@ -110,6 +121,7 @@ func TestRoundTripNestedState(t *testing.T) {
 }
 
 func TestFileNamesFollowLayout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tests := []struct {
 		opts []Option
@@ -136,6 +148,7 @@ func TestFileNamesFollowLayout(t *testing.T) {
 }
 
 func TestInvalidLayoutIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, l := range []struct {
 		prefix string
 		digits int
@@ -150,6 +163,7 @@ func TestInvalidLayoutIsRefused(t *testing.T) {
 }
 
 func TestOldCheckpointsUnchangedByLaterSaves(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[gameState](t, dir, WithLayout("turn", 3))
@@ -173,6 +187,7 @@ func TestOldCheckpointsUnchangedByLaterSaves(t *testing.T) {
 }
 
 func TestSaveExistingStepFailsAndKeepsFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, gzSecond := range []bool{false, true} {
 		t.Run(fmt.Sprintf("second gzip=%v", gzSecond), func(t *testing.T) {
@@ -201,6 +216,7 @@ func TestSaveExistingStepFailsAndKeepsFile(t *testing.T) {
 }
 
 func TestLoadMissingStepIsNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3))
@@ -321,6 +337,7 @@ func decompress(t *testing.T, data []byte) []byte {
 }
 
 func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, damage := range corruptions {
 		t.Run(name, func(t *testing.T) {
@@ -349,6 +366,7 @@ func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
 }
 
 func TestLatestSkipsCorruptNewest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	var reported []error
@@ -368,6 +386,7 @@ func TestLatestSkipsCorruptNewest(t *testing.T) {
 }
 
 func TestLatestAllCorruptReportsEveryFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3))
@@ -384,12 +403,14 @@ func TestLatestAllCorruptReportsEveryFile(t *testing.T) {
 }
 
 func TestLatestEmptyStoreIsNotFound(t *testing.T) {
+	t.Parallel()
 	s := openStore[int](t, t.TempDir())
 	_, _, err := s.Latest(context.Background())
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestLatestPicksHighestStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), WithLayout("t", 1))
 	for _, step := range []int64{5, 100, 20, 9} { // 100 sorts before 20 by name, not by step
@@ -403,6 +424,7 @@ func TestLatestPicksHighestStep(t *testing.T) {
 }
 
 func TestListIgnoresTempAndForeignFiles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3))
@@ -437,6 +459,7 @@ func TestListIgnoresTempAndForeignFiles(t *testing.T) {
 }
 
 func TestListReadsHeadersNotStates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[string](t, dir, WithLayout("turn", 3))
@@ -465,6 +488,7 @@ func TestListReadsHeadersNotStates(t *testing.T) {
 }
 
 func TestOpenRemovesStaleTempsOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3))
@@ -472,8 +496,8 @@ func TestOpenRemovesStaleTempsOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
-	stale := []string{".turn_002.json8812736", ".turn_last.json.gz77", ".result.json5"}
-	foreign := []string{".bashrc", ".turn_002.json", "notes.json", ".x.json.tmp", "turn_003.json9"}
+	stale := []string{".turn_002.json8812736", ".turn_last.json.gz77", ".result.json.ckpt-tmp-5", ".turn_002.json.ckpt-tmp-3"}
+	foreign := []string{".bashrc", ".turn_002.json", "notes.json", ".x.json.tmp", "turn_003.json9", ".result.json5"}
 	for _, name := range append(append([]string{}, stale...), foreign...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
 	}
@@ -492,6 +516,7 @@ func TestOpenRemovesStaleTempsOnly(t *testing.T) {
 }
 
 func TestMixedCompressionStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	plain := openStore[gameState](t, dir, WithLayout("turn", 3))
@@ -529,7 +554,6 @@ func TestMixedCompressionStore(t *testing.T) {
 	var comps []string
 	for _, info := range list {
 		comps = append(comps, info.Compression)
-		require.Equal(t, info.Compression != "", info.Compressed)
 	}
 	require.Equal(t, []string{"", "", "gzip", "zstd"}, comps)
 	for turn := int64(1); turn <= 4; turn++ {
@@ -551,6 +575,7 @@ func TestMixedCompressionStore(t *testing.T) {
 }
 
 func TestUnencodableStateLeavesNoFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[any](t, dir)
@@ -573,11 +598,17 @@ func TestUnencodableStateLeavesNoFile(t *testing.T) {
 }
 
 func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir)
 	_, err := Open[int](dir)
 	require.ErrorIs(t, err, ErrLocked)
+	// The error says what a reader should do instead, and who holds it.
+	require.ErrorContains(t, err, "open it with ReadOnly()")
+	if runtime.GOOS == "linux" {
+		require.ErrorContains(t, err, "(by this process: close the other Store first)")
+	}
 
 	r := openStore[int](t, dir, ReadOnly())
 	_, err = w.Save(ctx, 1, 10)
@@ -603,6 +634,7 @@ func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
 }
 
 func TestReadOnlyMissingDirIsNotFound(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "nope")
 	_, err := Open[int](dir, ReadOnly())
 	require.ErrorIs(t, err, ErrNotFound)
@@ -610,6 +642,7 @@ func TestReadOnlyMissingDirIsNotFound(t *testing.T) {
 }
 
 func TestOpenCreatesNestedDir(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "campaigns", "session_001")
 	s := openStore[int](t, dir)
 	_, err := s.Save(context.Background(), 1, 1)
@@ -618,6 +651,7 @@ func TestOpenCreatesNestedDir(t *testing.T) {
 }
 
 func TestClosedStoreRefusesEverything(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := Open[int](t.TempDir())
 	require.NoError(t, err)
@@ -635,6 +669,7 @@ func TestClosedStoreRefusesEverything(t *testing.T) {
 }
 
 func TestCancelledContextDoesNoIO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s := openStore[int](t, dir)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -649,6 +684,7 @@ func TestCancelledContextDoesNoIO(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3))
@@ -672,6 +708,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestStoreNeverLeavesItsDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "store")
@@ -701,6 +738,7 @@ func TestStoreNeverLeavesItsDirectory(t *testing.T) {
 }
 
 func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
 	for name, opts := range map[string][]Option{
 		"gzip":       {Gzip()},
 		"zstd":       {Zstd()},
@@ -761,6 +799,7 @@ func testConcurrentUse(t *testing.T, opts ...Option) {
 }
 
 func TestCloseWaitsForOperationsInFlight(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := Open[int](dir)
@@ -798,6 +837,7 @@ func TestCloseWaitsForOperationsInFlight(t *testing.T) {
 }
 
 func TestEnvelopeIsPlainJSON(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[gameState](t, dir, WithLayout("turn", 3))
@@ -821,6 +861,7 @@ func TestEnvelopeIsPlainJSON(t *testing.T) {
 // checkpoint is damaged, Latest resumes from the one before, the host replays
 // the lost step, and saving it works; the damaged file is kept aside.
 func TestResumePastDamagedNewest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[gameState](t, dir, WithLayout("turn", 3))
@@ -864,6 +905,7 @@ func TestResumePastDamagedNewest(t *testing.T) {
 }
 
 func TestIntactFileOverReadLimitIsNeverQuarantined(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[string](t, dir)
@@ -886,6 +928,7 @@ func TestIntactFileOverReadLimitIsNeverQuarantined(t *testing.T) {
 }
 
 func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), Every(0), WithRolling())
 	_, _, err := s.Tick(ctx, 1, 1)
@@ -925,6 +968,7 @@ func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
 }
 
 func TestInfoIsACopy(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	info, err := s.Save(ctx, 1, 1, WithMeta("k", "v"))
@@ -954,6 +998,7 @@ func TestInfoIsACopy(t *testing.T) {
 }
 
 func TestSecondCloseWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -1005,6 +1050,7 @@ func (m saveOnMarshal) MarshalJSON() ([]byte, error) {
 }
 
 func TestStateEncodingRunsOutsideTheWriteLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[any](t, t.TempDir())
 	_, err := s.Save(ctx, 1, saveOnMarshal{s})
@@ -1015,6 +1061,7 @@ func TestStateEncodingRunsOutsideTheWriteLock(t *testing.T) {
 }
 
 func TestConcurrentSavesOfOneStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir)
@@ -1043,6 +1090,7 @@ func TestConcurrentSavesOfOneStep(t *testing.T) {
 }
 
 func TestSaveErrorsNameTheFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[any](t, dir, WithLayout("turn", 3))
@@ -1061,6 +1109,7 @@ func TestSaveErrorsNameTheFile(t *testing.T) {
 }
 
 func TestSaveTimesGrowWhenTheClockStepsBack(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	noon := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -1085,6 +1134,7 @@ func TestSaveTimesGrowWhenTheClockStepsBack(t *testing.T) {
 }
 
 func TestListReportsUnreadableHeaderOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), []byte("junk"), 0o644))
@@ -1100,6 +1150,7 @@ func TestListReportsUnreadableHeaderOnce(t *testing.T) {
 }
 
 func TestReaderCacheFollowsTheDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir, KeepLast(2))

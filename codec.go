@@ -9,8 +9,18 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"math"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
+
+// maxReadCeiling is the largest read limit a store applies: WithMaxReadSize
+// clamps larger values to it, so that "no limit" (math.MaxInt64) is a limit
+// whose arithmetic cannot overflow and whose bytes fit in a slice. Nothing
+// can hold more in memory anyway: 1 TiB, or on 32-bit platforms the
+// largest slice less 1 MiB.
+const maxReadCeiling = min(1<<40, math.MaxInt-1<<20)
 
 // formatVersion is the envelope format this package writes. Loads accept
 // exactly the versions listed in supportedFormat.
@@ -53,6 +63,34 @@ var errFormat = errors.New("unsupported format version")
 // errTooLarge marks a file larger than the read limit: it may be good.
 var errTooLarge = errors.New("larger than the read limit")
 
+// errUnsupported marks a file this package will not decode (a zstd window
+// larger than it gives memory to, a zstd dictionary): it may be good.
+var errUnsupported = errors.New("unsupported compression parameters")
+
+// damageError marks an error that proves a file's bytes damaged: its
+// checksum does not match, or its envelope or compressed stream is
+// malformed, as found by reading it whole within the read limit (or its
+// header disagrees with its name). Only such a file is moved aside (see
+// quarantineIfDamaged): "could not check it here" (too large, unsupported,
+// a newer format, permission, an I/O error, not a regular file) is never
+// proof. The mark does not change the message.
+type damageError struct{ err error }
+
+func (d *damageError) Error() string { return d.err.Error() }
+func (d *damageError) Unwrap() error { return d.err }
+
+// damaged returns an ErrCorrupt error marked as proof of damage: format
+// and args describe the damage, after the sentinel.
+func damaged(format string, args ...any) error {
+	return &damageError{fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)}
+}
+
+// isDamage reports whether err proves a file damaged.
+func isDamage(err error) bool {
+	var d *damageError
+	return errors.As(err, &d)
+}
+
 func appendTrailer(b []byte, sum hash.Hash) []byte {
 	b = append(b, trailerPrefix...)
 	var d [sha256.Size]byte
@@ -66,6 +104,11 @@ func appendTrailer(b []byte, sum hash.Hash) []byte {
 // load decodes it.
 func parseEnvelope(data []byte) (header, []byte, error) {
 	if err := verify(data); err != nil {
+		// A newer format may end otherwise: a file whose header says
+		// so is one this package cannot read, not proof of damage.
+		if h, _, herr := decodeHeader(json.NewDecoder(bytes.NewReader(data))); errors.Is(herr, errFormat) {
+			return h, nil, herr
+		}
 		return header{}, nil, err
 	}
 	body := data[:len(data)-trailerLen]
@@ -75,17 +118,17 @@ func parseEnvelope(data []byte) (header, []byte, error) {
 		return h, nil, err
 	}
 	if !found {
-		return h, nil, fmt.Errorf("%w: no state", ErrCorrupt)
+		return h, nil, damaged("no state")
 	}
 	// The decoder stopped after the "state" key: the value follows its
 	// colon and runs to the trailer, as the writer put it.
 	rest := bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")
 	if len(rest) == 0 || rest[0] != ':' {
-		return h, nil, fmt.Errorf("%w: no state", ErrCorrupt)
+		return h, nil, damaged("no state")
 	}
 	state := bytes.TrimSpace(rest[1:])
 	if len(state) == 0 || string(state) == "null" {
-		return h, nil, fmt.Errorf("%w: no state", ErrCorrupt)
+		return h, nil, damaged("no state")
 	}
 	return h, state, nil
 }
@@ -93,18 +136,18 @@ func parseEnvelope(data []byte) (header, []byte, error) {
 // verify checks the checksum trailer of a decompressed checkpoint.
 func verify(data []byte) error {
 	if len(data) == 0 {
-		return fmt.Errorf("%w: empty file", ErrCorrupt)
+		return damaged("empty file")
 	}
 	n := len(data) - trailerLen
 	if n < 0 || string(data[n:n+len(trailerPrefix)]) != trailerPrefix || string(data[len(data)-len(trailerSuffix):]) != trailerSuffix {
-		return fmt.Errorf("%w: no checksum trailer (truncated file?)", ErrCorrupt)
+		return damaged("no checksum trailer (truncated file?)")
 	}
 	want := data[n+len(trailerPrefix) : len(data)-len(trailerSuffix)]
 	sum := sha256.Sum256(data[:n])
 	var got [sha256.Size * 2]byte
 	hex.Encode(got[:], sum[:])
 	if !bytes.Equal(got[:], want) {
-		return fmt.Errorf("%w: checksum mismatch: file says sha256:%s, content is sha256:%s", ErrCorrupt, want, got)
+		return damaged("checksum mismatch: file says sha256:%s, content is sha256:%s", want, got)
 	}
 	return nil
 }
@@ -115,7 +158,7 @@ func verify(data []byte) error {
 func decodeHeader(dec *json.Decoder) (header, bool, error) {
 	var h header
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return h, false, fmt.Errorf("%w: not a JSON object", ErrCorrupt)
+		return h, false, damaged("not a JSON object")
 	}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -147,7 +190,7 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 			return h, false, corruptIO(err)
 		}
 	}
-	return h, false, fmt.Errorf("%w: no state", ErrCorrupt)
+	return h, false, damaged("no state")
 }
 
 // check validates the fields every envelope must have.
@@ -156,26 +199,32 @@ func (h *header) check() error {
 	case !supportedFormat(h.Format):
 		return fmt.Errorf("%w: %w %d (this package reads version %d)", ErrCorrupt, errFormat, h.Format, formatVersion)
 	case h.Step < 0:
-		return fmt.Errorf("%w: negative step %d", ErrCorrupt, h.Step)
+		return damaged("negative step %d", h.Step)
 	case h.Schema < 0:
-		return fmt.Errorf("%w: negative schema %d", ErrCorrupt, h.Schema)
+		return damaged("negative schema %d", h.Schema)
 	case !h.Kind.valid():
-		return fmt.Errorf("%w: unknown kind %q", ErrCorrupt, h.Kind)
+		return damaged("unknown kind %q", h.Kind)
 	case h.Time.IsZero():
-		return fmt.Errorf("%w: no save time", ErrCorrupt)
+		return damaged("no save time")
 	case (h.Kind == KindError) != (h.Error != nil):
-		return fmt.Errorf("%w: kind %q with error record %v", ErrCorrupt, h.Kind, h.Error != nil)
+		return damaged("kind %q with error record %v", h.Kind, h.Error != nil)
 	}
 	return nil
 }
 
 // corruptIO classifies a read error: an operating system error (EIO, EACCES)
-// is returned as it is; anything else came from decoding damaged bytes
-// (a bad gzip stream, an unexpected end of file, bad JSON) and is ErrCorrupt.
+// is returned as it is; a decompressor's refusal of parameters it was not
+// allowed (a zstd window or content too large, a dictionary) is ErrCorrupt
+// but no proof of damage; anything else came from decoding damaged bytes
+// (a bad gzip stream, an unexpected end of file, bad JSON) and is ErrCorrupt
+// marked as damage.
 func corruptIO(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) || errors.Is(err, ErrCorrupt) {
+	switch {
+	case errors.As(err, &pe) || errors.Is(err, ErrCorrupt):
 		return err
+	case errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrUnknownDictionary):
+		return fmt.Errorf("%w: %w: %w", ErrCorrupt, errUnsupported, err)
 	}
-	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	return damaged("%w", err)
 }

@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -72,24 +76,49 @@ const (
 	readBufSize = 32 << 10
 )
 
+// maxPooled bounds what a codec keeps between calls, per value: a buffer
+// of a larger capacity, or a zstd decoder of a window larger than
+// zstdWindow, is dropped after use, so that a store that once read a huge
+// (or hostile) file does not hold its memory for as long as it is open.
+const maxPooled = 4 << 20
+
+// zstdWindow is the window of the zstd encoder, and the largest window of a
+// zstd decoder a codec keeps for reuse. Measured, such an encoder keeps
+// 2.5 MiB and such a decoder 1.4 MiB, within maxPooled; an encoder of the
+// default level's 8 MiB window keeps 9.5 MiB once it has compressed 64 KiB.
+// The smaller window costs nothing: on the benchmark's 10 MB state of agents
+// it compresses 3.90 times (3.87 with 8 MiB), and faster.
+const zstdWindow = 1 << 20
+
+// maxZstdWindow is the largest zstd window a read accepts. Our encoder uses
+// zstdWindow, and before it used the default level's 8 MiB at most (sized
+// to the file when the file was smaller); the zstd tool's levels up to 19
+// stay within 8 MiB too, and only --ultra and --long ask for more. A frame
+// that asks for more is refused before the decoder gives it memory: the
+// window is memory a hostile 176-byte file could otherwise claim on top of
+// the read limit.
+const maxZstdWindow = 8 << 20
+
 // codec turns states into checkpoint bytes and back for one store. It
 // reuses its buffers, compressors and decompressors: at a 10 KB state,
 // creating a gzip writer or a zstd encoder costs more than compressing, and
 // a fresh buffer per save would copy the encoded state again.
 //
-// What it reuses it keeps as spares, at most maxSpares of each kind, which
-// garbage collection does not empty (a sync.Pool would: with large states,
-// every few saves, throwing away a zstd encoder's megabytes of tables or a
-// state-sized buffer that the next save must grow again). Saves compress one
-// at a time, under the store's write lock, so one spare encoder serves them;
-// a store so keeps about two states' worth of buffers and one compressor of
-// each kind it uses, for as long as it lives.
+// What it reuses it keeps as spares, at most maxSpares of each kind and
+// none larger than maxPooled, which garbage collection does not empty (a
+// sync.Pool would: with states of a few MiB, every few saves, throwing away
+// a zstd encoder's tables or a state-sized buffer that the next save must
+// grow again). Saves compress one at a time, under the store's write lock,
+// so one spare encoder serves them; a store so keeps at most a few times
+// maxPooled, for as long as it lives. A larger state gets a fresh buffer,
+// sized after the last state so that encoding does not grow it, and a file
+// that asks for a larger zstd window a decoder of its own.
 //
 // A codec is safe for concurrent use.
 type codec struct {
-	comp      compression // what new checkpoints are written with
-	maxRead   int64       // the most decompressed bytes a read accepts
-	maxWindow uint64      // the largest zstd window a read accepts
+	comp      compression  // what new checkpoints are written with
+	maxRead   int64        // the most decompressed bytes a read accepts
+	lastState atomic.Int64 // the size of the last state encoded
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
@@ -131,16 +160,10 @@ func (p *spares[V]) put(v V) {
 	p.mu.Unlock()
 }
 
+// newCodec returns a codec writing comp and reading at most maxRead
+// decompressed bytes of a file; maxRead is at most maxReadCeiling.
 func newCodec(comp compression, maxRead int64) *codec {
-	// A legitimate zstd frame's window is at most twice its content (the
-	// encoder rounds up to a power of two), and the content of a
-	// checkpoint that may be read is at most maxRead bytes: a frame
-	// that asks for more is refused before any memory is given to it.
-	window := uint64(zstd.MaxWindowSize)
-	if maxRead < int64(window)/2 {
-		window = max(uint64(2*maxRead), 1<<20)
-	}
-	return &codec{comp: comp, maxRead: maxRead, maxWindow: window}
+	return &codec{comp: comp, maxRead: min(maxRead, maxReadCeiling)}
 }
 
 func (c *codec) getBuffer() *bytes.Buffer {
@@ -152,7 +175,7 @@ func (c *codec) getBuffer() *bytes.Buffer {
 }
 
 func (c *codec) putBuffer(b *bytes.Buffer) {
-	if b != nil {
+	if b != nil && b.Cap() <= maxPooled {
 		c.buffers.put(b)
 	}
 }
@@ -161,13 +184,22 @@ func (c *codec) putBuffer(b *bytes.Buffer) {
 // with putBuffer once written. The bytes are exactly what json.Marshal
 // returns: they are what the checksum covers and what a load decodes.
 func (c *codec) encodeState(v any) (*bytes.Buffer, error) {
-	buf := c.getBuffer()
+	var buf *bytes.Buffer
+	if n := c.lastState.Load(); n > maxPooled {
+		// A state too large to keep a buffer for: a buffer the size of
+		// the last one and a little, which encoding rarely has to grow
+		// (each growth would copy the state and double the buffer).
+		buf = bytes.NewBuffer(make([]byte, 0, n+n/8))
+	} else {
+		buf = c.getBuffer()
+	}
 	enc := json.NewEncoder(buf)
 	if err := enc.Encode(v); err != nil {
 		c.putBuffer(buf)
 		return nil, fmt.Errorf("%w: encode state: %w", ErrInvalid, err)
 	}
 	buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
+	c.lastState.Store(int64(buf.Len()))
 	if bytes.Equal(buf.Bytes(), []byte("null")) {
 		c.putBuffer(buf)
 		return nil, fmt.Errorf("%w: encode state: the state is nil", ErrInvalid)
@@ -209,9 +241,9 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	case compressZstd:
 		ze, ok := c.zstdW.get()
 		if !ok {
-			// One goroutine-free encoder at the default level, allocating
-			// its window as the data needs it.
-			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true)); err != nil {
+			// One goroutine-free encoder at the default level, of a
+			// zstdWindow window, allocating it as the data needs it.
+			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(zstdWindow)); err != nil {
 				return fmt.Errorf("create zstd encoder: %w", err)
 			}
 		}
@@ -252,6 +284,24 @@ func (c *codec) getWriter(w io.Writer) *bufio.Writer {
 // function that returns the reader's resources to the codec once the caller
 // is done with it.
 func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
+	st, err := c.openStream(r, -1)
+	return st.r, st.comp, st.release, err
+}
+
+// stream is a file's decompressed bytes being read.
+type stream struct {
+	r       io.Reader
+	comp    compression
+	hint    int64  // the decompressed size the file declares; -1 if unknown
+	release func() // returns the stream's resources to the codec
+}
+
+// openStream opens r, a file of size bytes on disk (-1 if unknown), like
+// open, and finds how large its decompressed bytes say they are: a plain
+// file's size, a zstd frame's content size, a gzip file's size trailer. A
+// hint is only a hint (a hostile file may lie): it is never more than the
+// read limit, and a read never trusts it beyond sizing its first buffer.
+func (c *codec) openStream(r io.Reader, size int64) (stream, error) {
 	br, ok := c.readers.get()
 	if ok {
 		br.Reset(r)
@@ -259,13 +309,21 @@ func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
 		br = bufio.NewReaderSize(r, readBufSize)
 	}
 	releaseBuf := func() { br.Reset(nil); c.readers.put(br) }
+	fail := func(err error) (stream, error) {
+		releaseBuf()
+		return stream{}, err
+	}
 	magic, err := br.Peek(len(zstdMagic))
 	if err != nil && err != io.EOF {
-		releaseBuf()
-		return nil, 0, nil, corruptIO(err)
+		return fail(corruptIO(err))
 	}
-	comp := sniff(magic)
-	switch comp {
+	st := stream{comp: sniff(magic), hint: -1}
+	switch st.comp {
+	case compressNone:
+		st.r, st.release = br, releaseBuf
+		if size >= 0 {
+			st.hint = size
+		}
 	case compressGzip:
 		zr, ok := c.gzipR.get()
 		if ok {
@@ -274,64 +332,195 @@ func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
 			zr, err = gzip.NewReader(br)
 		}
 		if err != nil {
-			releaseBuf()
-			return nil, 0, nil, corruptIO(fmt.Errorf("gzip header: %w", err))
+			return fail(corruptIO(fmt.Errorf("gzip header: %w", err)))
 		}
-		return zr, comp, func() { c.gzipR.put(zr); releaseBuf() }, nil
+		st.r, st.release = zr, func() { c.gzipR.put(zr); releaseBuf() }
+		st.hint = gzipSize(r, size)
 	case compressZstd:
-		zr, ok := c.zstdR.get()
+		window, content, err := zstdFrame(br)
+		if err != nil {
+			return fail(err)
+		}
+		if content > c.maxRead {
+			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, the limit is %d (see WithMaxReadSize)", ErrCorrupt, errTooLarge, content, c.maxRead))
+		}
+		st.hint = content
+		// A frame of a small window is decoded by a spare decoder that
+		// refuses larger windows in the frames that follow, so that what
+		// is kept stays small; a larger one by a decoder of its own.
+		small := window <= zstdWindow
+		var zr *zstd.Decoder
+		ok := false
+		if small {
+			zr, ok = c.zstdR.get()
+		}
 		if !ok {
-			// One goroutine-free decoder, refusing windows no
-			// checkpoint under the read limit needs.
-			zr, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(c.maxWindow))
+			limit := uint64(maxZstdWindow)
+			if small {
+				limit = zstdWindow
+			}
+			// One goroutine-free decoder. The content of a
+			// single-segment frame is its window: WithDecoderMaxMemory
+			// bounds that one.
+			zr, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(limit), zstd.WithDecoderMaxMemory(limit))
 			if err != nil {
-				releaseBuf()
-				return nil, 0, nil, fmt.Errorf("create zstd decoder: %w", err)
+				return fail(fmt.Errorf("create zstd decoder: %w", err))
+			}
+		}
+		keep := func() {
+			if small {
+				zr.Reset(nil)
+				c.zstdR.put(zr)
+			} else {
+				zr.Close()
 			}
 		}
 		if err := zr.Reset(br); err != nil {
-			releaseBuf()
-			return nil, 0, nil, corruptIO(fmt.Errorf("zstd: %w", err))
+			keep()
+			return fail(corruptIO(fmt.Errorf("zstd: %w", err)))
 		}
-		return zr, comp, func() { zr.Reset(nil); c.zstdR.put(zr); releaseBuf() }, nil
+		st.r = zr
+		st.release = func() { keep(); releaseBuf() }
 	}
-	return br, comp, releaseBuf, nil
+	return st, nil
+}
+
+// zstdFrame reads the header of the zstd frame at the start of br without
+// consuming it and returns the frame's window (the memory a decoder keeps
+// for it) and its declared content size (-1 if it declares none). A window
+// larger than maxZstdWindow is refused: the file may be good, but this
+// package does not give it that memory.
+func zstdFrame(br *bufio.Reader) (window, content int64, err error) {
+	head, _ := br.Peek(zstd.HeaderMaxSize)
+	var h zstd.Header
+	if err := h.Decode(head); err != nil {
+		return 0, 0, corruptIO(fmt.Errorf("zstd frame header: %w", err))
+	}
+	content = -1
+	if h.HasFCS {
+		content = int64(min(h.FrameContentSize, math.MaxInt64))
+	}
+	w := h.WindowSize
+	if h.SingleSegment {
+		w = h.FrameContentSize // the decoder's window is the content
+	}
+	if w > maxZstdWindow {
+		return 0, 0, fmt.Errorf("%w: %w: the zstd frame asks for a window of %d bytes; this package decodes windows of up to %d", ErrCorrupt, errUnsupported, w, maxZstdWindow)
+	}
+	return int64(w), content, nil
+}
+
+// gzipSize returns what the size trailer of the last gzip member of r, a
+// file of size bytes, says (-1 if r cannot be read at an offset): the
+// decompressed size of a file of one member smaller than 4 GiB, which is
+// every file this package writes.
+func gzipSize(r io.Reader, size int64) int64 {
+	ra, ok := r.(io.ReaderAt)
+	if !ok || size < 18 { // the smallest gzip member
+		return -1
+	}
+	var isize [4]byte
+	if _, err := ra.ReadAt(isize[:], size-4); err != nil {
+		return -1
+	}
+	return int64(binary.LittleEndian.Uint32(isize[:]))
 }
 
 // read reads a whole checkpoint from r, whose size on disk is size (or -1
 // if unknown), reading at most maxRead decompressed bytes; verifies its
 // checksum and header; and calls use with the header and the state's exact
 // bytes, which are valid only during the call. It returns an ErrCorrupt
-// error for anything wrong with the bytes, an operating system error as it
-// is, and use's error.
+// error for anything wrong with the bytes (marked as damage when it proves
+// the file damaged: see isDamage), an operating system error as it is, and
+// use's error.
 func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) error) error {
-	ur, comp, release, err := c.open(r)
+	st, err := c.openStream(r, size)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer st.release()
+	tooLarge := fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
+	if st.hint > c.maxRead {
+		if st.comp == compressNone {
+			return tooLarge // a plain file's size is its data's
+		}
+		st.hint = -1 // a compressed file's size trailer may lie
+	}
+	// The bytes go first to a pooled buffer, or to one of the declared
+	// size if that is larger than the pool keeps. Room for a byte more
+	// tells a file that grew since it was stat'ed (or a size that lied)
+	// without growing the buffer at the end.
 	buf := c.getBuffer()
 	defer c.putBuffer(buf)
-	if size >= 0 && comp == compressNone {
-		// A plain file: its size is the size of the data.
-		if size > c.maxRead {
-			return fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
-		}
-		// Room for a byte more tells a file that grew since it was
-		// stat'ed, without growing the buffer at the end.
-		buf.Grow(int(size) + bytes.MinRead)
+	var first []byte
+	if want := int(max(st.hint, readBufSize-1)) + 1; want <= maxPooled {
+		buf.Grow(want)
+		first = buf.AvailableBuffer()
+	} else {
+		first = make([]byte, 0, want)
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(ur, c.maxRead+1)); err != nil {
+	data, err := readLimited(st.r, first, c.maxRead)
+	if errors.Is(err, errTooLarge) {
+		return tooLarge
+	}
+	if err != nil {
 		return corruptIO(err)
 	}
-	if int64(buf.Len()) > c.maxRead {
-		return fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
-	}
-	h, state, err := parseEnvelope(buf.Bytes())
+	h, state, err := parseEnvelope(data)
 	if err != nil {
 		return err
 	}
 	return use(h, state)
+}
+
+// minChunk is the smallest piece readLimited reads into past its first
+// buffer.
+const minChunk = 64 << 10
+
+// readLimited reads r to its end and returns its bytes, or errTooLarge as
+// soon as more than limit bytes come. The bytes go to first (up to its
+// capacity) and past it to chunks that double the bytes read so far, never
+// more than limit+1 bytes in all: a stream without end, a decompression
+// bomb, costs at most the limit and a chunk of memory before it is refused,
+// where the doubling of one growing buffer would cost half as much again
+// (the old buffer and the new one, while it is copied). A stream that
+// needed chunks is copied into one slice of its exact size at its end.
+func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
+	buf := first[:0:min(int64(cap(first)), limit+1)]
+	var full [][]byte
+	var total int64 // bytes in full
+	for {
+		if len(buf) == cap(buf) {
+			total += int64(len(buf))
+			if total > limit {
+				return nil, errTooLarge
+			}
+			if len(buf) > 0 {
+				full = append(full, buf)
+			}
+			buf = make([]byte, 0, min(max(total, minChunk), limit+1-total))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if total+int64(len(buf)) > limit {
+		return nil, errTooLarge
+	}
+	if len(full) == 0 {
+		return buf, nil
+	}
+	out := make([]byte, 0, total+int64(len(buf)))
+	for i, b := range full {
+		out = append(out, b...)
+		full[i] = nil // garbage as soon as the collector runs
+	}
+	return append(out, buf...), nil
 }
 
 // readHeader decodes the header of a checkpoint without reading its state:

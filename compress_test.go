@@ -18,6 +18,7 @@ import (
 )
 
 func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
+	t.Parallel()
 	_, err := Open[int](t.TempDir(), Gzip(), Zstd())
 	require.ErrorIs(t, err, ErrInvalid)
 	var e *Error
@@ -27,6 +28,7 @@ func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
 }
 
 func TestZstdBombIsCorrupt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	h := header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}
 	// 8 MiB of state that compresses to a few hundred bytes.
@@ -35,8 +37,9 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 	bomb := encodeBytes(h, state, compressZstd)
 	require.Less(t, len(bomb), 4<<10)
 
-	// A frame that declares a window far beyond what the read limit
-	// allows is refused before it is given memory.
+	// A frame that declares a window far beyond what our encoder uses
+	// (maxZstdWindow) is refused before it is given memory, under any
+	// read limit, and is no proof of damage.
 	var wide bytes.Buffer
 	enc, err := zstd.NewWriter(&wide, zstd.WithWindowSize(64<<20), zstd.WithEncoderConcurrency(1))
 	require.NoError(t, err)
@@ -49,14 +52,21 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "step_00000001.json.zst")
 			require.NoError(t, os.WriteFile(path, file, 0o644))
-			s := openStore[string](t, dir, WithMaxReadSize(1<<20))
+			s := openStore[string](t, dir, WithMaxReadSize(1<<20), NoSync())
 			_, _, err := s.Load(ctx, 1)
 			require.ErrorIs(t, err, ErrCorrupt)
 			_, _, err = s.Latest(ctx)
 			require.ErrorIs(t, err, ErrCorrupt)
-			// The same file loads under a limit that fits it.
+			_, err = s.Save(ctx, 1, "replacement")
+			require.ErrorIs(t, err, ErrExists, "a file that may be good is never moved aside")
+			require.NoFileExists(t, path+quarantineSuffix)
 			big := openStore[string](t, dir, ReadOnly())
 			got, _, err := big.Load(ctx, 1)
+			if name == "declares a huge window" {
+				require.ErrorIs(t, err, errUnsupported)
+				return
+			}
+			// The same file loads under a limit that fits it.
 			require.NoError(t, err)
 			require.Len(t, got, 8<<20)
 		})
@@ -64,6 +74,7 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 }
 
 func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("zstd"); err != nil {
 		t.Skip("zstd is not installed")
 	}
@@ -84,6 +95,7 @@ func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
 }
 
 func TestEncodedStateIsWhatMarshalWrites(t *testing.T) {
+	t.Parallel()
 	c := newCodec(compressNone, DefaultMaxReadSize)
 	for _, v := range []any{
 		sampleState(3),
@@ -146,6 +158,7 @@ func TestSaveDoesNotCopyTheEncodedState(t *testing.T) {
 }
 
 func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
+	t.Parallel()
 	for _, dir := range []string{"runs/001", "runs/001/", "./runs", ".", "/", "/tmp/x/../y", "a"} {
 		require.Equal(t, filepath.Join(dir, "step_00000001.json"), pathPrefix(dir)+"step_00000001.json", dir)
 	}
@@ -155,9 +168,11 @@ func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
 // compressed blocks and buffer sizes, in every compression, and loads them
 // back.
 func TestLargeStatesRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "zstd async": {Zstd(), Async(2)}} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := openStore[[]string](t, t.TempDir(), opts...)
 			var want [][]string
 			for step := int64(0); step < 3; step++ {

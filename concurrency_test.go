@@ -17,6 +17,7 @@ import (
 // succeed or fail only as the race allows (a pruned step is ErrNotFound),
 // and at the end the store holds exactly what the retention rules keep.
 func TestConcurrentSaveLoadListPrune(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	const (

@@ -161,6 +161,7 @@ func corruptCorpus(t *testing.T) []corpusCase {
 const corpusMaxRead = 64 << 10
 
 func TestCorruptCorpus(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	want1 := corpusStateAt(1)
 	want2 := corpusStateAt(2)
@@ -215,6 +216,7 @@ func TestCorruptCorpus(t *testing.T) {
 }
 
 func TestLoadInfoNeverLeavesTheDirectory(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	parent := t.TempDir()
 	other := openStore[int](t, filepath.Join(parent, "other"), WithLayout("c", 3))

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +44,10 @@ const (
 func (m crashMode) async() bool { return m == crashAsyncZstd || m == crashAsyncNoSync }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockChildEnv); dir != "" {
+		lockChild(dir)
+		return
+	}
 	if dir := os.Getenv(crashSessionsEnv); dir != "" {
 		crashSessionsChild(dir)
 		return
@@ -168,6 +173,7 @@ func crashChild(dir string, mode crashMode) {
 // the lock of the dead process does not block the restart, and that
 // retention still holds.
 func TestKill9DuringSavesLosesNothing(t *testing.T) {
+	t.Parallel()
 	testKill9(t, func(kill int) crashMode { return []crashMode{crashPlain, crashGzip}[kill%2] })
 }
 
@@ -177,6 +183,7 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 // saves and the one being written: the newest checkpoint is at most
 // crashQueue+1 steps behind the last step the child queued.
 func TestKill9AsyncPublishedCheckpointsStayWhole(t *testing.T) {
+	t.Parallel()
 	testKill9(t, func(kill int) crashMode { return []crashMode{crashAsyncZstd, crashAsyncNoSync}[kill%2] })
 }
 
@@ -211,6 +218,10 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 			// writer is refused, a reader works beside it.
 			_, err := Open[crashState](dir, crashOptions(mode)...)
 			require.ErrorIs(t, err, ErrLocked)
+			require.ErrorContains(t, err, "open it with ReadOnly()")
+			if runtime.GOOS == "linux" {
+				require.ErrorContains(t, err, fmt.Sprintf("(by process %d)", cmd.Process.Pid), "the holder is named")
+			}
 			r, err := Open[crashState](dir, append(crashOptions(mode), ReadOnly())...)
 			require.NoError(t, err)
 			_, err = r.List(ctx)
@@ -365,6 +376,7 @@ func crashSessionsChild(dir string) {
 // that no half-made session is ever visible, and that the next creation
 // cleans up what the dead one left.
 func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}

@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -26,7 +25,7 @@ type entry struct {
 
 // cachedHeader is a file's header (or why it could not be read) as last read
 // or written, valid while the name refers to the same file (inode) with the
-// same size and modification time.
+// same size, modification time and inode change time (see unchanged).
 type cachedHeader struct {
 	fi       fs.FileInfo
 	h        header
@@ -146,7 +145,7 @@ func (s *Store[T]) fill(entries []entry) []entry {
 			continue
 		}
 		e.size = fi.Size()
-		if c, ok := s.headers[e.name]; ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime()) {
+		if c, ok := s.headers[e.name]; ok && unchanged(c.fi, fi) {
 			e.h, e.verified = c.h, c.verified
 			if c.err != nil {
 				e.setUnreadable(c.err, fi)
@@ -160,6 +159,10 @@ func (s *Store[T]) fill(entries []entry) []entry {
 		e, fi := &entries[misses[k]], fis[misses[k]]
 		var err error
 		if e.h, err = s.header(e.name, e.fn, fi); err != nil {
+			if gone(err) {
+				keep[misses[k]] = false // removed or replaced since the Lstat
+				return
+			}
 			e.setUnreadable(err, fi)
 		}
 	})
@@ -170,6 +173,24 @@ func (s *Store[T]) fill(entries []entry) []entry {
 		}
 	}
 	return out
+}
+
+// unchanged reports whether now, a file's Lstat, describes the file as it
+// was (was) when its header was cached: the same file, size and
+// modification time, and the same inode change time where the system gives
+// one. The change
+// time catches a rewrite in place that kept the size and reset the
+// modification time (cp -p, rsync -t, a restore from backup), which the
+// others miss.
+func unchanged(was, now fs.FileInfo) bool {
+	return os.SameFile(was, now) && was.Size() == now.Size() && was.ModTime().Equal(now.ModTime()) && changeTime(was) == changeTime(now)
+}
+
+// gone reports whether a file's header could not be read because the file
+// is no longer a checkpoint file: removed, or replaced by something that is
+// not a regular file, since it was stat'ed. fill drops such entries.
+func gone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular)
 }
 
 // setUnreadable records why e's header could not be read, and gives it the
@@ -214,7 +235,7 @@ func parallel(n int, f func(i int)) {
 // its cause may pass.
 func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, error) {
 	h, err := s.readHeaderFile(name, fn)
-	if err != nil {
+	if err != nil && !gone(err) {
 		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(name), "error", err)
 	}
 	if err == nil || errors.Is(err, ErrCorrupt) {
@@ -226,7 +247,7 @@ func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, err
 }
 
 func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
-	f, err := s.root.Open(name)
+	f, _, err := openRegular(s.root, name)
 	if err != nil {
 		return header{}, err
 	}
@@ -242,12 +263,12 @@ func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
 func (fn fileName) agrees(h header) error {
 	if fn.kind == KindRolling {
 		if h.Kind != KindRolling {
-			return fmt.Errorf("%w: rolling file holds kind %q", ErrCorrupt, h.Kind)
+			return damaged("rolling file holds kind %q", h.Kind)
 		}
 		return nil
 	}
 	if h.Step != fn.step || h.Kind != fn.kind {
-		return fmt.Errorf("%w: header says step %d kind %q, name says step %d kind %q", ErrCorrupt, h.Step, h.Kind, fn.step, fn.kind)
+		return damaged("header says step %d kind %q, name says step %d kind %q", h.Step, h.Kind, fn.step, fn.kind)
 	}
 	return nil
 }

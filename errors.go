@@ -23,12 +23,15 @@ var (
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store is closed")
 	// ErrLocked: another writer, in this process or another, holds the
-	// store's directory. Open it with ReadOnly to inspect it.
+	// store's directory. Open it with ReadOnly to inspect it. On Linux the
+	// error's text names the process that holds the lock.
 	ErrLocked = errors.New("store is locked by another writer")
 	// ErrReadOnly: a write was attempted on a store opened with ReadOnly.
 	ErrReadOnly = errors.New("store is read-only")
 	// ErrInvalid: an argument was invalid (a negative step, a bad layout or
-	// name, a state that cannot be encoded as JSON).
+	// name, a state that cannot be encoded as JSON, a state type with
+	// nothing to encode, or a directory that holds checkpoints of another
+	// layout than the one given with WithLayout).
 	ErrInvalid = errors.New("invalid argument")
 	// ErrNewerSchema: a checkpoint's state has a newer schema version than
 	// the store's (see WithSchema): a newer release of the program wrote it.
@@ -41,6 +44,13 @@ var (
 	// at the file's schema. The file is left as it is, and Latest stops at
 	// it rather than resume from an older step.
 	ErrMigration = errors.New("schema migration failed")
+	// ErrAsync: a save queued by an Async store failed in the background,
+	// after the Save that queued it had returned. The error names the
+	// failed steps and wraps each failure (an *Error naming the step and
+	// file, wrapping its own cause). A Save or Tick that returns it has
+	// queued its own state all the same: the failure is another save's.
+	// Flush and Close return it too (see Async).
+	ErrAsync = errors.New("background save failed")
 )
 
 // Error records a failed store operation, the step and the file it concerned,
@@ -48,7 +58,8 @@ var (
 type Error struct {
 	Op   string // the operation: "open", "save", "load", "latest", "list", "delete", ...
 	Step int64  // the step concerned; meaningful only when HasStep is true
-	// HasStep reports whether the operation concerned one step.
+	// HasStep reports whether the operation concerned one step. Step 0 is
+	// a step like any other, so Step alone cannot say "no step".
 	HasStep bool
 	Path    string // the file or directory concerned, if any
 	Err     error  // the cause; wraps a sentinel or an operating system error
@@ -82,3 +93,29 @@ func opError(op, path string, err error) error {
 func stepError(op string, step int64, path string, err error) error {
 	return &Error{Op: op, Step: step, HasStep: true, Path: path, Err: err}
 }
+
+// maxListed bounds how many failures the text of a joined error lists.
+const maxListed = 5
+
+// joinFew joins errs like errors.Join, and errors.Is and errors.As see every
+// one of them, but its text lists only the first maxListed, then how many
+// more there were: a directory of 2,000 damaged files gives an error of a
+// few lines, not of 2,000 (each was reported to the hooks and the logger).
+func joinFew(errs []error) error {
+	if len(errs) <= maxListed {
+		return errors.Join(errs...)
+	}
+	return fewErrors(errs)
+}
+
+type fewErrors []error
+
+func (e fewErrors) Error() string {
+	b := []byte(errors.Join(e[:maxListed]...).Error())
+	b = append(b, "\nand "...)
+	b = strconv.AppendInt(b, int64(len(e)-maxListed), 10)
+	b = append(b, " more"...)
+	return string(b)
+}
+
+func (e fewErrors) Unwrap() []error { return e }

@@ -39,6 +39,7 @@ func tinyDisk(t *testing.T) string {
 // partial checkpoint or temporary file, the earlier checkpoints still load,
 // and once space is freed saving works again.
 func TestDiskFullFailsCleanly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := tinyDisk(t)
 	for _, gz := range []bool{false, true} {
@@ -47,7 +48,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 		if gz {
 			opts = append(opts, Gzip())
 		}
-		s := openStore[crashState](t, sub, opts...)
+		s := openDurableStore[crashState](t, sub, opts...)
 		var full error
 		var saved []int64
 		for step := int64(1); step <= 200 && full == nil; step++ {
@@ -117,6 +118,7 @@ func randomText(seed int64, n int) string {
 // its checkpoints loadable; an unreadable checkpoint is a permission error,
 // not corruption, and is never moved aside.
 func TestPermissionDenied(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		rerunAsNobody(t)
 		return
@@ -228,6 +230,7 @@ func dirState(t *testing.T, dir string) map[string]string {
 // the error names the file and wraps the failure; and that the same write
 // then succeeds.
 func TestFaultAtEveryPointOfAWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	points := writePoints
 	type write struct {
@@ -255,7 +258,7 @@ func TestFaultAtEveryPointOfAWrite(t *testing.T) {
 				dir := t.TempDir()
 				sw := &faultSwitch{}
 				opts := append([]Option{WithLayout("c", 3), WithRolling(), Every(2), withFaults(sw.fault)}, w.opts...)
-				s := openStore[crashState](t, dir, opts...)
+				s := openDurableStore[crashState](t, dir, opts...)
 				for step := int64(1); step <= 5; step++ {
 					_, _, err := s.Tick(ctx, step, newCrashState(step))
 					require.NoError(t, err)
@@ -302,12 +305,13 @@ func TestFaultAtEveryPointOfAWrite(t *testing.T) {
 // fail: the file is either still there, whole, or gone, and the error says
 // which file.
 func TestFaultWhileRemoving(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, point := range []string{"remove", "dirsync"} {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			s := openStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
+			s := openDurableStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
 			for step := int64(1); step <= 3; step++ {
 				_, err := s.Save(ctx, step, int(step))
 				require.NoError(t, err)
@@ -336,18 +340,19 @@ func TestFaultWhileRemoving(t *testing.T) {
 // others go; a failed directory sync is reported. Either way every file
 // left loads, and Prune says what it removed.
 func TestFaultWhilePruning(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, point := range []string{"remove", "dirsync"} {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			s := openStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
+			s := openDurableStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
 			for step := int64(1); step <= 4; step++ {
 				_, err := s.Save(ctx, step, int(step))
 				require.NoError(t, err)
 			}
 			require.NoError(t, s.Close())
-			s = openStore[int](t, dir, WithLayout("c", 3), KeepLast(1), withFaults(sw.fault))
+			s = openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(1), withFaults(sw.fault))
 			sw.arm(point)
 			removed, err := s.Prune(ctx)
 			require.ErrorIs(t, err, errInjected)
@@ -372,12 +377,13 @@ func TestFaultWhilePruning(t *testing.T) {
 // (writing session.json, syncing the directories): no session appears,
 // nothing half-made is listed, and the next New works and cleans up.
 func TestFaultWhileCreatingASession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, point := range writePoints {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			r := openSessions(t, dir, withFaults(sw.fault))
+			r := openDurableSessions(t, dir, withFaults(sw.fault))
 			sw.arm(point)
 			_, err := r.New(ctx, nil)
 			require.ErrorIs(t, err, errInjected)
@@ -398,12 +404,13 @@ func TestFaultWhileCreatingASession(t *testing.T) {
 // failure comes back from Flush, the directory holds the old set, and the
 // same save then works.
 func TestFaultInAnAsyncSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, point := range writePoints {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			s := openStore[int](t, dir, WithLayout("c", 3), Async(2), withFaults(sw.fault))
+			s := openDurableStore[int](t, dir, WithLayout("c", 3), Async(2), withFaults(sw.fault))
 			_, err := s.Save(ctx, 1, 1)
 			require.NoError(t, err)
 			require.NoError(t, s.Flush(ctx))

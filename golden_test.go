@@ -74,6 +74,7 @@ func (g goldenFile) header() header {
 // never rewrites a file that exists, and runs only when asked:
 // CHECKPOINT_WRITE_GOLDEN=v1 go test -run WriteGolden
 func TestWriteGoldenV1(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "v1" {
 		t.Skip("golden files are written once per format version")
 	}
@@ -91,6 +92,7 @@ func TestWriteGoldenV1(t *testing.T) {
 }
 
 func TestGoldenV1Loads(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := filepath.Join("testdata", "v1")
 	s := openStore[goldenState](t, dir, WithLayout("turn", 3), ReadOnly())
@@ -101,7 +103,7 @@ func TestGoldenV1Loads(t *testing.T) {
 			require.Equal(t, goldenStateAt(g.step), got)
 			require.Equal(t, g.name, info.Name())
 			require.Equal(t, g.kind, info.Kind)
-			require.Equal(t, g.comp != compressNone, info.Compressed)
+			require.Equal(t, g.comp.String(), info.Compression)
 			require.Equal(t, g.comp.String(), info.Compression)
 			require.Equal(t, 1, info.Format)
 			require.Equal(t, goldenTime, info.Time)
@@ -123,6 +125,7 @@ func TestGoldenV1Loads(t *testing.T) {
 // compared after decompression, and today's compressed output must
 // decompress to the same bytes.)
 func TestGoldenV1WriterUnchanged(t *testing.T) {
+	t.Parallel()
 	for _, g := range goldenV1 {
 		t.Run(g.name, func(t *testing.T) {
 			onDisk, err := os.ReadFile(filepath.Join("testdata", "v1", g.name))
@@ -142,6 +145,7 @@ func TestGoldenV1WriterUnchanged(t *testing.T) {
 // frame, detected by their magic numbers. If zstd or gzip is installed, it
 // decompresses them with it.
 func TestGoldenV1CompressedFilesAreStandard(t *testing.T) {
+	t.Parallel()
 	for _, g := range goldenV1 {
 		if g.comp == compressNone {
 			continue
@@ -164,6 +168,7 @@ func TestGoldenV1CompressedFilesAreStandard(t *testing.T) {
 }
 
 func TestGoldenV1IsDocumentedFormat(t *testing.T) {
+	t.Parallel()
 	// The README tells other programs how to verify a checkpoint: SHA-256 of
 	// every byte before `,"checksum":"`. Check that recipe on a golden file
 	// without using the package's decoder.
@@ -184,6 +189,7 @@ var goldenSessionsDir = filepath.Join("testdata", "v1", "sessions")
 // TestWriteGoldenSessionsV1 wrote testdata/v1/sessions once. It runs only
 // when asked: CHECKPOINT_WRITE_GOLDEN=sessions-v1 go test -run WriteGoldenSessions
 func TestWriteGoldenSessionsV1(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "sessions-v1" {
 		t.Skip("golden files are written once per format version")
 	}
@@ -209,6 +215,7 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 }
 
 func TestGoldenSessionsV1Load(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, goldenSessionsDir, WithLayout("turn", 3), ReadOnly())
 	list, err := r.List(ctx)

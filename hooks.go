@@ -15,6 +15,13 @@ import (
 // published, on the goroutine that published it: the store's own, or a
 // caller that was waiting on the queue (a Save finding it full, Flush,
 // Close, another write); they may run concurrently with each other.
+//
+// A hook runs before the call that runs it returns. When Close returns, the
+// store's goroutine has finished its hooks and Close has run those of the
+// saves it published, so a hook may write what the caller of Close reads
+// afterwards; the exception is a hook that calls Close itself, which goes on
+// after that Close returns. The hooks of calls still running on other
+// goroutines belong to those calls.
 type Hooks struct {
 	// OnSave is called after a checkpoint is durably saved. info.Size is its
 	// size in bytes on disk.

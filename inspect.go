@@ -9,8 +9,9 @@ import (
 // but are not checkpoints. Paths are the store's directory joined with the
 // file's name, sorted.
 type Leftovers struct {
-	// Temps are temporary files of saves (".turn_007.json" and random
-	// digits, or the same for a side file). Beside a running writer one may
+	// Temps are temporary files of saves (".turn_007.json.ckpt-tmp-" and
+	// random digits, or the same for a side file; from releases before the
+	// marker, ".turn_007.json" and digits). Beside a running writer one may
 	// be a save in progress; with no writer, each was left by a save that a
 	// crash interrupted, and the next writer's Open removes it.
 	Temps []string

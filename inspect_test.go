@@ -18,6 +18,7 @@ func touch(t *testing.T, dir string, names ...string) {
 }
 
 func TestDetectLayouts(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		files []string
@@ -58,11 +59,13 @@ func TestDetectLayouts(t *testing.T) {
 }
 
 func TestDetectLayoutsOfMissingDirIsErrNotFound(t *testing.T) {
+	t.Parallel()
 	_, err := DetectLayouts(filepath.Join(t.TempDir(), "missing"))
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestDetectedLayoutOpensTheStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir, WithLayout("turn", 3), Gzip())
@@ -84,23 +87,25 @@ func TestDetectedLayoutOpensTheStore(t *testing.T) {
 }
 
 func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir, WithLayout("turn", 3))
 	_, err := w.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	touch(t, dir,
-		".turn_002.json123", ".result.json9", // temps of a checkpoint and of a side file
+		".turn_002.json123", ".result.json.ckpt-tmp-9", // temps of a checkpoint and of a side file
 		"turn_001.json.corrupt", "turn_001.json.corrupt-2", // quarantined
-		".step_00000002.json1", // a temp of another layout: it is a side file name here, so it is the store's
+		".step_00000002.json.ckpt-tmp-1", // a temp of another layout: it is a side file name here, so it is the store's
 		"step_00000001.json.corrupt", "turn_001.json.corrupt-x", "notes.txt", ".bashrc",
+		".notes.json2", // a user's hidden file, named like an unmarked temp of a side file
 	)
 
 	r := openStore[int](t, dir, ReadOnly(), WithLayout("turn", 3))
 	got, err := r.Leftovers(ctx)
 	require.NoError(t, err)
 	want := Leftovers{
-		Temps:       []string{filepath.Join(dir, ".result.json9"), filepath.Join(dir, ".step_00000002.json1"), filepath.Join(dir, ".turn_002.json123")},
+		Temps:       []string{filepath.Join(dir, ".result.json.ckpt-tmp-9"), filepath.Join(dir, ".step_00000002.json.ckpt-tmp-1"), filepath.Join(dir, ".turn_002.json123")},
 		Quarantined: []string{filepath.Join(dir, "turn_001.json.corrupt"), filepath.Join(dir, "turn_001.json.corrupt-2")},
 	}
 	require.Equal(t, want, got)
@@ -111,7 +116,7 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 	removed, err := w.RemoveLeftovers(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, removed)
-	require.ElementsMatch(t, []string{".checkpoint.lock", "turn_001.json", "step_00000001.json.corrupt", "turn_001.json.corrupt-x", "notes.txt", ".bashrc"}, dirNames(t, dir))
+	require.ElementsMatch(t, []string{".checkpoint.lock", "turn_001.json", "step_00000001.json.corrupt", "turn_001.json.corrupt-x", "notes.txt", ".bashrc", ".notes.json2"}, dirNames(t, dir))
 	_, _, err = w.Load(ctx, 1)
 	require.NoError(t, err, "checkpoints are never leftovers")
 
@@ -122,6 +127,7 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 }
 
 func TestLeftoversOfAQuarantinedCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir)
@@ -137,6 +143,7 @@ func TestLeftoversOfAQuarantinedCheckpoint(t *testing.T) {
 }
 
 func TestRemoveStaging(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -156,7 +163,7 @@ func TestRemoveStaging(t *testing.T) {
 	_, err = r.RemoveStaging(ctx)
 	require.ErrorIs(t, err, ErrLocked)
 	require.DirExists(t, staging)
-	require.NoError(t, unlockDir(lock))
+	require.NoError(t, unlockFile(lock))
 
 	removed, err := r.RemoveStaging(ctx)
 	require.NoError(t, err)

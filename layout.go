@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -132,23 +133,58 @@ func (l layout) parse(name string) (fileName, bool) {
 	return n, string(l.appendName(buf[:0], n)) == name
 }
 
-// isTemp reports whether name is a temporary file that a save of this store
-// left behind: a dot, the name of a checkpoint of this layout or of a side
-// file, and the random digits renameio appends.
-func (l layout) isTemp(name string) bool {
+// tempMarker sits between a file's name and the random digits in the names
+// of its temporary files. It is what lets Open tell the temporary files of
+// the library's own saves from a user's hidden files: only a name with the
+// marker (or, from saves of releases before it, a checkpoint's name followed
+// by digits) is ever removed as a stale temporary file.
+const tempMarker = ".ckpt-tmp-"
+
+// tempPrefix returns the names of final's temporary files, less their random
+// digits: a dot (which keeps them out of listings and out of every layout),
+// final and tempMarker. Every writer of the library names its temporary
+// files so (renameio appends the digits; see writeFile).
+func tempPrefix(final string) string { return "." + final + tempMarker }
+
+// tempName returns a new temporary name for final, for a writer that
+// creates its temporary file itself: tempPrefix(final) and random digits.
+func tempName(final string) string {
+	return tempPrefix(final) + strconv.FormatInt(rand.Int64(), 10)
+}
+
+// splitTemp returns the final name of the temporary file name, and whether
+// it has the marker, if name has the shape of one: a dot, the final name,
+// the marker or not, random digits.
+func splitTemp(name string) (final string, marked, ok bool) {
 	if len(name) < 2 || name[0] != '.' {
-		return false
+		return "", false, false
 	}
 	stem := strings.TrimRight(name[1:], "0123456789")
 	if len(stem) == len(name)-1 {
-		return false // no random suffix
+		return "", false, false // no random suffix
 	}
-	if _, ok := l.parse(stem); ok {
+	if f, ok := strings.CutSuffix(stem, tempMarker); ok {
+		return f, true, f != ""
+	}
+	return stem, false, true
+}
+
+// isTemp reports whether name is a temporary file that a save of this store
+// left behind: tempPrefix of a checkpoint name of this layout or of a side
+// file, and random digits. A checkpoint's name followed by digits alone is
+// also one (what saves wrote before the marker); a side file's name followed
+// by digits alone is not, since a user may keep such a file (.notes.json2).
+func (l layout) isTemp(name string) bool {
+	final, marked, ok := splitTemp(name)
+	if !ok {
+		return false
+	}
+	if _, ok := l.parse(final); ok {
 		return true
 	}
 	// session.json's temporaries belong to Sessions, which removes them
 	// under its own lock: a store's Open could race with a SetMeta.
-	return l.sideName(stem) == nil
+	return marked && l.sideName(final) == nil
 }
 
 // sideName checks the name of a side file: a plain name of [A-Za-z0-9._-]
@@ -226,17 +262,43 @@ func DetectLayouts(dir string) ([]Layout, error) {
 		}
 		return nil, opError("detect layouts", dir, err)
 	}
-	type span struct{ lo, hi int } // the digit counts that name a file
+	var out []Layout
+	for _, f := range detectLayouts(dirents, false) {
+		out = append(out, f.Layout)
+	}
+	return out, nil
+}
+
+// detectedLayout is a layout DetectLayouts found, with the greatest name
+// among the files it names.
+type detectedLayout struct {
+	Layout
+	sample string
+}
+
+// detectLayouts is DetectLayouts on a directory's entries. With
+// checkpointsOnly, temporary and quarantined files are no evidence.
+func detectLayouts(dirents []fs.DirEntry, checkpointsOnly bool) []detectedLayout {
+	type span struct { // the digit counts that name a file
+		lo, hi int
+		name   string
+	}
 	byPrefix := make(map[string][]span)
 	for _, d := range dirents {
 		if !d.Type().IsRegular() {
 			continue
 		}
-		if prefix, lo, hi, ok := layoutEvidence(d.Name()); ok {
-			byPrefix[prefix] = append(byPrefix[prefix], span{lo, hi})
+		name := d.Name()
+		if checkpointsOnly {
+			if _, ok := quarantinedStem(name); ok || strings.HasPrefix(name, ".") {
+				continue
+			}
+		}
+		if prefix, lo, hi, ok := layoutEvidence(name); ok {
+			byPrefix[prefix] = append(byPrefix[prefix], span{lo, hi, name})
 		}
 	}
-	var out []Layout
+	var out []detectedLayout
 	for prefix, spans := range byPrefix {
 		for len(spans) > 0 {
 			best, bestN := 0, 0
@@ -251,14 +313,21 @@ func DetectLayouts(dir string) ([]Layout, error) {
 					best, bestN = digits, n
 				}
 			}
-			out = append(out, Layout{Prefix: prefix, Digits: best, Files: bestN})
-			spans = slices.DeleteFunc(spans, func(s span) bool { return s.lo <= best && best <= s.hi })
+			d := detectedLayout{Layout: Layout{Prefix: prefix, Digits: best, Files: bestN}}
+			spans = slices.DeleteFunc(spans, func(s span) bool {
+				named := s.lo <= best && best <= s.hi
+				if named && s.name > d.sample {
+					d.sample = s.name
+				}
+				return named
+			})
+			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b Layout) int {
+	slices.SortFunc(out, func(a, b detectedLayout) int {
 		return cmp.Or(cmp.Compare(b.Files, a.Files), strings.Compare(a.Prefix, b.Prefix), cmp.Compare(a.Digits, b.Digits))
 	})
-	return out, nil
+	return out
 }
 
 // layoutEvidence returns the prefix of the layouts that would name the file
@@ -269,12 +338,12 @@ func layoutEvidence(name string) (prefix string, lo, hi int, ok bool) {
 		return "", 0, 0, false
 	}
 	if name[0] == '.' {
-		// A temporary file: a dot, the name, random digits.
-		stem := strings.TrimRight(name[1:], "0123456789")
-		if len(stem) == len(name)-1 {
+		// A temporary file: a dot, the name, the marker, random digits.
+		final, _, ok := splitTemp(name)
+		if !ok {
 			return "", 0, 0, false
 		}
-		name = stem
+		name = final
 	} else if stem, ok := quarantinedStem(name); ok {
 		name = stem
 	}

@@ -7,6 +7,7 @@ import (
 )
 
 func TestLayoutParse(t *testing.T) {
+	t.Parallel()
 	l := layout{prefix: "turn", digits: 3}
 	tests := []struct {
 		name string
@@ -67,13 +68,21 @@ func TestLayoutParse(t *testing.T) {
 }
 
 func TestIsTemp(t *testing.T) {
+	t.Parallel()
 	l := layout{prefix: "turn", digits: 3}
 	for name, want := range map[string]bool{
-		".step_00000007.json123":               true, // the temp of a side file named step_00000007.json
-		".notes.txt.json1":                     true, // a side file's temp (side files end in .json)
-		".turn_007.json5577006791947779410":    true,
+		".step_00000007.json.ckpt-tmp-123":     true, // the temp of a side file named step_00000007.json
+		".notes.txt.json.ckpt-tmp-1":           true, // a side file's temp (side files end in .json)
+		".turn_007.json5577006791947779410":    true, // a checkpoint's temp before the marker
+		".turn_007.json.ckpt-tmp-55770067919":  true,
 		".turn_last.json.gz123":                true,
-		".result.json42":                       true,
+		".result.json.ckpt-tmp-42":             true,
+		".result.json42":                       false, // a user's hidden file, not a marked temp
+		".step_00000007.json123":               false, // a side file's name and digits: a user may keep it
+		".notes.json2":                         false,
+		".session.json.ckpt-tmp-1":             false, // Sessions removes these, under its lock
+		".ckpt-tmp-12":                         false,
+		".turn_007.json.ckpt-tmp-":             false, // no random suffix
 		".turn_007.json":                       false, // no random suffix
 		"turn_007.json123":                     false, // no dot
 		".checkpoint.lock":                     false,

@@ -78,10 +78,12 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // counts like any other. Checkpoints that fail to load are skipped; each
 // skipped one is logged at Warn and reported to Hooks.OnError, and if none
 // loads, the error joins every failure (so errors.Is(err, ErrCorrupt) holds
-// when damage was the cause). A checkpoint of a newer schema
-// (ErrNewerSchema) or whose migration fails (ErrMigration) is not skipped:
-// Latest stops there and returns that error (see WithSchema). A store with no checkpoint is ErrNotFound:
-// that, and only that, means a fresh start.
+// when damage was the cause; the text lists the first few). A checkpoint of
+// a newer schema (ErrNewerSchema) or whose migration fails (ErrMigration) is
+// not skipped: Latest stops there and returns that error (see WithSchema). A
+// store with no checkpoint is ErrNotFound: that, and only that, means a fresh
+// start. A directory that holds checkpoints of another layout and none of
+// the store's is not a fresh start: it is ErrInvalid, naming the layout found.
 func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
 	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
 	if err == nil {
@@ -167,9 +169,46 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		}
 	}
 	if len(skipped) == 0 {
+		if len(ns) == 0 {
+			if err := s.foreignLayout(); err != nil {
+				return zero, Info{}, nil, opError(op, s.dir, err)
+			}
+		}
 		return zero, Info{}, nil, opError(op, s.dir, ErrNotFound)
 	}
-	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, errors.Join(skipped...)))
+	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
+}
+
+// foreignLayout returns an ErrInvalid error when the directory holds no
+// checkpoint of the store's layout but checkpoints of another: a store
+// opened with the wrong WithLayout would otherwise report a fresh start
+// beside its own saves. It returns nil if a file has the store's layout, or
+// no other layout is confirmed by a header that reads (a side file named
+// like a checkpoint, report_2024.json, is no checkpoint). It costs a
+// directory read, on the way to ErrNotFound only.
+func (s *Store[T]) foreignLayout() error {
+	dirents, err := readDir(s.root)
+	if err != nil {
+		return nil // the caller's ErrNotFound stands; the scan read it
+	}
+	for _, d := range dirents {
+		if _, ok := s.cfg.layout.parse(d.Name()); ok {
+			return nil // error checkpoints only, for LatestClean
+		}
+	}
+	for _, found := range detectLayouts(dirents, true) {
+		l := layout{prefix: found.Prefix, digits: found.Digits}
+		fn, ok := l.parse(found.sample)
+		if !ok {
+			continue
+		}
+		if _, err := s.readHeaderFile(found.sample, fn); err != nil {
+			continue
+		}
+		return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
+			ErrInvalid, s.cfg.layout.prefix, s.cfg.layout.digits, found.Files, found.Layout, found.sample, found.Prefix, found.Digits)
+	}
+	return nil
 }
 
 // List returns the checkpoints in the directory, ascending by step and,
@@ -218,21 +257,17 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	f, err := s.root.Open(e.name)
+	f, fi, err := openRegular(s.root, e.name)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		case errors.Is(err, errNotRegular):
+			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return fail(err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fail(fmt.Errorf("%w: not a regular file", ErrCorrupt))
-	}
 	var h header
 	err = s.codec.read(f, fi.Size(), func(got header, state []byte) error {
 		h = got

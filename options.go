@@ -67,7 +67,11 @@ func newConfig(opts []Option) (config, error) {
 			o.apply(&cfg)
 		}
 	}
-	return cfg, cfg.validate()
+	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	cfg.maxRead = min(cfg.maxRead, maxReadCeiling)
+	return cfg, nil
 }
 
 func (c *config) validate() error {
@@ -149,11 +153,18 @@ func NoSync() Option {
 // queue must be at least 1; a ReadOnly store ignores Async.
 //
 // A failed background save is reported to Hooks.OnError and the logger when
-// it fails, and returned (once) by the next Save, Tick, Flush or Close,
-// wrapped in an *Error whose Op is "async save" (or "async tick") and which
-// names the step and file; a Save that returns it has not queued its own
-// state. Errors that only the write can find, such as ErrExists for a step
-// saved twice, therefore surface on a later call.
+// it fails. It is then returned by the next Flush or Close, whichever comes
+// first, and also by the first Save or Tick after it failed, as an error
+// that wraps ErrAsync and the failure (an *Error whose Op is "async save" or
+// "async tick", naming the step and file), and whose text names the failed
+// steps. A Save or Tick that returns an ErrAsync error has queued its own
+// state all the same; any other error from Save means its state was not
+// queued. So when Flush returns nil, every state whose Save returned nil or
+// an ErrAsync error is published. Between two Flushes the first 64 failures
+// are kept and later ones only counted (the error says how many), so that
+// saving into a full disk without Flush does not exhaust memory. Errors that
+// only the write can find, such as ErrExists for a step saved twice,
+// therefore surface on a later call.
 //
 // Flush waits until every queued save is published; Close flushes. The
 // other writes (SaveFinal, SaveError, SaveOnPanic, Delete, ClearError,
@@ -164,9 +175,17 @@ func NoSync() Option {
 // was just saved.
 //
 // A crash loses at most the queued saves and the one being written; every
-// checkpoint already published stays whole. Hooks of a background save run
-// on the goroutine that published it: the store's own, or one that was
-// waiting on the queue (Save, Flush, Close or another write).
+// checkpoint already published stays whole. A program that exits (returns
+// from main, calls os.Exit or log.Fatal) without Close loses the same: the
+// saves still queued are never published, although each Save returned nil.
+// A store dropped without Close keeps its goroutine and its writer lock for
+// the life of the process. Close (or Flush) before exiting, on every path; a
+// deferred Close does not run after os.Exit or log.Fatal.
+//
+// Hooks of a background save run on the goroutine that published it: the
+// store's own, or one that was waiting on the queue (Save, Flush, Close or
+// another write). When Close returns, the store's goroutine is gone and the
+// hooks it ran have returned.
 func Async(queue int) Option {
 	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }
@@ -189,9 +208,13 @@ func ReadOnly() Option {
 }
 
 // WithMaxReadSize caps how many bytes a load reads from one checkpoint after
-// decompression; a larger checkpoint fails with ErrCorrupt. The cap stops a
-// damaged or hostile file (a gzip or zstd bomb) from exhausting memory. The default is
-// DefaultMaxReadSize.
+// decompression, and from a side file (ReadJSON); a larger checkpoint fails
+// with ErrCorrupt (and is never moved aside as damaged: it may be good). The
+// cap stops a damaged or hostile file (a gzip or zstd bomb) from exhausting
+// memory: a read of any file costs at most about the cap and a few MiB. The
+// default is DefaultMaxReadSize. n must be positive; a value above 1 TiB
+// (on 32-bit platforms, above what a slice can hold less 1 MiB), such as
+// math.MaxInt64 for "no limit", is clamped to it.
 func WithMaxReadSize(n int64) Option {
 	return optionFunc(func(c *config) { c.maxRead = n })
 }
@@ -211,7 +234,10 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMeta attaches a label to the checkpoint being saved. Labels are stored
-// in the envelope and returned in Info.Meta. The key must not be empty.
+// in the envelope and returned in Info.Meta. The key must not be empty, and
+// the labels of one save may take at most 64 KiB as a JSON object (else the
+// save is ErrInvalid): they live in the header, which List reads for every
+// file.
 func WithMeta(key, value string) SaveOption {
 	return saveOptionFunc(func(c *saveConfig) {
 		if c.meta == nil {
@@ -220,6 +246,10 @@ func WithMeta(key, value string) SaveOption {
 		c.meta[key] = value
 	})
 }
+
+// maxMetaSize bounds the labels of one save, as a JSON object: see WithMeta
+// and maxErrorMessage.
+const maxMetaSize = 64 << 10
 
 // withClock replaces the store's clock. Tests use it to control save times.
 func withClock(now func() time.Time) Option {
@@ -257,8 +287,10 @@ func WithRolling() Option {
 // checkpoint survives if any rule keeps it. They apply to step checkpoints
 // only, unless PruneKinds says otherwise; final and error checkpoints and
 // the rolling file are always kept. A checkpoint whose header cannot be read
-// is neither counted nor removed, and the newest checkpoint that loads is
-// never removed by any rule. When a store has a rule, it prunes after each
+// is neither counted nor removed. Whatever the rules (PruneKinds included),
+// two checkpoints are never removed: the newest that loads (what Latest
+// returns) and the newest that loads and is not an error checkpoint (what
+// LatestClean returns). When a store has a rule, it prunes after each
 // numbered save (Save, a due Tick, SaveFinal, SaveError; not a rolling
 // write), once the new checkpoint is durable, and on Prune; with no rule it
 // never removes anything.
@@ -294,7 +326,9 @@ func KeepOnePer(d time.Duration) Option {
 // PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,
 // to the retention rules like step checkpoints: they count toward KeepLast
 // and are removed when no rule keeps them. By default the rules never remove
-// a final or error checkpoint. The rolling file is never pruned.
+// a final or error checkpoint. Any other kind is ErrInvalid: step
+// checkpoints are always subject to the rules, and the rolling file is never
+// pruned.
 func PruneKinds(kinds ...Kind) Option {
 	return optionFunc(func(c *config) { c.retain.kinds = append(c.retain.kinds, kinds...) })
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Due reports whether Tick would save a numbered checkpoint for step under the
@@ -17,7 +19,8 @@ func (s *Store[T]) Due(step int64) bool {
 // Due it saves it like Save and returns saved=true. Otherwise, with
 // WithRolling, it replaces the rolling file with this step and returns
 // saved=true and an Info of KindRolling; without it, it does nothing and
-// returns saved=false.
+// returns saved=false. With Async, an error wrapping ErrAsync comes with
+// saved=true: it reports earlier saves, and this one was queued (see Save).
 func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, saved bool, err error) {
 	if s.Due(step) {
 		info, err = s.Save(ctx, step, state)
@@ -26,7 +29,8 @@ func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, sa
 	} else {
 		return Info{}, false, nil
 	}
-	return info, err == nil, err
+	// With Async, an ErrAsync error is another save's: this one is queued.
+	return info, err == nil || errors.Is(err, ErrAsync), err
 }
 
 // SaveFinal saves the checkpoint of a run's last step, whatever the interval.
@@ -48,6 +52,9 @@ func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, er
 // file of its own, and a second failure of the same step is saved as the next
 // attempt (prefix_<step>.error-2.json, ...). Retention keeps error
 // checkpoints; remove one with ClearError once the step has been redone.
+// The record keeps the first 32 KiB of the message (and SaveOnPanic's, 64 KiB
+// of the stack) and marks the cut, so that the header stays small enough
+// for List to read.
 // Like SaveFinal, it saves even when ctx is done: the failure being recorded
 // is often that cancellation.
 func (s *Store[T]) SaveError(ctx context.Context, step int64, state T, cause error) (Info, error) {
@@ -82,6 +89,46 @@ func (s *Store[T]) SaveOnPanic(ctx context.Context, current func() (int64, T)) {
 	panic(r)
 }
 
+// An error record's text is bounded, so that the header of every file the
+// library writes fits in what List reads of it (maxHeaderSize), with meta
+// (maxMetaSize) beside it, even if every byte needs JSON's longest escape
+// (six bytes): 6*(32+64) KiB + 64 types of at most 256 bytes + meta stays
+// under 1 MiB. A longer text keeps its beginning and ends with a marker.
+const (
+	maxErrorMessage = 32 << 10
+	maxErrorStack   = 64 << 10
+	maxErrorType    = 256
+	maxErrorTypes   = 64
+)
+
+// bounded returns rec with its texts truncated to the bounds above.
+func (rec *ErrorRecord) bounded() *ErrorRecord {
+	b := *rec
+	b.Message = truncateText(b.Message, maxErrorMessage)
+	b.Stack = truncateText(b.Stack, maxErrorStack)
+	if len(b.Types) > 0 {
+		b.Types = make([]string, 0, min(len(rec.Types), maxErrorTypes))
+		for _, t := range rec.Types[:min(len(rec.Types), maxErrorTypes)] {
+			b.Types = append(b.Types, truncateText(t, maxErrorType))
+		}
+	}
+	return &b
+}
+
+// truncateText returns s if it has at most n bytes, else its first n bytes
+// or fewer (never splitting a UTF-8 sequence) and a marker that says how
+// long s was.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... [truncated: " + strconv.Itoa(len(s)) + " bytes in all]"
+}
+
 // panicError carries a panic value as an error for its message.
 type panicError struct{ v any }
 
@@ -103,7 +150,7 @@ func errorTypes(err error) []string {
 	var types []string
 	var walk func(error)
 	walk = func(e error) {
-		if e == nil || len(types) >= 64 {
+		if e == nil || len(types) >= maxErrorTypes {
 			return
 		}
 		types = append(types, fmt.Sprintf("%T", e))
@@ -129,21 +176,6 @@ func (s *Store[T]) LatestClean(ctx context.Context) (T, Info, error) {
 		s.loaded(info)
 	}
 	return v, info, err
-}
-
-// Resumable reports whether the store holds a checkpoint that Latest would
-// return, and its Info. A store with none returns false and a nil error; a
-// store whose checkpoints all fail to load returns false and their errors.
-// It does not call Hooks.OnLoad.
-func (s *Store[T]) Resumable(ctx context.Context) (Info, bool, error) {
-	_, info, err := s.latest(ctx, "resumable", func(fileName) bool { return true })
-	if errors.Is(err, ErrNotFound) {
-		return Info{}, false, nil
-	}
-	if err != nil {
-		return Info{}, false, err
-	}
-	return info, true, nil
 }
 
 // ClearError removes the error checkpoints of step (every attempt), leaving

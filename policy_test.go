@@ -34,6 +34,7 @@ func (c *fakeClock) now() time.Time {
 }
 
 func TestEveryIntervalTick(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3), Every(5))
@@ -54,6 +55,7 @@ func TestEveryIntervalTick(t *testing.T) {
 }
 
 func TestEveryDefaultSavesEveryStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	for step := int64(1); step <= 3; step++ {
@@ -64,6 +66,7 @@ func TestEveryDefaultSavesEveryStep(t *testing.T) {
 }
 
 func TestEveryZeroSavesOnlyFinal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3), Every(0))
@@ -81,6 +84,7 @@ func TestEveryZeroSavesOnlyFinal(t *testing.T) {
 }
 
 func TestSaveFinalBesideStepCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), Every(5), withClock(newClock().now))
 	_, ok, err := s.Tick(ctx, 10, 1)
@@ -97,6 +101,7 @@ func TestSaveFinalBesideStepCheckpoint(t *testing.T) {
 }
 
 func TestRollingFileKeepsLastStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, gz := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
@@ -147,6 +152,7 @@ func TestRollingFileKeepsLastStep(t *testing.T) {
 }
 
 func TestRollingSwitchesCompression(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, Every(0), WithRolling())
@@ -175,6 +181,7 @@ type agentError struct{ name string }
 func (e *agentError) Error() string { return "step " + e.name + " failed" }
 
 func TestSaveErrorRecordsChain(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := newClock()
@@ -233,6 +240,7 @@ func TestSaveErrorRecordsChain(t *testing.T) {
 }
 
 func TestCleanCheckpointAfterErrorWins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), withClock(newClock().now))
 	_, err := s.SaveError(ctx, 5, 1, errors.New("boom"))
@@ -246,6 +254,7 @@ func TestCleanCheckpointAfterErrorWins(t *testing.T) {
 }
 
 func TestSaveOnPanic(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[gameState](t, dir, WithLayout("turn", 3))
@@ -291,6 +300,7 @@ func TestSaveOnPanic(t *testing.T) {
 }
 
 func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	func() {
@@ -305,29 +315,8 @@ func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
 	require.Equal(t, []string{"string"}, info.Error.Types)
 }
 
-func TestResumable(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir)
-	info, ok, err := s.Resumable(ctx)
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Zero(t, info)
-
-	_, err = s.Save(ctx, 3, 3)
-	require.NoError(t, err)
-	info, ok, err = s.Resumable(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, int64(3), info.Step)
-
-	require.NoError(t, os.WriteFile(info.Path, []byte("{}"), 0o644))
-	_, ok, err = s.Resumable(ctx)
-	require.False(t, ok)
-	require.ErrorIs(t, err, ErrCorrupt)
-}
-
 func TestHooksAndLogger(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	var (
@@ -373,6 +362,7 @@ func TestHooksAndLogger(t *testing.T) {
 }
 
 func TestHookMayCloseStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var s *Store[int]
 	s = openStore[int](t, t.TempDir(), WithHooks(Hooks{OnSave: func(Info) { require.NoError(t, s.Close()) }}))
@@ -383,6 +373,7 @@ func TestHookMayCloseStore(t *testing.T) {
 }
 
 func TestSideFiles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3))
@@ -413,6 +404,7 @@ func TestSideFiles(t *testing.T) {
 }
 
 func TestOnErrorHookMayUseStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var s *Store[int]
 	var calls int
@@ -443,6 +435,7 @@ func TestOnErrorHookMayUseStore(t *testing.T) {
 }
 
 func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, Every(0), WithRolling())
@@ -452,9 +445,6 @@ func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
 	_, _, err = s.Latest(ctx)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.NotErrorIs(t, err, ErrNotFound)
-	_, ok, err := s.Resumable(ctx)
-	require.False(t, ok)
-	require.ErrorIs(t, err, ErrCorrupt)
 	// It is listed (its step unknown), so a host can see it.
 	list, err := s.List(ctx)
 	require.NoError(t, err)
@@ -469,6 +459,7 @@ func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
 }
 
 func TestOnErrorHookMayCloseStore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644))
@@ -489,6 +480,7 @@ func TestOnErrorHookMayCloseStore(t *testing.T) {
 }
 
 func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var reported []error
@@ -511,6 +503,7 @@ func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
 }
 
 func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), WithRolling(), Every(2), withClock(newClock().now))
 	_, err := s.Save(ctx, 4, 40)
@@ -542,6 +535,7 @@ func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
 }
 
 func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var s *Store[int]
 	var reentered []string
@@ -566,6 +560,7 @@ func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
 }
 
 func TestEveryCountsStepZero(t *testing.T) {
+	t.Parallel()
 	s := openStore[int](t, t.TempDir(), Every(5))
 	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
 	require.False(t, s.Due(-5))
@@ -573,6 +568,7 @@ func TestEveryCountsStepZero(t *testing.T) {
 }
 
 func TestLoadInfoOfReplacedRollingFileIsNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), Every(0), WithRolling())
 	_, _, err := s.Tick(ctx, 1, 1)

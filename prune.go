@@ -35,8 +35,8 @@ func (r retention) validate() error {
 		return fmt.Errorf("%w: KeepOnePer(%s): the period must be 0 (no rule) or positive", ErrInvalid, r.per)
 	}
 	for _, k := range r.kinds {
-		if k != KindFinal && k != KindError && k != KindStep {
-			return fmt.Errorf("%w: PruneKinds(%q): only %q and %q checkpoints can be made prunable", ErrInvalid, k, KindFinal, KindError)
+		if k != KindFinal && k != KindError {
+			return fmt.Errorf("%w: PruneKinds(%q): only %q and %q checkpoints can be made prunable (step checkpoints always are, the rolling file never)", ErrInvalid, k, KindFinal, KindError)
 		}
 	}
 	return nil
@@ -154,7 +154,7 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 }
 
 // pruneVictims returns the entries the rules would remove now, oldest first,
-// sparing the newest checkpoint that loads.
+// sparing the safety net (see spared).
 func (s *Store[T]) pruneVictims(ctx context.Context) ([]entry, error) {
 	if !s.cfg.retain.active() {
 		return nil, nil
@@ -173,26 +173,44 @@ func (s *Store[T]) pruneVictims(ctx context.Context) ([]entry, error) {
 	if len(victims) == 0 {
 		return nil, nil
 	}
-	keep := s.newestLoadable(ctx, entries)
-	return slices.DeleteFunc(victims, func(e entry) bool { return e.name == keep }), nil
+	keep := s.spared(ctx, entries)
+	return slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) }), nil
 }
 
-// newestLoadable returns the name of the newest checkpoint among sorted
-// entries that loads, trusting files this store wrote or verified.
-func (s *Store[T]) newestLoadable(ctx context.Context, entries []entry) string {
+// spared returns the names no rule may remove, from sorted entries: the
+// newest checkpoint that loads, which Latest would resume from, and the
+// newest that loads and is not an error checkpoint, which LatestClean would
+// resume from. Keeping only the first would let an error checkpoint saved
+// last make every clean one removable.
+func (s *Store[T]) spared(ctx context.Context, entries []entry) []string {
+	var keep []string
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
-		if e.hErr != nil {
+		if len(keep) > 0 && e.fn.kind == KindError {
+			continue // the newest loadable one is kept already
+		}
+		if !s.loadable(ctx, e) {
 			continue
 		}
-		if e.verified {
-			return e.name
-		}
-		if _, _, err := s.loadEntry(ctx, "prune", e, false); err == nil || !errors.Is(err, ErrCorrupt) {
-			// Anything but proven damage (a permission error, a cancelled
-			// ctx) protects the file: pruning must not guess.
-			return e.name
+		keep = append(keep, e.name)
+		if e.fn.kind != KindError {
+			return keep
 		}
 	}
-	return ""
+	return keep
+}
+
+// loadable reports whether e counts as a checkpoint that loads for the
+// safety net, trusting files this store wrote or verified. Anything but
+// proven damage (a permission error, a cancelled ctx) counts: pruning must
+// not guess.
+func (s *Store[T]) loadable(ctx context.Context, e entry) bool {
+	if e.hErr != nil {
+		return false
+	}
+	if e.verified {
+		return true
+	}
+	_, _, err := s.loadEntry(ctx, "prune", e, false)
+	return err == nil || !errors.Is(err, ErrCorrupt)
 }

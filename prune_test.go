@@ -24,6 +24,7 @@ func steps(infos []Info) []int64 {
 }
 
 func TestKeepLastPrunesAfterSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3), KeepLast(3), Gzip())
@@ -44,6 +45,7 @@ func TestKeepLastPrunesAfterSave(t *testing.T) {
 }
 
 func TestPruneNeverRemovesNewestLoadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3))
@@ -71,6 +73,7 @@ func TestPruneNeverRemovesNewestLoadable(t *testing.T) {
 }
 
 func TestPruneWithoutRuleRemovesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	for step := int64(1); step <= 5; step++ {
@@ -86,6 +89,7 @@ func TestPruneWithoutRuleRemovesNothing(t *testing.T) {
 }
 
 func TestPruneSkipsUnreadableHeaders(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3))
@@ -138,6 +142,7 @@ func twelveSteps(t *testing.T) (string, time.Time) {
 }
 
 func TestRetentionRules(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		rules []Option
@@ -181,6 +186,7 @@ func TestRetentionRules(t *testing.T) {
 }
 
 func TestRulesApplyAfterEachSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), KeepLast(1), KeepEvery(3))
 	for step := int64(1); step <= 10; step++ {
@@ -193,6 +199,7 @@ func TestRulesApplyAfterEachSave(t *testing.T) {
 }
 
 func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("beat", 3))
@@ -219,6 +226,7 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 }
 
 func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	fill := func(s *Store[int]) {
 		for step := int64(1); step <= 6; step++ {
@@ -262,6 +270,7 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 }
 
 func TestRetentionOptionsAreValidated(t *testing.T) {
+	t.Parallel()
 	for _, opt := range []Option{KeepLast(-1), KeepEvery(-2), KeepWithin(-time.Second), KeepOnePer(-time.Hour), PruneKinds(KindRolling), PruneKinds("weekly")} {
 		_, err := Open[int](t.TempDir(), opt)
 		require.ErrorIs(t, err, ErrInvalid)
@@ -269,6 +278,7 @@ func TestRetentionOptionsAreValidated(t *testing.T) {
 }
 
 func TestPruneDryRunWithoutRuleIsEmpty(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
 	_, err := s.Save(ctx, 1, 1)
@@ -279,6 +289,7 @@ func TestPruneDryRunWithoutRuleIsEmpty(t *testing.T) {
 }
 
 func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
@@ -318,6 +329,7 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 }
 
 func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), WithRolling(), Every(10))
 	for step := int64(1); step <= 3; step++ {
@@ -334,6 +346,7 @@ func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
 }
 
 func TestTruncateErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir)
@@ -351,6 +364,7 @@ func TestTruncateErrors(t *testing.T) {
 // ahead must not stamp every later save in the future, or KeepWithin would
 // keep everything and the store would grow without bound.
 func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	start := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
@@ -381,6 +395,7 @@ func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
 }
 
 func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore[int](t, dir, WithLayout("c", 3))
@@ -401,4 +416,75 @@ func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
 	require.Equal(t, []int64{1, 3, 4}, steps(removed), "the removals that worked are reported")
 	require.Equal(t, removed, hooked)
 	require.FileExists(t, stuck)
+}
+
+// TestRetentionNeverRemovesTheNewestCleanCheckpoint saves clean steps and
+// then an error checkpoint that no rule keeps either: the error checkpoint
+// is what Latest resumes from, but the newest clean step must survive too,
+// or LatestClean finds nothing. PruneKinds does not change that.
+func TestRetentionNeverRemovesTheNewestCleanCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		opts []Option
+		left []int64
+	}{
+		{"error kept by default", nil, []int64{5, 6}},
+		{"errors prunable", []Option{PruneKinds(KindError, KindFinal)}, []int64{5, 6}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStore[int](t, t.TempDir(), append([]Option{KeepEvery(100), NoSync()}, c.opts...)...)
+			for step := int64(1); step <= 5; step++ {
+				_, err := s.Save(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+			_, err := s.SaveError(ctx, 6, 6, errors.New("step 6 failed"))
+			require.NoError(t, err)
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			require.Equal(t, c.left, steps(list))
+			v, info, err := s.LatestClean(ctx)
+			require.NoError(t, err, "the newest clean checkpoint was pruned")
+			require.Equal(t, 5, v)
+			require.Equal(t, KindStep, info.Kind)
+			_, info, err = s.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, KindError, info.Kind)
+		})
+	}
+}
+
+// TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint: a run pauses
+// for a day and the first step after the pause fails. KeepWithin(time.Hour)
+// keeps nothing clean, yet the newest clean step must survive for
+// LatestClean.
+func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := newClock()
+	s := openStore[int](t, t.TempDir(), KeepWithin(time.Hour), NoSync(), withClock(clock.now))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	clock.mu.Lock()
+	clock.t = clock.t.Add(24 * time.Hour)
+	clock.mu.Unlock()
+	_, err := s.SaveError(ctx, 4, 4, errors.New("the first step after the pause failed"))
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 4}, steps(list))
+	v, _, err := s.LatestClean(ctx)
+	require.NoError(t, err, "the newest clean checkpoint was pruned")
+	require.Equal(t, 3, v)
+
+	// A clean step saved now takes over: the old one goes.
+	_, err = s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5}, steps(list))
 }

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,8 +19,10 @@ import (
 //
 // Save never replaces a checkpoint: if step already has one (plain or
 // compressed) it returns an error wrapping ErrExists and the existing file is
-// left byte-for-byte unchanged. (A file there that is provably damaged is
-// first moved aside to name.corrupt: see the README.) A negative step, an
+// left byte-for-byte unchanged. (A file there that is provably damaged, or
+// holds another step's checkpoint, or a symbolic link, is first moved aside
+// to name.corrupt: see the README. A directory or named pipe there is an
+// ErrCorrupt error that says so.) A negative step, an
 // empty meta key or a state that cannot be encoded (a channel, a NaN) is
 // ErrInvalid, and no file is written. If a retention rule is configured
 // (KeepLast), old checkpoints are pruned after the new one is durable; a
@@ -28,7 +31,11 @@ import (
 // With Async, Save returns once state is encoded and queued, and the
 // checkpoint is published in the background: see Async. The Info it returns
 // describes the checkpoint to be written (its Size is 0); Hooks.OnSave gets
-// the Info of the published file.
+// the Info of the published file. If background saves failed since a Save
+// last returned their failures, Save still queues state, and returns its
+// Info together with an error wrapping ErrAsync that names the steps that
+// failed: such an error is never this save's own. Any other error means
+// state was not queued.
 func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
 	var sc saveConfig
 	for _, o := range opts {
@@ -73,14 +80,23 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 	if kind == KindError {
 		j.fn.attempt = 1
 	}
+	if err := checkStep(step); err != nil {
+		// No file can have a negative step's name: name the directory.
+		return nil, stepError(op, step, s.dir, err)
+	}
 	fail := func(err error) (*saveJob, error) {
 		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
 	}
-	if err := checkStep(step); err != nil {
-		return fail(err)
-	}
 	if _, ok := meta[""]; ok {
 		return fail(fmt.Errorf("%w: empty meta key", ErrInvalid))
+	}
+	if len(meta) > 0 {
+		if b, _ := json.Marshal(meta); len(b) > maxMetaSize { // a map of strings always encodes
+			return fail(fmt.Errorf("%w: meta takes %d bytes as JSON, more than %d", ErrInvalid, len(b), maxMetaSize))
+		}
+	}
+	if rec != nil {
+		j.rec = rec.bounded()
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -178,7 +194,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 
 func checkStep(step int64) error {
 	if step < 0 {
-		return fmt.Errorf("%w: negative step", ErrInvalid)
+		return fmt.Errorf("%w: negative step %d: steps are 0 or more", ErrInvalid, step)
 	}
 	return nil
 }
@@ -203,30 +219,58 @@ const maxClockLead = time.Minute
 // newest save time it set aside in that case (zero otherwise), for the
 // caller to log once it holds no lock.
 func (s *Store[T]) saveTime(step int64, byStep bool) (t, behind time.Time) {
-	t = s.cfg.now().UTC()
+	now := s.cfg.now().UTC()
+	// Reading the directory takes the store's lock, so the newest time of
+	// the step is read first, and only when it will be needed; the choice
+	// of the time and its record are one critical section (stamp), so that
+	// no two saves (an Async one being queued and a synchronous one) get
+	// one time.
+	var newest *time.Time
+	for {
+		if byStep && newest == nil && s.clockFarBehind(now) {
+			n := s.newestOfStep(step)
+			newest = &n
+		}
+		if t, behind, ok := s.stamp(now, newest, byStep); ok {
+			return t, behind
+		}
+		// A load moved the newest save time far ahead meanwhile: read
+		// the step's newest time and try again.
+	}
+}
+
+// stamp chooses and records the save time of a save at clock time now,
+// under the store's lock (see saveTime). newest is the newest save time of
+// the save's step, if read; stamp fails if it is needed and not read.
+func (s *Store[T]) stamp(now time.Time, newest *time.Time, byStep bool) (t, behind time.Time, ok bool) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	last := s.lastTime
-	s.mu.Unlock()
-	reset := false
+	t = now
 	if !t.After(last) {
 		if last.Sub(t) <= maxClockLead {
 			t = last.Add(time.Nanosecond)
 		} else {
-			behind = last
-			if byStep {
-				if newest := s.newestOfStep(step); !t.After(newest) {
-					t = newest.Add(time.Nanosecond)
-				}
+			if byStep && newest == nil {
+				return t, behind, false
 			}
-			reset = true // follow the clock again from here
+			behind = last
+			if newest != nil && !t.After(*newest) {
+				t = newest.Add(time.Nanosecond)
+			}
+			// From here the clock is followed again.
 		}
 	}
+	s.lastTime = t
+	return t, behind, true
+}
+
+// clockFarBehind reports whether now is more than maxClockLead behind the
+// newest save time.
+func (s *Store[T]) clockFarBehind(now time.Time) bool {
 	s.mu.Lock()
-	if reset || t.After(s.lastTime) {
-		s.lastTime = t
-	}
-	s.mu.Unlock()
-	return t, behind
+	defer s.mu.Unlock()
+	return s.lastTime.Sub(now) > maxClockLead
 }
 
 // clockBehind logs that the clock was far behind the newest save time.
@@ -274,9 +318,11 @@ func (s *Store[T]) observe(t time.Time) {
 // it takes the next attempt number (.error, .error-2, ...).
 //
 // A file in the way that is provably damaged (bad checksum, truncated, bad
-// gzip or JSON) is quarantined first: otherwise a host that resumed from the
-// checkpoint before it, as Latest makes it do, could never save that step
-// again.
+// gzip or JSON, a header of another step or kind), or a symbolic link, is
+// moved aside first: otherwise a host that resumed from the checkpoint
+// before it, as Latest makes it do, could never save that step again.
+// Anything else in the way that is not a regular file (a directory, a named
+// pipe) is an error wrapping ErrCorrupt that says what it is.
 func (s *Store[T]) freeName(fn fileName) (string, error) {
 	for {
 		name := s.cfg.layout.format(fn)
@@ -285,15 +331,17 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			_, err := s.root.Lstat(n)
-			if err == nil && fn.kind != KindError {
-				if err = s.quarantineIfDamaged(n); err == nil {
-					continue
-				}
+			fi, err := s.root.Lstat(n)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue
+			case err != nil:
+				return n, err
+			case fn.kind == KindError:
+				exists = true // the next attempt's name may be free
+				continue
 			}
-			if err == nil {
-				exists = true
-			} else if !errors.Is(err, fs.ErrNotExist) {
+			if err := s.quarantineIfDamaged(n, alt, fi); err != nil {
 				return n, err
 			}
 		}
@@ -311,20 +359,36 @@ const (
 	maxQuarantined   = 100 // per checkpoint name: beyond this, Save fails
 )
 
-// quarantineIfDamaged renames the checkpoint name to name.corrupt (or
-// name.corrupt-2, ...) if its bytes are provably damaged, and returns nil. It
-// returns ErrExists if the file is intact, too large for the read limit, or
-// of a format version this package cannot read (it may be good), and any
-// other error as it is.
-func (s *Store[T]) quarantineIfDamaged(name string) error {
-	f, err := s.root.Open(name)
-	if err != nil {
-		return err
-	}
-	damage := s.codec.read(f, -1, func(header, []byte) error { return nil })
-	f.Close()
-	if damage == nil || !errors.Is(damage, ErrCorrupt) || errors.Is(damage, errFormat) || errors.Is(damage, errTooLarge) {
-		return ErrExists
+// quarantineIfDamaged renames the checkpoint file name, whose name says fn
+// and whose Lstat is fi, to name.corrupt (or name.corrupt-2, ...) if it is
+// a symbolic link (the link is moved, never its target) or its bytes prove
+// it damaged (see isDamage), and returns nil. It returns ErrExists if the
+// file is intact or cannot be checked here (too large for the read limit, a
+// newer format, an I/O or permission error: it may be good), and an
+// ErrCorrupt error if it is not a regular file.
+func (s *Store[T]) quarantineIfDamaged(name string, fn fileName, fi fs.FileInfo) error {
+	var damage error
+	switch mode := fi.Mode(); {
+	case mode&fs.ModeSymlink != 0:
+		damage = errors.New("a symbolic link where a checkpoint file belongs")
+	case !mode.IsRegular():
+		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, notRegular(name, mode))
+	default:
+		f, fi, err := openRegular(s.root, name)
+		if errors.Is(err, errNotRegular) { // replaced since the Lstat
+			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
+		}
+		if err == nil {
+			err = s.codec.read(f, fi.Size(), func(h header, _ []byte) error { return fn.agrees(h) })
+			f.Close()
+		}
+		switch {
+		case err == nil:
+			return ErrExists
+		case !isDamage(err):
+			return fmt.Errorf("%w (not checked for damage: %w)", ErrExists, err)
+		}
+		damage = err
 	}
 	for i := 1; i <= maxQuarantined; i++ {
 		q := name + quarantineSuffix

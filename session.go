@@ -12,8 +12,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -45,7 +45,12 @@ const (
 //	  002/session.json  002/turn_001.json ...
 //
 // A new session appears whole or not at all: it is assembled in a hidden
-// directory and renamed into place. Creating a session and writing metadata
+// directory and renamed into place. New, Create and Fork either return the
+// session, visible, with a nil error, or return an error and leave no
+// session behind (a failed sync of the root takes the new session back), so
+// a caller may retry without making a second session. Should taking it back
+// fail too, the session stays visible and is returned, its ID set, along
+// with the error. Creating a session and writing metadata
 // take a lock on the root (.sessions.lock) for a moment; Fork holds it while
 // it links or copies the checkpoints. A call waiting for that lock gives up
 // when its context is done. Each session's store has its own writer lock, so
@@ -184,7 +189,9 @@ func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
 
 // New creates the next numbered session: one more than the highest all-digit
 // session ID in the root, written with at least three digits ("001", "002",
-// ...). meta is stored as the session's Meta.
+// ...), however large that ID is. If the highest is 64 nines, no number is
+// left and New returns an error wrapping ErrInvalid. meta is stored as the
+// session's Meta.
 func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, error) {
 	return r.create(ctx, "new session", "", sessionMeta{Meta: meta}, nil)
 }
@@ -271,6 +278,9 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
 	path := r.path(id)
 	if err := r.check(id); err != nil {
+		return nil, opError("open session", path, err)
+	}
+	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
 		return nil, opError("open session", path, err)
 	}
 	cfg, err := newConfig(append(slices.Clone(r.opts), opts...))
@@ -387,12 +397,19 @@ func (r *Sessions) describe(ctx context.Context, id string) Session {
 
 // create makes a session: it assembles it in a hidden staging directory
 // (fill adds checkpoints, then session.json is written), takes the ID (the
-// next number if id is empty) and renames the staging directory into place,
-// all under the root's lock, then syncs the root.
+// next number if id is empty), renames the staging directory into place and
+// syncs the root, all under the root's lock.
+//
+// Either the session is visible and returned with a nil error, or an error
+// is returned and no session is visible, so that a caller may retry without
+// making a second session: if the root's sync fails, the rename is taken
+// back. Only if that too fails is the session left visible; it is then
+// returned along with the error, which says so.
 func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fill func(staging string) error) (Session, error) {
 	if r.cfg.readOnly {
 		return Session{}, opError(op, r.path(id), ErrReadOnly)
 	}
+	visible := false // the session is there although create failed
 	err := r.locked(ctx, func() error {
 		if id != "" {
 			if _, err := r.root.Lstat(id); err == nil {
@@ -434,9 +451,26 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 		if err := r.root.Rename(staging, id); err != nil {
 			return err
 		}
+		if err := r.fileIO().syncDir(r.root); err != nil {
+			// The new name may not survive a power cut, so the session
+			// must not look made: take it back out of sight, where the
+			// deferred cleanup removes it.
+			rerr := r.fileIO().at("take back", id)
+			if rerr == nil {
+				rerr = r.root.Rename(id, staging)
+			}
+			if rerr != nil {
+				published, visible = true, true
+				return fmt.Errorf("%w; the session is visible but may not survive a power cut, and taking it back failed: %w", err, rerr)
+			}
+			return err
+		}
 		published = true
-		return r.fileIO().syncDir(r.root)
+		return nil
 	})
+	if visible {
+		return r.describe(context.WithoutCancel(ctx), id), opError(op, r.path(id), err)
+	}
 	if err != nil {
 		return Session{}, opError(op, r.path(id), err)
 	}
@@ -459,7 +493,7 @@ func (r *Sessions) locked(ctx context.Context, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	defer unlockDir(lock)
+	defer unlockFile(lock)
 	if _, err := r.removeStagingLocked(); err != nil {
 		return err
 	}
@@ -519,19 +553,49 @@ func (r *Sessions) lock(ctx context.Context) (*os.File, error) {
 	}
 }
 
-// nextID returns the ID after the highest all-digit session ID.
+// nextID returns the number after the highest all-digit name in the root,
+// with at least three digits. Names are compared as decimal numbers of any
+// length, not as machine integers, so that numbering goes on past any ID
+// Create took ("9223372036854775807" is followed by "9223372036854775808").
+// Past the longest ID (64 nines) there is no number left: that is an error,
+// every time, and nothing is created.
 func (r *Sessions) nextID() (string, error) {
-	dirents, err := readDir(r.root)
+	names, err := readNames(r.root)
 	if err != nil {
 		return "", err
 	}
-	var last uint64
-	for _, d := range dirents {
-		if n, err := strconv.ParseUint(d.Name(), 10, 63); err == nil && d.Name()[0] != '+' {
-			last = max(last, n)
+	highest := "0"
+	for _, name := range names {
+		if n, ok := sessionNumber(name); ok && (len(n) > len(highest) || len(n) == len(highest) && n > highest) {
+			highest = n
 		}
 	}
-	return fmt.Sprintf("%03d", last+1), nil
+	next := []byte(highest)
+	i := len(next) - 1
+	for ; i >= 0 && next[i] == '9'; i-- {
+		next[i] = '0'
+	}
+	if i >= 0 {
+		next[i]++
+	} else {
+		next = append([]byte{'1'}, next...)
+	}
+	if len(next) > maxSessionIDLen {
+		return "", fmt.Errorf("%w: no session number is left after %q (a session ID has at most %d characters): name new sessions with Create", ErrInvalid, highest, maxSessionIDLen)
+	}
+	return strings.Repeat("0", max(0, 3-len(next))) + string(next), nil
+}
+
+// sessionNumber returns the number an all-digit name stands for, without
+// leading zeros ("007" is "7"), and whether name is all digits.
+func sessionNumber(name string) (string, bool) {
+	if name == "" || strings.Trim(name, "0123456789") != "" {
+		return "", false
+	}
+	if n := strings.TrimLeft(name, "0"); n != "" {
+		return n, true
+	}
+	return "0", true
 }
 
 // copyCheckpoints puts the checkpoints of session from with steps up to step
@@ -657,7 +721,7 @@ func inner(err error, dir string) error {
 
 // copyFile copies the file name from src to dst durably.
 func copyFile(src *os.Root, name string, dst *os.Root, o fileIO) error {
-	f, err := src.Open(name)
+	f, _, err := openRegular(src, name)
 	if err != nil {
 		return err
 	}
@@ -671,9 +735,12 @@ func copyFile(src *os.Root, name string, dst *os.Root, o fileIO) error {
 
 func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 	var m sessionMeta
-	f, err := sub.Open(sessionFile)
+	f, _, err := openRegular(sub, sessionFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
+	}
+	if errors.Is(err, errNotRegular) {
+		return m, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if err != nil {
 		return m, err
@@ -735,10 +802,11 @@ func removeStaleSessionTemps(sub *os.Root, o fileIO) error {
 }
 
 // isSessionTemp reports whether name is a temporary file of session.json:
-// a dot, session.json, and renameio's random digits.
+// tempPrefix(session.json) and random digits, or, from releases before the
+// marker, the digits alone (session.json is the library's own name).
 func isSessionTemp(name string) bool {
-	rest, ok := strings.CutPrefix(name, "."+sessionFile)
-	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+	final, _, ok := splitTemp(name)
+	return ok && final == sessionFile
 }
 
 // RemoveStaging removes the hidden directories (.staging- and random text)
@@ -760,7 +828,7 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return fail(fmt.Errorf("lock %s: %w", sessionsLockName, err))
 	}
-	defer unlockDir(lock)
+	defer unlockFile(lock)
 	removed, err := r.removeStagingLocked()
 	if err != nil {
 		return removed, opError("remove staging", r.dir, err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,7 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// openSessions opens a root of sessions with NoSync, as openStore does;
+// openDurableSessions fsyncs.
 func openSessions(t *testing.T, dir string, opts ...Option) *Sessions {
+	t.Helper()
+	return openDurableSessions(t, dir, append([]Option{NoSync()}, opts...)...)
+}
+
+func openDurableSessions(t *testing.T, dir string, opts ...Option) *Sessions {
 	t.Helper()
 	r, err := OpenSessions(dir, opts...)
 	require.NoError(t, err)
@@ -31,6 +39,7 @@ func sessionIDs(list []Session) []string {
 }
 
 func TestSessionsCreateListResume(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := &manualClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
@@ -105,6 +114,7 @@ func TestSessionsCreateListResume(t *testing.T) {
 }
 
 func TestSessionIDsAreValidated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -126,6 +136,7 @@ func TestSessionIDsAreValidated(t *testing.T) {
 }
 
 func TestMissingAndDamagedSessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -180,6 +191,7 @@ func TestMissingAndDamagedSessions(t *testing.T) {
 }
 
 func TestForkCopiesHistoryUpToStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
@@ -244,6 +256,7 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 }
 
 func TestForkTakesRollingFileUpToStep(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), WithRolling(), Every(10))
 	src, err := r.New(ctx, nil)
@@ -267,6 +280,7 @@ func TestForkTakesRollingFileUpToStep(t *testing.T) {
 }
 
 func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -302,6 +316,7 @@ func dirNamesExcept(t *testing.T, dir string, skip string) []string {
 }
 
 func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	// Two roots on one directory stand for two processes.
@@ -332,6 +347,7 @@ func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
 }
 
 func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -350,6 +366,7 @@ func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
 }
 
 func TestReadOnlySessions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	_, err := OpenSessions(filepath.Join(dir, "missing"), ReadOnly())
@@ -386,6 +403,7 @@ func TestReadOnlySessions(t *testing.T) {
 }
 
 func TestSessionMetaIsReplacedAtomically(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -410,6 +428,7 @@ func TestSessionMetaIsReplacedAtomically(t *testing.T) {
 }
 
 func TestSessionsRootOutsideIsUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	parent := t.TempDir()
 	outside := filepath.Join(parent, "outside")
@@ -475,6 +494,7 @@ func forkWhileWriting(t *testing.T, r *Sessions, src string, write func(step int
 }
 
 func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), WithRolling(), Every(1<<40))
 	src, err := r.New(ctx, nil)
@@ -491,6 +511,7 @@ func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
 }
 
 func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := openSessions(t, t.TempDir(), KeepLast(1))
 	src, err := r.New(ctx, nil)
@@ -507,6 +528,7 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 }
 
 func TestForkCopiesWhereLinkingFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -540,6 +562,7 @@ func TestForkCopiesWhereLinkingFails(t *testing.T) {
 }
 
 func TestSessionsLockWaitHonoursContext(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
 	held, err := lockFile(r.root, sessionsLockName) // another process, say
@@ -549,12 +572,13 @@ func TestSessionsLockWaitHonoursContext(t *testing.T) {
 	_, err = r.New(ctx, nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, sessionsLockName)
-	require.NoError(t, unlockDir(held))
+	require.NoError(t, unlockFile(held))
 	_, err = r.New(context.Background(), nil)
 	require.NoError(t, err, "the lock is free again")
 }
 
 func TestSessionFileIsReserved(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
@@ -579,4 +603,129 @@ func TestSessionFileIsReserved(t *testing.T) {
 	got, err := r.Get(ctx, s.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Meta["turn"])
+}
+
+// TestNumberingGoesOnPastHugeSessionIDs creates sessions whose IDs are
+// numbers past every machine integer: New keeps numbering after them, and
+// once no number is left it says so every time and creates nothing.
+func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir(), NoSync())
+	for _, c := range []struct{ created, next, after string }{
+		{"9223372036854775807", "9223372036854775808", "9223372036854775809"},
+		{"18446744073709551615", "18446744073709551616", "18446744073709551617"},
+		{"0099999999999999999999999", "100000000000000000000000", "100000000000000000000001"},
+	} {
+		_, err := r.Create(ctx, c.created, nil)
+		require.NoError(t, err)
+		s, err := r.New(ctx, nil)
+		require.NoError(t, err)
+		require.Equal(t, c.next, s.ID)
+		s, err = r.New(ctx, nil)
+		require.NoError(t, err, "numbering is stuck after %s", c.created)
+		require.Equal(t, c.after, s.ID)
+	}
+
+	_, err := r.Create(ctx, strings.Repeat("9", maxSessionIDLen), nil)
+	require.NoError(t, err)
+	before, err := r.List(ctx)
+	require.NoError(t, err)
+	for range 2 {
+		_, err = r.New(ctx, nil)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "no session number is left")
+	}
+	after, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sessionIDs(before), sessionIDs(after), "nothing was created")
+}
+
+// TestFailedRootSyncLeavesNoSession fails the sync of the root after a new
+// session was renamed into place. The call must not report a failure for
+// a session that exists: the session is taken back, and the retry makes
+// exactly one session.
+func TestFailedRootSyncLeavesNoSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	type call struct {
+		name   string
+		target string // the ID the call makes
+		do     func(r *Sessions) (Session, error)
+	}
+	for _, c := range []call{
+		{"new", "002", func(r *Sessions) (Session, error) { return r.New(ctx, nil) }},
+		{"create", "run-a", func(r *Sessions) (Session, error) { return r.Create(ctx, "run-a", nil) }},
+		{"fork", "002", func(r *Sessions) (Session, error) { return r.Fork(ctx, "001", 1, nil) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var armed atomic.Bool
+			fault := func(point, name string) error {
+				// The root's own sync, once the session is in place.
+				if _, err := os.Lstat(filepath.Join(dir, c.target)); err == nil && point == "dirsync" && name == "" && armed.CompareAndSwap(true, false) {
+					return errInjected
+				}
+				return nil
+			}
+			r := openDurableSessions(t, dir, withFaults(fault))
+			src, err := r.New(ctx, nil)
+			require.NoError(t, err)
+			st, err := OpenSession[int](r, src.ID)
+			require.NoError(t, err)
+			_, err = st.Save(ctx, 1, 1)
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+
+			armed.Store(true)
+			s, err := c.do(r)
+			require.ErrorIs(t, err, errInjected)
+			require.Zero(t, s)
+			require.False(t, armed.Load(), "the fault was not reached")
+			require.Equal(t, []string{"001"}, listIDs(t, r), "a failed call left a session")
+			require.NoDirExists(t, filepath.Join(dir, c.target))
+
+			s, err = c.do(r)
+			require.NoError(t, err)
+			require.Equal(t, c.target, s.ID)
+			require.ElementsMatch(t, []string{"001", c.target}, listIDs(t, r), "the retry made one session")
+			for _, name := range dirNames(t, dir) {
+				require.False(t, strings.HasPrefix(name, stagingPrefix), name)
+			}
+		})
+	}
+}
+
+func listIDs(t *testing.T, r *Sessions) []string {
+	t.Helper()
+	list, err := r.List(context.Background())
+	require.NoError(t, err)
+	return sessionIDs(list)
+}
+
+// TestSessionLeftVisibleIsReturnedWithItsError fails the root's sync and
+// then taking the new session back: the session stays visible, so the
+// call returns it along with the error, and a retry of Create is
+// ErrExists, not a second session.
+func TestSessionLeftVisibleIsReturnedWithItsError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	fault := func(point, name string) error {
+		if point == "take back" || point == "dirsync" && name == "" {
+			return errInjected
+		}
+		return nil
+	}
+	r := openDurableSessions(t, dir, withFaults(fault))
+	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
+	require.ErrorIs(t, err, errInjected)
+	require.ErrorContains(t, err, "the session is visible")
+	require.Equal(t, "run-a", s.ID)
+	require.NoError(t, s.Err)
+	require.Equal(t, map[string]string{"k": "v"}, s.Meta)
+	require.Equal(t, []string{"run-a"}, listIDs(t, r))
+	_, err = r.Create(ctx, "run-a", nil)
+	require.ErrorIs(t, err, ErrExists)
 }

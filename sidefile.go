@@ -60,7 +60,7 @@ func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
 }
 
 func (s *Store[T]) readJSON(name string, v any) error {
-	f, err := s.root.Open(name)
+	f, fi, err := openRegular(s.root, name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -68,12 +68,17 @@ func (s *Store[T]) readJSON(name string, v any) error {
 		return err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, s.cfg.maxRead+1))
+	limit := s.cfg.maxRead
+	if fi.Size() > limit {
+		return fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, limit)
+	}
+	first := make([]byte, 0, fi.Size()+1) // a byte more sees a file that grew
+	data, err := readLimited(f, first, limit)
+	if errors.Is(err, errTooLarge) {
+		return fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, limit)
+	}
 	if err != nil {
 		return err
-	}
-	if int64(len(data)) > s.cfg.maxRead {
-		return fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, s.cfg.maxRead)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -22,9 +23,9 @@ import (
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
 	dir    string
-	prefix string   // dir as path joins it with a file name
-	root   *os.Root // every file operation goes through it: no name escapes dir
-	lock   *os.File // nil for ReadOnly
+	prefix string      // dir as path joins it with a file name
+	root   *os.Root    // every file operation goes through it: no name escapes dir
+	lock   *writerLock // nil for ReadOnly
 	cfg    config
 	codec  *codec
 	async  *asyncQueue // nil unless Async
@@ -44,13 +45,21 @@ type Store[T any] struct {
 // durably) if it does not exist.
 //
 // Unless ReadOnly is given, Open takes the directory's writer lock (an
-// exclusive flock on the file .checkpoint.lock in dir, released by Close or by
-// the process's death) and fails with ErrLocked if another writer holds it, in
-// this process or another. It then removes the temporary files a crashed save
+// exclusive flock on the file .checkpoint.lock in dir and, where the file
+// system allows, on dir itself, released by Close or by the process's
+// death) and fails with ErrLocked if another writer holds it, in this
+// process or another. Removing or replacing .checkpoint.lock under a writer
+// does not let a second one in. It then removes the temporary files a crashed save
 // left behind. It never touches other files.
 //
-// With ReadOnly, a missing directory is ErrNotFound.
+// With ReadOnly, a missing directory is ErrNotFound. An empty dir is
+// ErrInvalid, and so is a T that encoding/json would save as {} whatever its
+// value (a struct with no exported field and no MarshalJSON or MarshalText
+// method): such a store would restore zero values without a word.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {
+	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
+		return nil, opError("open", dir, err)
+	}
 	cfg, root, err := openDir(dir, opts)
 	if err != nil {
 		return nil, opError("open", dir, err)
@@ -64,6 +73,9 @@ func openDir(dir string, opts []Option) (config, *os.Root, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return cfg, nil, err
+	}
+	if dir == "" {
+		return cfg, nil, fmt.Errorf("%w: empty directory name (use \".\" for the current directory)", ErrInvalid)
 	}
 	if !cfg.readOnly {
 		mkdir := mkdirDurable
@@ -101,6 +113,9 @@ func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 	}
 	var err error
 	if s.lock, err = lockDir(root); err != nil {
+		if errors.Is(err, ErrLocked) {
+			err = lockedError(root, lockName, err)
+		}
 		root.Close()
 		return nil, opError("open", dir, err)
 	}
@@ -119,15 +134,36 @@ func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
 	return s, nil
 }
 
+// lockedError adds to err, an ErrLocked for the lock file name in root, the
+// process that holds the lock (where the system says) and what a reader
+// should do instead.
+func lockedError(root *os.Root, name string, err error) error {
+	holder := ""
+	switch pid := lockHolder(root, name); {
+	case pid == os.Getpid():
+		holder = " (by this process: close the other Store first)"
+	case pid > 0:
+		holder = fmt.Sprintf(" (by process %d)", pid)
+	}
+	return fmt.Errorf("%w%s; to read the store beside its writer, open it with ReadOnly()", err, holder)
+}
+
 // Dir returns the store's directory, as given to Open.
 func (s *Store[T]) Dir() string { return s.dir }
 
 // Close waits for operations in flight and, with Async, publishes every
 // queued save and stops the background goroutine; then it releases the
 // writer lock and the directory. Later calls on the store return ErrClosed.
-// Close returns the failures of background saves not yet returned, joined
-// with its own. Every call to Close, the first or a later one, returns once
-// the store is closed, with the result of the first.
+// Close returns the failures of background saves not yet returned by Flush
+// (wrapping ErrAsync), joined with its own. Every call to Close, the first
+// or a later one, returns once the store is closed, with the result of the
+// first.
+//
+// With Async, when Close returns the store's goroutine is gone and every
+// hook it ran, and every hook of the saves Close published, has returned:
+// a hook may write what the caller reads after Close. A hook may call Close
+// itself; that call cannot wait for the hook it is made from, which goes on
+// after Close returns.
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -145,7 +181,7 @@ func (s *Store[T]) Close() error {
 
 	var errs []error
 	if s.lock != nil {
-		errs = append(errs, unlockDir(s.lock))
+		errs = append(errs, s.lock.release())
 	}
 	errs = append(errs, s.root.Close())
 	if err := errors.Join(errs...); err != nil {
@@ -160,6 +196,7 @@ func (s *Store[T]) Close() error {
 	for _, r := range reports {
 		s.report(r)
 	}
+	s.awaitWorker()
 	return s.closeErr
 }
 
@@ -262,7 +299,6 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Time:        h.Time,
 		Path:        s.path(name),
 		Size:        size,
-		Compressed:  fn.comp != compressNone,
 		Compression: fn.comp.String(),
 		Format:      h.Format,
 		Schema:      h.Schema,

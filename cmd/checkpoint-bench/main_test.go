@@ -12,6 +12,7 @@ import (
 // TestQuickRunPrintsTheTable runs the command with tiny sizes: every
 // measurement runs, and the table has a row for each target of the issue.
 func TestQuickRunPrintsTheTable(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var out bytes.Buffer
 	require.NoError(t, run([]string{"-quick", "-dir", dir}, &out))
@@ -53,11 +54,13 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 }
 
 func TestBadFlagIsAnError(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	require.Error(t, run([]string{"-no-such-flag"}, &out))
 }
 
 func TestWorldHasTheAskedSize(t *testing.T) {
+	t.Parallel()
 	for _, size := range []int{10 << 10, 100 << 10, 1 << 20} {
 		got := encodedSize(newWorld(size))
 		require.InDelta(t, size, got, float64(size)/10, "size %d", size)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +24,15 @@ type result struct {
 	code           int
 }
 
+// testNow is when the tests run the command, for the ages it prints: two
+// hours after the fixtures' first save.
+var testNow = time.Date(2026, 11, 21, 12, 1, 0, 0, time.UTC)
+
 // cli runs the command line in-process.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(args, &stdout, &stderr)
+	code := runAt(testNow, args, &stdout, &stderr)
 	return result{stdout.String(), stderr.String(), code}
 }
 
@@ -53,30 +59,51 @@ func names(t *testing.T, dir string) []string {
 }
 
 func TestLsStore(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "testdata/game")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stderr)
 	require.Equal(t, dedent(`
-		STEP  KIND     TIME                  SIZE  COMPRESSED  FILE                 META
-		1     step     2026-11-21T10:01:00Z  376   no          turn_001.json        dm=ana
-		2     step     2026-11-21T10:02:00Z  349   no          turn_002.json        dm=ana note="the bridge"
-		3     step     2026-11-21T10:03:00Z  290   gzip        turn_003.json.gz
-		4     error    2026-11-21T10:04:00Z  495   no          turn_004.error.json
-		4     step     2026-11-21T10:05:00Z  310   no          turn_004.json
-		5     step     2026-11-21T10:06:00Z  372   no          turn_005.json
-		6     rolling  2026-11-21T10:07:00Z  312   no          turn_last.json
-		7     final    2026-11-21T10:08:00Z  366   no          turn_007.final.json
+		STEP  KIND     TIME                              SIZE   COMPRESSED  FILE                 META
+		1     step     2026-11-21T10:01:00Z (2h ago)     376 B  no          turn_001.json        dm=ana
+		2     step     2026-11-21T10:02:00Z (1h59m ago)  349 B  no          turn_002.json        dm=ana note="the bridge"
+		3     step     2026-11-21T10:03:00Z (1h58m ago)  290 B  gzip        turn_003.json.gz
+		4     error    2026-11-21T10:04:00Z (1h57m ago)  495 B  no          turn_004.error.json
+		4     step     2026-11-21T10:05:00Z (1h56m ago)  310 B  no          turn_004.json
+		5     step     2026-11-21T10:06:00Z (1h55m ago)  372 B  no          turn_005.json
+		6     rolling  2026-11-21T10:07:00Z (1h54m ago)  312 B  no          turn_last.json
+		7     final    2026-11-21T10:08:00Z (1h53m ago)  366 B  no          turn_007.final.json
 	`), r.stdout)
+
+	// --bytes prints exact sizes.
+	r = runCLI(t, "ls", "--bytes", "testdata/game")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "\n3     step     2026-11-21T10:03:00Z (1h58m ago)  290   gzip        turn_003.json.gz\n")
+}
+
+func TestHumanSizesAndAges(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 4299: "4.2 KiB", 1 << 20: "1.0 MiB", 3 << 30: "3.0 GiB"} {
+		require.Equal(t, want, size(n, false), n)
+		require.Equal(t, strconv.FormatInt(n, 10), size(n, true), n)
+	}
+	for d, want := range map[time.Duration]string{
+		0: "just now", 45 * time.Second: "45s ago", 12*time.Minute + 5*time.Second: "12m5s ago", 3 * time.Hour: "3h ago",
+		26*time.Hour + 30*time.Minute: "1d2h ago", -5 * time.Minute: "in 5m",
+	} {
+		require.Equal(t, want, age(d), d)
+	}
 }
 
 func TestLsJSON(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "--json", "testdata/game")
 	require.Equal(t, 0, r.code, r.stderr)
 	var infos []checkpoint.Info
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
 	require.Equal(t, checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Path: filepath.Join("testdata", "game", "turn_003.json.gz"),
-		Size: 290, Compressed: true, Compression: "gzip", Format: 1}, infos[2])
+		Size: 290, Compression: "gzip", Format: 1}, infos[2])
 	require.Equal(t, "the dice rolled off the table", infos[3].Error.Message)
 	require.Equal(t, map[string]string{"dm": "ana", "note": "the bridge"}, infos[1].Meta)
 
@@ -86,27 +113,29 @@ func TestLsJSON(t *testing.T) {
 }
 
 func TestLsUnreadableHeader(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), nil) // empty: a disk that lied
 	r := runCLI(t, "ls", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
-		STEP  KIND  TIME                  SIZE  COMPRESSED  FILE                META
-		1     step  2026-11-21T10:01:00Z  356   no          step_00000001.json
-		2     step  -                     0     no          step_00000002.json  (unreadable header: see checkpoint verify)
+		STEP  KIND  TIME                           SIZE   COMPRESSED  FILE                META
+		1     step  2026-11-21T10:01:00Z (2h ago)  356 B  no          step_00000001.json
+		2     step  -                              0 B    no          step_00000002.json  (unreadable header: see checkpoint verify)
 	`), r.stdout)
 }
 
 func TestLsSessions(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "testdata/campaign")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stderr)
 	require.Equal(t, dedent(`
-		SESSION  CHECKPOINTS  LAST STEP  LAST SAVED            CREATED               PARENT  META
-		003      1            1          2026-11-21T10:30:00Z  -                     -       (damaged: corrupt checkpoint: missing session.json)
-		002      2            2          2026-11-21T10:21:00Z  2026-11-21T10:20:00Z  001@1
-		001      2            2          2026-11-21T10:02:00Z  2026-11-21T10:00:00Z  -       players=3
+		SESSION  CHECKPOINTS  LAST STEP  LAST SAVED                        CREATED                           PARENT  META
+		003      1            1          2026-11-21T10:30:00Z (1h31m ago)  -                                 -       (damaged: corrupt checkpoint: missing session.json)
+		002      2            2          2026-11-21T10:21:00Z (1h40m ago)  2026-11-21T10:20:00Z (1h41m ago)  001@1
+		001      2            2          2026-11-21T10:02:00Z (1h59m ago)  2026-11-21T10:00:00Z (2h1m ago)   -       players=3
 	`), r.stdout)
 
 	r = runCLI(t, "ls", "testdata/campaign", "--json")
@@ -124,6 +153,7 @@ func TestLsSessions(t *testing.T) {
 }
 
 func TestLsOfSessionsMadeByTheLibrary(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
@@ -142,11 +172,12 @@ func TestLsOfSessionsMadeByTheLibrary(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	require.Len(t, lines, 3)
-	require.Regexp(t, `^002 +1 +1 +\S+ +\S+ +- +player=ana$`, lines[1], "the most recently active first; the layout was inferred")
+	require.Regexp(t, `^002 +1 +1 +\S+ \(.+\) +\S+ \(.+\) +- +player=ana$`, lines[1], "the most recently active first; the layout was inferred")
 	require.Regexp(t, `^001 `, lines[2])
 }
 
 func TestLsEmptyAndMissingDirectories(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	writeFile(t, filepath.Join(parent, "run1", "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	r := runCLI(t, "ls", parent)
@@ -166,7 +197,32 @@ func TestLsEmptyAndMissingDirectories(t *testing.T) {
 	require.Contains(t, r.stderr, "result.json: not a directory")
 }
 
+func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	writeFile(t, filepath.Join(parent, "run1", "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
+	for _, args := range [][]string{{"verify", parent}, {"verify", "--json", parent}} {
+		r := runCLI(t, args...)
+		require.Equal(t, exitFailed, r.code, "nothing checked is no proof: %s", r.stdout)
+		require.Equal(t, "checkpoint verify: no checkpoints in "+parent+" (layout step/8): nothing to verify\n"+
+			"checkpoint verify: note: these subdirectories hold checkpoints: "+filepath.Join(parent, "run1")+"\n", r.stderr)
+		require.NotContains(t, r.stdout, "0 ok")
+	}
+	r := runCLI(t, "verify", "--json", parent)
+	var report verifyReport
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &report))
+	require.False(t, report.OK)
+
+	// An empty root of sessions too.
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, ".sessions.lock"), nil)
+	r = runCLI(t, "verify", root)
+	require.Equal(t, exitFailed, r.code)
+	require.Equal(t, "checkpoint verify: no sessions in "+root+": nothing to verify\n", r.stderr)
+}
+
 func TestShow(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "show", "testdata/game", "4")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
@@ -174,8 +230,8 @@ func TestShow(t *testing.T) {
 		format:     1
 		step:       4
 		kind:       step
-		time:       2026-11-21T10:05:00Z
-		size:       310 bytes
+		time:       2026-11-21T10:05:00Z (1h56m ago)
+		size:       310 B (310 bytes)
 		compressed: no
 		checksum:   ok (sha256 verified)
 		state:
@@ -203,6 +259,7 @@ func TestShow(t *testing.T) {
 }
 
 func TestShowKindFileAndLatest(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "show", "--kind", "error", "testdata/game", "4")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, dedent(`
@@ -210,8 +267,8 @@ func TestShowKindFileAndLatest(t *testing.T) {
 		format:     1
 		step:       4
 		kind:       error
-		time:       2026-11-21T10:04:00Z
-		size:       495 bytes
+		time:       2026-11-21T10:04:00Z (1h57m ago)
+		size:       495 B (495 bytes)
 		compressed: no
 		checksum:   ok (sha256 verified)
 		error:      the dice rolled off the table
@@ -249,6 +306,7 @@ func TestShowKindFileAndLatest(t *testing.T) {
 }
 
 func TestShowLatestSkipsDamagedNewest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), []byte(`{"format":1,"step":2`))
@@ -259,6 +317,7 @@ func TestShowLatestSkipsDamagedNewest(t *testing.T) {
 }
 
 func TestShowFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args   []string
 		code   int
@@ -273,10 +332,13 @@ func TestShowFailures(t *testing.T) {
 		{[]string{"show", "testdata/game", "latest", "--kind", "error", "--file", "turn_004.json"}, exitUsage, "checkpoint show: --kind and --file exclude each other\n"},
 		{[]string{"show", "testdata/game", "4", "--kind", "bogus"}, exitUsage, `checkpoint show: --kind "bogus": want step, final, error or rolling`},
 		{[]string{"show", "testdata/game", "3", "--file", "turn_004.json"}, exitUsage, "checkpoint show: turn_004.json holds step 4, not 3\n"},
-		{[]string{"show", "testdata/game", "-1"}, exitUsage, "flag provided but not defined: -1"},
+		{[]string{"show", "testdata/game", "-1"}, exitUsage, `checkpoint show: step "-1": want a step number (0 or more) or latest`},
+		{[]string{"show", "--state", "testdata/game", "-1"}, exitUsage, `checkpoint show: step "-1": want a step number (0 or more) or latest`},
 		{[]string{"show", "testdata/game", "--", "-1"}, exitUsage, `checkpoint show: step "-1": want a step number (0 or more) or latest`},
 		{[]string{"show", "testdata/game", "four"}, exitUsage, `checkpoint show: step "four": want a step number (0 or more) or latest`},
-		{[]string{"show", "testdata/game"}, exitUsage, "checkpoint show: missing DIR and STEP\n"},
+		{[]string{"show", "testdata/game"}, exitUsage, "checkpoint show: missing STEP\n"},
+		{[]string{"show"}, exitUsage, "checkpoint show: missing DIR and STEP\n"},
+		{[]string{"show", "--file", "turn_001.json"}, exitUsage, "checkpoint show: missing DIR\n"},
 		{[]string{"show", "testdata/campaign", "1"}, exitUsage, "checkpoint show: testdata/campaign is a root of sessions; give one session's directory"},
 	}
 	for _, tt := range tests {
@@ -293,6 +355,7 @@ func TestShowFailures(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "verify", "testdata/game")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Regexp(t, `^BAD   testdata/game/turn_005.json +corrupt checkpoint: checksum mismatch: file says sha256:[0-9a-f]{64}, content is sha256:[0-9a-f]{64}
@@ -327,6 +390,7 @@ $`, r.stdout)
 }
 
 func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := checkpoint.Open[map[string]int](dir, checkpoint.Gzip(), checkpoint.WithRolling(), checkpoint.Every(2))
@@ -352,6 +416,7 @@ func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
 }
 
 func TestVerifyEveryKindOfDamage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1))
 	writeFile(t, filepath.Join(dir, "step_00000001.json"), good)
@@ -381,6 +446,7 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 }
 
 func TestVerifySessions(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "verify", "testdata/campaign", "-v")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Equal(t, dedent(`
@@ -403,6 +469,7 @@ func TestVerifySessions(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "diff", "testdata/game", "1", "2")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Equal(t, dedent(`
@@ -431,10 +498,11 @@ func TestDiff(t *testing.T) {
 
 	r = runCLI(t, "diff", "testdata/game", "4")
 	require.Equal(t, exitUsage, r.code)
-	require.Contains(t, r.stderr, "checkpoint diff: missing DIR, A and B\n")
+	require.Contains(t, r.stderr, "checkpoint diff: missing B\n")
 }
 
 func TestDiffStates(t *testing.T) {
+	t.Parallel()
 	decode := func(s string) any {
 		v, err := decodeJSON(json.RawMessage(s))
 		require.NoError(t, err)
@@ -470,28 +538,29 @@ func TestDiffStates(t *testing.T) {
 }
 
 func TestPruneDryRunThenPrune(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	before := names(t, dir)
 	r := runCLI(t, "prune", dir, "--keep-last", "2", "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
 		would remove:
-		  STEP  KIND  TIME                  SIZE  FILE
-		  1     step  2026-11-21T10:01:00Z  376   turn_001.json
-		  2     step  2026-11-21T10:02:00Z  349   turn_002.json
-		  3     step  2026-11-21T10:03:00Z  290   turn_003.json.gz
-		dry run: would remove 3 of 8 checkpoints (1015 bytes) and keep 5; nothing was removed
+		  STEP  KIND  TIME                              SIZE   FILE
+		  1     step  2026-11-21T10:01:00Z (2h ago)     376 B  turn_001.json
+		  2     step  2026-11-21T10:02:00Z (1h59m ago)  349 B  turn_002.json
+		  3     step  2026-11-21T10:03:00Z (1h58m ago)  290 B  turn_003.json.gz
+		dry run: would remove 3 of 8 checkpoints (1015 B) and keep 5; nothing was removed
 	`), r.stdout)
 	require.Equal(t, before, names(t, dir), "a dry run changes nothing, not even a lock file")
 
-	r = runCLI(t, "prune", "--keep-last=2", dir)
+	r = runCLI(t, "prune", "--keep-last=2", dir, "--bytes")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
 		removed:
-		  STEP  KIND  TIME                  SIZE  FILE
-		  1     step  2026-11-21T10:01:00Z  376   turn_001.json
-		  2     step  2026-11-21T10:02:00Z  349   turn_002.json
-		  3     step  2026-11-21T10:03:00Z  290   turn_003.json.gz
+		  STEP  KIND  TIME                              SIZE  FILE
+		  1     step  2026-11-21T10:01:00Z (2h ago)     376   turn_001.json
+		  2     step  2026-11-21T10:02:00Z (1h59m ago)  349   turn_002.json
+		  3     step  2026-11-21T10:03:00Z (1h58m ago)  290   turn_003.json.gz
 		removed 3 of 8 checkpoints (1015 bytes) from `+dir+`; kept 5
 	`), r.stdout)
 	require.NoFileExists(t, filepath.Join(dir, "turn_001.json"))
@@ -503,6 +572,7 @@ func TestPruneDryRunThenPrune(t *testing.T) {
 }
 
 func TestPruneRules(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	r := runCLI(t, "prune", dir, "--keep-every", "2", "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -535,6 +605,7 @@ dry run: would remove 3 of 8 checkpoints`, r.stdout)
 }
 
 func TestPruneUsage(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	for _, tt := range []struct {
 		args []string
@@ -560,6 +631,7 @@ func TestPruneUsage(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]time.Duration{"90m": 90 * time.Minute, "36h": 36 * time.Hour, "7d": 7 * 24 * time.Hour, "1h30m": 90 * time.Minute} {
 		got, err := parseDuration("--x", in)
 		require.NoError(t, err)
@@ -572,6 +644,7 @@ func TestParseDuration(t *testing.T) {
 }
 
 func TestGC(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	r := runCLI(t, "gc", dir, "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -599,6 +672,7 @@ func TestGC(t *testing.T) {
 }
 
 func TestGCSessions(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "001", ".turn_003.json123"), []byte("{"))
 	writeFile(t, filepath.Join(dir, "002", "turn_002.json.corrupt-2"), []byte("{"))
@@ -615,7 +689,17 @@ func TestGCSessions(t *testing.T) {
 	require.FileExists(t, filepath.Join(dir, "001", "turn_001.json"))
 }
 
+// byThisProcess is what the lock error says of its holder, a Store of the
+// test's own process, where the system tells.
+func byThisProcess() string {
+	if runtime.GOOS == "linux" {
+		return " (by this process: close the other Store first)"
+	}
+	return ""
+}
+
 func TestWriterLockHeld(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	w, err := checkpoint.Open[json.RawMessage](dir, checkpoint.WithLayout("turn", 3))
 	require.NoError(t, err)
@@ -627,7 +711,7 @@ func TestWriterLockHeld(t *testing.T) {
 		r := runCLI(t, args...)
 		require.Equal(t, exitLocked, r.code, r.stderr)
 		require.Empty(t, r.stdout)
-		require.Equal(t, "checkpoint "+args[0]+": "+dir+" is open by a running writer (checkpoint: open "+dir+": store is locked by another writer); stop it or try again\n", r.stderr)
+		require.Equal(t, "checkpoint "+args[0]+": "+dir+" is open by a running writer (store is locked by another writer"+byThisProcess()+"); stop it or try again (ls, show, verify, diff and --dry-run work beside it)\n", r.stderr)
 	}
 	require.Equal(t, before, names(t, dir), "nothing removed")
 
@@ -643,6 +727,7 @@ func TestWriterLockHeld(t *testing.T) {
 }
 
 func TestGCSessionLockedByWriterGoesOnWithTheOthers(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "001", "turn_001.json.corrupt"), []byte("{"))
 	writeFile(t, filepath.Join(dir, "002", "turn_001.json.corrupt"), []byte("{"))
@@ -658,6 +743,7 @@ func TestGCSessionLockedByWriterGoesOnWithTheOthers(t *testing.T) {
 }
 
 func TestReadOnlyCommandsWriteNothing(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "game")
 	root := copyFixture(t, "campaign")
 	before, beforeRoot := readTree(t, dir), readTree(t, root)
@@ -672,6 +758,7 @@ func TestReadOnlyCommandsWriteNothing(t *testing.T) {
 }
 
 func TestLayouts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for step := int64(1); step <= 3; step++ {
 		writeFile(t, filepath.Join(dir, "turn_00"+string(rune('0'+step))+".json"), envelope(t, step, checkpoint.KindStep, minute(int(step)), nil, nil, gameState(step)))
@@ -709,6 +796,7 @@ func TestLayouts(t *testing.T) {
 }
 
 func TestUsageAndHelp(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t)
 	require.Equal(t, exitUsage, r.code)
 	require.Empty(t, r.stdout)
@@ -729,13 +817,22 @@ func TestUsageAndHelp(t *testing.T) {
 		Print the paths at which the states of steps A and B differ.
 
 		Flags (before or after the arguments):
-		  -layout LAYOUT
+		  --layout LAYOUT
 		    	the store's file LAYOUT: PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set
 	`), r.stdout)
 
 	r = runCLI(t, "show", "-h")
 	require.Equal(t, 0, r.code)
-	require.Contains(t, r.stdout, "-kind KIND")
+	require.Contains(t, r.stdout, "\n  --kind KIND\n")
+
+	// Flags are written as the README writes them: --json, and -v.
+	r = runCLI(t, "help", "verify")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "\n  --json\n")
+	require.Contains(t, r.stdout, "\n  -v\n")
+	require.NotContains(t, r.stdout, "\n  -json")
+	r = runCLI(t, "help", "prune")
+	require.Contains(t, r.stdout, "\n  --keep-last N\n")
 
 	r = runCLI(t, "help", "bogus")
 	require.Equal(t, exitUsage, r.code)
@@ -753,6 +850,7 @@ func TestUsageAndHelp(t *testing.T) {
 }
 
 func TestFlagsBeforeAndAfterArguments(t *testing.T) {
+	t.Parallel()
 	want := runCLI(t, "show", "testdata/game", "4", "--kind", "error", "--state")
 	require.Equal(t, 0, want.code, want.stderr)
 	for _, args := range [][]string{
@@ -766,12 +864,14 @@ func TestFlagsBeforeAndAfterArguments(t *testing.T) {
 }
 
 func TestParseInterleaved(t *testing.T) {
+	t.Parallel()
 	r := runCLI(t, "ls", "--", "--json")
 	require.Equal(t, exitFailed, r.code, "after --, --json is a directory name")
 	require.Contains(t, r.stderr, "checkpoint: ls --json: checkpoint not found: no such directory")
 }
 
 func TestShowPanicCheckpoint(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := checkpoint.Open[map[string]int](dir, checkpoint.WithLayout("beat", 4))
@@ -792,6 +892,7 @@ func TestShowPanicCheckpoint(t *testing.T) {
 }
 
 func TestSessionsLayoutIsTheRootsMostCommon(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "004", "session.json"), []byte(`{"format":1,"id":"004","created":"2026-11-21T11:00:00Z","updated":"2026-11-21T11:00:00Z"}`))
 	writeFile(t, filepath.Join(dir, "004", "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(61), nil, nil, gameState(1)))
@@ -805,19 +906,20 @@ func TestSessionsLayoutIsTheRootsMostCommon(t *testing.T) {
 }
 
 func TestWritingCommandsLeaveADirectoryWithoutCheckpointsAlone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("hello"))
-	writeFile(t, filepath.Join(dir, ".settings.json123"), []byte("{")) // the shape of a side file's temp
+	writeFile(t, filepath.Join(dir, ".settings.json.ckpt-tmp-123"), []byte("{")) // the shape of a side file's temp
 	r := runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "nothing to remove in "+dir+": no checkpoint files (give --layout if they have another name)\n", r.stdout)
 	r = runCLI(t, "prune", dir, "--keep-last", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "nothing to prune in "+dir+": no checkpoint files (give --layout if they have another name)\n", r.stdout)
-	require.ElementsMatch(t, []string{"notes.txt", ".settings.json123"}, names(t, dir))
+	require.ElementsMatch(t, []string{"notes.txt", ".settings.json.ckpt-tmp-123"}, names(t, dir))
 
 	// Told the layout, gc opens the store, whose Open removes the temp.
 	r = runCLI(t, "gc", dir, "--layout", "step/8")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "removed "+filepath.Join(dir, ".settings.json123")+" (temporary file of an interrupted save)\nremoved 1 file\n", r.stdout)
+	require.Equal(t, "removed "+filepath.Join(dir, ".settings.json.ckpt-tmp-123")+" (temporary file of an interrupted save)\nremoved 1 file\n", r.stdout)
 }

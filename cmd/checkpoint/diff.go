@@ -22,7 +22,7 @@ var diffCommand = command{
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			if err := wantArgs(args, 3, 3, "DIR, A and B"); err != nil {
+			if err := wantArgs(args, 3, "DIR", "A", "B"); err != nil {
 				return err
 			}
 			var sels [2]selector
@@ -55,7 +55,7 @@ var diffCommand = command{
 				return nil
 			}
 			fmt.Fprintf(c.stdout, "--- step %d (%s) %s\n+++ step %d (%s) %s\n",
-				infos[0].Step, infos[0].Kind, infos[0].Path, infos[1].Step, infos[1].Kind, infos[1].Path)
+				infos[0].Step, infos[0].Kind, printable(infos[0].Path), infos[1].Step, infos[1].Kind, printable(infos[1].Path))
 			for _, l := range lines {
 				fmt.Fprintln(c.stdout, l)
 			}
@@ -134,7 +134,7 @@ func (r *pathReporter) path() string {
 			} else {
 				k, _ := json.Marshal(key)
 				b = append(b, ".["...)
-				b = append(b, k...)
+				b = append(b, safeJSON(k)...)
 				b = append(b, ']')
 			}
 		case cmp.SliceIndex:
@@ -173,9 +173,9 @@ func formatValue(v reflect.Value) string {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(x); err != nil {
-		return fmt.Sprintf("%v", x)
+		return printable(fmt.Sprintf("%v", x))
 	}
-	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	b := safeJSON(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	if len(b) <= maxValueLen {
 		return string(b)
 	}

@@ -181,6 +181,7 @@ func writeFile(t *testing.T, path string, data []byte) {
 // writes (gzip files by their decompressed bytes, which do not depend on the
 // compressor's version), and rewrites it with -update.
 func TestFixturesAreCurrent(t *testing.T) {
+	t.Parallel()
 	if *update {
 		for _, d := range []string{"game", "campaign"} {
 			require.NoError(t, os.RemoveAll(filepath.Join("testdata", d)))

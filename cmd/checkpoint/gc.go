@@ -59,7 +59,7 @@ func (g *gc) report(path, what string) {
 	if g.dryRun {
 		verb = "would remove"
 	}
-	fmt.Fprintf(g.stdout, "%s %s (%s)\n", verb, path, what)
+	fmt.Fprintf(g.stdout, "%s %s (%s)\n", verb, printable(path), what)
 	g.removed++
 }
 
@@ -161,9 +161,9 @@ func (g *gc) sessions(ctx context.Context, t target) error {
 func (g *gc) summary(t target) error {
 	switch {
 	case g.removed == 0 && len(g.locked) == 0 && t.empty:
-		fmt.Fprintf(g.stdout, "nothing to remove in %s: no checkpoint files (give --layout if they have another name)\n", t.dir)
+		fmt.Fprintf(g.stdout, "nothing to remove in %s: no checkpoint files (give --layout if they have another name)\n", printable(t.dir))
 	case g.removed == 0 && len(g.locked) == 0:
-		fmt.Fprintf(g.stdout, "nothing to remove in %s (layout %s)\n", t.dir, t.layout)
+		fmt.Fprintf(g.stdout, "nothing to remove in %s (layout %s)\n", printable(t.dir), t.layout)
 	case g.dryRun:
 		fmt.Fprintf(g.stdout, "dry run: would remove %s; nothing was removed\n", files(g.removed))
 	default:
@@ -173,7 +173,7 @@ func (g *gc) summary(t target) error {
 		return nil
 	}
 	for _, err := range g.locked[:len(g.locked)-1] {
-		fmt.Fprintf(g.stderr, "checkpoint gc: %v\n", err)
+		fmt.Fprintf(g.stderr, "checkpoint gc: %s\n", printableLines(err.Error()))
 	}
 	return g.locked[len(g.locked)-1]
 }

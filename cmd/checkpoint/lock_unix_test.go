@@ -12,6 +12,7 @@ import (
 )
 
 func TestGCWhileASessionIsBeingMade(t *testing.T) {
+	t.Parallel()
 	dir := copyFixture(t, "campaign")
 	writeFile(t, filepath.Join(dir, "001", "turn_001.json.corrupt"), []byte("{"))
 	// Another process holds the root's lock while it creates a session.

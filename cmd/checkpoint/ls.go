@@ -26,6 +26,7 @@ var lsCommand = command{
 	summary: "list the checkpoints of a store, or the sessions of a root",
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		asJSON := fs.Bool("json", false, "print JSON instead of a table")
+		exact := fs.Bool("bytes", false, "print sizes in bytes, exactly (by default 4.2 KiB)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
 			t, err := c.oneDir(args, *layout)
@@ -35,12 +36,12 @@ var lsCommand = command{
 			if t.sessions {
 				return c.lsSessions(ctx, t, *asJSON)
 			}
-			return c.lsStore(ctx, t, *asJSON)
+			return c.lsStore(ctx, t, *asJSON, *exact)
 		}
 	},
 }
 
-func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
+func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 	st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly())...)
 	if err != nil {
 		return err
@@ -57,10 +58,7 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
 		return c.printJSON(infos)
 	}
 	if len(infos) == 0 {
-		fmt.Fprintf(c.stdout, "no checkpoints in %s (layout %s)\n", t.dir, t.layout)
-		if subs := storesBelow(t.dir); len(subs) > 0 {
-			c.notef("these subdirectories hold checkpoints: %s", strings.Join(subs, ", "))
-		}
+		c.noCheckpoints(c.stdout, "%s\n", t)
 		return nil
 	}
 	tw := newTable(c.stdout)
@@ -72,7 +70,7 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
 	}
 	fmt.Fprintf(tw, "STEP\tKIND\t%sTIME\tSIZE\tCOMPRESSED\tFILE\tMETA\n", schemaHead)
 	for _, info := range infos {
-		when, meta := formatTime(info.Time), formatMeta(info.Meta)
+		when, meta := c.when(info.Time), formatMeta(info.Meta)
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
 		}
@@ -83,9 +81,19 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON bool) error {
 		case withSchema:
 			schema = strconv.Itoa(info.Schema) + "\t"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%d\t%s\t%s\t%s\n", info.Step, info.Kind, schema, when, info.Size, compression(info), info.Name(), meta)
+		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\t%s\t%s\n", info.Step, info.Kind, schema, when, size(info.Size, exact), compression(info), printable(info.Name()), meta)
 	}
 	return tw.Flush()
+}
+
+// noCheckpoints writes to w, formatted by format, that the store t holds no
+// checkpoint, then notes the subdirectories that do, for a user one level
+// too high.
+func (c *cli) noCheckpoints(w io.Writer, format string, t target) {
+	fmt.Fprintf(w, format, fmt.Sprintf("no checkpoints in %s (layout %s)", printable(t.dir), t.layout))
+	if subs := storesBelow(t.dir); len(subs) > 0 {
+		c.notef("these subdirectories hold checkpoints: %s", strings.Join(subs, ", "))
+	}
 }
 
 // sessionJSON is a session as ls --json prints it.
@@ -135,7 +143,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 		return c.printJSON(out)
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(c.stdout, "no sessions in %s\n", t.dir)
+		fmt.Fprintf(c.stdout, "no sessions in %s\n", printable(t.dir))
 		return nil
 	}
 	tw := newTable(c.stdout)
@@ -143,19 +151,19 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 	for _, s := range list {
 		last, saved := "-", "-"
 		if !s.LastSaved.IsZero() {
-			last, saved = strconv.FormatInt(s.LastStep, 10), formatTime(s.LastSaved)
+			last, saved = strconv.FormatInt(s.LastStep, 10), c.when(s.LastSaved)
 		}
 		created, parent, meta := "-", "-", formatMeta(s.Meta)
 		if !s.Created.IsZero() {
-			created = formatTime(s.Created)
+			created = c.when(s.Created)
 		}
 		if s.Parent != "" {
-			parent = fmt.Sprintf("%s@%d", s.Parent, s.ParentStep)
+			parent = fmt.Sprintf("%s@%d", printable(s.Parent), s.ParentStep)
 		}
 		if s.Err != nil {
-			meta = strings.TrimSpace(meta + " (damaged: " + reason(s.Err) + ")")
+			meta = strings.TrimSpace(meta + " (damaged: " + printable(reason(s.Err)) + ")")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Checkpoints, last, saved, created, parent, meta)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(s.ID), s.Checkpoints, last, saved, created, parent, meta)
 	}
 	return tw.Flush()
 }
@@ -191,9 +199,59 @@ func (t *table) Flush() error {
 	return err
 }
 
-// formatTime formats a save time for a table: UTC, to the second.
-func formatTime(t time.Time) string {
-	return t.UTC().Format(time.RFC3339)
+// when formats a save time for a person: UTC to the second, and how long
+// before the command ran.
+func (c *cli) when(t time.Time) string {
+	return t.UTC().Format(time.RFC3339) + " (" + age(c.now.Sub(t)) + ")"
+}
+
+// age says how long ago d was: "45s ago", "12m ago", "3h5m ago", "2d4h
+// ago"; a time ahead of the clock is "in 5m".
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "in " + span(-d)
+	case d < time.Second:
+		return "just now"
+	}
+	return span(d) + " ago"
+}
+
+// span writes d in its two largest units, rounded down.
+func span(d time.Duration) string {
+	two := func(a int64, ua string, b int64, ub string) string {
+		s := strconv.FormatInt(a, 10) + ua
+		if b > 0 {
+			s += strconv.FormatInt(b, 10) + ub
+		}
+		return s
+	}
+	const day = 24 * time.Hour
+	switch {
+	case d < time.Minute:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d < time.Hour:
+		return two(int64(d/time.Minute), "m", int64(d%time.Minute/time.Second), "s")
+	case d < day:
+		return two(int64(d/time.Hour), "h", int64(d%time.Hour/time.Minute), "m")
+	}
+	return two(int64(d/day), "d", int64(d%day/time.Hour), "h")
+}
+
+// size formats a size in bytes for a person (376 B, 4.2 KiB, 1.5 MiB), or
+// exactly with --bytes.
+func size(n int64, exact bool) string {
+	if exact || n < 1024 && n > -1024 {
+		if exact {
+			return strconv.FormatInt(n, 10)
+		}
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	v, unit := float64(n)/1024, 0
+	for ; (v >= 1024 || v <= -1024) && unit < 4; unit++ {
+		v /= 1024
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + [...]string{"KiB", "MiB", "GiB", "TiB", "PiB"}[unit]
 }
 
 // formatMeta formats labels as key=value, sorted by key, quoting values

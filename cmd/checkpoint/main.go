@@ -7,11 +7,11 @@
 //
 // Usage:
 //
-//	checkpoint ls DIR [--json]
+//	checkpoint ls DIR [--json] [--bytes]
 //	checkpoint show DIR STEP|latest [--state] [--kind KIND | --file NAME]
 //	checkpoint verify DIR [--json] [-v]
 //	checkpoint diff DIR A B
-//	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run]
+//	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run] [--bytes]
 //	checkpoint gc DIR [--dry-run]
 //	checkpoint help [COMMAND]
 //
@@ -21,12 +21,18 @@
 // and prune want one session's directory. Flags may come before or after the
 // arguments, with one dash or two; "--" ends the flags.
 //
+// Everything printed that comes from disk (names, error records, states,
+// session metadata) has its control characters escaped: \x1b, \u009b in
+// text, \u001b in JSON (the same JSON value), so that a hostile file cannot
+// drive the terminal.
+//
 // # Commands
 //
-// ls prints a table of the checkpoints (step, kind, save time, size in bytes,
-// compression, file, meta), ascending by step, reading headers only; or of
-// the sessions, the most recently active first. --json prints the same as a
-// JSON array.
+// ls prints a table of the checkpoints (step, kind, save time in UTC with
+// its age, size, compression, file, meta), ascending by step, reading
+// headers only; or of the sessions, the most recently active first. Sizes
+// are for a person (4.2 KiB); --bytes prints them exactly. --json prints the
+// same as a JSON array, with sizes in bytes and times in full.
 //
 // show prints a checkpoint's header (file, format, step, kind, time, size,
 // compression, checksum, meta, error record) and its state as indented JSON,
@@ -41,7 +47,10 @@
 // version, header and state, and prints each bad file with the reason (-v
 // prints the good ones too) and a summary. Temporary files and quarantined
 // checkpoints are reported as notes, not failures. On a root of sessions,
-// each session's session.json is checked too. --json prints a report.
+// each session's session.json is checked too. --json prints a report. A
+// directory with no checkpoint (or a root with no session) fails with exit
+// code 3, naming the subdirectories that hold checkpoints: nothing checked
+// proves nothing.
 //
 // diff compares the states of two steps (numbers or "latest") and prints one
 // line per difference with its path, in jq syntax:
@@ -86,7 +95,7 @@
 //	1  verify: at least one bad checkpoint; diff: the states differ
 //	2  usage: a bad command, flag or argument (the usage is printed)
 //	3  the operation failed: a missing directory or step, a checkpoint that
-//	   does not load, an I/O error
+//	   does not load, an I/O error; verify: no checkpoint to verify
 //	4  a writer holds the store's lock (prune, gc), or another process is
 //	   creating a session in the root of sessions (gc)
 //

@@ -24,6 +24,7 @@ var pruneCommand = command{
 		keepOnePer := fs.String("keep-one-per", "", "keep the newest checkpoint of each `PERIOD` (1h, 1d), counted in UTC")
 		pruneKinds := fs.String("prune-kinds", "", "make these `KINDS` subject to the rules too: final, error or final,error (by default they are always kept)")
 		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
+		exact := fs.Bool("bytes", false, "print sizes in bytes, exactly (by default 4.2 KiB)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
 			rules, err := retentionRules(*keepLast, *keepEvery, *keepWithin, *keepOnePer, *pruneKinds)
@@ -40,10 +41,10 @@ var pruneCommand = command{
 			if t.empty {
 				// Opening a writer would leave a lock file in a directory
 				// that may be no store at all.
-				fmt.Fprintf(c.stdout, "nothing to prune in %s: no checkpoint files (give --layout if they have another name)\n", t.dir)
+				fmt.Fprintf(c.stdout, "nothing to prune in %s: no checkpoint files (give --layout if they have another name)\n", printable(t.dir))
 				return nil
 			}
-			return c.prune(ctx, t, rules, *dryRun)
+			return c.prune(ctx, t, rules, *dryRun, *exact)
 		}
 	},
 }
@@ -96,6 +97,15 @@ func retentionRules(last int, every int64, within, onePer, kinds string) ([]chec
 	return opts, nil
 }
 
+// totalSize formats the size of what prune removes: "21100 bytes" with
+// --bytes, else "20.6 KiB".
+func totalSize(n int64, exact bool) string {
+	if exact {
+		return strconv.FormatInt(n, 10) + " bytes"
+	}
+	return size(n, false)
+}
+
 // parseDuration parses a Go duration or a whole number of days ("7d").
 func parseDuration(flagName, s string) (time.Duration, error) {
 	var d time.Duration
@@ -116,7 +126,7 @@ func parseDuration(flagName, s string) (time.Duration, error) {
 	return d, nil
 }
 
-func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dryRun bool) error {
+func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dryRun, exact bool) error {
 	opts := t.options(rules...)
 	if dryRun {
 		opts = append(opts, checkpoint.ReadOnly())
@@ -143,7 +153,7 @@ func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dr
 		return err
 	}
 	if len(removed) == 0 {
-		fmt.Fprintf(c.stdout, "nothing to prune in %s: the rules keep all %d checkpoints (layout %s)\n", t.dir, len(all), t.layout)
+		fmt.Fprintf(c.stdout, "nothing to prune in %s: the rules keep all %d checkpoints (layout %s)\n", printable(t.dir), len(all), t.layout)
 		return nil
 	}
 	if dryRun {
@@ -153,19 +163,19 @@ func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dr
 	}
 	tw := newTable(c.stdout)
 	fmt.Fprintln(tw, "  STEP\tKIND\tTIME\tSIZE\tFILE")
-	var size int64
+	var total int64
 	for _, info := range removed {
-		size += info.Size
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%d\t%s\n", info.Step, info.Kind, formatTime(info.Time), info.Size, info.Name())
+		total += info.Size
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", info.Step, info.Kind, c.when(info.Time), size(info.Size, exact), printable(info.Name()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	kept := max(0, len(all)-len(removed))
 	if dryRun {
-		fmt.Fprintf(c.stdout, "dry run: would remove %d of %d checkpoints (%d bytes) and keep %d; nothing was removed\n", len(removed), len(all), size, kept)
+		fmt.Fprintf(c.stdout, "dry run: would remove %d of %d checkpoints (%s) and keep %d; nothing was removed\n", len(removed), len(all), totalSize(total, exact), kept)
 	} else {
-		fmt.Fprintf(c.stdout, "removed %d of %d checkpoints (%d bytes) from %s; kept %d\n", len(removed), len(all), size, t.dir, kept)
+		fmt.Fprintf(c.stdout, "removed %d of %d checkpoints (%s) from %s; kept %d\n", len(removed), len(all), totalSize(total, exact), printable(t.dir), kept)
 	}
 	return nil
 }

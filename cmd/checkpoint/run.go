@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint"
 )
@@ -35,12 +37,13 @@ var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pru
 type cli struct {
 	stdout, stderr io.Writer
 	cmd            string
+	now            time.Time           // for the age of a save time
 	skipped        []*checkpoint.Error // damaged checkpoints a load passed over
 }
 
-// notef writes a note to stderr.
+// notef writes a note to stderr, made printable: notes name files.
 func (c *cli) notef(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "checkpoint %s: note: %s\n", c.cmd, fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "checkpoint %s: note: %s\n", c.cmd, printable(fmt.Sprintf(format, args...)))
 }
 
 // usageError is a bad command line: run prints it with the usage and exits
@@ -69,7 +72,10 @@ func (e lockedError) Error() string {
 	if e.sessions {
 		return fmt.Sprintf("%s: a session is being created or forked right now (%v); try again", e.dir, e.err)
 	}
-	return fmt.Sprintf("%s is open by a running writer (%v); stop it or try again", e.dir, e.err)
+	// The library's advice to open the store ReadOnly is for programs;
+	// the read-only commands are this tool's way to do it.
+	why, _, _ := strings.Cut(reason(e.err), "; to read the store beside its writer")
+	return fmt.Sprintf("%s is open by a running writer (%s); stop it or try again (ls, show, verify, diff and --dry-run work beside it)", e.dir, why)
 }
 
 func (e lockedError) Unwrap() error { return e.err }
@@ -77,6 +83,11 @@ func (e lockedError) Unwrap() error { return e.err }
 // run runs the command line args (without the program name) and returns the
 // exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runAt(time.Now(), args, stdout, stderr)
+}
+
+// runAt is run with the time that save times' ages are counted from.
+func runAt(now time.Time, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -108,12 +119,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	do := cmd.flags(fs)
-	pos, err := parseInterleaved(fs, args)
+	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		commandUsage(stdout, cmd, fs)
 		return exitOK
 	}
-	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name}
+	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name, now: now}
 	if err != nil {
 		err = usageError{err.Error()}
 	} else {
@@ -128,14 +139,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &code):
 		return int(code)
 	case errors.As(err, &uerr), errors.Is(err, checkpoint.ErrInvalid):
-		fmt.Fprintf(stderr, "checkpoint %s: %v\n", cmd.name, err)
+		fmt.Fprintf(stderr, "checkpoint %s: %s\n", cmd.name, printableLines(err.Error()))
 		commandUsage(stderr, cmd, fs)
 		return exitUsage
 	case errors.As(err, &lerr):
-		fmt.Fprintf(stderr, "checkpoint %s: %v\n", cmd.name, err)
+		fmt.Fprintf(stderr, "checkpoint %s: %s\n", cmd.name, printableLines(err.Error()))
 		return exitLocked
 	default:
-		msg := err.Error()
+		// An error may quote what it read (a path, a damaged file's
+		// message): print it escaped, keeping the lines of a joined error.
+		msg := printableLines(err.Error())
 		if !strings.HasPrefix(msg, "checkpoint: ") {
 			msg = "checkpoint " + cmd.name + ": " + msg
 		}
@@ -175,6 +188,54 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// takesValue reports whether the last of args is a flag that takes a value
+// (--keep-last, not --dry-run or --keep-last=3), which the next argument is.
+func takesValue(fs *flag.FlagSet, args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	name, ok := strings.CutPrefix(args[len(args)-1], "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(strings.TrimPrefix(name, "-"))
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
+}
+
+// negativeNumber matches an argument that the flag package would take for
+// a flag but that is a (bad) step: -3.
+var negativeNumber = regexp.MustCompile(`^-[0-9]+$`)
+
+// parseFlags is parseInterleaved, except that a negative number is an
+// argument, so that "show DIR -3" is told that steps are 0 or more rather
+// than that -3 is no flag.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	start := 0
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if negativeNumber.MatchString(a) && !takesValue(fs, args[:i]) {
+			more, err := parseInterleaved(fs, args[start:i])
+			if err != nil {
+				return nil, err
+			}
+			pos = append(append(pos, more...), a)
+			start = i + 1
+		}
+	}
+	more, err := parseInterleaved(fs, args[start:])
+	if err != nil {
+		return nil, err
+	}
+	return append(pos, more...), nil
+}
+
 func usage(w io.Writer) {
 	fmt.Fprint(w, `checkpoint inspects and maintains checkpoint directories
 (github.com/gocheckpoint/checkpoint).
@@ -199,9 +260,24 @@ checkpoint); 4 a writer holds the store's lock (prune, gc).
 func commandUsage(w io.Writer, cmd command, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "Usage: checkpoint %s %s\n\n%s.\n", cmd.name, cmd.args, upperFirst(cmd.summary))
 	var b strings.Builder
-	fs.SetOutput(&b)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		// As the README and the package doc write them: --name, and -v
+		// for a one-letter flag (either form works).
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(&b, "  %s%s", dash, f.Name)
+		if name != "" {
+			fmt.Fprintf(&b, " %s", name)
+		}
+		fmt.Fprintf(&b, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		b.WriteByte('\n')
+	})
 	if b.Len() > 0 {
 		fmt.Fprintf(w, "\nFlags (before or after the arguments):\n%s", b.String())
 	}
@@ -219,10 +295,17 @@ func layoutFlag(fs *flag.FlagSet) *string {
 	return fs.String("layout", "", "the store's file `LAYOUT`: PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set")
 }
 
-// wantArgs checks the number of positional arguments.
-func wantArgs(args []string, min, max int, names string) error {
-	if len(args) < min {
-		return usagef("missing %s", names)
+// wantArgs checks the positional arguments: the required ones, named in
+// order by names, then at most max in all. A missing argument is named:
+// "missing STEP", "missing A and B".
+func wantArgs(args []string, max int, names ...string) error {
+	if len(args) < len(names) {
+		missing := names[len(args):]
+		list := missing[len(missing)-1]
+		if len(missing) > 1 {
+			list = strings.Join(missing[:len(missing)-1], ", ") + " and " + list
+		}
+		return usagef("missing %s", list)
 	}
 	if len(args) > max {
 		return usagef("too many arguments: %q", args[max:])

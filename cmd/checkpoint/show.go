@@ -27,10 +27,10 @@ var showCommand = command{
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
 			if *file != "" {
-				if err := wantArgs(args, 1, 2, "DIR"); err != nil {
+				if err := wantArgs(args, 2, "DIR"); err != nil {
 					return err
 				}
-			} else if err := wantArgs(args, 2, 2, "DIR and STEP"); err != nil {
+			} else if err := wantArgs(args, 2, "DIR", "STEP"); err != nil {
 				return err
 			}
 			sel := selector{kind: checkpoint.Kind(*kind), file: *file}
@@ -104,7 +104,7 @@ func (c *cli) skippedHook() checkpoint.Option {
 // succeeded (when it fails, its error names them all).
 func (c *cli) noteSkipped() {
 	for _, e := range c.skipped {
-		c.notef("skipped %s: %s", e.Path, reason(e))
+		c.notef("skipped %s: %s", e.Path, reason(e)) // notef escapes
 	}
 	c.skipped = nil
 }
@@ -168,27 +168,29 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		Err: fmt.Errorf("none of the %s checkpoints loads: %w", sel.kind, errors.Join(errs...))}
 }
 
+// printHeader prints what info says. Its strings come from the file, so
+// they are printed escaped (see printable).
 func printHeader(c *cli, info checkpoint.Info) {
 	line := func(key, value string) { fmt.Fprintf(c.stdout, "%-11s %s\n", key+":", value) }
-	line("file", info.Path)
+	line("file", printable(info.Path))
 	line("format", strconv.Itoa(info.Format))
 	if info.Schema != 0 {
 		line("schema", strconv.Itoa(info.Schema))
 	}
 	line("step", strconv.FormatInt(info.Step, 10))
-	line("kind", string(info.Kind))
-	line("time", info.Time.UTC().Format(time.RFC3339Nano))
-	line("size", strconv.FormatInt(info.Size, 10)+" bytes")
+	line("kind", printable(string(info.Kind)))
+	line("time", info.Time.UTC().Format(time.RFC3339Nano)+" ("+age(c.now.Sub(info.Time))+")")
+	line("size", size(info.Size, false)+" ("+strconv.FormatInt(info.Size, 10)+" bytes)")
 	line("compressed", compression(info))
 	line("checksum", "ok (sha256 verified)")
 	if len(info.Meta) > 0 {
 		line("meta", formatMeta(info.Meta))
 	}
 	if e := info.Error; e != nil {
-		line("error", e.Message)
+		line("error", printable(e.Message))
 		sub := func(key, value string) { fmt.Fprintf(c.stdout, "  %-9s %s\n", key+":", value) }
 		if len(e.Types) > 0 {
-			sub("types", strings.Join(e.Types, ", "))
+			sub("types", printable(strings.Join(e.Types, ", ")))
 		}
 		sub("step", strconv.FormatInt(e.Step, 10))
 		sub("time", e.Time.UTC().Format(time.RFC3339Nano))
@@ -197,21 +199,22 @@ func printHeader(c *cli, info checkpoint.Info) {
 		}
 		if e.Stack != "" {
 			fmt.Fprintln(c.stdout, "  stack:")
-			for l := range strings.Lines(strings.TrimRight(e.Stack, "\n")) {
-				fmt.Fprintf(c.stdout, "    %s", l)
+			for l := range strings.SplitSeq(strings.TrimRight(e.Stack, "\n"), "\n") {
+				// A stack indents with tabs: keep the indent, escape the rest.
+				l = strings.ReplaceAll(l, "\t", "    ")
+				fmt.Fprintf(c.stdout, "    %s\n", printable(l))
 			}
-			fmt.Fprintln(c.stdout)
 		}
 	}
 }
 
-// printIndented prints a JSON value indented by two spaces.
+// printIndented prints a JSON value indented by two spaces, its strings
+// made safe for a terminal (see safeJSON).
 func printIndented(c *cli, v json.RawMessage) error {
 	var b bytes.Buffer
 	if err := json.Indent(&b, v, "", "  "); err != nil {
 		return err
 	}
-	b.WriteByte('\n')
-	_, err := c.stdout.Write(b.Bytes())
+	_, err := c.stdout.Write(append(safeJSON(b.Bytes()), '\n'))
 	return err
 }

@@ -77,7 +77,7 @@ func (c *cli) resolve(dir, layoutArg string) (target, error) {
 
 // oneDir resolves the one argument, DIR, of ls, verify, prune and gc.
 func (c *cli) oneDir(args []string, layoutArg string) (target, error) {
-	if err := wantArgs(args, 1, 1, "DIR"); err != nil {
+	if err := wantArgs(args, 1, "DIR"); err != nil {
 		return target{}, err
 	}
 	return c.resolve(args[0], layoutArg)
@@ -262,6 +262,6 @@ func (c *cli) printJSON(v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.stdout.Write(append(b, '\n'))
+	_, err = c.stdout.Write(append(safeJSON(b), '\n'))
 	return err
 }

@@ -36,16 +36,27 @@ var verifyCommand = command{
 			if err != nil {
 				return err
 			}
-			r.OK = r.Bad == 0
+			// Nothing checked is no proof that anything is good: a wrong
+			// directory, or a store one level down, must not pass.
+			r.OK = r.Bad == 0 && r.Checked > 0
 			if *asJSON {
 				err = c.printJSON(r)
 			} else {
 				r.print(c, *verbose)
 			}
-			if err == nil && !r.OK {
-				err = exitCode(exitFound)
+			switch {
+			case err != nil:
+				return err
+			case r.Checked == 0 && t.sessions:
+				fmt.Fprintf(c.stderr, "checkpoint verify: no sessions in %s: nothing to verify\n", printable(t.dir))
+				return exitCode(exitFailed)
+			case r.Checked == 0:
+				c.noCheckpoints(c.stderr, "checkpoint verify: %s: nothing to verify\n", t)
+				return exitCode(exitFailed)
+			case !r.OK:
+				return exitCode(exitFound)
 			}
-			return err
+			return nil
 		}
 	},
 }
@@ -163,22 +174,25 @@ func (r verifyReport) print(c *cli, verbose bool) {
 	for _, f := range r.Files {
 		switch {
 		case f.Newer:
-			fmt.Fprintf(tw, "newer schema\t%s\t%s\n", f.Path, f.Error)
+			fmt.Fprintf(tw, "newer schema\t%s\t%s\n", printable(f.Path), printable(f.Error))
 		case !f.OK:
-			fmt.Fprintf(tw, "BAD\t%s\t%s\n", f.Path, f.Error)
+			fmt.Fprintf(tw, "BAD\t%s\t%s\n", printable(f.Path), printable(f.Error))
 		case verbose:
-			fmt.Fprintf(tw, "ok\t%s\t\n", f.Path)
+			fmt.Fprintf(tw, "ok\t%s\t\n", printable(f.Path))
 		}
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(tw, "note\t%s\t%s\n", n.Path, n.Note)
+		fmt.Fprintf(tw, "note\t%s\t%s\n", printable(n.Path), n.Note)
 	}
 	tw.Flush()
+	if r.Checked == 0 {
+		return // the command says why on stderr
+	}
 	newer := ""
 	if r.Newer > 0 {
 		newer = fmt.Sprintf(", %d of a newer schema", r.Newer)
 	}
-	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad%s\n", files(r.Checked), r.Dir, r.Layout, r.Checked-r.Bad-r.Newer, r.Bad, newer)
+	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad%s\n", files(r.Checked), printable(r.Dir), r.Layout, r.Checked-r.Bad-r.Newer, r.Bad, newer)
 }
 
 // pathOf returns the path an error names, or else dflt.

@@ -93,6 +93,7 @@ func sessionIDs(list []checkpoint.Session) []string {
 }
 
 func TestFirstRunCreatesCampaignAndSessionOne(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "campaigns") // does not exist yet
 
 	out := mustPlay(t, "-dir", dir, "-turns", "3")
@@ -115,6 +116,7 @@ func TestFirstRunCreatesCampaignAndSessionOne(t *testing.T) {
 }
 
 func TestSecondRunResumesAndLeavesOldTurnsUntouched(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mustPlay(t, "-dir", dir, "-turns", "3")
 	before := readTurns(t, dir, "001")
@@ -160,6 +162,7 @@ func TestSecondRunResumesAndLeavesOldTurnsUntouched(t *testing.T) {
 // and resuming must change nothing: the proof that no state is left out of
 // GameState.
 func TestResumedGameEqualsUninterruptedGame(t *testing.T) {
+	t.Parallel()
 	straight, split := t.TempDir(), t.TempDir()
 
 	mustPlay(t, "-dir", straight, "-turns", "5")
@@ -171,6 +174,7 @@ func TestResumedGameEqualsUninterruptedGame(t *testing.T) {
 }
 
 func TestNewStartsAnotherSessionAndBecomesTheOneResumed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mustPlay(t, "-dir", dir, "-turns", "3")
 	first := readTurns(t, dir, "001")
@@ -192,6 +196,7 @@ func TestNewStartsAnotherSessionAndBecomesTheOneResumed(t *testing.T) {
 }
 
 func TestSessionFlagPlaysThatSession(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mustPlay(t, "-dir", dir, "-turns", "3")
 	mustPlay(t, "-dir", dir, "-new", "-turns", "2")
@@ -209,6 +214,7 @@ func TestSessionFlagPlaysThatSession(t *testing.T) {
 }
 
 func TestRestoreForksAndLeavesLaterTurnsUntouched(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mustPlay(t, "-dir", dir, "-turns", "5")
 	original := readTurns(t, dir, "001")
@@ -257,6 +263,7 @@ func TestRestoreForksAndLeavesLaterTurnsUntouched(t *testing.T) {
 // A damaged most recent session never stops play: the run says what is
 // wrong, leaves the session's files alone and starts a new session.
 func TestDamagedLatestSessionStartsNewSession(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		listed bool // whether List, which reads no state, sees the damage
@@ -306,6 +313,7 @@ func TestDamagedLatestSessionStartsNewSession(t *testing.T) {
 }
 
 func TestBadFlagsAreRejected(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		is   error  // the sentinel the error wraps, if any
@@ -340,6 +348,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 }
 
 func TestRestoreInEmptyCampaignIsAnError(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, err := play(t, "-dir", dir, "-restore", "1")
 	require.ErrorContains(t, err, "holds no session to restore")
@@ -347,6 +356,7 @@ func TestRestoreInEmptyCampaignIsAnError(t *testing.T) {
 }
 
 func TestSecondPlayerOnSameSessionIsLocked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	mustPlay(t, "-dir", dir, "-turns", "1")
 	campaign, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
@@ -363,6 +373,7 @@ func TestSecondPlayerOnSameSessionIsLocked(t *testing.T) {
 }
 
 func TestCancelledRunWritesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

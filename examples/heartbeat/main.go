@@ -28,6 +28,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -106,6 +107,10 @@ func daemon(args []string) int {
 // a final checkpoint) or when ctx is cancelled (after saving the beat in
 // hand).
 func run(ctx context.Context, args []string, stdout io.Writer) error {
+	// With -async the hooks print from the store's goroutine while the loop
+	// prints its status lines: one lock keeps their lines whole and their
+	// writes from racing on a writer that is not safe for concurrent use.
+	stdout = &lockedWriter{w: stdout}
 	fs := flag.NewFlagSet("heartbeat", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	dir := fs.String("dir", "heartbeat-data", "checkpoint directory")
@@ -230,6 +235,18 @@ func events(w io.Writer) checkpoint.Hooks {
 			fmt.Fprintf(w, "checkpoint error: %v\n", err)
 		},
 	}
+}
+
+// lockedWriter serialises the writes of several goroutines to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func pulse(s State) string {

@@ -141,6 +141,7 @@ func openReadOnly(t *testing.T, dir string) *checkpoint.Store[State] {
 // catch, and proves the next run resumes from the last checkpoint it
 // reported, with its whole state.
 func TestResumeAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	t.Run("sync", func(t *testing.T) { testResumeAfterSIGKILL(t) })
 	// With -async, "created" is printed once a checkpoint is published,
 	// so the same promise holds.
@@ -182,7 +183,7 @@ func testResumeAfterSIGKILL(t *testing.T, flags ...string) {
 		if info.Kind == checkpoint.KindStep {
 			steps++
 		}
-		require.True(t, info.Compressed, "%s", info.Name())
+		require.Equal(t, "gzip", info.Compression, "%s", info.Name())
 		_, _, err := store.Load(ctx, info.Step)
 		require.NoError(t, err, "%s", info.Name())
 	}
@@ -207,6 +208,7 @@ func testResumeAfterSIGKILL(t *testing.T, flags ...string) {
 // reached, between two intervals, as an ordinary checkpoint (a stop is not
 // the end of a daemon's run), and exits cleanly.
 func TestSIGTERMSavesBeatInHand(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGTERM on Windows")
 	}
@@ -242,6 +244,7 @@ func TestSIGTERMSavesBeatInHand(t *testing.T) {
 // checkpoints every 50 beats, retention at 10, and a second run with nothing
 // left to do.
 func TestFreshStartAndTargetReached(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := runDaemon(t, "-dir", dir, "-beats", "600", "-interval", "0")
 	require.Contains(t, out, "fresh start in "+dir)
@@ -281,6 +284,7 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 // TestStopOnSavedBeat covers a stop that lands on a beat Tick has just
 // saved: nothing more to save, and a clean exit.
 func TestStopOnSavedBeat(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	out := &cancelOn{marker: "checkpoint created beat=50 ", cancel: cancel}
@@ -295,6 +299,7 @@ func TestStopOnSavedBeat(t *testing.T) {
 // TestStopCancelsDueBeat covers a signal that cancels the Tick of a due
 // beat: the beat is still saved on the way out.
 func TestStopCancelsDueBeat(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	// The status line of beat 100 is printed just before its Tick.

@@ -77,6 +77,7 @@ func requireResumedAndComplete(t *testing.T, dir, failed, out string) {
 }
 
 func TestFailureSavesErrorCheckpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out, p, err := runWorkflow(t, dir, "-fail-at", "build")
 	require.Nil(t, p)
@@ -105,6 +106,7 @@ func TestFailureSavesErrorCheckpoint(t *testing.T) {
 }
 
 func TestResumeFromErrorCheckpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, _, err := runWorkflow(t, dir, "-fail-at", "build")
 	require.ErrorIs(t, err, errInjected)
@@ -123,6 +125,7 @@ func TestResumeFromErrorCheckpoint(t *testing.T) {
 }
 
 func TestPanicSavesErrorCheckpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, p, err := runWorkflow(t, dir, "-panic-at", "test")
 	require.NoError(t, err)
@@ -153,6 +156,7 @@ func TestPanicSavesErrorCheckpoint(t *testing.T) {
 // failure is a second error checkpoint, resumed from the same partial output,
 // and ClearError removes both once the step is redone.
 func TestRepeatedFailureKeepsEveryAttempt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, _, err := runWorkflow(t, dir, "-fail-at", "design")
 	require.ErrorIs(t, err, errInjected)
@@ -184,6 +188,7 @@ func (w *cancelOn) Write(p []byte) (int, error) {
 // TestInterruptSavesErrorCheckpoint interrupts a step midway and checks the
 // work so far is saved although ctx is done.
 func TestInterruptSavesErrorCheckpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -206,6 +211,7 @@ func TestInterruptSavesErrorCheckpoint(t *testing.T) {
 }
 
 func TestUnknownStep(t *testing.T) {
+	t.Parallel()
 	_, _, err := runWorkflow(t, t.TempDir(), "-fail-at", "deploy")
 	require.ErrorContains(t, err, `unknown step "deploy"`)
 }

@@ -36,6 +36,7 @@ func readResult(t *testing.T, dir string) (Result, error) {
 }
 
 func TestCrashedSprintResumesAndFinishes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		flags      []string
@@ -99,6 +100,7 @@ func TestCrashedSprintResumesAndFinishes(t *testing.T) {
 // A redone step must not count twice: the sprint state, stats included,
 // comes back exactly as it was at the checkpoint.
 func TestResumedSprintEqualsUninterruptedSprint(t *testing.T) {
+	t.Parallel()
 	straight, crashed := t.TempDir(), t.TempDir()
 	_, err := orchestrate(t, "-dir", straight)
 	require.NoError(t, err)
@@ -118,6 +120,7 @@ func TestResumedSprintEqualsUninterruptedSprint(t *testing.T) {
 }
 
 func TestCrashAfterFinalCheckpointStillWritesResult(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, err := orchestrate(t, "-dir", dir, "-stop-after", "7")
 	require.ErrorIs(t, err, errCrash)
@@ -134,6 +137,7 @@ func TestCrashAfterFinalCheckpointStillWritesResult(t *testing.T) {
 }
 
 func TestBadFlagsAreRejected(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -1,0 +1,17 @@
+//go:build darwin || ios || freebsd || netbsd
+
+package checkpoint
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// changeTime returns the inode change time of fi in nanoseconds, or 0 if
+// fi does not carry it.
+func changeTime(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ctimespec.Nano()
+	}
+	return 0
+}

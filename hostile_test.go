@@ -1,0 +1,548 @@
+package checkpoint
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests prove the promises of issue 11 under hostile files, huge
+// inputs and misuse.
+
+// requireUntouched checks that the file at path still holds before and
+// was not moved aside.
+func requireUntouched(t *testing.T, path string, before []byte) {
+	t.Helper()
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.NoFileExists(t, path+quarantineSuffix)
+}
+
+func TestMaxInt64ReadLimitNeverReplacesAnIntactCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithMaxReadSize(math.MaxInt64), NoSync())
+	info, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	before, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+
+	v, _, err := s.Load(ctx, 1)
+	require.NoError(t, err, "no limit reads the file")
+	require.Equal(t, 1, v)
+	_, err = s.Save(ctx, 1, 2)
+	require.ErrorIs(t, err, ErrExists)
+	requireUntouched(t, info.Path, before)
+}
+
+func TestZstdWindowOverALaterSmallerLimitIsNeverQuarantined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// A good checkpoint of 2 MiB of state in a frame of a 4 MiB window,
+	// as earlier releases (and the zstd tool) write.
+	state, err := json.Marshal(randomText(1, 2<<20))
+	require.NoError(t, err)
+	var file bytes.Buffer
+	enc, err := zstd.NewWriter(&file, zstd.WithWindowSize(4<<20), zstd.WithEncoderConcurrency(1))
+	require.NoError(t, err)
+	_, err = enc.Write(envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, state))
+	require.NoError(t, err)
+	require.NoError(t, enc.Close())
+	path := filepath.Join(dir, "step_00000001.json.zst")
+	require.NoError(t, os.WriteFile(path, file.Bytes(), 0o644))
+	got, _, err := openStore[string](t, dir, ReadOnly()).Load(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, got, 2<<20)
+
+	small := openStore[string](t, dir, Zstd(), NoSync(), WithMaxReadSize(64<<10))
+	_, _, err = small.Load(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, errTooLarge)
+	_, err = small.Save(ctx, 1, "replacement")
+	require.ErrorIs(t, err, ErrExists, "a file too large to check here may be good")
+	requireUntouched(t, path, file.Bytes())
+}
+
+func TestFileOfANewerFormatIsNeverQuarantined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// A format 2 that ends with another trailer than version 1's.
+	future := []byte(`{"format":2,"step":1,"kind":"step","time":"2026-11-22T12:00:00Z","state":1,"digest":"blake3:00"}` + "\n")
+	path := filepath.Join(dir, "step_00000001.json")
+	require.NoError(t, os.WriteFile(path, future, 0o644))
+	s := openStore[int](t, dir, NoSync())
+	_, _, err := s.Load(ctx, 1)
+	require.ErrorIs(t, err, errFormat)
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrExists)
+	requireUntouched(t, path, future)
+}
+
+// gzipBomb returns a gzip file of members each inflating to size bytes of
+// spaces: some 64 KiB per 64 MiB.
+func gzipBomb(t testing.TB, members, size int) []byte {
+	t.Helper()
+	var member bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&member, gzip.BestSpeed)
+	require.NoError(t, err)
+	chunk := bytes.Repeat([]byte(" "), 1<<20)
+	for n := 0; n < size; n += len(chunk) {
+		_, err := zw.Write(chunk[:min(len(chunk), size-n)])
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	return bytes.Repeat(member.Bytes(), members)
+}
+
+// wideZstd returns a valid checkpoint of step inside a zstd frame that
+// declares a window of 1<<windowLog bytes, stored in a raw block: a file of
+// a few hundred bytes that asks a decoder for that much memory.
+func wideZstd(step int64, windowLog int) []byte {
+	env := envelopeBytes(header{Format: 1, Step: step, Kind: KindStep, Time: time.Now()}, []byte(`"x"`))
+	b := append([]byte{}, zstdMagic...)
+	b = append(b, 0x00, byte(windowLog-10)<<3) // no content size, no checksum; the window
+	n := len(env)<<3 | 1                       // a last, raw block
+	b = append(b, byte(n), byte(n>>8), byte(n>>16))
+	return append(b, env...)
+}
+
+// TestReadOfABombCostsAtMostTheLimit measures every byte a load of a gzip
+// bomb allocates: the read limit and some 4.5 MiB (the decompressors, and
+// the header read that finds the step's checkpoints, which reads up to 1 MiB
+// of the bomb), where a buffer that doubles would allocate about four times
+// the limit. It is not parallel: it reads the process's allocation counter.
+func TestReadOfABombCostsAtMostTheLimit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const limit = 8 << 20
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), gzipBomb(t, 4, limit), 0o644))
+	s := openStore[string](t, dir, WithMaxReadSize(limit), NoSync())
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := s.Load(ctx, 1)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, errTooLarge)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+6<<20), "bytes allocated by one load of a bomb")
+}
+
+// TestStoreKeepsNoLargeBufferOrDecoderAfterACall reads what an open store
+// holds after large saves and loads, a bomb, a zstd file that declares a
+// 512 MiB window and a save that its spare coders handle: nothing over
+// maxPooled may stay in its pools. It is not parallel: it reads the
+// process's heap.
+func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
+	ctx := context.Background()
+	const size = maxPooled + 1<<20
+	comps := []Option{Zstd(), Gzip()}
+	if raceEnabled {
+		comps = comps[:1] // the race detector makes compression ten times slower
+	}
+	for _, comp := range comps {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000002.json.zst"), wideZstd(2, 29), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000003.json.gz"), gzipBomb(t, 1, 2*size+1), 0o644))
+		heap := func() uint64 {
+			var m runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		base := heap()
+		s := openStore[string](t, dir, comp, NoSync(), WithMaxReadSize(2*size))
+		state := strings.Repeat(randomText(2, 1<<10), size>>10) // quick to compress
+		_, err := s.Save(ctx, 1, state)
+		require.NoError(t, err)
+		state = ""
+		got, _, err := s.Load(ctx, 1)
+		require.NoError(t, err)
+		require.Len(t, got, size)
+		got = ""
+		_, _, err = s.Load(ctx, 2)
+		require.ErrorIs(t, err, ErrCorrupt)
+		_, _, err = s.Load(ctx, 3)
+		require.ErrorIs(t, err, errTooLarge)
+		// A file just under the window of the spare coders: they are
+		// kept, and must stay small.
+		_, err = s.Save(ctx, 4, randomText(4, zstdWindow-1<<10))
+		require.NoError(t, err)
+		_, _, err = s.Latest(ctx)
+		require.NoError(t, err)
+		held := heap() - min(base, heap())
+		t.Logf("held %d", held)
+		// Each spare is at most maxPooled; all of them, 2 to 7 MiB here
+		// from run to run, where the store used to keep 30 MiB.
+		require.Less(t, held, uint64(12<<20), "bytes an open store holds after its calls")
+		for _, b := range s.codec.buffers.idle {
+			require.LessOrEqual(t, b.Cap(), maxPooled)
+		}
+		runtime.KeepAlive(s)
+		require.Empty(t, state+got)
+	}
+}
+
+// TestOurZstdWindowIsWithinTheSpareDecoder measures the windows our encoder
+// writes: at most zstdWindow, so that every checkpoint this package writes
+// is read by a decoder the codec keeps (and well under maxZstdWindow).
+func TestOurZstdWindowIsWithinTheSpareDecoder(t *testing.T) {
+	t.Parallel()
+	c := newCodec(compressZstd, DefaultMaxReadSize)
+	for _, size := range []int{10, 1 << 20, 9 << 20} {
+		var buf bytes.Buffer
+		state, err := json.Marshal(strings.Repeat(randomText(int64(size), 1<<10), size>>10+1))
+		require.NoError(t, err)
+		require.NoError(t, c.writeEnvelope(&buf, header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, state))
+		var h zstd.Header
+		require.NoError(t, h.Decode(buf.Bytes()))
+		window := h.WindowSize
+		if h.SingleSegment {
+			window = h.FrameContentSize
+		}
+		require.LessOrEqual(t, window, uint64(zstdWindow), "state of %d bytes", size)
+		_, err = readEnvelope(bytes.NewReader(buf.Bytes()), DefaultMaxReadSize)
+		require.NoError(t, err)
+	}
+}
+
+func TestHugeMetaIsInvalid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	_, err := s.Save(ctx, 1, 1, WithMeta("notes", strings.Repeat("x", 2<<20)))
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "meta")
+	require.Equal(t, []string{lockName}, dirNames(t, dir), "nothing is written")
+	// Just under the bound, with characters JSON escapes, it saves.
+	_, err = s.Save(ctx, 1, 1, WithMeta("notes", strings.Repeat("<", maxMetaSize/6-16)))
+	require.NoError(t, err)
+}
+
+// TestEveryHeaderTheLibraryWritesListsAfterARestart writes the largest
+// headers a caller can make: error records of 2 MiB texts whose every byte
+// JSON escapes to six, and meta at its bound.
+func TestEveryHeaderTheLibraryWritesListsAfterARestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Open[int](dir, NoSync())
+	require.NoError(t, err)
+	huge := strings.Repeat("\x01", 2<<20)
+	_, err = w.SaveError(ctx, 1, 1, errors.New(huge))
+	require.NoError(t, err)
+	func() {
+		defer func() { require.NotNil(t, recover()) }()
+		defer w.SaveOnPanic(ctx, func() (int64, int) { return 2, 2 })
+		panic(huge)
+	}()
+	meta := strings.Repeat("\x01", maxMetaSize/6-16)
+	_, err = w.Save(ctx, 3, 3, WithMeta("notes", meta))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+
+	r := openStore[int](t, dir, NoSync())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	for _, info := range list {
+		require.Equal(t, formatVersion, info.Format, "%s lists with its header", info.Path)
+	}
+	for _, info := range list[:2] {
+		require.Less(t, len(info.Error.Message), maxErrorMessage+100)
+		require.True(t, strings.HasSuffix(info.Error.Message, fmt.Sprintf("... [truncated: %d bytes in all]", len(huge))), "the cut is marked")
+	}
+	require.True(t, list[1].Error.Panic)
+	require.LessOrEqual(t, len(list[1].Error.Stack), maxErrorStack+100)
+	require.Equal(t, meta, list[2].Meta["notes"])
+}
+
+func TestTruncateTextNeverSplitsAUTF8Sequence(t *testing.T) {
+	t.Parallel()
+	s := strings.Repeat("é", 10) // two bytes each
+	got := truncateText(s, 5)
+	require.Equal(t, "éé... [truncated: 20 bytes in all]", got)
+	require.Equal(t, "short", truncateText("short", 5))
+}
+
+func TestMisplacedCheckpointIsMovedAsideForItsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, place := range map[string]func(src, dst string) error{
+		"a copy":      func(src, dst string) error { return copyPath(src, dst) },
+		"a hard link": os.Link,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := openStore[int](t, dir, NoSync())
+			two, err := s.Save(ctx, 2, 2)
+			require.NoError(t, err)
+			three := filepath.Join(dir, "step_00000003.json")
+			require.NoError(t, place(two.Path, three))
+
+			_, _, err = s.Load(ctx, 3)
+			require.ErrorIs(t, err, ErrCorrupt)
+			_, err = s.Save(ctx, 3, 3)
+			require.NoError(t, err, "the misplaced file is damage for its name")
+			v, _, err := s.Load(ctx, 3)
+			require.NoError(t, err)
+			require.Equal(t, 3, v)
+			require.FileExists(t, three+quarantineSuffix)
+			v, _, err = s.Load(ctx, 2)
+			require.NoError(t, err, "the checkpoint of step 2 is untouched")
+			require.Equal(t, 2, v)
+		})
+	}
+}
+
+func copyPath(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func TestDirectoryAtACheckpointNameIsAClearError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000003.json"), 0o755))
+	_, err := s.Save(ctx, 3, 3)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, errNotRegular)
+	require.ErrorContains(t, err, "a directory")
+	require.DirExists(t, filepath.Join(dir, "step_00000003.json"), "nothing is moved")
+}
+
+func TestOpenKeepsAUsersHiddenFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	user := []string{".notes.json2", ".result.json42", ".config.json.bak1"}
+	stale := []string{tempName("step_00000001.json"), tempName("notes.json"), ".step_00000002.json77"}
+	for _, name := range append(slices.Clone(user), stale...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o644))
+	}
+	openStore[int](t, dir, NoSync())
+	names := dirNames(t, dir)
+	for _, name := range user {
+		require.Contains(t, names, name)
+	}
+	for _, name := range stale {
+		require.NotContains(t, names, name)
+	}
+}
+
+func TestSaveTempFilesCarryTheMarker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	var seen []string
+	s := openStore[int](t, dir, NoSync(), withFaults(func(point, name string) error {
+		if point == "publish" {
+			seen = append(seen, dirNames(t, dir)...)
+		}
+		return nil
+	}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.WriteJSON(ctx, "notes.json", 1))
+	var temps []string
+	for _, n := range seen {
+		if strings.HasPrefix(n, ".") && n != lockName {
+			temps = append(temps, n)
+			require.True(t, s.cfg.layout.isTemp(n), n)
+		}
+	}
+	require.Len(t, temps, 2)
+	require.True(t, strings.HasPrefix(temps[0], tempPrefix("step_00000001.json")), temps[0])
+	require.True(t, strings.HasPrefix(temps[1], tempPrefix("notes.json")), temps[1])
+}
+
+func TestConcurrentSavesNeverShareASaveTime(t *testing.T) {
+	t.Parallel()
+	base := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	var round atomic.Int64
+	now := func() time.Time { return base.Add(time.Duration(round.Load()) * time.Second) } // stuck within a round
+	s := openStore[int](t, t.TempDir(), NoSync(), withClock(now))
+	const rounds, workers, each = 200, 4, 50
+	times := make([][]time.Time, workers)
+	for r := range int64(rounds) {
+		round.Store(r)
+		// A checkpoint saved an hour ahead was loaded: the clock is far
+		// behind, so a synchronous save reads the directory for its
+		// step's newest time, a while in which others may stamp.
+		s.observe(now().Add(time.Hour))
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for range each {
+					tm, _ := s.saveTime(1, w%2 == 0) // a queued save and a synchronous one
+					times[w] = append(times[w], tm)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	all := slices.Concat(times...)
+	slices.SortFunc(all, time.Time.Compare)
+	distinct := len(slices.CompactFunc(all, time.Time.Equal))
+	require.Equal(t, rounds*workers*each, distinct, "every save gets a time of its own")
+}
+
+func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	info, err := s.Save(ctx, 1, 1, WithMeta("by", "a"))
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "a", list[0].Meta["by"])
+	was, err := os.Stat(info.Path)
+	require.NoError(t, err)
+
+	// Rewrite the file in place with another checkpoint of the same size,
+	// then put its modification time back (as cp -p or rsync -t do).
+	other := envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: info.Time, Meta: map[string]string{"by": "b"}}, []byte("1"))
+	require.Len(t, other, int(was.Size()))
+	require.NoError(t, os.WriteFile(info.Path, other, 0o644))
+	for {
+		// The change time has the clock's coarse granularity: touch
+		// the file until it differs, as any later rewrite would.
+		require.NoError(t, os.Chtimes(info.Path, was.ModTime(), was.ModTime()))
+		now, err := os.Stat(info.Path)
+		require.NoError(t, err)
+		require.True(t, os.SameFile(was, now) && now.Size() == was.Size() && now.ModTime().Equal(was.ModTime()))
+		if changeTime(now) != changeTime(was) || changeTime(now) == 0 {
+			break
+		}
+	}
+	if changeTime(was) == 0 {
+		t.Skip("this system gives no inode change time")
+	}
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", list[0].Meta["by"], "the cached header of the old file is not served")
+}
+
+// TestCheckpointsOfAStepSavedAtOneInstantOrderByKind pins the tie-break of
+// checkpoints of one step whose save times are equal (written by two
+// processes, or copied in): step, rolling, final, then error attempts in
+// order, whatever their compression.
+func TestCheckpointsOfAStepSavedAtOneInstantOrderByKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	rec := &ErrorRecord{Message: "boom", Step: 5, Time: at}
+	files := map[string][]byte{
+		"step_00000005.json.gz":      encodeBytes(header{Format: 1, Step: 5, Kind: KindStep, Time: at}, []byte("1"), compressGzip),
+		"step_last.json":             envelopeBytes(header{Format: 1, Step: 5, Kind: KindRolling, Time: at}, []byte("2")),
+		"step_00000005.final.json":   envelopeBytes(header{Format: 1, Step: 5, Kind: KindFinal, Time: at}, []byte("3")),
+		"step_00000005.error-2.json": envelopeBytes(header{Format: 1, Step: 5, Kind: KindError, Time: at, Error: rec}, []byte("5")),
+		"step_00000005.error.json":   encodeBytes(header{Format: 1, Step: 5, Kind: KindError, Time: at, Error: rec}, []byte("4"), compressZstd),
+	}
+	for name, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
+	}
+	s := openStore[int](t, dir, ReadOnly())
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, info := range list {
+		names = append(names, info.Name())
+	}
+	require.Equal(t, []string{"step_00000005.json.gz", "step_last.json", "step_00000005.final.json", "step_00000005.error.json", "step_00000005.error-2.json"}, names)
+	v, _, err := s.Load(ctx, 5)
+	require.NoError(t, err)
+	require.Equal(t, 5, v, "Load returns the last error attempt")
+	v, _, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, v)
+	v, info, err := s.LatestClean(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, v, "LatestClean returns the final checkpoint")
+	require.Equal(t, KindFinal, info.Kind)
+}
+
+// TestParallelHeaderReadsWithAConcurrentWriter lists a directory large
+// enough for fill to read headers on every processor while a writer saves
+// and prunes, under -race.
+func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
+	t.Parallel()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("fill reads headers in parallel only with more than one processor")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	const initial = parallelFill + 88
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for step := int64(1); step <= initial; step++ {
+		b := envelopeBytes(header{Format: 1, Step: step, Kind: KindStep, Time: at.Add(time.Duration(step) * time.Second)}, []byte(fmt.Sprint(step)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), b, 0o644))
+	}
+	w := openStore[int64](t, dir, NoSync(), KeepEvery(2), KeepLast(8))
+	r := openStore[int64](t, dir, ReadOnly())
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for step := int64(initial + 1); step <= initial+60; step++ {
+			if _, err := w.Save(ctx, step, step); err != nil {
+				panic(err)
+			}
+		}
+	})
+	for _, st := range []*Store[int64]{w, r} {
+		wg.Go(func() {
+			for range 10 {
+				list, err := st.List(ctx)
+				if err != nil {
+					panic(err)
+				}
+				if len(list) < initial/2 || !slices.IsSortedFunc(list, func(a, b Info) int { return cmp.Compare(a.Step, b.Step) }) {
+					panic(fmt.Sprintf("a list of %d checkpoints, not sorted or missing some", len(list)))
+				}
+				for _, info := range list {
+					if info.Format != 1 || info.Time.IsZero() {
+						panic(fmt.Sprintf("%s listed without its header", info.Path))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	for _, info := range list {
+		require.True(t, info.Step%2 == 0 || info.Step > initial+60-8, "step %d survived retention", info.Step)
+	}
+	_, info, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(initial+60), info.Step)
+}

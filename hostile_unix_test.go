@@ -1,0 +1,124 @@
+//go:build unix
+
+package checkpoint
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// returnsWithin runs f and returns its error. Should f block on the named
+// pipe fifo (the failure these tests prove absent), it fails the test after
+// a generous bound instead of hanging the suite, and opens the pipe for
+// writing so that the blocked open returns.
+func returnsWithin(t *testing.T, fifo string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatalf("blocked on the named pipe %s", fifo)
+		return nil
+	}
+}
+
+func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	info, err := s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	fifo := filepath.Join(dir, "step_00000003.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+
+	err = returnsWithin(t, fifo, func() error { _, err := s.Save(ctx, 3, 3); return err })
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, errNotRegular)
+	require.NotErrorIs(t, err, ErrExists)
+	require.ErrorContains(t, err, "named pipe")
+
+	info.Step, info.Path = 3, fifo
+	err = returnsWithin(t, fifo, func() error { _, _, err := s.LoadInfo(ctx, info); return err })
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, errNotRegular)
+
+	err = returnsWithin(t, fifo, func() error { _, _, err := s.Latest(ctx); return err })
+	require.NoError(t, err, "Latest passes over what is not a checkpoint file")
+	fi, err := os.Lstat(fifo)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the pipe is left where it is")
+}
+
+func TestFIFOSideFileNeverBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	fifo := filepath.Join(dir, "notes.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	var v any
+	err := returnsWithin(t, fifo, func() error { return s.ReadJSON(ctx, "notes.json", &v) })
+	require.ErrorIs(t, err, errNotRegular)
+	require.ErrorContains(t, err, "named pipe")
+}
+
+func TestFIFOSessionFileNeverBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, NoSync())
+	_, err := r.Create(ctx, "run", nil)
+	require.NoError(t, err)
+	fifo := filepath.Join(dir, "run", sessionFile)
+	require.NoError(t, os.Remove(fifo))
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+
+	var list []Session
+	err = returnsWithin(t, fifo, func() (err error) { list, err = r.List(ctx); return err })
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.ErrorIs(t, list[0].Err, ErrCorrupt)
+	require.ErrorIs(t, list[0].Err, errNotRegular)
+
+	err = returnsWithin(t, fifo, func() error { _, err := OpenSession[int](r, "run"); return err })
+	require.ErrorIs(t, err, errNotRegular)
+	err = returnsWithin(t, fifo, func() error { _, _, err := ResumeSession[int](ctx, r); return err })
+	require.ErrorIs(t, err, errNotRegular)
+}
+
+func TestSymlinkAtACheckpointNameIsMovedAsideNotItsTarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	two, err := s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	target, err := os.ReadFile(two.Path)
+	require.NoError(t, err)
+	link := filepath.Join(dir, "step_00000003.json")
+	require.NoError(t, os.Symlink("step_00000002.json", link))
+
+	_, err = s.Save(ctx, 3, 3)
+	require.NoError(t, err)
+	fi, err := os.Lstat(link + quarantineSuffix)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link itself is moved aside")
+	after, err := os.ReadFile(two.Path)
+	require.NoError(t, err)
+	require.Equal(t, target, after, "its target is untouched")
+	v, _, err := s.Load(ctx, 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+}

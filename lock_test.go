@@ -1,0 +1,96 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// lockChildEnv names the directory on which the test binary, re-executed
+// as a child process, opens a writer (see lockChild).
+const lockChildEnv = "CHECKPOINT_LOCK_CHILD"
+
+// lockChild opens a writer on dir and prints what happened: "opened",
+// "locked" or the error.
+func lockChild(dir string) {
+	s, err := Open[int](dir, NoSync())
+	switch {
+	case err == nil:
+		fmt.Println("opened")
+		s.Close()
+	case errors.Is(err, ErrLocked):
+		fmt.Println("locked")
+	default:
+		fmt.Println("error:", err)
+	}
+}
+
+// openInChild runs lockChild on dir in another process and returns what it
+// printed.
+func openInChild(t *testing.T, dir string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe)
+	// Under -race, a child sleeps a second before it exits unless told not to.
+	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir, "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// TestRemovedOrReplacedLockFileLetsNoSecondWriterIn removes, or replaces,
+// the lock file of a directory that a writer holds, and proves that a
+// writer in another process is still refused: two writers would prune each
+// other's checkpoints. Once the first writer closes, the other gets in.
+func TestRemovedOrReplacedLockFileLetsNoSecondWriterIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		swap func(path string) error
+	}{
+		{"removed", os.Remove},
+		{"replaced", func(path string) error {
+			if err := os.WriteFile(path+".new", nil, 0o644); err != nil {
+				return err
+			}
+			return os.Rename(path+".new", path)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			w := openStore[int](t, dir, NoSync())
+			require.NoError(t, c.swap(filepath.Join(dir, lockName)))
+			require.Equal(t, "locked", openInChild(t, dir), "a second writer got in")
+			_, err := Open[int](dir, NoSync())
+			require.ErrorIs(t, err, ErrLocked, "nor in this process")
+
+			_, err = w.Save(ctx, 1, 1)
+			require.NoError(t, err, "the first writer goes on")
+			require.NoError(t, w.Close())
+			require.Equal(t, "opened", openInChild(t, dir))
+		})
+	}
+}
+
+// TestSymlinkedLockFileIsRefused: a symbolic link at the lock file's name
+// leads to a file that is not the one at the name, and could be pointed
+// elsewhere under a writer; Open says so instead of locking its target.
+func TestSymlinkedLockFileIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "target"), nil, 0o644))
+	require.NoError(t, os.Symlink("target", filepath.Join(dir, lockName)))
+	_, err := Open[int](dir, NoSync())
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, lockName+" is a symbolic link")
+}
