@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -216,11 +215,14 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	}
 	// Reopen the header object to append the state and the trailer.
 	head = append(head[:len(head)-1], `,"state":`...)
-	sum := sha256.New()
+	// The header's format says which checksum closes the envelope: a store
+	// writes format 2; tests still write format 1 to prove it loads.
+	t := trailerOf(h.Format)
+	sum := t.sum()
 	sum.Write(head)
 	sum.Write(state)
-	var tb [trailerLen]byte
-	trailer := appendTrailer(tb[:0], sum)
+	var tb [maxTrailerLen]byte
+	trailer := appendTrailer(tb[:0], t, sum)
 	if c.comp == compressNone {
 		return writeParts(w, [][]byte{head, state, trailer})
 	}
