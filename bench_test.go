@@ -9,7 +9,9 @@ import (
 	"hash/crc64"
 	"hash/fnv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchState is about 10 KB of JSON.
@@ -127,5 +129,45 @@ func BenchmarkChecksum(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkFirstList measures the first List of a store opened anew on a
+// directory of 10,000 checkpoints: every header is read once.
+//
+//	go test -run '^$' -bench FirstList -benchtime 10x .
+func BenchmarkFirstList(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	w, err := Open[map[string]any](dir, NoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := benchState()
+	const files = 10000
+	for i := 0; i < files; i++ {
+		if _, err := w.Save(ctx, int64(i), state); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.Close()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	b.ResetTimer()
+	defer func() { b.ReportMetric(float64(cpu()-start)/float64(b.N)/1e6, "cpu-ms/op") }()
+	for b.Loop() {
+		s, err := Open[map[string]any](dir, ReadOnly())
+		if err != nil {
+			b.Fatal(err)
+		}
+		list, err := s.List(ctx)
+		if err != nil || len(list) != files {
+			b.Fatal(len(list), err)
+		}
+		s.Close()
 	}
 }
