@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -547,6 +548,26 @@ func (c *codec) readHeader(r io.Reader) (header, error) {
 		return header{}, err
 	}
 	defer release()
-	h, _, err := decodeHeader(json.NewDecoder(io.LimitReader(ur, maxHeaderSize)))
-	return h, err
+	// Read until the header is whole: one read of the file's first
+	// kilobyte, for most.
+	buf := make([]byte, 0, headerBufSize)
+	for {
+		n, rerr := ur.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		h, _, err := parseHeader(buf)
+		if !errors.Is(err, errShortHeader) {
+			return h, err
+		}
+		switch {
+		case rerr == io.EOF:
+			return h, damaged("no state")
+		case rerr != nil:
+			return h, corruptIO(rerr)
+		case len(buf) == cap(buf):
+			if len(buf) >= maxHeaderSize {
+				return h, corruptIO(fmt.Errorf("header longer than %d bytes: %w", maxHeaderSize, io.ErrUnexpectedEOF))
+			}
+			buf = slices.Grow(buf, len(buf))
+		}
+	}
 }
