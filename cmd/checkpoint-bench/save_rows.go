@@ -9,7 +9,8 @@ import (
 )
 
 // largeSave compares a durable Save of the 1 MB state with the hand-written
-// save, where the checksum is the largest part of the difference.
+// save: the checksum was the largest part of the difference while it was
+// SHA-256 (format 1).
 func (b *bench) largeSave() ([]row, error) {
 	world := b.worlds[b.cfg.mega]
 	s, err := checkpoint.Open[World](b.subdir("save-1mb"))
