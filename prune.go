@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 )
@@ -247,16 +246,16 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 		}
 	}
 	for _, e := range slices.Concat(protectors, victims) {
-		if !s.unchanged(e.name) {
+		if !s.stillCached(e.name) {
 			return nil, false
 		}
 	}
 	return victims, true
 }
 
-// unchanged reports whether name is still the file whose header the cache
-// holds: the same file (inode), size and modification time.
-func (s *Store[T]) unchanged(name string) bool {
+// stillCached reports whether name is still the file whose header the
+// cache holds (see unchanged).
+func (s *Store[T]) stillCached(name string) bool {
 	fi, err := s.root.Lstat(name)
 	if err != nil {
 		return false
@@ -264,7 +263,7 @@ func (s *Store[T]) unchanged(name string) bool {
 	s.mu.Lock()
 	c, ok := s.headers[name]
 	s.mu.Unlock()
-	return ok && os.SameFile(c.fi, fi) && c.fi.Size() == fi.Size() && c.fi.ModTime().Equal(fi.ModTime())
+	return ok && unchanged(c.fi, fi)
 }
 
 // pruneVictims returns the entries the rules would remove now, oldest first,

@@ -521,7 +521,7 @@ func TestSaveWithRetentionSyncsTheDirectoryOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := &countPoints{counts: map[string]int{}}
-	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(c.fault))
+	s := openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(c.fault))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -557,7 +557,7 @@ func TestPruneFromCacheSeesCheckpointsRemovedByHand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(3), NoSync())
+	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(3))
 	for step := int64(1); step <= 5; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -582,7 +582,7 @@ func TestPruneFromCacheLeavesFilesItDoesNotKnow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(2), NoSync())
+	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(2))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -622,7 +622,7 @@ func TestFaultWhilePruningAfterASave(t *testing.T) {
 	var pruneErrs []error
 	var mu sync.Mutex
 	hooks := Hooks{OnError: func(err error) { mu.Lock(); pruneErrs = append(pruneErrs, err); mu.Unlock() }}
-	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(sw.fault), WithHooks(hooks))
+	s := openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(sw.fault), WithHooks(hooks))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
