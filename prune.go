@@ -229,22 +229,7 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 		entries = append(entries, e)
 	}
 	s.mu.Unlock()
-	sortEntries(entries)
-	var now time.Time
-	if s.cfg.retain.within > 0 {
-		now = s.cfg.now()
-	}
-	victims, protectors := s.cfg.retain.victims(entries, now)
-	if len(victims) == 0 {
-		return nil, true
-	}
-	keep := s.spared(ctx, entries)
-	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
-	for _, e := range entries {
-		if slices.Contains(keep, e.name) {
-			protectors = append(protectors, e)
-		}
-	}
+	victims, protectors := s.judge(ctx, entries)
 	for _, e := range slices.Concat(protectors, victims) {
 		if !s.stillCached(e.name) {
 			return nil, false
@@ -281,17 +266,31 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, erro
 	if writer {
 		s.scanned = true
 	}
+	victims, _ := s.judge(ctx, entries)
+	return victims, nil
+}
+
+// judge sorts entries and applies the rules to them now: it returns the
+// victims, oldest first, sparing the safety net (see spared), and their
+// protectors (see victims), the safety net among them.
+func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protectors []entry) {
 	sortEntries(entries)
 	var now time.Time
 	if s.cfg.retain.within > 0 {
 		now = s.cfg.now()
 	}
-	victims, _ := s.cfg.retain.victims(entries, now)
+	victims, protectors = s.cfg.retain.victims(entries, now)
 	if len(victims) == 0 {
 		return nil, nil
 	}
 	keep := s.spared(ctx, entries)
-	return slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) }), nil
+	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
+	for _, e := range entries {
+		if slices.Contains(keep, e.name) {
+			protectors = append(protectors, e)
+		}
+	}
+	return victims, protectors
 }
 
 // spared returns the names no rule may remove, from sorted entries: the
