@@ -2,9 +2,16 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"hash"
+	"hash/crc32"
+	"hash/crc64"
+	"hash/fnv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchState is about 10 KB of JSON.
@@ -87,4 +94,80 @@ func BenchmarkLatestAndList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkChecksum compares the checksums a checkpoint's trailer could use,
+// on the state sizes the benchmark command measures: SHA-256 (format 1),
+// CRC-32C (format 2: the CPU's CRC32 instruction where there is one), and
+// the 64-bit non-cryptographic hashes of the standard library. The numbers
+// and the choice are in BENCHMARKS.md.
+//
+//	go test -run '^$' -bench Checksum -benchtime 20x .
+func BenchmarkChecksum(b *testing.B) {
+	sums := []struct {
+		name string
+		new  func() hash.Hash
+	}{
+		{"sha256", sha256.New},
+		{"crc32c", func() hash.Hash { return crc32.New(crc32.MakeTable(crc32.Castagnoli)) }},
+		{"crc64-iso", func() hash.Hash { return crc64.New(crc64.MakeTable(crc64.ISO)) }},
+		{"fnv64a", func() hash.Hash { return fnv.New64a() }},
+	}
+	for _, size := range []int{1 << 20, 10 << 20} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i>>8) // not all zeros: no hash gets a shortcut
+		}
+		for _, sum := range sums {
+			b.Run(fmt.Sprintf("%s/%dMB", sum.name, size>>20), func(b *testing.B) {
+				h := sum.new()
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					h.Reset()
+					h.Write(data)
+					h.Sum(nil)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkFirstList measures the first List of a store opened anew on a
+// directory of 10,000 checkpoints: every header is read once.
+//
+//	go test -run '^$' -bench FirstList -benchtime 10x .
+func BenchmarkFirstList(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	w, err := Open[map[string]any](dir, NoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := benchState()
+	const files = 10000
+	for i := 0; i < files; i++ {
+		if _, err := w.Save(ctx, int64(i), state); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.Close()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	b.ResetTimer()
+	defer func() { b.ReportMetric(float64(cpu()-start)/float64(b.N)/1e6, "cpu-ms/op") }()
+	for b.Loop() {
+		s, err := Open[map[string]any](dir, ReadOnly())
+		if err != nil {
+			b.Fatal(err)
+		}
+		list, err := s.List(ctx)
+		if err != nil || len(list) != files {
+			b.Fatal(len(list), err)
+		}
+		s.Close()
+	}
 }

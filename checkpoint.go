@@ -7,8 +7,8 @@
 // without ever replacing an existing checkpoint, and fsyncs the directory, so
 // a reader sees either the old set of checkpoints or the new set, never a torn
 // file. A checkpoint is JSON (optionally gzip- or zstd-compressed) holding a
-// small envelope around the application's state, with a SHA-256 checksum that
-// every load verifies. With [Async], saves are encoded at once and published
+// small envelope around the application's state, with a CRC-32C checksum that
+// every load verifies (SHA-256 in files of format 1, which load forever). With [Async], saves are encoded at once and published
 // in the background, in order.
 //
 // A typical turn loop:

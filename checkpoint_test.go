@@ -103,7 +103,7 @@ func TestRoundTripNestedState(t *testing.T) {
 			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, "step_00000007"+tt.comp.ext(), saved.Name())
-			require.Equal(t, 1, saved.Format)
+			require.Equal(t, 2, saved.Format)
 			require.Equal(t, map[string]string{"player": "Ana", "scene": "tavern"}, saved.Meta)
 			fi, err := os.Stat(saved.Path)
 			require.NoError(t, err)
@@ -249,8 +249,8 @@ var corruptions = map[string]func([]byte) []byte{
 		return b
 	},
 	"wrong checksum": func(b []byte) []byte {
-		i := bytes.Index(b, []byte("sha256:"))
-		b[i+7] = map[bool]byte{true: '1', false: '0'}[b[i+7] == '0']
+		i := bytes.Index(b, []byte(`"checksum":"crc32c:`)) + len(`"checksum":"crc32c:`)
+		b[i] = map[bool]byte{true: '1', false: '0'}[b[i] == '0']
 		return b
 	},
 	"not json": func([]byte) []byte { return []byte("hello, world\n") },
@@ -264,7 +264,7 @@ var corruptions = map[string]func([]byte) []byte{
 		return envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`null`))
 	},
 	"future format version": func([]byte) []byte {
-		return envelopeBytes(header{Format: 2, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
+		return envelopeBytes(header{Format: 3, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
 	},
 	"header step differs from name": func([]byte) []byte {
 		return envelopeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
@@ -848,11 +848,11 @@ func TestEnvelopeIsPlainJSON(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(b, &doc))
-	require.Equal(t, `1`, string(doc["format"]))
+	require.Equal(t, `2`, string(doc["format"]))
 	require.Equal(t, `7`, string(doc["step"]))
 	require.Equal(t, `"step"`, string(doc["kind"]))
 	require.Equal(t, `{"who":"ana"}`, string(doc["meta"]))
-	require.Contains(t, string(doc["checksum"]), `"sha256:`)
+	require.Regexp(t, `^"crc32c:[0-9a-f]{8}"$`, string(doc["checksum"]))
 	var st gameState
 	require.NoError(t, json.Unmarshal(doc["state"], &st))
 	require.Equal(t, sampleState(7), st)

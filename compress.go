@@ -3,13 +3,13 @@ package checkpoint
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,9 +71,15 @@ func sniff(magic []byte) compression {
 
 // Buffer sizes. The writer buffer sits between a compressor, which writes
 // in small pieces, and the file; the reader buffer feeds a decompressor.
+// A header is read through a buffer of its own size: List reads the header
+// of every file in the directory, and a header is about 150 bytes (a few
+// hundred with meta or an error record), so one small read covers it where
+// a load's buffer would copy the first 32 KB of each file for nothing. A
+// longer header takes more reads.
 const (
-	fileBufSize = 64 << 10
-	readBufSize = 32 << 10
+	fileBufSize   = 64 << 10
+	readBufSize   = 32 << 10
+	headerBufSize = 1 << 10
 )
 
 // maxPooled bounds what a codec keeps between calls, per value: a buffer
@@ -123,6 +129,7 @@ type codec struct {
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
 	readers spares[*bufio.Reader]
+	headers spares[*bufio.Reader] // of headerBufSize
 	gzipW   spares[*gzip.Writer]
 	gzipR   spares[*gzip.Reader]
 	zstdW   spares[*zstd.Encoder]
@@ -216,11 +223,14 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	}
 	// Reopen the header object to append the state and the trailer.
 	head = append(head[:len(head)-1], `,"state":`...)
-	sum := sha256.New()
+	// The header's format says which checksum closes the envelope: a store
+	// writes format 2; tests still write format 1 to prove it loads.
+	t := trailerOf(h.Format)
+	sum := t.sum()
 	sum.Write(head)
 	sum.Write(state)
-	var tb [trailerLen]byte
-	trailer := appendTrailer(tb[:0], sum)
+	var tb [maxTrailerLen]byte
+	trailer := appendTrailer(tb[:0], t, sum)
 	if c.comp == compressNone {
 		return writeParts(w, [][]byte{head, state, trailer})
 	}
@@ -282,9 +292,9 @@ func (c *codec) getWriter(w io.Writer) *bufio.Writer {
 // open returns a reader of r's decompressed bytes, detecting the compression
 // from the magic number (not the name), the compression found, and a
 // function that returns the reader's resources to the codec once the caller
-// is done with it.
+// is done with it. It reads through a buffer sized for a header.
 func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
-	st, err := c.openStream(r, -1)
+	st, err := c.openBuffered(r, -1, &c.headers, headerBufSize)
 	return st.r, st.comp, st.release, err
 }
 
@@ -302,13 +312,19 @@ type stream struct {
 // hint is only a hint (a hostile file may lie): it is never more than the
 // read limit, and a read never trusts it beyond sizing its first buffer.
 func (c *codec) openStream(r io.Reader, size int64) (stream, error) {
-	br, ok := c.readers.get()
+	return c.openBuffered(r, size, &c.readers, readBufSize)
+}
+
+// openBuffered is openStream reading r through a buffer of bufSize bytes
+// from readers.
+func (c *codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Reader], bufSize int) (stream, error) {
+	br, ok := readers.get()
 	if ok {
 		br.Reset(r)
 	} else {
-		br = bufio.NewReaderSize(r, readBufSize)
+		br = bufio.NewReaderSize(r, bufSize)
 	}
-	releaseBuf := func() { br.Reset(nil); c.readers.put(br) }
+	releaseBuf := func() { br.Reset(nil); readers.put(br) }
 	fail := func(err error) (stream, error) {
 		releaseBuf()
 		return stream{}, err
@@ -532,6 +548,26 @@ func (c *codec) readHeader(r io.Reader) (header, error) {
 		return header{}, err
 	}
 	defer release()
-	h, _, err := decodeHeader(json.NewDecoder(io.LimitReader(ur, maxHeaderSize)))
-	return h, err
+	// Read until the header is whole: one read of the file's first
+	// kilobyte, for most.
+	buf := make([]byte, 0, headerBufSize)
+	for {
+		n, rerr := ur.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		h, _, err := parseHeader(buf)
+		if !errors.Is(err, errShortHeader) {
+			return h, err
+		}
+		switch {
+		case rerr == io.EOF:
+			return h, damaged("no state")
+		case rerr != nil:
+			return h, corruptIO(rerr)
+		case len(buf) == cap(buf):
+			if len(buf) >= maxHeaderSize {
+				return h, corruptIO(fmt.Errorf("header longer than %d bytes: %w", maxHeaderSize, io.ErrUnexpectedEOF))
+			}
+			buf = slices.Grow(buf, len(buf))
+		}
+	}
 }

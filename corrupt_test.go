@@ -32,12 +32,13 @@ func corpusStateAt(turn int64) corpusState {
 	return corpusState{Turn: turn, Agents: map[string]string{"dm": "narrates", "ana": "sneaks"}, Log: []string{"a", "b"}}
 }
 
-// withTrailer completes an envelope body (everything before the checksum)
-// with a correct checksum, so that only what the body says is wrong.
+// withTrailer completes an envelope body of format 1 (everything before the
+// checksum) with a correct checksum, so that only what the body says is
+// wrong.
 func withTrailer(body string) []byte {
 	sum := sha256.New()
 	sum.Write([]byte(body))
-	return appendTrailer([]byte(body), sum)
+	return appendTrailer([]byte(body), trailerV1, sum)
 }
 
 func gzipped(t *testing.T, b []byte) []byte {
@@ -101,7 +102,8 @@ func corruptCorpus(t *testing.T) []corpusCase {
 		{"no time", strings.Replace(body, `,"time":"2026-11-21T10:00:00Z"`, ``, 1)},
 		{"meta is a list", strings.Replace(body, `,"state":`, `,"meta":[1,2],"state":`, 1)},
 		{"error record on a step checkpoint", strings.Replace(body, `,"state":`, `,"error":{"message":"x"},"state":`, 1)},
-		{"format 2", strings.Replace(body, `"format":1`, `"format":2`, 1)},
+		{"format 3", strings.Replace(body, `"format":1`, `"format":3`, 1)},
+		{"format 2 with the checksum of format 1", strings.Replace(body, `"format":1`, `"format":2`, 1)},
 		{"format 0", strings.Replace(body, `"format":1`, `"format":0`, 1)},
 		{"format is a string", strings.Replace(body, `"format":1`, `"format":"1"`, 1)},
 		{"no format", strings.Replace(body, `"format":1,`, ``, 1)},

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // entry is one checkpoint file found in the directory.
@@ -207,7 +208,13 @@ func (e *entry) setUnreadable(err error, fi fs.FileInfo) {
 // processor.
 const parallelFill = 512
 
-// parallel calls f(0) to f(n-1), on every processor if n is large.
+// parallelBatch is how many calls of f a worker of parallel takes at a time.
+const parallelBatch = 32
+
+// parallel calls f(0) to f(n-1), on every processor if n is large. The
+// workers take the calls in small batches as they go rather than a fixed
+// share each: on a busy machine a worker whose thread is descheduled would
+// otherwise hold up the whole call with its share, while the others idle.
 func parallel(n int, f func(i int)) {
 	procs := runtime.GOMAXPROCS(0)
 	if procs == 1 || n < parallelFill {
@@ -217,11 +224,17 @@ func parallel(n int, f func(i int)) {
 		return
 	}
 	var wg sync.WaitGroup
-	chunk := (n + procs - 1) / procs
-	for lo := 0; lo < n; lo += chunk {
+	var next atomic.Int64
+	for range procs {
 		wg.Go(func() {
-			for i := lo; i < min(lo+chunk, n); i++ {
-				f(i)
+			for {
+				lo := int(next.Add(parallelBatch)) - parallelBatch
+				if lo >= n {
+					return
+				}
+				for i := lo; i < min(lo+parallelBatch, n); i++ {
+					f(i)
+				}
 			}
 		})
 	}

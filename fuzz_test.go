@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -22,14 +23,47 @@ func FuzzReadEnvelope(f *testing.F) {
 	f.Add(encodeBytes(h, []byte(`[1,2,3]`), compressGzip))
 	rec := &ErrorRecord{Message: "boom", Types: []string{"*errors.errorString"}, Step: 3, Time: now}
 	f.Add(encodeBytes(header{Format: 1, Step: 3, Kind: KindError, Time: now, Error: rec}, []byte(`"s"`), compressNone))
+	f.Add(encodeBytes(header{Format: 2, Step: 3, Kind: KindStep, Time: now, Schema: 2}, []byte(`{"turn":3}`), compressNone))
 	f.Add([]byte{})
 	f.Add([]byte{0x1f, 0x8b})
 	const limit = 1 << 20
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkDecode(t, data, limit)
-		// The same bytes with a correct checksum get past verification,
-		// so the JSON decoding and the header checks are fuzzed too.
+		// The same bytes with a correct checksum of each format get past
+		// verification, so the JSON decoding and the header checks are
+		// fuzzed too.
 		checkDecode(t, withTrailer(string(data)), limit)
+		sum := trailerV2.sum()
+		sum.Write(data)
+		checkDecode(t, appendTrailer(bytes.Clone(data), trailerV2, sum), limit)
+	})
+}
+
+// FuzzHeaderParsersAgree checks that parseHeader, which decodes the fields
+// before "state" as one struct, means what decodeHeader, field by field,
+// means: the same header, or an error from both.
+func FuzzHeaderParsersAgree(f *testing.F) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	rec := &ErrorRecord{Message: "boom", Types: []string{"*errors.errorString"}, Step: 3, Time: now}
+	f.Add(encodeBytes(header{Format: 2, Step: 3, Kind: KindError, Time: now, Error: rec, Meta: map[string]string{"state": "x"}}, []byte(`"s"`), compressNone))
+	f.Add([]byte(`{"format":2,"STEP":3,"step":4,"kind":"step","time":"2026-11-21T10:00:00Z","state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","\u0073tate":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"step":5,"x":[{"state":1}],"kind":"step","time":"2026-11-21T10:00:00Z", "state" :1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, _, ferr := parseHeader(bytes.Clone(data))
+		slow, found, serr := decodeHeader(json.NewDecoder(bytes.NewReader(data)))
+		if serr == nil && !found {
+			serr = errors.New("no state")
+		}
+		if errors.Is(ferr, errShortHeader) {
+			ferr = errors.New("short")
+		}
+		if (ferr == nil) != (serr == nil) {
+			t.Fatalf("parseHeader says %v, decodeHeader says %v", ferr, serr)
+		}
+		if ferr == nil && !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("parseHeader read %+v, decodeHeader %+v", fast, slow)
+		}
 	})
 }
 

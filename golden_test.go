@@ -3,10 +3,14 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,8 +18,9 @@ import (
 )
 
 // The files in testdata/v1 were written by this package when format version 1
-// was current. They must load forever: never regenerate or edit them. A new
-// format version gets a new directory beside them, and this test grows.
+// was current, and those in testdata/v2 when version 2 was. They must load
+// forever: never regenerate or edit them. A new format version gets a new
+// directory beside them, and these tests grow.
 
 type goldenAgent struct {
 	Name   string   `json:"name"`
@@ -53,7 +58,9 @@ type goldenFile struct {
 	err  *ErrorRecord
 }
 
-var goldenV1 = []goldenFile{
+// goldenFiles are the golden checkpoints of every format version: the same
+// names, steps and states in each version's directory.
+var goldenFiles = []goldenFile{
 	{name: "turn_006.json.zst", step: 6, kind: KindStep, comp: compressZstd, meta: map[string]string{"codec": "zstd"}},
 	{name: "turn_007.json", step: 7, kind: KindStep, meta: map[string]string{"player": "ana", "scene": "crypt"}},
 	{name: "turn_008.json.gz", step: 8, kind: KindStep, comp: compressGzip},
@@ -65,120 +72,153 @@ var goldenV1 = []goldenFile{
 	{name: "turn_last.json", step: 11, kind: KindRolling},
 }
 
-func (g goldenFile) header() header {
-	return header{Format: 1, Step: g.step, Kind: g.kind, Time: goldenTime, Meta: g.meta, Error: g.err}
+// goldenFormats are the format versions of testdata: each has a directory.
+var goldenFormats = []int{1, 2}
+
+func goldenDir(format int) string { return filepath.Join("testdata", fmt.Sprintf("v%d", format)) }
+
+func (g goldenFile) header(format int) header {
+	return header{Format: format, Step: g.step, Kind: g.kind, Time: goldenTime, Meta: g.meta, Error: g.err}
 }
 
-// TestWriteGoldenV1 wrote testdata/v1 when version 1 was current, and
-// writes a golden file added to goldenV1 since (the zstd one came later). It
+// TestWriteGolden wrote testdata/vN when version N was current, and writes
+// a golden file added to goldenFiles since (the zstd one came later). It
 // never rewrites a file that exists, and runs only when asked:
-// CHECKPOINT_WRITE_GOLDEN=v1 go test -run WriteGolden
-func TestWriteGoldenV1(t *testing.T) {
+// CHECKPOINT_WRITE_GOLDEN=v2 go test -run WriteGolden
+func TestWriteGolden(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "v1" {
+	version := os.Getenv("CHECKPOINT_WRITE_GOLDEN")
+	format := slices.IndexFunc(goldenFormats, func(f int) bool { return version == fmt.Sprintf("v%d", f) })
+	if format < 0 {
 		t.Skip("golden files are written once per format version")
 	}
-	dir := filepath.Join("testdata", "v1")
+	format = goldenFormats[format]
+	dir := goldenDir(format)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	for _, g := range goldenV1 {
+	for _, g := range goldenFiles {
 		path := filepath.Join(dir, g.name)
 		if _, err := os.Stat(path); err == nil {
 			continue
 		}
 		state, err := encodeState(goldenStateAt(g.step))
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, encodeBytes(g.header(), state, g.comp), 0o644))
+		require.NoError(t, os.WriteFile(path, encodeBytes(g.header(format), state, g.comp), 0o644))
 	}
 }
 
-func TestGoldenV1Loads(t *testing.T) {
+// TestGoldenLoads loads the golden files of every format version: what a
+// store wrote once, a store reads forever.
+func TestGoldenLoads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := filepath.Join("testdata", "v1")
-	s := openStore[goldenState](t, dir, WithLayout("turn", 3), ReadOnly())
-	for _, g := range goldenV1 {
-		t.Run(g.name, func(t *testing.T) {
-			got, info, err := s.Load(ctx, g.step)
+	for _, format := range goldenFormats {
+		t.Run(fmt.Sprintf("v%d", format), func(t *testing.T) {
+			s := openStore[goldenState](t, goldenDir(format), WithLayout("turn", 3), ReadOnly())
+			for _, g := range goldenFiles {
+				t.Run(g.name, func(t *testing.T) {
+					got, info, err := s.Load(ctx, g.step)
+					require.NoError(t, err)
+					require.Equal(t, goldenStateAt(g.step), got)
+					require.Equal(t, g.name, info.Name())
+					require.Equal(t, g.kind, info.Kind)
+					require.Equal(t, g.comp.String(), info.Compression)
+					require.Equal(t, format, info.Format)
+					require.Equal(t, goldenTime, info.Time)
+					require.Equal(t, g.meta, info.Meta)
+					require.Equal(t, g.err, info.Error)
+				})
+			}
+			list, err := s.List(ctx)
 			require.NoError(t, err)
-			require.Equal(t, goldenStateAt(g.step), got)
-			require.Equal(t, g.name, info.Name())
-			require.Equal(t, g.kind, info.Kind)
-			require.Equal(t, g.comp.String(), info.Compression)
-			require.Equal(t, g.comp.String(), info.Compression)
-			require.Equal(t, 1, info.Format)
-			require.Equal(t, goldenTime, info.Time)
-			require.Equal(t, g.meta, info.Meta)
-			require.Equal(t, g.err, info.Error)
+			require.Len(t, list, len(goldenFiles))
+			_, info, err := s.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, KindRolling, info.Kind)
 		})
 	}
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, len(goldenV1))
-	_, info, err := s.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, KindRolling, info.Kind)
 }
 
-// TestGoldenV1WriterUnchanged proves that today's writer still produces
-// version 1 byte for byte, so the format cannot drift unnoticed. (Gzip and
-// zstd bytes may differ between compressor versions, so compressed files are
-// compared after decompression, and today's compressed output must
-// decompress to the same bytes.)
-func TestGoldenV1WriterUnchanged(t *testing.T) {
+// TestGoldenWriterUnchanged proves that today's writer still produces every
+// format version byte for byte (a store writes the newest; the older ones
+// only here), so a format cannot drift unnoticed. (Gzip and zstd bytes may
+// differ between compressor versions, so compressed files are compared
+// after decompression, and today's compressed output must decompress to
+// the same bytes.)
+func TestGoldenWriterUnchanged(t *testing.T) {
 	t.Parallel()
-	for _, g := range goldenV1 {
-		t.Run(g.name, func(t *testing.T) {
-			onDisk, err := os.ReadFile(filepath.Join("testdata", "v1", g.name))
-			require.NoError(t, err)
-			want := decompress(t, onDisk)
+	for _, format := range goldenFormats {
+		for _, g := range goldenFiles {
+			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
+				onDisk, err := os.ReadFile(filepath.Join(goldenDir(format), g.name))
+				require.NoError(t, err)
+				want := decompress(t, onDisk)
 
-			state, err := encodeState(goldenStateAt(g.step))
-			require.NoError(t, err)
-			require.Equal(t, string(want), string(encodeBytes(g.header(), state, compressNone)))
-			require.Equal(t, string(want), string(decompress(t, encodeBytes(g.header(), state, g.comp))))
-		})
+				state, err := encodeState(goldenStateAt(g.step))
+				require.NoError(t, err)
+				require.Equal(t, string(want), string(encodeBytes(g.header(format), state, compressNone)))
+				require.Equal(t, string(want), string(decompress(t, encodeBytes(g.header(format), state, g.comp))))
+			})
+		}
 	}
 }
 
-// TestGoldenV1CompressedFilesAreStandard checks that the compressed golden
+// TestGoldenCompressedFilesAreStandard checks that the compressed golden
 // files are what the command-line tools read: one gzip member, one zstd
 // frame, detected by their magic numbers. If zstd or gzip is installed, it
 // decompresses them with it.
-func TestGoldenV1CompressedFilesAreStandard(t *testing.T) {
+func TestGoldenCompressedFilesAreStandard(t *testing.T) {
 	t.Parallel()
-	for _, g := range goldenV1 {
-		if g.comp == compressNone {
-			continue
-		}
-		t.Run(g.name, func(t *testing.T) {
-			path := filepath.Join("testdata", "v1", g.name)
-			onDisk, err := os.ReadFile(path)
-			require.NoError(t, err)
-			require.Equal(t, g.comp, sniff(onDisk))
-			tool := map[compression]string{compressGzip: "gzip", compressZstd: "zstd"}[g.comp]
-			if _, err := exec.LookPath(tool); err != nil {
-				t.Skipf("%s is not installed", tool)
+	for _, format := range goldenFormats {
+		for _, g := range goldenFiles {
+			if g.comp == compressNone {
+				continue
 			}
-			out, err := exec.Command(tool, "-dc", path).Output()
-			require.NoError(t, err)
-			require.Equal(t, decompress(t, onDisk), out)
-			require.NoError(t, verify(out))
-		})
+			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
+				path := filepath.Join(goldenDir(format), g.name)
+				onDisk, err := os.ReadFile(path)
+				require.NoError(t, err)
+				require.Equal(t, g.comp, sniff(onDisk))
+				tool := map[compression]string{compressGzip: "gzip", compressZstd: "zstd"}[g.comp]
+				if _, err := exec.LookPath(tool); err != nil {
+					t.Skipf("%s is not installed", tool)
+				}
+				out, err := exec.Command(tool, "-dc", path).Output()
+				require.NoError(t, err)
+				require.Equal(t, decompress(t, onDisk), out)
+				_, err = verify(out)
+				require.NoError(t, err)
+			})
+		}
 	}
 }
 
-func TestGoldenV1IsDocumentedFormat(t *testing.T) {
+// TestGoldenIsDocumentedFormat checks the README's recipe for verifying a
+// checkpoint without this package, on a golden file of each format: the
+// checksum after `,"checksum":"` covers every byte before it, SHA-256 in
+// format 1, CRC-32C (Castagnoli, big-endian hex) in format 2.
+func TestGoldenIsDocumentedFormat(t *testing.T) {
 	t.Parallel()
-	// The README tells other programs how to verify a checkpoint: SHA-256 of
-	// every byte before `,"checksum":"`. Check that recipe on a golden file
-	// without using the package's decoder.
-	b, err := os.ReadFile(filepath.Join("testdata", "v1", "turn_007.json"))
-	require.NoError(t, err)
-	i := bytes.LastIndex(b, []byte(`,"checksum":"sha256:`))
-	require.Positive(t, i)
-	require.NoError(t, verify(b))
-	b[3] ^= 1
-	require.True(t, errors.Is(verify(b), ErrCorrupt))
+	sums := map[int]func([]byte) string{
+		1: func(b []byte) string { d := sha256.Sum256(b); return "sha256:" + hex.EncodeToString(d[:]) },
+		2: func(b []byte) string {
+			return fmt.Sprintf("crc32c:%08x", crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
+		},
+	}
+	for _, format := range goldenFormats {
+		t.Run(fmt.Sprintf("v%d", format), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(goldenDir(format), "turn_007.json"))
+			require.NoError(t, err)
+			require.True(t, bytes.HasPrefix(b, []byte(fmt.Sprintf(`{"format":%d,`, format))))
+			i := bytes.LastIndex(b, []byte(`,"checksum":"`))
+			require.Positive(t, i)
+			require.Equal(t, `,"checksum":"`+sums[format](b[:i])+"\"}\n", string(b[i:]))
+			_, err = verify(b)
+			require.NoError(t, err)
+			b[3] ^= 1
+			_, err = verify(b)
+			require.ErrorIs(t, err, ErrCorrupt)
+		})
+	}
 }
 
 // goldenSessionsDir is a root of sessions written when session.json format 1

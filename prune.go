@@ -48,12 +48,15 @@ func (r retention) prunable(k Kind) bool {
 }
 
 // victims returns, from entries sorted by sortEntries, the ones no rule
-// keeps at time now, oldest first. Only checkpoints of a prunable kind whose
-// header was read take part: a file that cannot be read is never counted
-// and never removed.
-func (r retention) victims(entries []entry, now time.Time) []entry {
+// keeps at time now, oldest first, and the protectors: the kept entries
+// whose presence makes those victims removable (KeepLast's newest n, and for
+// KeepOnePer the newest of each period a victim is in; KeepEvery and
+// KeepWithin keep a checkpoint for what it is, whatever else exists). Only
+// checkpoints of a prunable kind whose header was read take part: a file
+// that cannot be read is never counted and never removed.
+func (r retention) victims(entries []entry, now time.Time) (victims, protectors []entry) {
 	if !r.active() {
-		return nil
+		return nil, nil
 	}
 	var counted []entry
 	for _, e := range entries {
@@ -62,9 +65,11 @@ func (r retention) victims(entries []entry, now time.Time) []entry {
 		}
 	}
 	keep := make([]bool, len(counted))
-	for i := max(0, len(counted)-r.last); r.last > 0 && i < len(counted); i++ {
+	newest := max(0, len(counted)-r.last)
+	for i := newest; r.last > 0 && i < len(counted); i++ {
 		keep[i] = true
 	}
+	period := func(e entry) time.Time { return e.h.Time.UTC().Truncate(r.per) }
 	newestOfPeriod := make(map[time.Time]int)
 	for i, e := range counted {
 		if r.every > 0 && e.h.Step%r.every == 0 {
@@ -74,19 +79,33 @@ func (r retention) victims(entries []entry, now time.Time) []entry {
 			keep[i] = true // a time after now is within too
 		}
 		if r.per > 0 {
-			newestOfPeriod[e.h.Time.UTC().Truncate(r.per)] = i // sorted: the last one wins
+			newestOfPeriod[period(e)] = i // sorted: the last one wins
 		}
 	}
 	for _, i := range newestOfPeriod {
 		keep[i] = true
 	}
-	var out []entry
 	for i, e := range counted {
 		if !keep[i] {
-			out = append(out, e)
+			victims = append(victims, e)
 		}
 	}
-	return out
+	if len(victims) == 0 {
+		return nil, nil
+	}
+	if r.last > 0 {
+		protectors = append(protectors, counted[newest:]...)
+	}
+	if r.per > 0 {
+		seen := make(map[time.Time]bool)
+		for _, v := range victims {
+			if p := period(v); !seen[p] {
+				seen[p] = true
+				protectors = append(protectors, counted[newestOfPeriod[p]])
+			}
+		}
+	}
+	return victims, protectors
 }
 
 // Prune applies the store's retention rules now and returns the checkpoints
@@ -101,7 +120,7 @@ func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return nil, s.failed(opError("prune", s.dir, err))
 	}
-	removed, err := s.pruneLocked(ctx)
+	removed, err := s.pruneLocked(ctx, false)
 	s.endWrite()
 	s.prunedReport(removed)
 	return removed, s.failed(err)
@@ -116,7 +135,7 @@ func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
 		return nil, s.failed(opError("prune dry run", s.dir, err))
 	}
 	defer s.ops.Done()
-	victims, err := s.pruneVictims(ctx)
+	victims, err := s.pruneVictims(ctx, false)
 	if err != nil {
 		return nil, s.failed(opError("prune dry run", s.dir, err))
 	}
@@ -124,26 +143,42 @@ func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
 }
 
 // pruneLocked applies the retention rules; it runs under the write lock,
-// after each save and from Prune.
-func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
-	victims, err := s.pruneVictims(ctx)
-	if err != nil {
-		return nil, opError("prune", s.dir, err)
+// after each save (afterSave) and from Prune.
+//
+// After a save, in the steady state, it prunes from the header cache
+// without reading the directory, and removes without syncing the directory
+// (see pruneFromCache): the save's own directory sync is the only one.
+func (s *Store[T]) pruneLocked(ctx context.Context, afterSave bool) ([]Info, error) {
+	var victims []entry
+	cached := false
+	if afterSave && s.scanned {
+		victims, cached = s.pruneFromCache(ctx)
+	}
+	if !cached {
+		var err error
+		if victims, err = s.pruneVictims(ctx, true); err != nil {
+			return nil, opError("prune", s.dir, err)
+		}
 	}
 	if len(victims) == 0 {
 		return nil, nil
 	}
-	// Remove oldest first, then sync the directory once. A removal that
-	// fails does not stop the others, and what was removed is reported
-	// even then.
+	// Remove oldest first, then (but from the cache) sync the directory
+	// once. A removal that fails does not stop the others, and what was
+	// removed is reported even then.
 	names := make([]string, len(victims))
 	for i, e := range victims {
 		names[i] = e.name
 	}
-	gone, err := s.removeReporting(names)
+	o := s.fileIO()
+	o.noSync = o.noSync || cached
+	gone, err := removeNames(s.root, o, names)
 	var removed []Info
 	for i, e := range victims {
 		if gone[i] {
+			// A file that could not be removed stays in the cache: the
+			// next save's prune tries it again.
+			s.forget(e.name)
 			removed = append(removed, s.info(e.name, e.fn, e.size, e.h))
 		}
 	}
@@ -153,9 +188,73 @@ func (s *Store[T]) pruneLocked(ctx context.Context) ([]Info, error) {
 	return removed, nil
 }
 
+// pruneFromCache returns the entries the rules would remove now, oldest
+// first, judged from the header cache alone, and whether it could judge.
+// It runs after a save, under the write lock, once a full scan (s.scanned)
+// has put every checkpoint of the directory in the cache; since then the
+// cache has learnt every checkpoint this store wrote and forgotten every one
+// it removed. A file someone else added since is unknown here: it is never
+// removed and counts toward no rule, so the rules keep more, never less.
+// What the cache knows may be stale the other way (a file removed or
+// replaced by hand), so every victim and every protector (the checkpoints
+// whose presence makes the victims removable, and the safety net) is looked
+// at again: if any is no longer the file the cache describes, the cache
+// cannot judge, and the caller scans the directory.
+//
+// Why the removals need no directory sync of their own: the new checkpoint
+// is durable before anything is removed (createFile synced the directory
+// after linking it), and so is every protector, which the cache knew before
+// that sync: a checkpoint this store wrote was synced by its own save, one
+// found by the full scan by the sync of any save since. A power cut then
+// leaves the new checkpoint, every protector and any subset of the victims:
+// each victim was removable given the protectors alone, so whichever
+// removals were lost, no checkpoint a rule keeps, nor the newest good one
+// (nor the newest good one that is not an error checkpoint) is gone. A lost
+// removal only brings its file back, and the full scan of the next Open
+// prunes it again. A crash of the program loses no removal at all: the
+// kernel has made it. (Prune, and the first prune after Open, which scan
+// the directory, still sync it once at the end.)
+func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
+	s.mu.Lock()
+	entries := make([]entry, 0, len(s.headers))
+	for name, c := range s.headers {
+		fn, ok := s.cfg.layout.parse(name)
+		if !ok {
+			continue
+		}
+		e := entry{name: name, fn: fn, size: c.fi.Size(), h: c.h, verified: c.verified}
+		if c.err != nil {
+			e.setUnreadable(c.err, c.fi)
+		}
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	victims, protectors := s.judge(ctx, entries)
+	for _, e := range slices.Concat(protectors, victims) {
+		if !s.stillCached(e.name) {
+			return nil, false
+		}
+	}
+	return victims, true
+}
+
+// stillCached reports whether name is still the file whose header the
+// cache holds (see unchanged).
+func (s *Store[T]) stillCached(name string) bool {
+	fi, err := s.root.Lstat(name)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	c, ok := s.headers[name]
+	s.mu.Unlock()
+	return ok && unchanged(c.fi, fi)
+}
+
 // pruneVictims returns the entries the rules would remove now, oldest first,
-// sparing the safety net (see spared).
-func (s *Store[T]) pruneVictims(ctx context.Context) ([]entry, error) {
+// sparing the safety net (see spared), from a scan of the directory. The
+// writer (writer) records that the cache now holds every checkpoint.
+func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, error) {
 	if !s.cfg.retain.active() {
 		return nil, nil
 	}
@@ -164,17 +263,34 @@ func (s *Store[T]) pruneVictims(ctx context.Context) ([]entry, error) {
 		return nil, err
 	}
 	entries = s.fill(entries)
+	if writer {
+		s.scanned = true
+	}
+	victims, _ := s.judge(ctx, entries)
+	return victims, nil
+}
+
+// judge sorts entries and applies the rules to them now: it returns the
+// victims, oldest first, sparing the safety net (see spared), and their
+// protectors (see victims), the safety net among them.
+func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protectors []entry) {
 	sortEntries(entries)
 	var now time.Time
 	if s.cfg.retain.within > 0 {
 		now = s.cfg.now()
 	}
-	victims := s.cfg.retain.victims(entries, now)
+	victims, protectors = s.cfg.retain.victims(entries, now)
 	if len(victims) == 0 {
 		return nil, nil
 	}
 	keep := s.spared(ctx, entries)
-	return slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) }), nil
+	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
+	for _, e := range entries {
+		if slices.Contains(keep, e.name) {
+			protectors = append(protectors, e)
+		}
+	}
+	return victims, protectors
 }
 
 // spared returns the names no rule may remove, from sorted entries: the

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -487,4 +489,159 @@ func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
 	list, err = s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{4, 5}, steps(list))
+}
+
+// countPoints counts the fault points a store passes, failing none.
+type countPoints struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *countPoints) fault(point, _ string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.counts[point]++
+	return nil
+}
+
+func (c *countPoints) take(point string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.counts[point]
+	c.counts = map[string]int{}
+	return n
+}
+
+// TestSaveWithRetentionSyncsTheDirectoryOnce: once a store has pruned once
+// (reading the directory), a save that prunes pays one directory fsync, its
+// own, not a second one after removing, and still removes what the rule
+// says.
+func TestSaveWithRetentionSyncsTheDirectoryOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := &countPoints{counts: map[string]int{}}
+	s := openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(c.fault))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	c.take("dirsync")
+	for step := int64(4); step <= 8; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+		require.Equal(t, 1, c.take("dirsync"), "step %d", step)
+		require.Equal(t, []string{fmt.Sprintf("c_%03d.json", step-1), fmt.Sprintf("c_%03d.json", step)}, checkpointNames(t, dir))
+	}
+}
+
+// checkpointNames lists the checkpoint files in dir, sorted.
+func checkpointNames(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range dirNames(t, dir) {
+		if name != lockName {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestPruneFromCacheSeesCheckpointsRemovedByHand: a store that prunes from
+// its header cache must not count a checkpoint someone removed behind its
+// back. With KeepLast(3) over steps 3, 4, 5, steps 4 and 5 removed by hand
+// and step 6 saved, the rule keeps 3 and 6: judging from the cache alone
+// would remove step 3, the last of the older ones.
+func TestPruneFromCacheSeesCheckpointsRemovedByHand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(3))
+	for step := int64(1); step <= 5; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.Equal(t, []string{"c_003.json", "c_004.json", "c_005.json"}, checkpointNames(t, dir))
+	require.NoError(t, os.Remove(filepath.Join(dir, "c_004.json")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "c_005.json")))
+	_, err := s.Save(ctx, 6, 6)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c_003.json", "c_006.json"}, checkpointNames(t, dir))
+	v, _, err := s.Load(ctx, 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+}
+
+// TestPruneFromCacheLeavesFilesItDoesNotKnow: a checkpoint put in the
+// directory by hand after the store's first prune is not in its cache: a
+// prune after a save neither removes it nor counts it, so the rules keep
+// more, never less; Prune, which reads the directory, applies the rules to
+// it.
+func TestPruneFromCacheLeavesFilesItDoesNotKnow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(2))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "c_003.json"))
+	require.NoError(t, err)
+	b = bytes.Replace(b, []byte(`"step":3`), []byte(`"step":1`), 1)
+	h, state, err := parseEnvelope(resumV2(b))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c_001.json"), envelopeBytes(h, state), 0o644))
+	_, err = s.Save(ctx, 4, 4)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c_001.json", "c_003.json", "c_004.json"}, checkpointNames(t, dir))
+	removed, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1}, steps(removed))
+}
+
+// resumV2 gives b, a format 2 checkpoint whose header was edited, the
+// checksum of its new bytes.
+func resumV2(b []byte) []byte {
+	i := bytes.LastIndex(b, []byte(`,"checksum":"`))
+	sum := trailerV2.sum()
+	sum.Write(b[:i])
+	return appendTrailer(b[:i:i], trailerV2, sum)
+}
+
+// TestFaultWhilePruningAfterASave fails the removal a save's prune makes
+// from the header cache: the save succeeds, the prune's failure is
+// reported, the file it could not remove is whole, and the next save
+// removes it.
+func TestFaultWhilePruningAfterASave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	sw := &faultSwitch{}
+	var pruneErrs []error
+	var mu sync.Mutex
+	hooks := Hooks{OnError: func(err error) { mu.Lock(); pruneErrs = append(pruneErrs, err); mu.Unlock() }}
+	s := openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(sw.fault), WithHooks(hooks))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	sw.arm("remove")
+	_, err := s.Save(ctx, 4, 4)
+	require.NoError(t, err, "the checkpoint is saved; only the prune failed")
+	mu.Lock()
+	require.Len(t, pruneErrs, 1)
+	require.ErrorIs(t, pruneErrs[0], errInjected)
+	mu.Unlock()
+	require.Equal(t, []string{"c_002.json", "c_003.json", "c_004.json"}, checkpointNames(t, dir))
+	f, err := os.Open(filepath.Join(dir, "c_002.json"))
+	require.NoError(t, err)
+	env, err := readEnvelope(f, DefaultMaxReadSize) // not through s: its cache stays as the prune left it
+	f.Close()
+	require.NoError(t, err, "the file the prune could not remove is whole")
+	require.Equal(t, int64(2), env.Step)
+	_, err = s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	require.Equal(t, []string{"c_004.json", "c_005.json"}, checkpointNames(t, dir))
 }

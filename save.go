@@ -188,7 +188,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		}
 		return r
 	}
-	r.pruned, r.pruneErr = s.pruneLocked(j.ctx)
+	r.pruned, r.pruneErr = s.pruneLocked(j.ctx, true)
 	return r
 }
 

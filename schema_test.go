@@ -115,11 +115,11 @@ func TestSchemaIsRecordedInHeaderAndOmittedWithout(t *testing.T) {
 
 	b, err := os.ReadFile(plain.Path)
 	require.NoError(t, err)
-	require.NotContains(t, string(b), `"schema"`, "a file saved without WithSchema is byte-identical to before schemas")
+	require.NotContains(t, string(b), `"schema"`, "a file saved without WithSchema has no schema field, as before schemas")
 	require.Zero(t, plain.Schema)
 	b, err = os.ReadFile(with.Path)
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(b), `{"format":1,"schema":2,"step":2,`), string(b))
+	require.True(t, strings.HasPrefix(string(b), `{"format":2,"schema":2,"step":2,`), string(b))
 	require.Equal(t, 2, with.Schema)
 
 	s := openStore[json.RawMessage](t, dir, ReadOnly(), WithSchema(2, heroMigrations...))
@@ -657,5 +657,6 @@ func TestGoldenSchemaV1WriterUnchanged(t *testing.T) {
 	require.NoError(t, err)
 	g := goldenSchemaFiles(t)["turn_002.json"]
 	g.h.Meta = nil
+	g.h.Format = formatVersion
 	require.Equal(t, string(envelopeBytes(g.h, g.state)), string(b))
 }

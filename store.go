@@ -31,6 +31,10 @@ type Store[T any] struct {
 	async  *asyncQueue // nil unless Async
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
+	// scanned (guarded by wmu) records that a prune has read the whole
+	// directory into the header cache: later prunes after a save judge
+	// from the cache (see pruneFromCache).
+	scanned bool
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool

@@ -34,6 +34,11 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| heap growth of a warm Save, zstd, 200 KB state |",
 		"| Async Save, 10 KB state, latency seen by the caller |",
 		"| NoSync Save, 10 KB state |",
+		"| Save, plain, 20.4 KB state, durable |",
+		"| Save with KeepLast(3), plain, 2 KB state, durable |",
+		"| first List after Open, 300 checkpoints |",
+		"| peak heap of Load beyond the decoded value, plain, 200.3 KB state",
+		"| peak heap of Load beyond the decoded value, zstd, 200.3 KB state",
 	} {
 		require.Contains(t, text, want)
 	}

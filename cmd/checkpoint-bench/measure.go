@@ -4,10 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	stdgzip "compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +19,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // op is one measured operation; i numbers the calls, so that each save can
 // use a step of its own.
@@ -103,7 +104,7 @@ type baseline struct {
 	gzw  *gzip.Writer
 	zstd *zstd.Encoder
 	buf  bytes.Buffer
-	sum  bool // append a SHA-256 of the bytes, as a checkpoint's trailer does
+	sum  bool // append a CRC-32C of the bytes, as a checkpoint's trailer does
 }
 
 func newBaseline(dir, comp string) (*baseline, error) {
@@ -139,8 +140,7 @@ func (b *baseline) save(i int, v any) error {
 		data = b.zstd.EncodeAll(data, b.buf.Bytes()[:0])
 	}
 	if b.sum {
-		d := sha256.Sum256(data)
-		data = append(data, hex.EncodeToString(d[:])...)
+		data = fmt.Appendf(data, "%08x", crc32.Checksum(data, castagnoli))
 	}
 	if err := replaceDurably(b.dir, fmt.Sprintf("state_%08d%s", i, b.ext), data); err != nil {
 		return err

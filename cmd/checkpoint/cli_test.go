@@ -445,6 +445,23 @@ func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
 	require.Empty(t, rep.Notes)
 }
 
+// TestVerifyAndShowReadBothFormats runs verify and show on the package's
+// golden files of format 1 (SHA-256) and format 2 (CRC-32C): the tool
+// checks every format a store loads, and names the checksum it verified.
+func TestVerifyAndShowReadBothFormats(t *testing.T) {
+	for format, sum := range map[int]string{1: "sha256", 2: "crc32c"} {
+		dir := filepath.Join("..", "..", "testdata", fmt.Sprintf("v%d", format))
+		r := runCLI(t, "verify", dir)
+		require.Equal(t, 0, r.code, r.stdout+r.stderr)
+		require.Contains(t, r.stdout, ": 6 ok, 0 bad\n")
+
+		r = runCLI(t, "show", dir, "7")
+		require.Equal(t, 0, r.code, r.stdout+r.stderr)
+		require.Contains(t, r.stdout, fmt.Sprintf("format:     %d\n", format))
+		require.Contains(t, r.stdout, "checksum:   ok ("+sum+" verified)\n")
+	}
+}
+
 func TestVerifyEveryKindOfDamage(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -453,8 +470,8 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), nil)
 	writeFile(t, filepath.Join(dir, "step_00000003.json"), good[:len(good)-20])
 	writeFile(t, filepath.Join(dir, "step_00000004.json"), envelope(t, 1, checkpoint.KindStep, minute(4), nil, nil, gameState(1))) // says step 1
-	v2 := resum(bytes.Replace(envelope(t, 5, checkpoint.KindStep, minute(5), nil, nil, gameState(1)), []byte(`{"format":1`), []byte(`{"format":2`), 1))
-	writeFile(t, filepath.Join(dir, "step_00000005.json"), v2)
+	v3 := resum(bytes.Replace(envelope(t, 5, checkpoint.KindStep, minute(5), nil, nil, gameState(1)), []byte(`{"format":1`), []byte(`{"format":3`), 1))
+	writeFile(t, filepath.Join(dir, "step_00000005.json"), v3)
 	writeFile(t, filepath.Join(dir, "step_00000006.json.gz"), []byte{0x1f, 0x8b, 1, 2, 3})
 
 	r := runCLI(t, "verify", dir, "--json")
@@ -471,7 +488,7 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 	require.Contains(t, reasons["step_00000002.json"], "empty file")
 	require.Contains(t, reasons["step_00000003.json"], "no checksum trailer")
 	require.Contains(t, reasons["step_00000004.json"], "header says step 1")
-	require.Contains(t, reasons["step_00000005.json"], "unsupported format version 2")
+	require.Contains(t, reasons["step_00000005.json"], "unsupported format version 3")
 	require.Contains(t, reasons["step_00000006.json.gz"], "gzip")
 }
 

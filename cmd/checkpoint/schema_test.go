@@ -45,7 +45,7 @@ func TestLsAndShowPrintTheSchema(t *testing.T) {
 
 	r = runCLI(t, "show", dir, "3")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "format:     1\nschema:     2\nstep:       3\n")
+	require.Contains(t, r.stdout, "format:     2\nschema:     2\nstep:       3\n")
 	require.Contains(t, r.stdout, `"scene": "the Salt Caves"`, "the state as it was saved")
 	r = runCLI(t, "show", dir, "latest")
 	require.Equal(t, 0, r.code, r.stderr)

@@ -168,6 +168,15 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		Err: fmt.Errorf("none of the %s checkpoints loads: %w", sel.kind, errors.Join(errs...))}
 }
 
+// checksumName names the checksum of a checkpoint of format: SHA-256 in
+// format 1, CRC-32C since format 2.
+func checksumName(format int) string {
+	if format == 1 {
+		return "sha256"
+	}
+	return "crc32c"
+}
+
 // printHeader prints what info says. Its strings come from the file, so
 // they are printed escaped (see printable).
 func printHeader(c *cli, info checkpoint.Info) {
@@ -182,7 +191,7 @@ func printHeader(c *cli, info checkpoint.Info) {
 	line("time", info.Time.UTC().Format(time.RFC3339Nano)+" ("+age(c.now.Sub(info.Time))+")")
 	line("size", size(info.Size, false)+" ("+strconv.FormatInt(info.Size, 10)+" bytes)")
 	line("compressed", compression(info))
-	line("checksum", "ok (sha256 verified)")
+	line("checksum", "ok ("+checksumName(info.Format)+" verified)")
 	if len(info.Meta) > 0 {
 		line("meta", formatMeta(info.Meta))
 	}

@@ -58,7 +58,7 @@ func TestSchema1CampaignResumes(t *testing.T) {
 	require.Equal(t, string(golden), string(after), "the schema 1 file was rewritten")
 	next, err := os.ReadFile(turnFile(dir, "001", 5))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(next), `{"format":1,"schema":2,`), "turn 5 is saved at schema 2")
+	require.True(t, strings.HasPrefix(string(next), `{"format":2,"schema":2,`), "turn 5 is saved at schema 2")
 }
 
 func TestHitPointsMigrationRefusesIncompleteCharacter(t *testing.T) {
