@@ -9,9 +9,7 @@ import (
 	"hash/crc64"
 	"hash/fnv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // benchState is about 10 KB of JSON.
@@ -151,14 +149,13 @@ func BenchmarkFirstList(b *testing.B) {
 		}
 	}
 	w.Close()
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
+	start, measured := processCPU()
 	b.ResetTimer()
-	defer func() { b.ReportMetric(float64(cpu()-start)/float64(b.N)/1e6, "cpu-ms/op") }()
+	defer func() {
+		if end, ok := processCPU(); ok && measured {
+			b.ReportMetric(float64(end-start)/float64(b.N)/1e6, "cpu-ms/op")
+		}
+	}()
 	for b.Loop() {
 		s, err := Open[map[string]any](dir, ReadOnly())
 		if err != nil {
