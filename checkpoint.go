@@ -128,6 +128,8 @@ func (i Info) Name() string { return filepath.Base(i.Path) }
 // resumed run can show what went wrong.
 type ErrorRecord struct {
 	// Message is the error's text, or the panic value formatted with %v.
+	// A text over 32 KiB keeps its first 32 KiB and ends with a marker
+	// ("... [truncated: N bytes in all]").
 	Message string `json:"message"`
 	// Types lists the dynamic types of the errors in the chain, outermost
 	// first, as formatted by %T (for example "*fs.PathError").
@@ -138,6 +140,7 @@ type ErrorRecord struct {
 	Time time.Time `json:"time"`
 	// Panic reports whether the failure was a panic.
 	Panic bool `json:"panic,omitempty"`
-	// Stack is the goroutine's stack at the panic, for panics only.
+	// Stack is the goroutine's stack at the panic, for panics only; past
+	// 64 KiB it is cut like Message.
 	Stack string `json:"stack,omitempty"`
 }

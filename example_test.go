@@ -313,7 +313,8 @@ func ExampleKeepEvery() {
 // A heartbeat that cannot wait for the disk: Tick returns once the state is
 // encoded, so the loop may change it at once, and the checkpoints are
 // published in the background, in order. Flush waits for them; a failure in
-// the background would be returned by the next Tick, Flush or Close.
+// the background would be returned by the next Tick, Flush or Close, wrapping
+// ErrAsync: a Tick that returns it has queued its own state all the same.
 func ExampleAsync() {
 	ctx := context.Background()
 	dir := tempDir()
@@ -327,7 +328,10 @@ func ExampleAsync() {
 	state := map[string]int{"beat": 0}
 	for beat := 1; beat <= 30; beat++ {
 		state["beat"] = beat // safe: the previous Tick has encoded its copy
-		if _, _, err := store.Tick(ctx, int64(beat), state); err != nil {
+		_, _, err := store.Tick(ctx, int64(beat), state)
+		if errors.Is(err, checkpoint.ErrAsync) {
+			log.Print(err) // an earlier save failed; this beat is queued
+		} else if err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -121,4 +121,16 @@ func TestSymlinkAtACheckpointNameIsMovedAsideNotItsTarget(t *testing.T) {
 	v, _, err := s.Load(ctx, 3)
 	require.NoError(t, err)
 	require.Equal(t, 3, v)
+
+	// The link moved aside is a leftover like any quarantined file, so
+	// that checkpoint gc removes it (the link, never its target).
+	left, err := s.Leftovers(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{link + quarantineSuffix}, left.Quarantined)
+	_, err = s.RemoveLeftovers(ctx)
+	require.NoError(t, err)
+	require.NoFileExists(t, link+quarantineSuffix)
+	after, err = os.ReadFile(two.Path)
+	require.NoError(t, err)
+	require.Equal(t, target, after, "its target is untouched")
 }

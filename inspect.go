@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"io/fs"
 	"slices"
 )
 
@@ -16,8 +17,9 @@ type Leftovers struct {
 	// crash interrupted, and the next writer's Open removes it.
 	Temps []string
 	// Quarantined are damaged checkpoints that a save moved aside
-	// (turn_005.json.corrupt, turn_005.json.corrupt-2), kept for
-	// inspection. Nothing ever reads or removes them but RemoveLeftovers.
+	// (turn_005.json.corrupt, turn_005.json.corrupt-2), and symbolic links
+	// it found at a checkpoint's name and moved aside the same way, kept
+	// for inspection. Nothing ever reads or removes them but RemoveLeftovers.
 	Quarantined []string
 }
 
@@ -67,15 +69,18 @@ func (s *Store[T]) leftovers() (temps, quarantined []string, err error) {
 		return nil, nil, err
 	}
 	for _, d := range dirents {
-		if !d.Type().IsRegular() {
+		name, typ := d.Name(), d.Type()
+		if typ.IsRegular() && s.cfg.layout.isTemp(name) {
+			temps = append(temps, name)
 			continue
 		}
-		name := d.Name()
-		if s.cfg.layout.isTemp(name) {
-			temps = append(temps, name)
-		} else if stem, ok := quarantinedStem(name); ok {
-			if _, ok := s.cfg.layout.parse(stem); ok {
-				quarantined = append(quarantined, name)
+		// A symbolic link found at a checkpoint's name is moved aside
+		// like a damaged file (the link, never its target).
+		if typ.IsRegular() || typ == fs.ModeSymlink {
+			if stem, ok := quarantinedStem(name); ok {
+				if _, ok := s.cfg.layout.parse(stem); ok {
+					quarantined = append(quarantined, name)
+				}
 			}
 		}
 	}

@@ -317,9 +317,11 @@ func (s *Store[T]) spared(ctx context.Context, entries []entry) []string {
 }
 
 // loadable reports whether e counts as a checkpoint that loads for the
-// safety net, trusting files this store wrote or verified. Anything but
-// proven damage (a permission error, a cancelled ctx) counts: pruning must
-// not guess.
+// safety net, trusting files this store wrote or verified. Only a header
+// that does not read or an ErrCorrupt load (damage, a file over the read
+// limit, a state that does not decode into T) disqualifies it; anything
+// else counts (a permission error, a cancelled ctx, and ErrNewerSchema or
+// ErrMigration, where Latest stops): pruning must not guess.
 func (s *Store[T]) loadable(ctx context.Context, e entry) bool {
 	if e.hErr != nil {
 		return false

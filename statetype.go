@@ -12,6 +12,7 @@ import (
 // "-") and that has no MarshalJSON or MarshalText method. Such a store
 // would save nothing and restore zero values without a word. Maps, slices,
 // interfaces, json.RawMessage and every type with a marshaler of its own
+// (in its method set: a marshaler on *S serves a state of type *S, not S)
 // are accepted, as is a struct with an exported field of any type, its
 // own or promoted from an embedded struct.
 func checkStateType(t reflect.Type) error {
@@ -33,8 +34,11 @@ func encodesNothing(t reflect.Type, seen map[reflect.Type]bool) bool {
 		return true
 	}
 	seen[t] = true
+	// Only t's own method set counts: a state is encoded as the value it
+	// is, which encoding/json cannot address, so a marshaler declared on
+	// *t is not used for a t (the value saves as {}), only for a *t.
 	for _, m := range []reflect.Type{jsonMarshaler, textMarshaler} {
-		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+		if t.Implements(m) {
 			return false
 		}
 	}

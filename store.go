@@ -56,8 +56,8 @@ type Store[T any] struct {
 // does not let a second one in. It then removes the temporary files a crashed save
 // left behind. It never touches other files.
 //
-// With ReadOnly, a missing directory is ErrNotFound. An empty dir is
-// ErrInvalid, and so is a T that encoding/json would save as {} whatever its
+// With ReadOnly, a missing directory is ErrNotFound. An empty dir name ("")
+// is ErrInvalid, and so is a T that encoding/json would save as {} whatever its
 // value (a struct with no exported field and no MarshalJSON or MarshalText
 // method): such a store would restore zero values without a word.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {

@@ -253,7 +253,8 @@ writer lock; the others open stores read-only, safe beside a running program.
 
 Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
 2 usage error; 3 failure (missing directory or step, I/O, unloadable
-checkpoint); 4 a writer holds the store's lock (prune, gc).
+checkpoint); 4 a writer holds the store's lock (prune, gc), or a session
+is being made in the root (gc).
 `)
 }
 

@@ -17,7 +17,7 @@ var verifyCommand = command{
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		asJSON := fs.Bool("json", false, "print a JSON report instead of lines")
 		verbose := fs.Bool("v", false, "print the good files too")
-		schema := fs.Int("schema", -1, "the schema `VERSION` the program reads (WithSchema): files of a newer schema are reported as such, not as bad (default: read every schema)")
+		schema := fs.Int("schema", -1, "the schema `VERSION` the program reads (WithSchema): files of a newer schema are reported as such, not as bad; -1 reads every schema")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
 			if *schema < -1 || *schema > maxSchema {

@@ -14,7 +14,8 @@ import (
 // disk stays as it was) and plays on exactly as if it had been saved
 // today; testdata/schema1 keeps a turn of the first release, and a test
 // loads it on every run. Turns saved before the game recorded a schema
-// (schema 0) do not load: the chain starts at 1.
+// (schema 0) hold the JSON of schema 1: they load through schema1From0,
+// and testdata/schema0 keeps one of them.
 const schemaVersion = 2
 
 // campaignOptions are the options of the campaign and of every session's
@@ -22,9 +23,17 @@ const schemaVersion = 2
 func campaignOptions() []checkpoint.Option {
 	return []checkpoint.Option{
 		checkpoint.WithLayout("turn", 3),
-		checkpoint.WithSchema(schemaVersion, checkpoint.Migration{From: 1, Migrate: hitPointsV2}),
+		checkpoint.WithSchema(schemaVersion,
+			checkpoint.Migration{From: 0, Migrate: schema1From0},
+			checkpoint.Migration{From: 1, Migrate: hitPointsV2}),
 	}
 }
+
+// schema1From0 migrates a game saved before the game recorded a schema:
+// its JSON is that of schema 1, so the state is returned as it is. The
+// release that started recording schemas changed nothing else; without
+// this step its players' earlier campaigns would stop with ErrMigration.
+func schema1From0(old json.RawMessage) (json.RawMessage, error) { return old, nil }
 
 // HitPoints are a character's hit points (schema 2).
 type HitPoints struct {

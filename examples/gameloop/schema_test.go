@@ -33,6 +33,26 @@ func TestSchema1TurnLoadsAsTodaysGame(t *testing.T) {
 	require.Equal(t, HitPoints{Current: 9, Max: 12}, loaded[0].State.Characters["brynja"].HP)
 }
 
+// goldenSchema0 holds turn 4 of session 001 as the release before
+// WithSchema saved it (no "schema" in its header: schema 0), the same JSON
+// as schema 1. Never regenerate or edit it either.
+var goldenSchema0 = filepath.Join("testdata", "schema0")
+
+// The campaigns players kept from before the game recorded a schema still
+// load, and turn 4 equals turn 4 played today.
+func TestSchema0TurnLoadsAsTodaysGame(t *testing.T) {
+	t.Parallel()
+	loaded := checkpointtest.LoadAll[GameState](t, goldenSchema0, campaignOptions()...)
+	require.Len(t, loaded, 1)
+	require.Equal(t, 0, loaded[0].Info.Schema)
+
+	today := NewGame("001")
+	for turn := int64(1); turn <= 4; turn++ {
+		today.PlayTurn(turn)
+	}
+	require.Equal(t, today, loaded[0].State)
+}
+
 // A campaign of the first release resumes: its turns load, migrated, the
 // next turn is saved at schema 2, and the old file stays as it was.
 func TestSchema1CampaignResumes(t *testing.T) {
