@@ -58,16 +58,24 @@ var (
 	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
-// sniff tells the compression of a file from its first bytes.
+// sniff tells the compression of a file from its first bytes. A zstd
+// stream may begin with a skippable frame (magic 0x184D2A50 to 0x184D2A5F,
+// little-endian), which tools use for metadata: it is zstd too.
 func sniff(magic []byte) compression {
 	switch {
 	case bytes.HasPrefix(magic, gzipMagic):
 		return compressGzip
 	case bytes.HasPrefix(magic, zstdMagic):
 		return compressZstd
+	case len(magic) >= 4 && binary.LittleEndian.Uint32(magic)&^0xf == zstdSkippableMagic:
+		return compressZstd
 	}
 	return compressNone
 }
+
+// zstdSkippableMagic is the magic of a zstd skippable frame, less its low
+// four bits, which may be anything.
+const zstdSkippableMagic = 0x184D2A50
 
 // Buffer sizes. The writer buffer sits between a compressor, which writes
 // in small pieces, and the file; the reader buffer feeds a decompressor.
@@ -401,7 +409,12 @@ func zstdFrame(br *bufio.Reader) (window, content int64, err error) {
 		content = int64(min(h.FrameContentSize, math.MaxInt64))
 	}
 	w := h.WindowSize
-	if h.SingleSegment {
+	switch {
+	case h.Skippable:
+		// The frames after it are not known yet: they may ask for
+		// any window up to the cap, which the decoder then enforces.
+		return maxZstdWindow, -1, nil
+	case h.SingleSegment:
 		w = h.FrameContentSize // the decoder's window is the content
 	}
 	if w > maxZstdWindow {
