@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -481,9 +482,27 @@ func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) e
 	}
 	h, state, err := parseEnvelope(data)
 	if err != nil {
+		collectLarge(int64(len(data)))
 		return err
 	}
 	return use(h, state)
+}
+
+// collectAfter is the size of a failed read past which its memory is
+// collected before the read returns (see collectLarge).
+const collectAfter = 16 << 20
+
+// collectLarge runs a garbage collection if a read that failed (a bomb, a
+// damaged file) took n bytes, more than collectAfter, which are garbage now.
+// Otherwise the collector, paced by the heap it found live while that read
+// ran, lets the next read (Latest or verify walking past several bombs)
+// take as much again on top: twice the read limit and more, where a read
+// may cost the limit and a few MiB. A collection costs little beside
+// decompressing that much.
+func collectLarge(n int64) {
+	if n > collectAfter {
+		runtime.GC()
+	}
 }
 
 // minChunk is the smallest piece readLimited reads into past its first
@@ -502,11 +521,18 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 	buf := first[:0:min(int64(cap(first)), limit+1)]
 	var full [][]byte
 	var total int64 // bytes in full
+	fail := func(err error) ([]byte, error) {
+		n := total + int64(len(buf))
+		full, buf = nil, nil
+		collectLarge(n)
+		return nil, err
+	}
 	for {
 		if len(buf) == cap(buf) {
 			total += int64(len(buf))
 			if total > limit {
-				return nil, errTooLarge
+				total -= int64(len(buf)) // counted again by fail
+				return fail(errTooLarge)
 			}
 			if len(buf) > 0 {
 				full = append(full, buf)
@@ -519,11 +545,11 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	if total+int64(len(buf)) > limit {
-		return nil, errTooLarge
+		return fail(errTooLarge)
 	}
 	if len(full) == 0 {
 		return buf, nil
