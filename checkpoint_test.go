@@ -723,7 +723,8 @@ func TestStoreNeverLeavesItsDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list, "symlinks are not checkpoints")
 	_, _, err = s.Load(ctx, 5)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, ErrCorrupt, "a symlink is not followed")
+	require.ErrorContains(t, err, "symbolic link")
 	_, _, err = s.Latest(ctx)
 	require.ErrorIs(t, err, ErrNotFound)
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,16 +59,24 @@ var (
 	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
-// sniff tells the compression of a file from its first bytes.
+// sniff tells the compression of a file from its first bytes. A zstd
+// stream may begin with a skippable frame (magic 0x184D2A50 to 0x184D2A5F,
+// little-endian), which tools use for metadata: it is zstd too.
 func sniff(magic []byte) compression {
 	switch {
 	case bytes.HasPrefix(magic, gzipMagic):
 		return compressGzip
 	case bytes.HasPrefix(magic, zstdMagic):
 		return compressZstd
+	case len(magic) >= 4 && binary.LittleEndian.Uint32(magic)&^0xf == zstdSkippableMagic:
+		return compressZstd
 	}
 	return compressNone
 }
+
+// zstdSkippableMagic is the magic of a zstd skippable frame, less its low
+// four bits, which may be anything.
+const zstdSkippableMagic = 0x184D2A50
 
 // Buffer sizes. The writer buffer sits between a compressor, which writes
 // in small pieces, and the file; the reader buffer feeds a decompressor.
@@ -417,7 +426,12 @@ func zstdFrame(br *bufio.Reader) (window, content int64, err error) {
 		content = int64(min(h.FrameContentSize, math.MaxInt64))
 	}
 	w := h.WindowSize
-	if h.SingleSegment {
+	switch {
+	case h.Skippable:
+		// The frames after it are not known yet: they may ask for
+		// any window up to the cap, which the decoder then enforces.
+		return maxZstdWindow, -1, nil
+	case h.SingleSegment:
 		w = h.FrameContentSize // the decoder's window is the content
 	}
 	if w > maxZstdWindow {
@@ -484,9 +498,27 @@ func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) e
 	}
 	h, state, err := parseEnvelope(data)
 	if err != nil {
+		collectLarge(int64(len(data)))
 		return err
 	}
 	return use(h, state)
+}
+
+// collectAfter is the size of a failed read past which its memory is
+// collected before the read returns (see collectLarge).
+const collectAfter = 16 << 20
+
+// collectLarge runs a garbage collection if a read that failed (a bomb, a
+// damaged file) took n bytes, more than collectAfter, which are garbage now.
+// Otherwise the collector, paced by the heap it found live while that read
+// ran, lets the next read (Latest or verify walking past several bombs)
+// take as much again on top: twice the read limit and more, where a read
+// may cost the limit and a few MiB. A collection costs little beside
+// decompressing that much.
+func collectLarge(n int64) {
+	if n > collectAfter {
+		runtime.GC()
+	}
 }
 
 // minChunk is the smallest piece readLimited reads into past its first
@@ -505,11 +537,18 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 	buf := first[:0:min(int64(cap(first)), limit+1)]
 	var full [][]byte
 	var total int64 // bytes in full
+	fail := func(err error) ([]byte, error) {
+		n := total + int64(len(buf))
+		full, buf = nil, nil
+		collectLarge(n)
+		return nil, err
+	}
 	for {
 		if len(buf) == cap(buf) {
 			total += int64(len(buf))
 			if total > limit {
-				return nil, errTooLarge
+				total -= int64(len(buf)) // counted again by fail
+				return fail(errTooLarge)
 			}
 			if len(buf) > 0 {
 				full = append(full, buf)
@@ -522,11 +561,11 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 	if total+int64(len(buf)) > limit {
-		return nil, errTooLarge
+		return fail(errTooLarge)
 	}
 	if len(full) == 0 {
 		return buf, nil

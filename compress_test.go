@@ -27,6 +27,34 @@ func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
 	require.Contains(t, err.Error(), "Gzip and Zstd")
 }
 
+func TestZstdCheckpointBehindASkippableFrameWasMovedAsideAsDamaged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A skippable frame is valid zstd (zstd -d skips it; tools put
+	// metadata in one). A checkpoint behind one is intact: it loads, and a
+	// save of its step is ErrExists, never a move aside.
+	skippable := []byte{0x5a, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 'm', 'e', 't', 'a'}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(4<<20))
+	require.NoError(t, err)
+	env := envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`7`))
+	file := append(append(skippable, enc.EncodeAll(env, nil)...), skippable...)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "step_00000001.json.zst")
+	require.NoError(t, os.WriteFile(path, file, 0o644))
+
+	s := openStore[int](t, dir, NoSync())
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, 1, list[0].Format, "the header reads")
+	v, _, err := s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 7, v)
+	_, err = s.Save(ctx, 1, 8)
+	require.ErrorIs(t, err, ErrExists)
+	requireUntouched(t, path, file)
+}
+
 func TestZstdBombIsCorrupt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

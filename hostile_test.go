@@ -147,6 +147,32 @@ func TestReadOfABombCostsAtMostTheLimit(t *testing.T) {
 	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+6<<20), "bytes allocated by one load of a bomb")
 }
 
+// TestBombsReadOneAfterAnotherTookTwiceTheLimit reads two bombs in one
+// Latest (as verify and Latest walk a directory): the garbage of the first
+// read must be collected before the second grows, or the collector, paced
+// by the heap it saw live during the first, lets the second take as much
+// again: a peak of twice the limit, where a read may cost the limit and a
+// few MiB. What is left on the heap after the call shows it. It is not
+// parallel: it reads the process's heap.
+func TestBombsReadOneAfterAnotherTookTwiceTheLimit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const limit = 24 << 20 // over collectAfter
+	bomb := gzipBomb(t, 2, limit/2+1<<20)
+	for _, name := range []string{"step_00000001.json.gz", "step_00000002.json.gz"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), bomb, 0o644))
+	}
+	s := openStore[string](t, dir, WithMaxReadSize(limit), ReadOnly())
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, err := s.Latest(ctx)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, errTooLarge)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, held, int64(limit/4), "bytes of the bombs' reads still on the heap after Latest")
+}
+
 // TestStoreKeepsNoLargeBufferOrDecoderAfterACall reads what an open store
 // holds after large saves and loads, a bomb, a zstd file that declares a
 // 512 MiB window and a save that its spare coders handle: nothing over

@@ -61,6 +61,34 @@ func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
 	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the pipe is left where it is")
 }
 
+func TestLoadOfAStepWhoseNameIsNotARegularFileSaidNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	fifo := filepath.Join(dir, "step_00000003.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000004.json.gz"), 0o755))
+	require.NoError(t, os.Symlink("step_00000001.json", filepath.Join(dir, "step_00000005.final.json")))
+
+	// ErrNotFound tells a host to start afresh: what is at these names is
+	// no checkpoint, but no absence of one either.
+	for step, what := range map[int64]string{3: "named pipe", 4: "a directory", 5: "symbolic link"} {
+		err := returnsWithin(t, fifo, func() error { _, _, err := s.Load(ctx, step); return err })
+		require.ErrorIs(t, err, ErrCorrupt, "step %d", step)
+		require.NotErrorIs(t, err, ErrNotFound, "step %d", step)
+		require.ErrorContains(t, err, what)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, "load", e.Op)
+		require.Contains(t, e.Path, "step_0000000")
+	}
+	_, _, err = s.Load(ctx, 6)
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
 func TestFIFOSideFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

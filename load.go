@@ -25,11 +25,29 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 			return zero, Info{}, stepError("load", step, s.dir, err)
 		}
 		if len(entries) == 0 {
-			return zero, Info{}, stepError("load", step, s.dir, ErrNotFound)
+			return zero, Info{}, s.missing(step)
 		}
 		sortEntries(entries)
 		return s.loadEntry(ctx, "load", entries[len(entries)-1], true)
 	})
+}
+
+// missing returns the error of a Load of step that found no checkpoint
+// file: ErrNotFound (a fresh start), unless something that is not a
+// regular file (a directory, a named pipe, a symbolic link) has a name of
+// that step. That is no fresh start: the error wraps ErrCorrupt and says
+// what is there.
+func (s *Store[T]) missing(step int64) error {
+	named, err := s.names(func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
+	if err != nil {
+		return stepError("load", step, s.dir, err)
+	}
+	for _, n := range named {
+		if fi, err := s.root.Lstat(n.name); err == nil && !fi.Mode().IsRegular() {
+			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, fi.Mode())))
+		}
+	}
+	return stepError("load", step, s.dir, ErrNotFound)
 }
 
 // LoadInfo loads exactly the checkpoint that info describes, as returned by

@@ -297,18 +297,28 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protect
 // newest checkpoint that loads, which Latest would resume from, and the
 // newest that loads and is not an error checkpoint, which LatestClean would
 // resume from. Keeping only the first would let an error checkpoint saved
-// last make every clean one removable.
+// last make every clean one removable. A newer checkpoint that cannot be
+// checked here (larger than the read limit, compressed with parameters
+// this store does not decode) may be good: it is spared too, and the
+// search goes on past it.
 func (s *Store[T]) spared(ctx context.Context, entries []entry) []string {
 	var keep []string
+	found := false // the newest checkpoint that loads is kept
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
-		if len(keep) > 0 && e.fn.kind == KindError {
-			continue // the newest loadable one is kept already
+		if found && e.fn.kind == KindError {
+			continue
 		}
-		if !s.loadable(ctx, e) {
+		loads, unchecked := s.loadable(ctx, e)
+		if unchecked {
+			keep = append(keep, e.name)
+			continue
+		}
+		if !loads {
 			continue
 		}
 		keep = append(keep, e.name)
+		found = true
 		if e.fn.kind != KindError {
 			return keep
 		}
@@ -317,18 +327,23 @@ func (s *Store[T]) spared(ctx context.Context, entries []entry) []string {
 }
 
 // loadable reports whether e counts as a checkpoint that loads for the
-// safety net, trusting files this store wrote or verified. Only a header
-// that does not read or an ErrCorrupt load (damage, a file over the read
-// limit, a state that does not decode into T) disqualifies it; anything
-// else counts (a permission error, a cancelled ctx, and ErrNewerSchema or
-// ErrMigration, where Latest stops): pruning must not guess.
-func (s *Store[T]) loadable(ctx context.Context, e entry) bool {
+// safety net, trusting files this store wrote or verified, and whether it
+// could not be checked here (it may load with a larger read limit or
+// decoder). Only a header that does not read or an ErrCorrupt load (proven
+// damage, a state that does not decode into T) disqualifies it; anything
+// else counts as loading (a permission error, a cancelled ctx, and
+// ErrNewerSchema or ErrMigration, where Latest stops): pruning must not
+// guess.
+func (s *Store[T]) loadable(ctx context.Context, e entry) (loads, unchecked bool) {
 	if e.hErr != nil {
-		return false
+		return false, false
 	}
 	if e.verified {
-		return true
+		return true, false
 	}
 	_, _, err := s.loadEntry(ctx, "prune", e, false)
-	return err == nil || !errors.Is(err, ErrCorrupt)
+	if errors.Is(err, errTooLarge) || errors.Is(err, errUnsupported) {
+		return false, true
+	}
+	return err == nil || !errors.Is(err, ErrCorrupt), false
 }

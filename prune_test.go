@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -225,6 +226,34 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 6, v)
 	require.Equal(t, int64(6), info.Step)
+}
+
+func TestPruneRemovedNewestCheckpointTooLargeForALaterReadLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[string](t, dir, NoSync())
+	for step := int64(1); step <= 4; step++ {
+		_, err := s.Save(ctx, step, "small")
+		require.NoError(t, err)
+	}
+	big, err := s.Save(ctx, 5, strings.Repeat("y", 100<<10))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	before, err := os.ReadFile(big.Path)
+	require.NoError(t, err)
+
+	// Step 5 is intact, only larger than this store reads: it may not be
+	// removed on that guess, and step 4, the newest that loads here, is
+	// spared too.
+	s = openStore[string](t, dir, NoSync(), KeepEvery(100), WithMaxReadSize(64<<10))
+	removed, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3}, steps(removed))
+	requireUntouched(t, big.Path, before)
+	_, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), info.Step)
 }
 
 func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
