@@ -67,6 +67,9 @@ func TestRemovedOrReplacedLockFileLetsNoSecondWriterIn(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
+			if c.name == "replaced" {
+				skipUnderWine(t, "Wine refuses to rename over a file another handle holds open (it has no POSIX rename), so the lock file cannot be replaced under its writer there")
+			}
 			dir := t.TempDir()
 			w := openStore[int](t, dir, NoSync())
 			require.NoError(t, c.swap(filepath.Join(dir, lockName)))
@@ -87,6 +90,7 @@ func TestRemovedOrReplacedLockFileLetsNoSecondWriterIn(t *testing.T) {
 // elsewhere under a writer; Open says so instead of locking its target.
 func TestSymlinkedLockFileIsRefused(t *testing.T) {
 	t.Parallel()
+	requireSymlinks(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "target"), nil, 0o644))
 	require.NoError(t, os.Symlink("target", filepath.Join(dir, lockName)))
