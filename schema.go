@@ -16,6 +16,10 @@ import (
 // the file itself is never rewritten. An error it returns fails the load
 // with ErrMigration, wrapping that error; so does a panic (recovered), or
 // output that is not valid JSON or is null.
+//
+// Migrate runs inside the load that called it: it must not call the store
+// (Close waits for that load to end, and a write waits for the lock a
+// prune's check holds), nor must the state type's UnmarshalJSON.
 type Migration struct {
 	// From is the schema version this migration reads.
 	From int
