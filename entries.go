@@ -31,7 +31,8 @@ type cachedHeader struct {
 	fi       fs.FileInfo
 	h        header
 	err      error
-	verified bool // the whole file was written or loaded and verified
+	verified bool   // the whole file was written or loaded and verified
+	gen      uint64 // Store.cacheGen when it was cached: see trimCache
 }
 
 // named is a checkpoint file known by its name only.
@@ -61,11 +62,14 @@ func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
 			entries = make([]entry, 0, n)
 		}
 	}
+	s.mu.Lock()
+	start := s.cacheGen // what was cached before the directory is read
+	s.mu.Unlock()
 	err := s.eachName(keep, presize, func(name string, fn fileName) {
 		entries = append(entries, entry{name: name, fn: fn})
 	})
 	if err == nil && keep == nil {
-		s.trimCache(entries)
+		s.trimCache(entries, start)
 	}
 	return entries, err
 }
@@ -253,7 +257,8 @@ func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, err
 	}
 	if err == nil || errors.Is(err, ErrCorrupt) {
 		s.mu.Lock()
-		s.headers[name] = cachedHeader{fi: fi, h: h, err: err}
+		s.cacheGen++
+		s.headers[name] = cachedHeader{fi: fi, h: h, err: err, gen: s.cacheGen}
 		s.mu.Unlock()
 	}
 	return h, err
@@ -295,7 +300,8 @@ func (s *Store[T]) remember(name string, h header) {
 
 func (s *Store[T]) cache(name string, fi fs.FileInfo, h header, verified bool) {
 	s.mu.Lock()
-	s.headers[name] = cachedHeader{fi: fi, h: h, verified: verified}
+	s.cacheGen++
+	s.headers[name] = cachedHeader{fi: fi, h: h, verified: verified, gen: s.cacheGen}
 	s.mu.Unlock()
 }
 
@@ -312,7 +318,13 @@ func (s *Store[T]) forget(names ...string) {
 // than the directory has checkpoints, which any file gone since the last
 // look makes true once the new ones are cached: the cache stays bounded
 // without building a set of names on every List.
-func (s *Store[T]) trimCache(entries []entry) {
+//
+// Only headers cached before the directory was read (start, the cacheGen
+// then) may go: a checkpoint saved while a List read the directory is not
+// among its entries, yet it is there, and the prune after each save judges
+// from the cache, so a header dropped then would leave its file unknown to
+// the rules for as long as the store is open.
+func (s *Store[T]) trimCache(entries []entry, start uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.headers) <= len(entries) {
@@ -322,7 +334,7 @@ func (s *Store[T]) trimCache(entries []entry) {
 	for _, e := range entries {
 		present[e.name] = true
 	}
-	maps.DeleteFunc(s.headers, func(name string, _ cachedHeader) bool { return !present[name] })
+	maps.DeleteFunc(s.headers, func(name string, c cachedHeader) bool { return c.gen <= start && !present[name] })
 }
 
 // sortEntries orders filled entries by step, then save time, then kind, then
