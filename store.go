@@ -42,7 +42,7 @@ type Store[T any] struct {
 	closeErr  error
 	ops       sync.WaitGroup // operations in flight; Close waits for them
 	headers   map[string]cachedHeader
-	cacheGen  uint64 // counts what was put in headers: each cachedHeader has its number
+	cacheGen  uint64    // counts what was put in headers: each cachedHeader has its number
 	lastTime  time.Time // the latest save time written or read: save times only grow
 }
 
