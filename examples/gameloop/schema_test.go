@@ -17,40 +17,33 @@ import (
 // campaigns that release left on players' disks.
 var goldenSchema1 = filepath.Join("testdata", "schema1")
 
-// A game is deterministic, so turn 4 migrated from schema 1 must equal
-// turn 4 played today: the migration loses nothing.
-func TestSchema1TurnLoadsAsTodaysGame(t *testing.T) {
-	t.Parallel()
-	loaded := checkpointtest.LoadAll[GameState](t, goldenSchema1, campaignOptions()...)
-	require.Len(t, loaded, 1)
-	require.Equal(t, 1, loaded[0].Info.Schema)
-
-	today := NewGame("001")
-	for turn := int64(1); turn <= 4; turn++ {
-		today.PlayTurn(turn)
-	}
-	require.Equal(t, today, loaded[0].State)
-	require.Equal(t, HitPoints{Current: 9, Max: 12}, loaded[0].State.Characters["brynja"].HP)
-}
-
 // goldenSchema0 holds turn 4 of session 001 as the release before
 // WithSchema saved it (no "schema" in its header: schema 0), the same JSON
 // as schema 1. Never regenerate or edit it either.
 var goldenSchema0 = filepath.Join("testdata", "schema0")
 
-// The campaigns players kept from before the game recorded a schema still
-// load, and turn 4 equals turn 4 played today.
-func TestSchema0TurnLoadsAsTodaysGame(t *testing.T) {
+// A game is deterministic, so turn 4 of every earlier release, migrated,
+// must equal turn 4 played today: the migrations lose nothing.
+func TestOldTurnsLoadAsTodaysGame(t *testing.T) {
 	t.Parallel()
-	loaded := checkpointtest.LoadAll[GameState](t, goldenSchema0, campaignOptions()...)
-	require.Len(t, loaded, 1)
-	require.Equal(t, 0, loaded[0].Info.Schema)
+	for _, c := range []struct {
+		dir    string
+		schema int
+	}{{goldenSchema0, 0}, {goldenSchema1, 1}} {
+		t.Run(c.dir, func(t *testing.T) {
+			t.Parallel()
+			loaded := checkpointtest.LoadAll[GameState](t, c.dir, campaignOptions()...)
+			require.Len(t, loaded, 1)
+			require.Equal(t, c.schema, loaded[0].Info.Schema)
 
-	today := NewGame("001")
-	for turn := int64(1); turn <= 4; turn++ {
-		today.PlayTurn(turn)
+			today := NewGame("001")
+			for turn := int64(1); turn <= 4; turn++ {
+				today.PlayTurn(turn)
+			}
+			require.Equal(t, today, loaded[0].State)
+			require.Equal(t, HitPoints{Current: 9, Max: 12}, loaded[0].State.Characters["brynja"].HP)
+		})
 	}
-	require.Equal(t, today, loaded[0].State)
 }
 
 // A campaign of the first release resumes: its turns load, migrated, the
