@@ -51,6 +51,10 @@ var (
 	// queued its own state all the same: the failure is another save's.
 	// Flush and Close return it too (see Async).
 	ErrAsync = errors.New("background save failed")
+	// ErrConflict: a conditional write found another object than the one
+	// it expected under its name (see Backend.Replace): another writer
+	// changed it. Nothing was written.
+	ErrConflict = errors.New("object changed by another writer")
 )
 
 // Error records a failed store operation, the step and the file it concerned,
