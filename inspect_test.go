@@ -54,6 +54,13 @@ func TestDetectLayouts(t *testing.T) {
 			got, err := DetectLayouts(dir)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
+
+			b, err := OpenDir(dir, ReadOnly())
+			require.NoError(t, err)
+			defer b.Close()
+			got, err = DetectBackendLayouts(context.Background(), b)
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got, "DetectBackendLayouts")
 		})
 	}
 }

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -266,11 +267,40 @@ func DetectLayouts(dir string) ([]Layout, error) {
 	for i, d := range dirents {
 		objs[i] = Object{Name: d.Name(), Size: -1, Version: "dirent", Mode: d.Type()}
 	}
+	return layoutsOf(objs), nil
+}
+
+// DetectBackendLayouts is DetectLayouts on the objects of b, a store's
+// storage such as an S3 prefix (module s3store): it lists b once and reads
+// no object. Where the listing does not say what an object is (a local
+// directory's, see Backend.List), it stats those named like checkpoints,
+// so that only regular objects count. A listing's error is returned as b
+// gives it.
+func DetectBackendLayouts(ctx context.Context, b Backend) ([]Layout, error) {
+	objs, err := b.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known := objs[:0]
+	for _, o := range objs {
+		if _, _, _, ok := layoutEvidence(o.Name); ok && o.Version == "" {
+			if o, err = b.Stat(ctx, o.Name); errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the listing
+			} else if err != nil {
+				return nil, err
+			}
+		}
+		known = append(known, o)
+	}
+	return layoutsOf(known), nil
+}
+
+func layoutsOf(objs []Object) []Layout {
 	var out []Layout
 	for _, f := range detectLayouts(objs, false) {
 		out = append(out, f.Layout)
 	}
-	return out, nil
+	return out
 }
 
 // detectedLayout is a layout DetectLayouts found, with the greatest name

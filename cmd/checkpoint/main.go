@@ -102,8 +102,15 @@
 // Errors go to stderr, naming the file or directory and the reason.
 package main
 
-import "os"
+import (
+	"os"
+
+	"github.com/gocheckpoint/checkpoint/internal/cli"
+)
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr, cli.Remote{
+		Scheme:  "s3",
+		Missing: "go install github.com/gocheckpoint/checkpoint/s3store/cmd/checkpoint@latest",
+	}))
 }

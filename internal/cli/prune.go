@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,7 +30,7 @@ var pruneCommand = command{
 			if err != nil {
 				return err
 			}
-			t, err := c.oneDir(args, *layout)
+			t, err := c.oneDir(ctx, args, *layout)
 			if err != nil {
 				return err
 			}
@@ -131,7 +130,7 @@ func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dr
 	if dryRun {
 		opts = append(opts, checkpoint.ReadOnly())
 	}
-	st, err := checkpoint.Open[json.RawMessage](t.dir, opts...)
+	st, err := t.open(ctx, t.dir, opts...)
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLocked) {
 			return lockedError{dir: t.dir, err: err}

@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +21,7 @@ var gcCommand = command{
 		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			t, err := c.oneDir(args, *layout)
+			t, err := c.oneDir(ctx, args, *layout)
 			if err != nil {
 				return err
 			}
@@ -73,7 +72,7 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 		return nil
 	}
 	if g.dryRun {
-		st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.ReadOnly())...)
+		st, err := t.open(ctx, dir, t.options(checkpoint.ReadOnly())...)
 		if err != nil {
 			return err
 		}
@@ -86,7 +85,7 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 		return nil
 	}
 	rec := &pathRecorder{}
-	st, err := checkpoint.Open[json.RawMessage](dir, t.options(checkpoint.WithLogger(slog.New(rec)))...)
+	st, err := t.open(ctx, dir, t.options(checkpoint.WithLogger(slog.New(rec)))...)
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLocked) {
 			return lockedError{dir: dir, err: err}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -128,7 +128,7 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		name := filepath.Base(sel.file)
 		i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Name() == name })
 		if i < 0 {
-			return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: filepath.Join(st.Dir(), name),
+			return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: joinName(st.Dir(), name),
 				Err: fmt.Errorf("%w: no checkpoint file of that name (layout %s)", checkpoint.ErrNotFound, layout)}
 		}
 		if sel.hasStep && !sel.latest && infos[i].Step != sel.step {

@@ -1,4 +1,12 @@
-package main
+// Package cli is the checkpoint command-line tool (its documentation is
+// the package doc of github.com/gocheckpoint/checkpoint/cmd/checkpoint). It
+// lives here, not in the command, so that two binaries share it: cmd/checkpoint,
+// which reads local directories and pulls in no dependency, and
+// github.com/gocheckpoint/checkpoint/s3store/cmd/checkpoint, which adds
+// s3:// locations through a Remote (the core module stays free of the AWS
+// SDK; Go lets the s3store module import this internal package because its
+// import path is below this package's parent).
+package cli
 
 import (
 	"context"
@@ -33,10 +41,23 @@ type command struct {
 
 var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand}
 
+// A Remote opens the stores at locations of one URL scheme, such as
+// s3://bucket/prefix, as Backends. Open is called once for every store a
+// command opens (checkpoint.OpenBackend owns and closes what it returns),
+// with the location as the user gave it.
+type Remote struct {
+	Scheme string // "s3", for locations s3://...
+	Open   func(ctx context.Context, loc string) (checkpoint.Backend, error)
+	// Missing, for a binary without the scheme, is what to install to
+	// get it; not used when Open is set.
+	Missing string
+}
+
 // cli is what a running command writes to.
 type cli struct {
 	stdout, stderr io.Writer
 	cmd            string
+	remotes        []Remote
 	now            time.Time           // for the age of a save time
 	skipped        []*checkpoint.Error // damaged checkpoints a load passed over
 }
@@ -80,14 +101,16 @@ func (e lockedError) Error() string {
 
 func (e lockedError) Unwrap() error { return e.err }
 
-// run runs the command line args (without the program name) and returns the
-// exit code.
-func run(args []string, stdout, stderr io.Writer) int {
-	return runAt(time.Now(), args, stdout, stderr)
+// Run runs the command line args (without the program name) and returns the
+// exit code. A location SCHEME://... is opened by the remote of that scheme
+// (one with Open set); without one, it is a usage error that says what to
+// install (Missing).
+func Run(args []string, stdout, stderr io.Writer, remotes ...Remote) int {
+	return runAt(time.Now(), args, stdout, stderr, remotes)
 }
 
-// runAt is run with the time that save times' ages are counted from.
-func runAt(now time.Time, args []string, stdout, stderr io.Writer) int {
+// runAt is Run with the time that save times' ages are counted from.
+func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -124,7 +147,7 @@ func runAt(now time.Time, args []string, stdout, stderr io.Writer) int {
 		commandUsage(stdout, cmd, fs)
 		return exitOK
 	}
-	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name, now: now}
+	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name, now: now, remotes: remotes}
 	if err != nil {
 		err = usageError{err.Error()}
 	} else {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ var testNow = time.Date(2026, 11, 21, 12, 1, 0, 0, time.UTC)
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := runAt(testNow, args, &stdout, &stderr)
+	code := runAt(testNow, args, &stdout, &stderr, nil)
 	return result{stdout.String(), stderr.String(), code}
 }
 

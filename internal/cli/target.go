@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"cmp"
@@ -20,10 +20,12 @@ import (
 // checkpoint file.
 var defaultLayout = checkpoint.Layout{Prefix: "step", Digits: 8}
 
-// target is the directory a command works on.
+// target is the directory a command works on, or the location of a store
+// that a Remote opens (s3://bucket/prefix).
 type target struct {
 	dir      string
-	sessions bool // a root of sessions, not a store
+	remote   *Remote // nil for a local directory
+	sessions bool    // a root of sessions, not a store
 	layout   checkpoint.Layout
 	// empty: no file of any layout was found and none was given; the
 	// writing commands leave such a directory alone.
@@ -35,11 +37,52 @@ func (t target) options(more ...checkpoint.Option) []checkpoint.Option {
 	return append([]checkpoint.Option{t.layout.Option()}, more...)
 }
 
+// open opens the store in dir (t.dir, or a session's directory in it) with
+// opts: a local directory with checkpoint.Open, a remote location with
+// checkpoint.OpenBackend on what the remote opens.
+func (t target) open(ctx context.Context, dir string, opts ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], error) {
+	if t.remote == nil {
+		return checkpoint.Open[json.RawMessage](dir, opts...)
+	}
+	b, err := t.remote.Open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.OpenBackend[json.RawMessage](b, opts...)
+}
+
+// joinName names the file name of the store dir (a directory, or a
+// location such as s3://bucket/prefix/), as the store's errors do.
+func joinName(dir, name string) string {
+	if schemeOf(dir) != "" {
+		return strings.TrimSuffix(dir, "/") + "/" + name
+	}
+	return filepath.Join(dir, name)
+}
+
+// schemeOf returns the scheme of a location SCHEME://..., such as s3, or
+// "" for a directory (C:\dir and ./a:b included).
+func schemeOf(loc string) string {
+	scheme, _, ok := strings.Cut(loc, "://")
+	if !ok || scheme == "" {
+		return ""
+	}
+	for i, r := range scheme {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && ('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return ""
+		}
+	}
+	return strings.ToLower(scheme)
+}
+
 // resolve finds out what dir is, a store or a root of sessions, and the
 // layout of its checkpoint files: the one given with --layout, or the one
 // that names the most files, with a note on stderr if there are others.
-func (c *cli) resolve(dir, layoutArg string) (target, error) {
+func (c *cli) resolve(ctx context.Context, dir, layoutArg string) (target, error) {
 	t := target{dir: dir}
+	if scheme := schemeOf(dir); scheme != "" {
+		return c.resolveRemote(ctx, t, scheme, layoutArg)
+	}
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -75,26 +118,58 @@ func (c *cli) resolve(dir, layoutArg string) (target, error) {
 	return t, err
 }
 
+// resolveRemote resolves a location that the remote of scheme opens: a
+// store (object storage has no roots of sessions that the library opens
+// yet), whose layout is found from one listing.
+func (c *cli) resolveRemote(ctx context.Context, t target, scheme, layoutArg string) (target, error) {
+	i := slices.IndexFunc(c.remotes, func(r Remote) bool { return r.Scheme == scheme })
+	if i < 0 || c.remotes[i].Open == nil {
+		if i >= 0 && c.remotes[i].Missing != "" {
+			return t, usagef("%s: this checkpoint command reads local directories only; for %s:// locations install the one with %s support: %s", t.dir, scheme, scheme, c.remotes[i].Missing)
+		}
+		return t, usagef("%s: unknown location scheme %q: give a directory", t.dir, scheme)
+	}
+	t.remote = &c.remotes[i]
+	want, err := parseLayout(layoutArg)
+	if err != nil {
+		return t, err
+	}
+	b, err := t.remote.Open(ctx, t.dir)
+	if err != nil {
+		return t, err
+	}
+	found, err := checkpoint.DetectBackendLayouts(ctx, b)
+	if cerr := b.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return t, err
+	}
+	t.empty = len(found) == 0 && want.Prefix == ""
+	t.layout, err = c.chooseLayout(t.dir, want, found)
+	return t, err
+}
+
 // oneDir resolves the one argument, DIR, of ls, verify, prune and gc.
-func (c *cli) oneDir(args []string, layoutArg string) (target, error) {
+func (c *cli) oneDir(ctx context.Context, args []string, layoutArg string) (target, error) {
 	if err := wantArgs(args, 1, "DIR"); err != nil {
 		return target{}, err
 	}
-	return c.resolve(args[0], layoutArg)
+	return c.resolve(ctx, args[0], layoutArg)
 }
 
 // openReader resolves the store dir for show and diff and opens it
 // read-only, reading every schema, recording the damaged checkpoints Latest
 // passes over.
 func (c *cli) openReader(ctx context.Context, dir, layoutArg string) (target, *checkpoint.Store[json.RawMessage], error) {
-	t, err := c.resolve(dir, layoutArg)
+	t, err := c.resolve(ctx, dir, layoutArg)
 	if err != nil {
 		return t, nil, err
 	}
 	if err := t.requireStore(c.cmd); err != nil {
 		return t, nil, err
 	}
-	st, _, err := openAnySchema(ctx, t.dir, -1, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
+	st, _, err := openAnySchema(ctx, t, t.dir, -1, t.options(checkpoint.ReadOnly(), c.skippedHook())...)
 	return t, st, err
 }
 
@@ -107,8 +182,8 @@ const maxSchema = 1 << 16
 // dir if upTo is negative), and returns it with its checkpoints. The tool
 // knows no program's state type, so it shows states unmigrated: each step
 // of the chain returns its input.
-func openAnySchema(ctx context.Context, dir string, upTo int, opts ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], []checkpoint.Info, error) {
-	st, err := checkpoint.Open[json.RawMessage](dir, opts...)
+func openAnySchema(ctx context.Context, t target, dir string, upTo int, opts ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], []checkpoint.Info, error) {
+	st, err := t.open(ctx, dir, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,7 +206,7 @@ func openAnySchema(ctx context.Context, dir string, upTo int, opts ...checkpoint
 	for i := range chain {
 		chain[i] = checkpoint.Migration{From: i, Migrate: keep}
 	}
-	st, err = checkpoint.Open[json.RawMessage](dir, append(opts, checkpoint.WithSchema(upTo, chain...))...)
+	st, err = t.open(ctx, dir, append(opts, checkpoint.WithSchema(upTo, chain...))...)
 	return st, infos, err
 }
 

@@ -1,9 +1,8 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -29,7 +28,7 @@ var lsCommand = command{
 		exact := fs.Bool("bytes", false, "print sizes in bytes, exactly (by default 4.2 KiB)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
-			t, err := c.oneDir(args, *layout)
+			t, err := c.oneDir(ctx, args, *layout)
 			if err != nil {
 				return err
 			}
@@ -42,7 +41,7 @@ var lsCommand = command{
 }
 
 func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
-	st, err := checkpoint.Open[json.RawMessage](t.dir, t.options(checkpoint.ReadOnly())...)
+	st, err := t.open(ctx, t.dir, t.options(checkpoint.ReadOnly())...)
 	if err != nil {
 		return err
 	}
@@ -58,7 +57,7 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		return c.printJSON(infos)
 	}
 	if len(infos) == 0 {
-		c.noCheckpoints(c.stdout, "%s\n", t)
+		c.noCheckpoints(ctx, c.stdout, "%s\n", t)
 		return nil
 	}
 	tw := newTable(c.stdout)
@@ -89,9 +88,13 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 // noCheckpoints writes to w, formatted by format, that the store t holds no
 // checkpoint, then notes the subdirectories that do, for a user one level
 // too high.
-func (c *cli) noCheckpoints(w io.Writer, format string, t target) {
+func (c *cli) noCheckpoints(ctx context.Context, w io.Writer, format string, t target) {
 	fmt.Fprintf(w, format, fmt.Sprintf("no checkpoints in %s (layout %s)", printable(t.dir), t.layout))
-	if subs := storesBelow(t.dir); len(subs) > 0 {
+	if t.remote != nil {
+		if subs := c.remoteStoresBelow(ctx, t); len(subs) > 0 {
+			c.notef("these prefixes hold checkpoints: %s", strings.Join(subs, ", "))
+		}
+	} else if subs := storesBelow(t.dir); len(subs) > 0 {
 		c.notef("these subdirectories hold checkpoints: %s", strings.Join(subs, ", "))
 	}
 }
@@ -310,6 +313,37 @@ func storesBelow(dir string) []string {
 		sub := filepath.Join(dir, d.Name())
 		if found, err := checkpoint.DetectLayouts(sub); err == nil && len(found) > 0 {
 			if out = append(out, sub); len(out) == 5 {
+				return append(out, "...")
+			}
+		}
+	}
+	return out
+}
+
+// remoteStoresBelow is storesBelow for a remote location: the child
+// prefixes of t that hold checkpoints, at most a few. It is a hint, so a
+// failure to list is no error.
+func (c *cli) remoteStoresBelow(ctx context.Context, t target) []string {
+	b, err := t.remote.Open(ctx, t.dir)
+	if err != nil {
+		return nil
+	}
+	defer b.Close()
+	children, err := b.Children(ctx)
+	if err != nil {
+		return nil
+	}
+	slices.Sort(children)
+	var out []string
+	for _, name := range children {
+		sub, err := b.Sub(ctx, name, false)
+		if err != nil {
+			continue
+		}
+		found, err := checkpoint.DetectBackendLayouts(ctx, sub)
+		sub.Close()
+		if err == nil && len(found) > 0 {
+			if out = append(out, joinName(t.dir, name)); len(out) == 5 {
 				return append(out, "...")
 			}
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -23,7 +23,7 @@ var verifyCommand = command{
 			if *schema < -1 || *schema > maxSchema {
 				return usagef("--schema %d: want a schema version from 0 to %d", *schema, maxSchema)
 			}
-			t, err := c.oneDir(args, *layout)
+			t, err := c.oneDir(ctx, args, *layout)
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ var verifyCommand = command{
 				fmt.Fprintf(c.stderr, "checkpoint verify: no sessions in %s: nothing to verify\n", printable(t.dir))
 				return exitCode(exitFailed)
 			case r.Checked == 0:
-				c.noCheckpoints(c.stderr, "checkpoint verify: %s: nothing to verify\n", t)
+				c.noCheckpoints(ctx, c.stderr, "checkpoint verify: %s: nothing to verify\n", t)
 				return exitCode(exitFailed)
 			case !r.OK:
 				return exitCode(exitFound)
@@ -102,7 +102,7 @@ const (
 
 // verifyStore loads every checkpoint of the store in dir in full.
 func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session string) error {
-	st, infos, err := openAnySchema(ctx, dir, r.schema, t.options(checkpoint.ReadOnly())...)
+	st, infos, err := openAnySchema(ctx, t, dir, r.schema, t.options(checkpoint.ReadOnly())...)
 	if err != nil {
 		return err
 	}
