@@ -133,10 +133,12 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	_, err = s.Save(ctx, 4, 4)
 	require.NoError(t, err)
 	require.Equal(t, 1, b.reset()["Rename"], "the damaged file was moved aside")
+	b.reset()
 	v, info, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 4, v)
 	require.Equal(t, int64(4), info.Step)
+	require.Equal(t, map[string]int{"List": 1, "Open": 1}, b.reset(), "Latest lists and reads one object")
 
 	// The rolling file: a replacement, conditional on what this store
 	// wrote; another object put there under the writer is ErrConflict,
