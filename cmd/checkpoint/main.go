@@ -15,6 +15,13 @@
 //	checkpoint gc DIR [--dry-run]
 //	checkpoint help [COMMAND]
 //
+// For stores in S3 or S3-compatible object storage, install the build with
+// S3 support instead, github.com/gocheckpoint/checkpoint/s3store/cmd/checkpoint
+// (the same tool; this one keeps its module free of the AWS SDK): there
+// DIR may also be s3://BUCKET/PREFIX, configured by the standard AWS
+// environment (AWS_ENDPOINT_URL_S3, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_REGION). Given an s3:// location, this one says so (exit code 2).
+//
 // DIR is a store's directory, or a root of sessions (a directory whose
 // subdirectories hold session.json files, as made by checkpoint.OpenSessions):
 // ls lists its sessions, verify and gc work on every session, and show, diff
