@@ -44,7 +44,7 @@ func (s *suite) testListPastOnePage(t *testing.T) {
 			var err error
 			objs[i], err = bs[w%2].Create(t.Context(), name, writeBytes([]byte(name)))
 			if err != nil {
-				return fmt.Errorf("Create %q: %w", name, err)
+				return fmt.Errorf("create %q: %w", name, err)
 			}
 		}
 	})

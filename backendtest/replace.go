@@ -174,7 +174,7 @@ func (s *suite) testReplaceIsAtomicToReaders(t *testing.T) {
 				var err error
 				obj, err = bs[0].Replace(t.Context(), name, obj.Version, writeBytes(versions[n%3]))
 				if err != nil {
-					return fmt.Errorf("Replace %q: %w", name, err)
+					return fmt.Errorf("replace %q: %w", name, err)
 				}
 			}
 			return nil
@@ -182,7 +182,7 @@ func (s *suite) testReplaceIsAtomicToReaders(t *testing.T) {
 		for reads := 0; !done.Load() || reads == 0; reads++ {
 			rc, o, err := bs[1].Open(t.Context(), name)
 			if err != nil {
-				return fmt.Errorf("Open %q while it is replaced: %w", name, err)
+				return fmt.Errorf("open %q while it is replaced: %w", name, err)
 			}
 			p, err := io.ReadAll(rc)
 			rc.Close()
@@ -190,7 +190,7 @@ func (s *suite) testReplaceIsAtomicToReaders(t *testing.T) {
 				return fmt.Errorf("read %q while it is replaced: %w", name, err)
 			}
 			if o.Size != int64(len(p)) {
-				return fmt.Errorf("Open %q returned Size %d and %d bytes", name, o.Size, len(p))
+				return fmt.Errorf("open %q returned Size %d and %d bytes", name, o.Size, len(p))
 			}
 			if !bytes.Equal(p, versions[0]) && !bytes.Equal(p, versions[1]) && !bytes.Equal(p, versions[2]) {
 				return fmt.Errorf("a reader of %q read %s, which is none of the objects written there: a torn object", name, describe(p))
