@@ -74,7 +74,7 @@ func (s *suite) testCreateRaceHasOneWinner(t *testing.T) {
 			case err == nil:
 				winner = i
 			default:
-				requireErr(t, fmt.Sprintf("losing Create %d of %q", i, name), err, checkpoint.ErrExists, name)
+				requireErr(t, fmt.Sprintf("losing Create %d of %q", i, name), err, checkpoint.ErrExists)
 			}
 		}
 		if winner < 0 {
@@ -122,7 +122,7 @@ func (s *suite) testCreateNeverReplaces(t *testing.T) {
 		}
 	}
 	_, err := bs[0].Create(t.Context(), name, writeBytes(payload(5, 10)))
-	requireErr(t, "Create of a taken name", err, checkpoint.ErrExists, name)
+	requireErr(t, "Create of a taken name", err, checkpoint.ErrExists)
 }
 
 // A Create whose write function fails returns that failure and leaves

@@ -157,7 +157,7 @@ func (s *suite) testRenameRefusesExisting(t *testing.T) {
 	to := create(t, b, "to.json", payload(2, 100))
 	before := listNames(t, b)
 	err := b.Rename(t.Context(), "from.json", "to.json")
-	requireErr(t, "Rename to a taken name", err, checkpoint.ErrExists, "to.json")
+	requireErr(t, "Rename to a taken name", err, checkpoint.ErrExists)
 	if got := requireBytes(t, b, "from.json", payload(1, 100)); got.Version != from.Version {
 		t.Errorf("a refused Rename changed the Version of its source")
 	}
@@ -165,7 +165,7 @@ func (s *suite) testRenameRefusesExisting(t *testing.T) {
 		t.Errorf("a refused Rename changed the Version of its destination")
 	}
 	err = b.Rename(t.Context(), "nothing.json", "somewhere.json")
-	requireErr(t, "Rename of a missing name", err, fs.ErrNotExist, "nothing.json")
+	requireErr(t, "Rename of a missing name", err, fs.ErrNotExist)
 	requireMissing(t, b, "somewhere.json")
 	requireAdded(t, b, before)
 }
@@ -198,20 +198,30 @@ func (s *suite) testLocateIsDistinct(t *testing.T) {
 	}
 }
 
-// Names that would leave the flat namespace (a path, "." or "..", an
-// empty name) are refused by every method that takes a name, and nothing
-// is written.
+// Names that would leave the flat namespace (a path into a child store or
+// out of the store, "." or "..", an empty name) are refused by every method
+// that takes a name: nothing is written, read, moved or removed through
+// one.
 func (s *suite) testNamesOutsideTheNamespaceRefused(t *testing.T) {
 	b := s.one(t)
 	create(t, b, "ok.json", payload(1, 10))
+	kid := sub(t, b, "kid", true)
+	create(t, kid, "in.json", payload(2, 10))
 	before := listNames(t, b)
-	for _, bad := range []string{"", ".", "..", "a/b", "../escape", "/abs", "ok.json/x"} {
+	for _, bad := range []string{"", ".", "..", "kid/in.json", "kid/new.json", "a/b", "../escape", "/abs", "ok.json/x"} {
 		ctx := t.Context()
-		if _, err := b.Create(ctx, bad, writeBytes(payload(2, 10))); err == nil {
+		if _, err := b.Create(ctx, bad, writeBytes(payload(3, 10))); err == nil {
 			t.Errorf("Create %q succeeded; a name is [A-Za-z0-9._-], never . or ..", bad)
 		}
-		if _, err := b.Replace(ctx, bad, "", writeBytes(payload(2, 10))); err == nil {
+		if _, err := b.Replace(ctx, bad, "", writeBytes(payload(3, 10))); err == nil {
 			t.Errorf("Replace %q succeeded", bad)
+		}
+		if _, err := b.Stat(ctx, bad); err == nil {
+			t.Errorf("Stat %q succeeded", bad)
+		}
+		if rc, _, err := b.Open(ctx, bad); err == nil {
+			rc.Close()
+			t.Errorf("Open %q succeeded", bad)
 		}
 		if err := b.Rename(ctx, "ok.json", bad); err == nil {
 			t.Errorf("Rename to %q succeeded", bad)
@@ -221,10 +231,13 @@ func (s *suite) testNamesOutsideTheNamespaceRefused(t *testing.T) {
 			t.Errorf("Sub %q succeeded; a child store's name is a name", bad)
 			c.Close()
 		}
+		_, _ = b.Remove(ctx, bad)
 	}
 	requireAdded(t, b, before)
 	requireBytes(t, b, "ok.json", payload(1, 10))
-	if got := children(t, b); len(got) != 0 {
-		t.Errorf("Children = %q after only refused names were used", got)
+	requireAdded(t, kid, map[string]int{}, "in.json")
+	requireBytes(t, kid, "in.json", payload(2, 10))
+	if got := children(t, b); len(got) != 1 || got[0] != "kid" {
+		t.Errorf("Children = %q after only refused names were used; want [kid]", got)
 	}
 }
