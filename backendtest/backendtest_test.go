@@ -62,7 +62,7 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 	} {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestMutantHost$/^"+c.subtest+"$", "-test.count=1", "-test.v")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestMutantHost$/^"+c.subtest+"$", "-test.count=1", "-test.v", "-test.timeout=2m")
 			cmd.Env = append(os.Environ(), mutantEnv+"="+c.mutant)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
