@@ -59,6 +59,16 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 		{"lock-per-handle", "LockExcludesOtherWriters"},
 		{"lock-per-handle", "LockRaceHasOneWinner"},
 		{"lease-never-expires", "AbandonedLeaseExpires"},
+		{"lock-global", "LockIsPerStore"},
+		{"version-per-call", "VersionIsStable"},
+		{"version-per-call", "CreateRoundTripsBytes"},
+		{"open-zero-modtime", "OpenAgreesWithStat"},
+		{"early-close-fails", "OpenEarlyClose"},
+		{"rename-copies", "RenameMoves"},
+		{"sub-shares-parent", "ChildrenAreSeparateStores"},
+		{"locate-constant", "LocateIsDistinct"},
+		{"names-unchecked", "NamesOutsideTheNamespaceRefused"},
+		{"handles-not-shared", "WritesVisibleToOtherHandles"},
 	} {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
 			t.Parallel()

@@ -58,12 +58,18 @@ func newMemStore(mutant string, ttl time.Duration) *memStore {
 }
 
 func (s *memStore) open() (checkpoint.Backend, error) {
+	if s.is("handles-not-shared") {
+		s = newMemStore(s.mutant, s.ttl)
+	}
 	return &memBackend{s: s, conn: &memConn{}}, nil
 }
 
 func (s *memStore) is(mutant string) bool { return s.mutant == mutant }
 
-func validName(name string) error {
+func (s *memStore) validName(name string) error {
+	if s.is("names-unchecked") && name != "" {
+		return nil
+	}
 	if name == "" || name == "." || name == ".." || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != "" {
 		return fmt.Errorf("mem: invalid name %q: %w", name, checkpoint.ErrInvalid)
 	}
@@ -97,7 +103,7 @@ func (b *memBackend) write(ctx context.Context, key string, write func(io.Writer
 }
 
 func (b *memBackend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
-	if err := validName(name); err != nil {
+	if err := b.s.validName(name); err != nil {
 		return checkpoint.Object{}, err
 	}
 	if err := ctx.Err(); err != nil && !b.s.is("ctx-ignored") {
@@ -128,7 +134,7 @@ func (b *memBackend) Create(ctx context.Context, name string, write func(io.Writ
 }
 
 func (b *memBackend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (checkpoint.Object, error) {
-	if err := validName(name); err != nil {
+	if err := b.s.validName(name); err != nil {
 		return checkpoint.Object{}, err
 	}
 	key := b.prefix + name
@@ -161,7 +167,24 @@ func (b *memBackend) Open(ctx context.Context, name string) (io.ReadCloser, chec
 	if b.s.is("torn-replace") {
 		return &tornReader{b: b, key: b.prefix + name, data: o.data}, o.describe(name), nil
 	}
-	return io.NopCloser(bytes.NewReader(o.data)), o.describe(name), nil
+	obj := o.describe(name)
+	if b.s.is("open-zero-modtime") {
+		obj.ModTime = time.Time{}
+	}
+	if b.s.is("early-close-fails") {
+		return &strictReader{Reader: bytes.NewReader(o.data)}, obj, nil
+	}
+	return io.NopCloser(bytes.NewReader(o.data)), obj, nil
+}
+
+// strictReader fails a Close before the end of the object.
+type strictReader struct{ *bytes.Reader }
+
+func (r *strictReader) Close() error {
+	if r.Len() > 0 {
+		return errors.New("mem: closed before the end")
+	}
+	return nil
 }
 
 // tornReader reads the second half of an object from whatever is under
@@ -192,7 +215,7 @@ func (r *tornReader) Read(p []byte) (int, error) {
 func (r *tornReader) Close() error { return nil }
 
 func (b *memBackend) stat(name string) (memObject, error) {
-	if err := validName(name); err != nil {
+	if err := b.s.validName(name); err != nil {
 		return memObject{}, err
 	}
 	b.s.mu.Lock()
@@ -212,7 +235,11 @@ func (b *memBackend) Stat(ctx context.Context, name string) (checkpoint.Object, 
 	if err != nil {
 		return checkpoint.Object{}, err
 	}
-	return o.describe(name), nil
+	obj := o.describe(name)
+	if b.s.is("version-per-call") {
+		obj.Version += time.Now().String()
+	}
+	return obj, nil
 }
 
 func (b *memBackend) List(ctx context.Context) ([]checkpoint.Object, error) {
@@ -239,7 +266,7 @@ func (b *memBackend) Remove(ctx context.Context, names ...string) ([]bool, error
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
 	for i, name := range names {
-		if err := validName(name); err != nil {
+		if err := b.s.validName(name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -254,7 +281,7 @@ func (b *memBackend) Remove(ctx context.Context, names ...string) ([]bool, error
 }
 
 func (b *memBackend) Rename(ctx context.Context, from, to string) error {
-	if err := errors.Join(validName(from), validName(to)); err != nil {
+	if err := errors.Join(b.s.validName(from), b.s.validName(to)); err != nil {
 		return err
 	}
 	b.s.mu.Lock()
@@ -267,7 +294,9 @@ func (b *memBackend) Rename(ctx context.Context, from, to string) error {
 		return fmt.Errorf("mem: rename to %s: %w", b.Locate(to), checkpoint.ErrExists)
 	}
 	b.s.objs[b.prefix+to] = o
-	delete(b.s.objs, b.prefix+from)
+	if !b.s.is("rename-copies") {
+		delete(b.s.objs, b.prefix+from)
+	}
 	return nil
 }
 
@@ -275,6 +304,9 @@ func (b *memBackend) Lock(ctx context.Context) (func() error, error) {
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
 	key := b.prefix
+	if b.s.is("lock-global") {
+		key = ""
+	}
 	if b.s.is("lock-per-handle") {
 		key = fmt.Sprintf("%s@%p", b.prefix, b.conn)
 	}
@@ -297,10 +329,13 @@ func (b *memBackend) Lock(ctx context.Context) (func() error, error) {
 }
 
 func (b *memBackend) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
-	if err := validName(name); err != nil {
+	if err := b.s.validName(name); err != nil {
 		return nil, err
 	}
 	prefix := b.prefix + name + "/"
+	if b.s.is("sub-shares-parent") {
+		prefix = b.prefix
+	}
 	if create || b.s.is("children-lists-lazy") {
 		b.s.mu.Lock()
 		b.s.dirs[prefix] = true
@@ -328,7 +363,12 @@ func (b *memBackend) Children(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-func (b *memBackend) Locate(name string) string { return "mem://" + b.prefix + name }
+func (b *memBackend) Locate(name string) string {
+	if b.s.is("locate-constant") {
+		return "mem://" + name
+	}
+	return "mem://" + b.prefix + name
+}
 
 func (b *memBackend) Close() error {
 	if b.prefix != "" {
