@@ -25,11 +25,31 @@
 // (CreateRaceHasOneWinner, ReplaceConflictChangesNothing, ...), so
 // -run 'TestConformance/ListPastOnePage' runs one of them.
 //
+// Where the contract leaves room, the suite reads it so:
+//   - A name outside [A-Za-z0-9._-] that would leave the flat namespace
+//     ("", ".", "..", a path such as "child/x" or "../x") is refused by
+//     every method that takes a name, so nothing reaches a child store or
+//     beyond the store through one.
+//   - Version differs for every different content a name has held; two
+//     writes of identical bytes may share one (an S3 ETag does), so the
+//     suite always writes different bytes where it expects a new Version.
+//   - Sub(create=true) makes a child that Children lists at once, on object
+//     storage too.
+//   - A sentinel error (ErrExists, ErrConflict, ErrLocked, fs.ErrNotExist)
+//     need not name the object: the store names it in its own errors.
+//   - Of a cancelled context the contract promises only that Create fails
+//     (with the context's error) and leaves nothing; of Replace, that it
+//     fails whole or succeeds whole. Other methods are not checked against
+//     a cancelled context.
+//   - Lock excludes a second Lock on the holder's own handle as well as on
+//     another handle, and each child store has a lock of its own.
+//
 // What the suite does not check, because it cannot without the backend's
 // help: durability after a crash or power loss (the contract's "crash at
 // any instant" and NoSync), that a writer which lost its lease cannot
-// publish (that needs a paused process: see s3store's fencing test), and
-// the error text's "who holds the lock".
+// publish (that needs a paused process: see s3store's fencing test), that
+// a failed removal does not stop the others, ReadOnly backends, and the
+// error text's "who holds the lock".
 package backendtest
 
 import (
