@@ -20,12 +20,12 @@ import (
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
-		entries, err := s.stepEntries(step)
+		entries, err := s.stepEntries(ctx, step)
 		if err != nil {
 			return zero, Info{}, stepError("load", step, s.dir, err)
 		}
 		if len(entries) == 0 {
-			return zero, Info{}, s.missing(step)
+			return zero, Info{}, s.missing(ctx, step)
 		}
 		sortEntries(entries)
 		return s.loadEntry(ctx, "load", entries[len(entries)-1], true)
@@ -37,14 +37,14 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // regular file (a directory, a named pipe, a symbolic link) has a name of
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
 // what is there.
-func (s *Store[T]) missing(step int64) error {
-	named, err := s.names(func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
+func (s *Store[T]) missing(ctx context.Context, step int64) error {
+	named, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
 		return stepError("load", step, s.dir, err)
 	}
 	for _, n := range named {
-		if fi, err := s.root.Lstat(n.name); err == nil && !fi.Mode().IsRegular() {
-			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, fi.Mode())))
+		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
+			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, o.Mode)))
 		}
 	}
 	return stepError("load", step, s.dir, ErrNotFound)
@@ -132,7 +132,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 // loads, with the failures it passed.
 func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
 	var zero T
-	ns, err := s.names(want)
+	ns, err := s.names(ctx, want)
 	if err != nil {
 		return zero, Info{}, nil, opError(op, s.dir, err)
 	}
@@ -153,9 +153,9 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		}
 		group := make([]entry, 0, end-start)
 		for _, n := range ns[start:end] {
-			group = append(group, entry{name: n.name, fn: n.fn})
+			group = append(group, entry{name: n.name, fn: n.fn, obj: n.obj})
 		}
-		group = s.fill(group)
+		group = s.fill(ctx, group)
 		end = start
 		sortEntries(group)
 		for i := len(group) - 1; i >= 0; i-- {
@@ -188,7 +188,7 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 	}
 	if len(skipped) == 0 {
 		if len(ns) == 0 {
-			if err := s.foreignLayout(); err != nil {
+			if err := s.foreignLayout(ctx); err != nil {
 				return zero, Info{}, nil, opError(op, s.dir, err)
 			}
 		}
@@ -204,23 +204,23 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 // no other layout is confirmed by a header that reads (a side file named
 // like a checkpoint, report_2024.json, is no checkpoint). It costs a
 // directory read, on the way to ErrNotFound only.
-func (s *Store[T]) foreignLayout() error {
-	dirents, err := readDir(s.root)
+func (s *Store[T]) foreignLayout(ctx context.Context) error {
+	objs, err := s.b.List(ctx)
 	if err != nil {
 		return nil // the caller's ErrNotFound stands; the scan read it
 	}
-	for _, d := range dirents {
-		if _, ok := s.cfg.layout.parse(d.Name()); ok {
+	for _, o := range objs {
+		if _, ok := s.cfg.layout.parse(o.Name); ok {
 			return nil // error checkpoints only, for LatestClean
 		}
 	}
-	for _, found := range detectLayouts(dirents, true) {
+	for _, found := range detectLayouts(objs, true) {
 		l := layout{prefix: found.Prefix, digits: found.Digits}
 		fn, ok := l.parse(found.sample)
 		if !ok {
 			continue
 		}
-		if _, err := s.readHeaderFile(found.sample, fn); err != nil {
+		if _, _, err := s.readHeaderFile(ctx, found.sample, fn); err != nil {
 			continue
 		}
 		return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
@@ -241,9 +241,9 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
 	}
-	entries, err := s.scan(nil)
+	entries, err := s.scan(ctx, nil)
 	if err == nil {
-		entries = s.fill(entries)
+		entries = s.fill(ctx, entries)
 	}
 	s.ops.Done()
 	if err != nil {
@@ -275,7 +275,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	f, fi, err := openRegular(s.root, e.name)
+	f, o, err := s.b.Open(ctx, e.name)
 	if err != nil {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -287,7 +287,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	}
 	defer f.Close()
 	var h header
-	err = s.codec.read(f, fi.Size(), func(got header, state []byte) error {
+	err = s.codec.read(f, o.Size, func(got header, state []byte) error {
 		h = got
 		if err := e.fn.agrees(h); err != nil {
 			return err
@@ -301,7 +301,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err != nil {
 		return fail(err)
 	}
-	s.cache(e.name, fi, h, true)
+	s.cache(o, h)
 	s.observe(h.Time)
-	return v, s.info(e.name, e.fn, fi.Size(), h), nil
+	return v, s.info(e.name, e.fn, o.Size, h), nil
 }
