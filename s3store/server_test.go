@@ -46,6 +46,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		os.Exit(runChild())
+	}
 	code := m.Run()
 	if srvCmd != nil {
 		_ = srvCmd.Process.Kill()
@@ -230,3 +233,5 @@ func (f *fixture) backend(prefix string, opts ...Option) *Backend {
 	f.t.Cleanup(func() { b.Close() })
 	return b
 }
+
+func http0() http.RoundTripper { return http.DefaultTransport.(*http.Transport).Clone() }
