@@ -366,3 +366,34 @@ func TestClosedBackendRefusesCalls(t *testing.T) {
 	_, err = b.List(context.Background())
 	require.ErrorIs(t, err, checkpoint.ErrClosed)
 }
+
+func TestSixteenConcurrentReplacesOfOneVersionExactlyOneWins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := f.backend("run")
+	ctx := context.Background()
+	v, err := b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("base")))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = b.Replace(ctx, "roll", v.Version, bytesOf([]byte(fmt.Sprintf("writer %d", i))))
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			require.Equal(t, -1, winner, "two Replaces of one version succeeded")
+			winner = i
+			continue
+		}
+		require.ErrorIs(t, err, checkpoint.ErrConflict)
+	}
+	require.NotEqual(t, -1, winner)
+	data, _ := readAll(t, b, "roll")
+	require.Equal(t, fmt.Sprintf("writer %d", winner), string(data))
+}
