@@ -38,6 +38,13 @@ import (
 //     ErrConflict, ErrLocked, ErrReadOnly), fs.ErrNotExist for a missing
 //     name, and otherwise say what failed and where (Locate's form).
 //   - A Backend is safe for concurrent use by multiple goroutines.
+//
+// A writer on a backend other than the local directory, where every Stat
+// is a request, trusts what it listed when it opened and what it wrote and
+// removed since: it holds the lock, so no other writer's object is visible
+// (see Lock). A save there is one Create (one PUT), and pruning after a
+// save one Remove. An object put under the store by anything but the lock
+// holder is seen by the next Open.
 type Backend interface {
 	// Create writes a new object called name with the bytes write
 	// produces. If name exists, or another writer creates it first, it

@@ -155,7 +155,14 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		for _, n := range ns[start:end] {
 			group = append(group, entry{name: n.name, fn: n.fn, obj: n.obj})
 		}
-		group = s.fill(ctx, group)
+		if len(group) == 1 && group[0].fn.kind != KindRolling && s.remote() {
+			// One checkpoint of the newest step: its load reads the
+			// header anyway, and on object storage a header read first
+			// would be a request of its own.
+			group[0].h = header{Step: group[0].fn.step, Kind: group[0].fn.kind}
+		} else {
+			group = s.fill(ctx, group)
+		}
 		end = start
 		sortEntries(group)
 		for i := len(group) - 1; i >= 0; i-- {

@@ -177,6 +177,7 @@ func (s *Store[T]) pruneLocked(ctx context.Context, afterSave bool) ([]Info, err
 	} else {
 		gone, err = s.b.Remove(ctx, names...)
 	}
+	s.unlisted(names, gone)
 	var removed []Info
 	for i, e := range victims {
 		if gone[i] {
@@ -245,6 +246,12 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 // stillCached reports whether name is still the object whose header the
 // cache holds (the same Version).
 func (s *Store[T]) stillCached(ctx context.Context, name string) bool {
+	if s.listed != nil { // see remote
+		s.mu.Lock()
+		_, ok := s.headers[name]
+		s.mu.Unlock()
+		return ok && s.listed[name]
+	}
 	o, err := s.b.Stat(ctx, name)
 	if err != nil {
 		return false

@@ -170,6 +170,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		return fail(err)
 	}
 	s.cache(o, h)
+	if s.listed != nil {
+		s.listed[name] = true
+	}
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so
@@ -333,6 +336,9 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
+			if !s.exists(ctx, n) {
+				continue
+			}
 			o, err := s.b.Stat(ctx, n)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
@@ -408,6 +414,7 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 			}
 			return fmt.Errorf("quarantine damaged checkpoint: %w", err)
 		}
+		s.unlisted([]string{name}, []bool{true})
 		s.forget(name)
 		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
 		return nil

@@ -34,6 +34,10 @@ type Store[T any] struct {
 	// store replaced (the rolling file, side files), so that the next
 	// replacement is conditional on it (see replace).
 	written map[string]string
+	// listed (guarded by wmu), for a writer on a remote backend (see
+	// remote), holds the names of the backend's objects: listed at Open,
+	// then kept up to date by the writer's own creations and removals.
+	listed map[string]bool
 	// scanned (guarded by wmu) records that a prune has read the whole
 	// directory into the header cache: later prunes after a save judge
 	// from the cache (see pruneFromCache).
@@ -157,6 +161,17 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 			err = errors.Join(err, cerr)
 		}
 		return nil, err
+	}
+	if s.remote() {
+		objs, err := b.List(context.Background())
+		if err != nil {
+			s.Close()
+			return nil, opError("open", s.dir, err)
+		}
+		s.listed = make(map[string]bool, len(objs))
+		for _, o := range objs {
+			s.listed[o.Name] = true
+		}
 	}
 	if cfg.async {
 		s.async = newAsyncQueue(cfg.queue)
@@ -291,12 +306,43 @@ func (s *Store[T]) remove(ctx context.Context, names ...string) error {
 func (s *Store[T]) removeReporting(ctx context.Context, names []string) ([]bool, error) {
 	gone, err := s.b.Remove(ctx, names...)
 	s.forget(names...)
+	s.unlisted(names, gone)
 	return gone, err
 }
 
+// remote reports whether the store's backend is not the local directory.
+// There a Stat is a request, not a system call, so a writer (which holds
+// the backend's lock: no other writer's object is visible) trusts what it
+// listed at Open and what it wrote and removed since (listed), and its
+// header cache, instead of asking before each save and each pruning. On
+// the local directory a Stat costs microseconds, and the store still sees
+// a file put in its way by hand.
+func (s *Store[T]) remote() bool {
+	_, local := s.b.(*dirBackend)
+	return !local
+}
+
+// exists reports whether the object name exists. The caller holds the
+// write lock.
 func (s *Store[T]) exists(ctx context.Context, name string) bool {
+	if s.listed != nil {
+		return s.listed[name]
+	}
 	_, err := s.b.Stat(ctx, name)
 	return err == nil
+}
+
+// unlisted records removals (gone[i] says whether names[i] is gone) in
+// listed. The caller holds the write lock.
+func (s *Store[T]) unlisted(names []string, gone []bool) {
+	if s.listed == nil {
+		return
+	}
+	for i, n := range names {
+		if i < len(gone) && gone[i] {
+			delete(s.listed, n)
+		}
+	}
 }
 
 func (s *Store[T]) path(name string) string {
