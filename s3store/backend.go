@@ -31,6 +31,12 @@ const MaxObjectSize = 5 << 30
 // List returns, and Create, Replace, Remove and Rename refuse it.
 const leaseName = ".checkpoint.lease"
 
+// markerName is the empty object that Sub(create=true) puts under a child
+// store's prefix, so that Children lists a child before its first write
+// (a prefix with no object under it does not exist on object storage).
+// List leaves it out; Create, Replace, Remove and Rename refuse it.
+const markerName = ".checkpoint.store"
+
 // genKey is the user metadata key (x-amz-meta-checkpoint-generation) that
 // records the lease generation of the writer of an object.
 const genKey = "checkpoint-generation"
@@ -111,7 +117,7 @@ func (b *Backend) key(name string) string { return b.prefix + name }
 // checkName refuses a name outside the contract's alphabet, and the lease
 // object's name.
 func (b *Backend) checkName(op, name string) error {
-	if name == "" || name == "." || name == ".." || name == leaseName {
+	if name == "" || name == "." || name == ".." || name == leaseName || name == markerName {
 		return fail(op, b.Locate(name), checkpoint.ErrInvalid, fmt.Errorf("name %q is reserved or empty", name))
 	}
 	for i := 0; i < len(name); i++ {
@@ -341,7 +347,7 @@ func (b *Backend) listAll(ctx context.Context) (objs []checkpoint.Object, childr
 		}
 		for _, o := range out.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
-			if name == "" || name == leaseName || strings.Contains(name, "/") {
+			if name == "" || name == leaseName || name == markerName || strings.Contains(name, "/") {
 				continue
 			}
 			objs = append(objs, checkpoint.Object{
@@ -379,13 +385,25 @@ func (b *Backend) Children(ctx context.Context) ([]string, error) {
 
 // Sub returns the Backend of the child store name: the prefix
 // prefix/name/, on the same client and with the same options. It has a
-// lease of its own (a child store has its own writer). Object storage has
-// nothing to create, whatever create says.
+// lease of its own (a child store has its own writer). With create, it
+// puts an empty marker object, prefix/name/.checkpoint.store (If-None-Match:
+// *, so an existing one is left alone), so that Children lists the child
+// before anything is saved in it; without, it sends nothing.
 func (b *Backend) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
 	if err := b.checkName("sub", name); err != nil {
 		return nil, err
 	}
-	return &Backend{client: b.client, bucket: b.bucket, prefix: b.key(name) + "/", cfg: b.cfg, gens: make(map[objectKey]uint64)}, nil
+	child := &Backend{client: b.client, bucket: b.bucket, prefix: b.key(name) + "/", cfg: b.cfg, gens: make(map[objectKey]uint64)}
+	if create {
+		_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &b.bucket, Key: aws.String(child.key(markerName)),
+			Body: bytes.NewReader(nil), ContentLength: aws.Int64(0), IfNoneMatch: aws.String("*"),
+		})
+		if err != nil && !isPrecondition(err) && !isConditionalConflict(err) {
+			return nil, requestError("sub", child.Locate(""), nil, err)
+		}
+	}
+	return child, nil
 }
 
 // Remove deletes names (DeleteObject for one, DeleteObjects in batches of

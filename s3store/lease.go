@@ -350,7 +350,10 @@ func (b *Backend) renew(l *lease) {
 			l.etag = quoteETag(aws.ToString(out.ETag))
 			l.deadline = start.Add(ttl - ttl/10)
 			l.renewErr = nil
-			t.Reset(every)
+			// The next renewal a third of the TTL after this one started,
+			// not after it ended: a slow server does not stretch the
+			// period.
+			t.Reset(max(0, time.Until(start.Add(every))))
 		case isPrecondition(err) || isNotFound(err):
 			l.lost = fmt.Errorf("the lease was taken over by another writer (renewal: %w)", err)
 			b.mu.Unlock()

@@ -15,6 +15,11 @@ import (
 	"github.com/gocheckpoint/checkpoint"
 )
 
+// testTTL is the lease TTL of tests in which a holder must keep its lease
+// while it works: long enough for renewals to get through on a loaded
+// machine (the race detector, parallel tests), short enough to wait out.
+const testTTL = 2 * time.Second
+
 // lockWithin calls Lock until it succeeds or d has passed, as a second
 // process waiting for a dead writer's lease would.
 func lockWithin(t *testing.T, b *Backend, d time.Duration) func() error {
@@ -79,7 +84,7 @@ func TestSecondWriterGetsErrLockedNamingTheHolder(t *testing.T) {
 func TestLeaseOfADeadWriterIsTakenOverAfterItsTTL(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a, b := f.backend("run", LeaseTTL(time.Second)), f.backend("run", LeaseTTL(time.Second))
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
 	ctx := context.Background()
 	unlockA, err := a.Lock(ctx)
 	require.NoError(t, err)
@@ -89,7 +94,7 @@ func TestLeaseOfADeadWriterIsTakenOverAfterItsTTL(t *testing.T) {
 
 	started := time.Now()
 	unlockB := lockWithin(t, b, 15*time.Second)
-	require.GreaterOrEqual(t, time.Since(started), time.Second-100*time.Millisecond, "taken over before a TTL was seen")
+	require.GreaterOrEqual(t, time.Since(started), testTTL-100*time.Millisecond, "taken over before a TTL was seen")
 	require.Equal(t, uint64(2), generationOf(b))
 	data, _ := readAll(t, b, "step-1")
 	require.Equal(t, "by a", string(data), "what a wrote before the takeover stays visible")
@@ -129,14 +134,15 @@ func TestReleasedLeaseIsTakenAtOnce(t *testing.T) {
 func TestRenewalsKeepTheLeaseAliveAndOthersOut(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a, b := f.backend("run", LeaseTTL(time.Second)), f.backend("run", LeaseTTL(time.Second))
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
 	ctx := context.Background()
 	unlock, err := a.Lock(ctx)
 	require.NoError(t, err)
 	defer unlock()
 	first := a.lease.etag
 	renewals := 0
-	for last := first; renewals < 4; {
+	deadline := time.Now().Add(20 * time.Second)
+	for last := first; renewals < 3; {
 		a.mu.Lock()
 		cur := a.lease.etag
 		a.mu.Unlock()
@@ -144,7 +150,7 @@ func TestRenewalsKeepTheLeaseAliveAndOthersOut(t *testing.T) {
 			renewals++
 			last = cur
 		}
-		require.Less(t, time.Since(time.Now()), 10*time.Second)
+		require.True(t, time.Now().Before(deadline), "%d renewals in 20s", renewals)
 		time.Sleep(20 * time.Millisecond) // polling a's state
 	}
 	// b watches the lease; a renews it, so b gives up with ErrLocked.
@@ -189,7 +195,7 @@ func TestWriterWhoseLeaseWasTakenOverFailsItsWrites(t *testing.T) {
 func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	a, b := f.backend("run", LeaseTTL(time.Second)), f.backend("run", LeaseTTL(time.Second))
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
 	ctx := context.Background()
 	_, err := a.Create(ctx, "before-any-lease", bytesOf([]byte("old")))
 	require.NoError(t, err)
@@ -251,7 +257,7 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	_, err = a.Create(ctx, "step-3", bytesOf([]byte("stale again")))
 	require.NoError(t, err)
 	require.NoError(t, unlockB())
-	c := f.backend("run", LeaseTTL(time.Second))
+	c := f.backend("run", LeaseTTL(testTTL))
 	unlockC, err := c.Lock(ctx)
 	require.NoError(t, err)
 	defer unlockC()

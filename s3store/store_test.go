@@ -19,7 +19,7 @@ type state struct {
 
 func openStore(t *testing.T, f *fixture, prefix string, opts ...checkpoint.Option) (*checkpoint.Store[state], error) {
 	t.Helper()
-	b, err := New(f.client, f.bucket, prefix, LeaseTTL(time.Second))
+	b, err := New(f.client, f.bucket, prefix, LeaseTTL(testTTL))
 	require.NoError(t, err)
 	return checkpoint.OpenBackend[state](b, opts...)
 }
@@ -79,14 +79,14 @@ func TestStoreOnS3RefusesSavesAfterLosingTheLease(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	b, err := New(f.client, f.bucket, "run", LeaseTTL(time.Second))
+	b, err := New(f.client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	s, err := checkpoint.OpenBackend[state](b)
 	require.NoError(t, err)
 	_, err = s.Save(ctx, 1, state{Step: 1})
 	require.NoError(t, err)
 	die(b)
-	other, err := New(f.client, f.bucket, "run", LeaseTTL(time.Second))
+	other, err := New(f.client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	unlock := lockWithin(t, other, 15*time.Second)
 	defer unlock()
