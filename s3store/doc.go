@@ -31,11 +31,9 @@
 //     any instant leaves the object or nothing.
 //   - Moving a damaged checkpoint aside is CopyObject then DeleteObject;
 //     repeating it after a crash between the two finishes it.
-//   - Reads are streams of ranged GETs pinned to one ETag (If-Match): the
-//     first GET asks for 64 KiB, which holds a checkpoint's header, so
-//     listing and picking a checkpoint never downloads a large one; an
-//     object replaced during a read fails the read with ErrConflict rather
-//     than mix two objects. The store's read limits apply as locally.
+//   - A read is one GET, streamed: the object as it was when opened, even
+//     if it is replaced or removed meanwhile (as an open file), never a
+//     mix. The store's read limits apply as locally.
 //   - One writer per store, by a lease instead of flock (below). ReadOnly
 //     takes no lease.
 //   - Errors name the object as s3://bucket/key (Locate) where local
@@ -64,7 +62,9 @@
 // Last-Modified) says the lease was renewed less than a TTL ago; otherwise
 // it watches the lease for up to one TTL, bounded by its ctx, and returns
 // ErrLocked as soon as it sees a renewal. So a dead writer's store is
-// taken over one to two TTLs after it died. The holder trusts its lease
+// taken over one to two TTLs after it died: retry OpenBackend while it
+// returns ErrLocked, and expect it to block for up to one TTL when the
+// lease looks expired. The holder trusts its lease
 // until the start of its last successful renewal plus nine tenths of the
 // TTL, by its own monotonic clock; a write that finishes after that, or
 // after a renewal found the lease taken over, fails with ErrLocked.
@@ -101,10 +101,11 @@
 // Counted on versitygw; a reader is a Backend that does not hold the lease
 // (ReadOnly).
 //
-//   - Create, Replace: one PUT. Store.Save: that PUT, plus one HEAD for
-//     each of the step's possible names (plain, gzip, zstd: three) that the
-//     store checks first, plus its retention's DELETE.
-//   - Open: one GET per range (64 KiB, then 1, 2, 4, 8, 16, 16... MiB); a
+//   - Create, Replace: one PUT. Store.Save: that PUT alone (the writer
+//     trusts its listing), plus its retention's DELETE when it prunes.
+//     Opening a writable store: Lock, then one LIST.
+//   - Open: one GET (closing it with more than 64 KiB unread, as a header
+//     read of a large checkpoint does, drops its connection: see Open); a
 //     reader also reads the lease: one conditional GET, a 304 when it did
 //     not change.
 //   - List of N objects: one LIST per 1,000 (the server's page); a reader
