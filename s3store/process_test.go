@@ -322,6 +322,7 @@ func pausedWriter(t *testing.T, unguarded bool) {
 	require.NoError(t, a.stdin.Close())
 	a.waitFor(t, "close ", 1, 30*time.Second)
 
+	t.Logf("A printed: %q", a.output())
 	var acked []int64
 	failed := false
 	for _, l := range a.output() {
