@@ -287,15 +287,22 @@ func (b *Backend) head(ctx context.Context, name string) (checkpoint.Object, uin
 	if err != nil {
 		return checkpoint.Object{}, 0, err
 	}
+	o, gen := b.described(name, out.ContentLength, out.ETag, out.LastModified, out.Metadata)
+	return o, gen, nil
+}
+
+// described returns the Object and generation that a HEAD or GET response
+// describes, and remembers the generation.
+func (b *Backend) described(name string, size *int64, etag *string, modTime *time.Time, meta map[string]string) (checkpoint.Object, uint64) {
 	o := checkpoint.Object{
 		Name:    name,
-		Size:    aws.ToInt64(out.ContentLength),
-		Version: quoteETag(aws.ToString(out.ETag)),
-		ModTime: aws.ToTime(out.LastModified),
+		Size:    aws.ToInt64(size),
+		Version: quoteETag(aws.ToString(etag)),
+		ModTime: aws.ToTime(modTime),
 	}
-	gen := parseGen(out.Metadata)
+	gen := parseGen(meta)
 	b.remember(name, o.Version, gen)
-	return o, gen, nil
+	return o, gen
 }
 
 // Stat returns the Object of name from a HeadObject. An object hidden by

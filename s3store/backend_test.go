@@ -20,6 +20,15 @@ import (
 	"github.com/gocheckpoint/checkpoint"
 )
 
+// setup starts a parallel test on a bucket of its own, with a Backend on
+// prefix.
+func setup(t *testing.T, prefix string) (*fixture, *Backend, context.Context) {
+	t.Helper()
+	t.Parallel()
+	f := newFixture(t)
+	return f, f.backend(prefix), context.Background()
+}
+
 func bytesOf(p []byte) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := w.Write(p); return err }
 }
@@ -43,41 +52,48 @@ func names(objs []checkpoint.Object) []string {
 	return n
 }
 
-func TestSixteenConcurrentCreatesExactlyOneWins(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("run")
-	ctx := context.Background()
+// oneWinner runs write(0) to write(15) at once and returns the one that
+// succeeded: exactly one must, and the others fail with lost.
+func oneWinner(t *testing.T, lost error, write func(i int) error) int {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, 16)
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = b.Create(ctx, "step-1", bytesOf([]byte(fmt.Sprintf("writer %d", i))))
+			errs[i] = write(i)
 		}()
 	}
 	wg.Wait()
 	winner := -1
 	for i, err := range errs {
 		if err == nil {
-			require.Equal(t, -1, winner, "two Creates succeeded")
+			require.Equal(t, -1, winner, "writes %d and %d both succeeded", winner, i)
 			winner = i
 			continue
 		}
-		require.ErrorIs(t, err, checkpoint.ErrExists)
-		require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/step-1")
+		require.ErrorIs(t, err, lost)
 	}
-	require.NotEqual(t, -1, winner, "no Create succeeded")
+	require.NotEqual(t, -1, winner, "no write succeeded")
+	return winner
+}
+
+func TestSixteenConcurrentCreatesExactlyOneWins(t *testing.T) {
+	f, b, ctx := setup(t, "run")
+	winner := oneWinner(t, checkpoint.ErrExists, func(i int) error {
+		_, err := b.Create(ctx, "step-1", bytesOf([]byte(fmt.Sprintf("writer %d", i))))
+		if err != nil {
+			require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/step-1")
+		}
+		return err
+	})
 	data, _ := readAll(t, b, "step-1")
 	require.Equal(t, fmt.Sprintf("writer %d", winner), string(data))
 }
 
 func TestCreateOfATakenNameLeavesItUnchanged(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "")
 	o, err := b.Create(ctx, "a", bytesOf([]byte("first")))
 	require.NoError(t, err)
 	require.Equal(t, int64(5), o.Size)
@@ -91,10 +107,7 @@ func TestCreateOfATakenNameLeavesItUnchanged(t *testing.T) {
 }
 
 func TestCreateSendsOnePutAndAWriteErrorNone(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "p")
 	_, err := b.Create(ctx, "a", bytesOf([]byte("x")))
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"PUT": 1}, f.count.take())
@@ -107,10 +120,7 @@ func TestCreateSendsOnePutAndAWriteErrorNone(t *testing.T) {
 }
 
 func TestReplaceIsConditional(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "p")
 	v1, err := b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("one")))
 	require.NoError(t, err)
 	_, err = b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("nope")))
@@ -132,10 +142,7 @@ func TestReplaceIsConditional(t *testing.T) {
 }
 
 func TestOpenOfASmallObjectIsOneGet(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "p")
 	small := bytes.Repeat([]byte("s"), 10<<10)
 	_, err := b.Create(ctx, "small", bytesOf(small))
 	require.NoError(t, err)
@@ -152,10 +159,7 @@ func TestOpenOfASmallObjectIsOneGet(t *testing.T) {
 }
 
 func TestOpenOfALargeObjectStreamsItWhole(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "p")
 	big := make([]byte, 3<<20+17)
 	rand.Read(big)
 	_, err := b.Create(ctx, "big", bytesOf(big))
@@ -178,10 +182,7 @@ func TestOpenOfALargeObjectStreamsItWhole(t *testing.T) {
 }
 
 func TestOpenObjectReplacedWhileReadStillReadsTheOldBytes(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "p")
 	old := bytes.Repeat([]byte("a"), 3<<20)
 	_, err := b.Create(ctx, "x", bytesOf(old))
 	require.NoError(t, err)
@@ -199,10 +200,7 @@ func TestOpenObjectReplacedWhileReadStillReadsTheOldBytes(t *testing.T) {
 }
 
 func TestOpenOfAnEmptyObject(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "p")
 	_, err := b.Create(ctx, "empty", bytesOf(nil))
 	require.NoError(t, err)
 	data, o := readAll(t, b, "empty")
@@ -211,10 +209,7 @@ func TestOpenOfAnEmptyObject(t *testing.T) {
 }
 
 func TestMissingNamesAreNotExist(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "p")
 	_, _, err := b.Open(ctx, "nope")
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.Contains(t, err.Error(), "s3://"+f.bucket+"/p/nope")
@@ -228,10 +223,7 @@ func TestMissingNamesAreNotExist(t *testing.T) {
 }
 
 func TestBadNamesAreInvalid(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "p")
 	for _, name := range []string{"", ".", "..", "a/b", leaseName, markerName, "sp ace"} {
 		_, err := b.Create(ctx, name, bytesOf(nil))
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", name)
@@ -242,10 +234,7 @@ func TestBadNamesAreInvalid(t *testing.T) {
 }
 
 func TestStatAndListTellSizeVersionAndTime(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "p")
 	o, err := b.Create(ctx, "a", bytesOf([]byte("hello")))
 	require.NoError(t, err)
 	st, err := b.Stat(ctx, "a")
@@ -261,10 +250,7 @@ func TestStatAndListTellSizeVersionAndTime(t *testing.T) {
 }
 
 func TestListPagesPastOneThousandNamesAndRemoveBatches(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("many")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "many")
 	const n = 1001
 	want := make([]string, n)
 	var wg sync.WaitGroup
@@ -326,10 +312,7 @@ func TestListPagesPastOneThousandNamesAndRemoveBatches(t *testing.T) {
 }
 
 func TestRenameMovesAndRefusesATakenName(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "p")
 	_, err := b.Create(ctx, "bad", bytesOf([]byte("damaged")))
 	require.NoError(t, err)
 	_, err = b.Create(ctx, "taken", bytesOf([]byte("keep me")))
@@ -347,10 +330,7 @@ func TestRenameMovesAndRefusesATakenName(t *testing.T) {
 }
 
 func TestRenameRepeatedAfterACrashBetweenCopyAndDeleteFinishes(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("p")
-	ctx := context.Background()
+	f, b, ctx := setup(t, "p")
 	_, err := b.Create(ctx, "bad", bytesOf([]byte("damaged")))
 	require.NoError(t, err)
 	// The copy of an interrupted Rename: the source is still there.
@@ -377,10 +357,7 @@ func TestSubIsAPrefixAndLocateNamesIt(t *testing.T) {
 }
 
 func TestSubWithCreateIsListedBeforeItsFirstWrite(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("root")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "root")
 	_, err := b.Sub(ctx, "lazy", false)
 	require.NoError(t, err)
 	children, err := b.Children(ctx)
@@ -410,32 +387,13 @@ func TestClosedBackendRefusesCalls(t *testing.T) {
 }
 
 func TestSixteenConcurrentReplacesOfOneVersionExactlyOneWins(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	b := f.backend("run")
-	ctx := context.Background()
+	_, b, ctx := setup(t, "run")
 	v, err := b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("base")))
 	require.NoError(t, err)
-	var wg sync.WaitGroup
-	errs := make([]error, 16)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = b.Replace(ctx, "roll", v.Version, bytesOf([]byte(fmt.Sprintf("writer %d", i))))
-		}()
-	}
-	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		if err == nil {
-			require.Equal(t, -1, winner, "two Replaces of one version succeeded")
-			winner = i
-			continue
-		}
-		require.ErrorIs(t, err, checkpoint.ErrConflict)
-	}
-	require.NotEqual(t, -1, winner)
+	winner := oneWinner(t, checkpoint.ErrConflict, func(i int) error {
+		_, err := b.Replace(ctx, "roll", v.Version, bytesOf([]byte(fmt.Sprintf("writer %d", i))))
+		return err
+	})
 	data, _ := readAll(t, b, "roll")
 	require.Equal(t, fmt.Sprintf("writer %d", winner), string(data))
 }

@@ -40,14 +40,7 @@ func (b *Backend) Open(ctx context.Context, name string) (io.ReadCloser, checkpo
 	if err != nil {
 		return nil, checkpoint.Object{}, requestError("open", loc, nil, err)
 	}
-	o := checkpoint.Object{
-		Name:    name,
-		Size:    aws.ToInt64(out.ContentLength),
-		Version: quoteETag(aws.ToString(out.ETag)),
-		ModTime: aws.ToTime(out.LastModified),
-	}
-	gen := parseGen(out.Metadata)
-	b.remember(name, o.Version, gen)
+	o, gen := b.described(name, out.ContentLength, out.ETag, out.LastModified, out.Metadata)
 	visible, err := b.visible(ctx, name, o.Version, gen)
 	if err != nil || !visible {
 		out.Body.Close()
