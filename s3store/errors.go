@@ -88,10 +88,6 @@ func isNotFound(err error) bool {
 
 func isNotModified(err error) bool { return httpStatus(err) == 304 }
 
-func isInvalidRange(err error) bool {
-	return httpStatus(err) == 416 || errorCode(err) == "InvalidRange"
-}
-
 // errHidden is the cause of an fs.ErrNotExist for an object that exists but
 // was written by a writer that had lost the lease (see the package doc):
 // the store must see it as absent, never as damage.

@@ -167,20 +167,36 @@ func (b *Backend) forget(name string) {
 	}
 }
 
-// dropSealed removes name from the held lease's sealed set, copying the
-// set first: views handed out share the old map. b.mu is held.
+// dropSealed notes that name no longer holds its sealed object (this
+// writer removed or rewrote it), so the next renewal leaves it out of the
+// sealed set. The set itself is rebuilt only then (sealedAfterDrops): the
+// views handed out share it, and copying it per write would cost a full
+// copy per save. b.mu is held.
 func (b *Backend) dropSealed(name string) {
 	l := b.lease
 	if _, ok := l.doc.Sealed[name]; !ok {
 		return
 	}
+	if l.dropped == nil {
+		l.dropped = make(map[string]bool)
+	}
+	l.dropped[name] = true
+}
+
+// sealedAfterDrops returns the sealed set without the names dropSealed
+// noted, and forgets them. b.mu is held.
+func (l *lease) sealedAfterDrops() map[string]string {
+	if len(l.dropped) == 0 {
+		return l.doc.Sealed
+	}
 	s := make(map[string]string, len(l.doc.Sealed))
 	for k, v := range l.doc.Sealed {
-		if k != name {
+		if !l.dropped[k] {
 			s[k] = v
 		}
 	}
-	l.doc.Sealed = s
+	l.dropped = nil
+	return s
 }
 
 // beginWrite is called before each write request: it returns the

@@ -58,6 +58,9 @@ type lease struct {
 	// renewErr is the last renewal's failure, for the error of a write
 	// refused after the deadline.
 	renewErr error
+	// dropped names the sealed objects this writer has since removed or
+	// rewritten (see dropSealed).
+	dropped map[string]bool
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -324,6 +327,7 @@ func (b *Backend) renew(l *lease) {
 		case <-t.C:
 		}
 		b.mu.Lock()
+		l.doc.Sealed = l.sealedAfterDrops()
 		doc := l.doc
 		doc.Renewed = time.Now().UTC()
 		body, err := json.Marshal(doc)

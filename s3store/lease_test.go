@@ -265,3 +265,43 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"before-any-lease", "roll", "side", "step-1", "step-2"}, names(objs))
 }
+
+// The sealed set lists what the takeover found; what the holder removes
+// or rewrites leaves it at the next renewal, so the lease object does not
+// grow with every object a store ever had.
+func TestRenewalDropsWhatTheHolderRemovedFromTheSealedSet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	old := f.backend("run")
+	for _, name := range []string{"a", "b", "c"} {
+		_, err := old.Create(ctx, name, bytesOf([]byte(name)))
+		require.NoError(t, err)
+	}
+	b := f.backend("run", LeaseTTL(time.Second))
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	sealed := func() map[string]string {
+		st, _, err := b.readLease(ctx, "")
+		require.NoError(t, err)
+		return st.doc.Sealed
+	}
+	require.Len(t, sealed(), 3)
+	_, err = b.Remove(ctx, "a")
+	require.NoError(t, err)
+	_, err = b.Replace(ctx, "b", "", bytesOf([]byte("b2")))
+	require.NoError(t, err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s := sealed()
+		if len(s) == 1 {
+			require.Contains(t, s, "c")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "sealed set still %v", s)
+		time.Sleep(50 * time.Millisecond) // polling for the next renewal
+	}
+	objs, err := f.backend("run").List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "c"}, names(objs), "the rewritten b is visible by its generation")
+}
