@@ -9,7 +9,7 @@
 //	defer store.Close()                            // releases it
 //
 // A store's checkpoints are the objects directly under the prefix, named
-// as in a local directory (runs/42/000000000042.ckpt.json); a child store
+// as in a local directory (runs/42/step_00000042.json); a child store
 // (a session) is the prefix runs/42/NAME/. The module is separate from
 // github.com/gocheckpoint/checkpoint, so the core module does not depend on
 // the AWS SDK.
@@ -59,7 +59,7 @@
 // full TTL by its own monotonic clock, and then with If-Match on that
 // ETag, so a renewal in between defeats it. Lock returns ErrLocked at once
 // when the server's own clock (its Date header minus the lease's
-// Last-Modified) says the lease was renewed less than a TTL ago; otherwise
+// Last-Modified) says the lease was renewed less than a TTL ago (less a second for the headers' rounding); otherwise
 // it watches the lease for up to one TTL, bounded by its ctx, and returns
 // ErrLocked as soon as it sees a renewal. So a dead writer's store is
 // taken over one to two TTLs after it died: retry OpenBackend while it
@@ -124,17 +124,18 @@
 // successful PUT is seen by every later request, in listings too); PutObject
 // with If-None-Match: * and If-Match, answering 412 (or 404 for If-Match
 // on a missing key) when the condition fails, atomically with respect to
-// other conditional PUTs; GET with Range, If-Match and If-None-Match (304);
+// other conditional PUTs; GET with If-None-Match (304);
 // ListObjectsV2 with delimiter and continuation token; user metadata kept
 // and returned by HEAD and GET; CopyObject with x-amz-copy-source-if-match;
 // DeleteObjects; and an ETag that differs for different bytes (the MD5 of
 // a single-part upload). AWS S3 has provided all of these since conditional
 // writes arrived in 2024.
 //
-// Checked: versitygw v1.8.0 (posix backend), by this package's tests (.ci/s3-test
-// runs them). It ignores If-None-Match on CopyObject, so Rename checks
+// Checked: versitygw v1.8.0 (posix backend), by this package's tests and
+// the conformance suite checkpoint/backendtest (.ci/s3-test runs them).
+// It ignores If-None-Match on CopyObject, so Rename checks
 // the destination with a HEAD first (a race only with the store's own
 // writer, which holds the lease); it answers If-Match on a missing key
-// with 404 and a ranged GET of an empty object with 416, both handled. AWS
+// with 404 rather than 412, which is handled. AWS
 // S3 itself, MinIO, Ceph RGW, R2 and GCS's XML API were not checked here.
 package s3store
