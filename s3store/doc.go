@@ -59,9 +59,9 @@
 // full TTL by its own monotonic clock, and then with If-Match on that
 // ETag, so a renewal in between defeats it. Lock returns ErrLocked at once
 // when the server's own clock (its Date header minus the lease's
-// Last-Modified) says the lease was renewed less than a TTL ago (less a second for the headers' rounding); otherwise
-// it watches the lease for up to one TTL, bounded by its ctx, and returns
-// ErrLocked as soon as it sees a renewal. So a dead writer's store is
+// Last-Modified, whole seconds) says the lease was renewed less than a TTL
+// minus one second ago; otherwise it watches the lease for up to one TTL,
+// bounded by its ctx, and returns ErrLocked as soon as it sees a renewal. So a dead writer's store is
 // taken over one to two TTLs after it died: retry OpenBackend while it
 // returns ErrLocked, and expect it to block for up to one TTL when the
 // lease looks expired. The holder trusts its lease
