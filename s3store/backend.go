@@ -97,7 +97,7 @@ func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, er
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	cfg := config{ttl: DefaultLeaseTTL}
+	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
@@ -161,9 +161,9 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 		return checkpoint.Object{}, err
 	}
 	var buf bytes.Buffer
-	if err := write(&capWriter{w: &buf, left: MaxObjectSize}); err != nil {
+	if err := write(&capWriter{w: &buf, left: b.cfg.maxSize}); err != nil {
 		if errors.Is(err, errTooLarge) {
-			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrInvalid, err)
+			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrInvalid, fmt.Errorf("object is larger than %d bytes, the limit of one PutObject: %w", b.cfg.maxSize, err))
 		}
 		return checkpoint.Object{}, fail(op, loc, nil, fmt.Errorf("write: %w", err))
 	}
@@ -242,7 +242,7 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 	}
 }
 
-var errTooLarge = fmt.Errorf("object is larger than %d bytes, the limit of one PutObject", int64(MaxObjectSize))
+var errTooLarge = errors.New("too large")
 
 // capWriter fails a write that would take the object past left bytes.
 type capWriter struct {

@@ -397,3 +397,23 @@ func TestSixteenConcurrentReplacesOfOneVersionExactlyOneWins(t *testing.T) {
 	data, _ := readAll(t, b, "roll")
 	require.Equal(t, fmt.Sprintf("writer %d", winner), string(data))
 }
+
+func TestObjectLargerThanOnePutIsInvalidAndSendsNothing(t *testing.T) {
+	f, _, ctx := setup(t, "p")
+	b := f.backend("p", maxObjectSize(10))
+	_, err := b.Create(ctx, "big", bytesOf(make([]byte, 11)))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.Contains(t, err.Error(), "larger than 10 bytes")
+	_, err = b.Replace(ctx, "big", "", func(w io.Writer) error {
+		for range 3 {
+			if _, err := w.Write(make([]byte, 4)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.Nil(t, f.count.take(), "nothing sent")
+	_, err = b.Create(ctx, "fits", bytesOf(make([]byte, 10)))
+	require.NoError(t, err)
+}

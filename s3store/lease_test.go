@@ -305,3 +305,24 @@ func TestRenewalDropsWhatTheHolderRemovedFromTheSealedSet(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"b", "c"}, names(objs), "the rewritten b is visible by its generation")
 }
+
+// Lock watching a lease that looks expired by the server's clock is
+// bounded by its ctx, and says who holds the lease.
+func TestLockWaitingForALeaseEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.backend("run", LeaseTTL(time.Second))
+	unlock, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	defer unlock()
+	die(a)
+	// With a TTL of 1 s the server's whole-second clock cannot show the
+	// lease live, so b watches it, for less than the TTL.
+	b := f.backend("run", LeaseTTL(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "(generation 1)")
+}

@@ -22,6 +22,9 @@ type config struct {
 	// pageSize is ListObjectsV2's MaxKeys: 0 leaves the server's default
 	// (1,000 on AWS); tests set it small to cross many pages cheaply.
 	pageSize int32
+	// maxSize is the largest object Create and Replace write: MaxObjectSize;
+	// tests lower it.
+	maxSize int64
 }
 
 // LeaseTTL sets how long the single-writer lease lives without a renewal
@@ -40,6 +43,11 @@ func LeaseTTL(d time.Duration) Option {
 		c.ttl = d
 		return nil
 	})
+}
+
+// maxObjectSize lowers the size limit of Create and Replace (tests).
+func maxObjectSize(n int64) Option {
+	return optionFunc(func(c *config) error { c.maxSize = n; return nil })
 }
 
 // listPageSize sets ListObjectsV2's MaxKeys (tests cross pages with few
