@@ -114,7 +114,9 @@ func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseSt
 	st.etag = quoteETag(aws.ToString(out.ETag))
 	if raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response); ok && out.LastModified != nil {
 		if date, err := http.ParseTime(raw.Header.Get("Date")); err == nil {
-			st.age = date.Sub(*out.LastModified)
+			// Whole seconds, and a server may round one of them up: an
+			// age below zero is a lease renewed just now.
+			st.age = max(0, date.Sub(*out.LastModified))
 			st.ageKnown = true
 		}
 	}
