@@ -11,6 +11,11 @@ package s3store
 //	not by a store), or its generation is the lease's current generation
 //	G, or its (name, ETag) is in the lease's sealed set.
 //
+// A reader learns an object's generation from its metadata (HeadObject,
+// cached by name and ETag) or, without a request, from the lease's written
+// set: the (name, ETag) of what G wrote, which each renewal brings up to
+// date.
+//
 // Each holder stamps its generation in every object it writes (metadata
 // checkpoint-generation). A takeover lists the store BEFORE its PUT of the
 // lease and puts into the new lease the sealed set: the (name, ETag) of
@@ -29,7 +34,8 @@ package s3store
 // way that can happen is an unconditional Replace, ifVersion "", of bytes
 // identical to an older version, which the store never sends for a
 // checkpoint; it is the one exception, and it brings back old bytes, not
-// new ones.)
+// new ones. The written set has the same exception: a stale write of the
+// very bytes G wrote under a name counts as G's.)
 //
 // Readers judge by the lease they read AFTER reading the object (List:
 // after the listing and any HeadObject; Open and Stat: after the GET or
@@ -72,15 +78,38 @@ type leaseView struct {
 	etag   string
 	gen    uint64
 	sealed map[string]string
+	// written is the lease's Written: objects known to be of gen.
+	written map[string]string
 }
 
 func viewOf(st leaseState) leaseView {
-	return leaseView{exists: st.exists, etag: st.etag, gen: st.doc.Generation, sealed: st.doc.Sealed}
+	return leaseView{exists: st.exists, etag: st.etag, gen: st.doc.Generation, sealed: st.doc.Sealed, written: st.doc.Written}
 }
 
 // admits is the fencing rule.
 func (v leaseView) admits(name, etag string, gen uint64) bool {
-	return !v.exists || gen == 0 || gen == v.gen || (v.sealed[name] == etag && etag != "")
+	return !v.exists || gen == 0 || gen == v.gen || v.isSealed(name, etag)
+}
+
+func (v leaseView) isSealed(name, etag string) bool {
+	return etag != "" && v.sealed[name] == etag
+}
+
+// judges reports whether v can judge the object without knowing its
+// generation from the object itself: there is no lease, or the object is
+// sealed, or the lease lists it as written by its generation.
+func (v leaseView) judges(name, etag string) bool {
+	return !v.exists || v.isSealed(name, etag) || (etag != "" && v.written[name] == etag)
+}
+
+// admitsListed is admits for an object known by name and ETag only: its
+// generation from the cache, or the lease's written set.
+func (b *Backend) admitsListed(v leaseView, name, etag string) bool {
+	if etag != "" && v.written[name] == etag {
+		return true
+	}
+	gen, _ := b.generation(name, etag)
+	return v.admits(name, etag, gen)
 }
 
 // holderView returns the view of the lease this backend holds, if it holds
@@ -92,7 +121,7 @@ func (b *Backend) holderView() (leaseView, bool) {
 	if l == nil || l.lost != nil || !time.Now().Before(l.deadline) {
 		return leaseView{}, false
 	}
-	return leaseView{exists: true, etag: l.etag, gen: l.doc.Generation, sealed: l.doc.Sealed}, true
+	return leaseView{exists: true, etag: l.etag, gen: l.doc.Generation, sealed: l.doc.Sealed, written: l.doc.Written}, true
 }
 
 // readerView reads the lease (a GET with If-None-Match on the ETag last
@@ -163,40 +192,47 @@ func (b *Backend) forget(name string) {
 		}
 	}
 	if b.lease != nil {
-		b.dropSealed(name)
+		b.noteWrite(name, "")
 	}
 }
 
-// dropSealed notes that name no longer holds its sealed object (this
-// writer removed or rewrote it), so the next renewal leaves it out of the
-// sealed set. The set itself is rebuilt only then (sealedAfterDrops): the
-// views handed out share it, and copying it per write would cost a full
-// copy per save. b.mu is held.
-func (b *Backend) dropSealed(name string) {
+// noteWrite records that this writer wrote name (etag) or removed it
+// (""), for the next renewal: the name leaves the sealed set (its sealed
+// object is gone) and joins or leaves the written set. The sets are
+// rebuilt only then (foldChanges): the views handed out share them, and a
+// copy per write would cost a full copy per save. b.mu is held.
+func (b *Backend) noteWrite(name, etag string) {
 	l := b.lease
-	if _, ok := l.doc.Sealed[name]; !ok {
+	if l.changed == nil {
+		l.changed = make(map[string]string)
+	}
+	l.changed[name] = etag
+}
+
+// foldChanges applies the writes and removals noted since the last
+// renewal to the sealed and written sets. b.mu is held.
+func (l *lease) foldChanges() {
+	if len(l.changed) == 0 {
 		return
 	}
-	if l.dropped == nil {
-		l.dropped = make(map[string]bool)
-	}
-	l.dropped[name] = true
-}
-
-// sealedAfterDrops returns the sealed set without the names dropSealed
-// noted, and forgets them. b.mu is held.
-func (l *lease) sealedAfterDrops() map[string]string {
-	if len(l.dropped) == 0 {
-		return l.doc.Sealed
-	}
-	s := make(map[string]string, len(l.doc.Sealed))
+	sealed := make(map[string]string, len(l.doc.Sealed))
 	for k, v := range l.doc.Sealed {
-		if !l.dropped[k] {
-			s[k] = v
+		if _, ok := l.changed[k]; !ok {
+			sealed[k] = v
 		}
 	}
-	l.dropped = nil
-	return s
+	written := make(map[string]string, len(l.doc.Written)+len(l.changed))
+	for k, v := range l.doc.Written {
+		written[k] = v
+	}
+	for k, v := range l.changed {
+		if v == "" {
+			delete(written, k)
+		} else {
+			written[k] = v
+		}
+	}
+	l.doc.Sealed, l.doc.Written, l.changed = sealed, written, nil
 }
 
 // beginWrite is called before each write request: it returns the
@@ -258,7 +294,7 @@ func (b *Backend) endWrite(op, loc, name, etag string, gen uint64) error {
 	if err := b.leaseProblem(); err != nil {
 		return fail(op, loc, checkpoint.ErrLocked, fmt.Errorf("%w; the object may exist but be hidden", err))
 	}
-	b.dropSealed(name)
+	b.noteWrite(name, etag)
 	return nil
 }
 
@@ -278,7 +314,7 @@ func (b *Backend) listVisible(ctx context.Context) ([]checkpoint.Object, error) 
 		}
 		var unknown []int
 		for i, o := range objs {
-			if !v.exists || (v.sealed[o.Name] == o.Version && o.Version != "") {
+			if v.judges(o.Name, o.Version) {
 				continue
 			}
 			if _, ok := b.generation(o.Name, o.Version); !ok {
@@ -288,8 +324,7 @@ func (b *Backend) listVisible(ctx context.Context) ([]checkpoint.Object, error) 
 		if len(unknown) == 0 {
 			out := objs[:0:0]
 			for _, o := range objs {
-				gen, _ := b.generation(o.Name, o.Version)
-				if v.admits(o.Name, o.Version, gen) {
+				if b.admitsListed(v, o.Name, o.Version) {
 					out = append(out, o)
 				}
 			}
@@ -384,7 +419,7 @@ func (b *Backend) sealedSet(ctx context.Context, st leaseState) (map[string]stri
 	v := viewOf(st)
 	var unknown []int
 	for i, o := range objs {
-		if _, ok := b.generation(o.Name, o.Version); !ok && v.exists && !(v.sealed[o.Name] == o.Version && o.Version != "") {
+		if _, ok := b.generation(o.Name, o.Version); !ok && !v.judges(o.Name, o.Version) {
 			unknown = append(unknown, i)
 		}
 	}
@@ -393,8 +428,7 @@ func (b *Backend) sealedSet(ctx context.Context, st leaseState) (map[string]stri
 	}
 	sealed := make(map[string]string, len(objs))
 	for _, o := range objs {
-		gen, _ := b.generation(o.Name, o.Version)
-		if v.admits(o.Name, o.Version, gen) {
+		if b.admitsListed(v, o.Name, o.Version) {
 			sealed[o.Name] = o.Version
 		}
 	}

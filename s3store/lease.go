@@ -38,10 +38,14 @@ type leaseDoc struct {
 	// and that were visible at the takeover that started Generation, to
 	// their ETags (see fence.go).
 	Sealed map[string]string `json:"sealed,omitempty"`
+	// Written maps the names of the objects that Generation wrote, as of
+	// its last renewal, to their ETags: a reader knows their generation
+	// without a HeadObject (and the next takeover too).
+	Written map[string]string `json:"written,omitempty"`
 }
 
-// maxLeaseSize bounds the lease object a backend reads: its sealed set
-// lists the objects of the store (about 80 bytes each).
+// maxLeaseSize bounds the lease object a backend reads: its sealed and
+// written sets list the objects of the store (about 80 bytes each).
 const maxLeaseSize = 256 << 20
 
 // lease is the writer's lease while Lock holds it. Its fields are guarded
@@ -58,9 +62,10 @@ type lease struct {
 	// renewErr is the last renewal's failure, for the error of a write
 	// refused after the deadline.
 	renewErr error
-	// dropped names the sealed objects this writer has since removed or
-	// rewritten (see dropSealed).
-	dropped map[string]bool
+	// changed records what this writer wrote (name to ETag) or removed
+	// (name to "") since its last renewal, which folds it into Sealed and
+	// Written (see noteWrite).
+	changed map[string]string
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -329,7 +334,7 @@ func (b *Backend) renew(l *lease) {
 		case <-t.C:
 		}
 		b.mu.Lock()
-		l.doc.Sealed = l.sealedAfterDrops()
+		l.foldChanges()
 		doc := l.doc
 		doc.Renewed = time.Now().UTC()
 		body, err := json.Marshal(doc)
@@ -393,6 +398,7 @@ func (b *Backend) unlock(l *lease) error {
 func (b *Backend) release(l *lease) error {
 	l.stopOnce.Do(func() { close(l.stop) })
 	b.mu.Lock()
+	l.foldChanges()
 	doc := l.doc
 	etag := l.etag
 	b.mu.Unlock()

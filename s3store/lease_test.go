@@ -268,8 +268,10 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 
 // The sealed set lists what the takeover found; what the holder removes
 // or rewrites leaves it at the next renewal, so the lease object does not
-// grow with every object a store ever had.
-func TestRenewalDropsWhatTheHolderRemovedFromTheSealedSet(t *testing.T) {
+// grow with every object a store ever had. What the holder writes joins
+// the written set at the next renewal, so that readers need no HEAD to
+// learn its generation.
+func TestRenewalsKeepTheSealedAndWrittenSetsCurrent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
@@ -282,28 +284,33 @@ func TestRenewalDropsWhatTheHolderRemovedFromTheSealedSet(t *testing.T) {
 	unlock, err := b.Lock(ctx)
 	require.NoError(t, err)
 	defer unlock()
-	sealed := func() map[string]string {
+	lease := func() leaseDoc {
 		st, _, err := b.readLease(ctx, "")
 		require.NoError(t, err)
-		return st.doc.Sealed
+		return st.doc
 	}
-	require.Len(t, sealed(), 3)
+	require.Len(t, lease().Sealed, 3)
 	_, err = b.Remove(ctx, "a")
 	require.NoError(t, err)
-	_, err = b.Replace(ctx, "b", "", bytesOf([]byte("b2")))
+	b2, err := b.Replace(ctx, "b", "", bytesOf([]byte("b2")))
+	require.NoError(t, err)
+	d, err := b.Create(ctx, "d", bytesOf([]byte("d")))
 	require.NoError(t, err)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		s := sealed()
-		if len(s) == 1 {
-			require.Contains(t, s, "c")
+		doc := lease()
+		if len(doc.Sealed) == 1 {
+			require.Equal(t, map[string]string{"c": `"4a8a08f09d37b73795649038408b5f33"`}, doc.Sealed)
+			require.Equal(t, map[string]string{"b": b2.Version, "d": d.Version}, doc.Written)
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "sealed set still %v", s)
+		require.True(t, time.Now().Before(deadline), "sealed set still %v", doc.Sealed)
 		time.Sleep(50 * time.Millisecond) // polling for the next renewal
 	}
+	f.count.take()
 	objs, err := f.backend("run").List(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []string{"b", "c"}, names(objs), "the rewritten b is visible by its generation")
+	require.Equal(t, []string{"b", "c", "d"}, names(objs))
+	require.Zero(t, f.count.take()["HEAD"], "a reader learns the generations from the lease")
 }
 
 // Lock watching a lease that looks expired by the server's clock is
