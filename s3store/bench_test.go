@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -75,7 +76,7 @@ func BenchmarkListOnS3(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			f := newFixture(b)
-			be, err := New(f.client, f.bucket, "run")
+			be, err := New(f.client, f.bucket, "run", LeaseTTL(3*time.Second))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -85,6 +86,20 @@ func BenchmarkListOnS3(b *testing.B) {
 			}
 			defer w.Close()
 			fill(b, w, n)
+			// A renewal lists the checkpoints in the lease's written set.
+			for deadline := time.Now().Add(time.Minute); ; {
+				st, _, err := be.readLease(context.Background(), "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(st.doc.Written) == n {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("written set has %d of %d", len(st.doc.Written), n)
+				}
+				time.Sleep(100 * time.Millisecond) // polling for the renewal
+			}
 			reader, err := checkpoint.OpenBackend[state](f.backend("run"), checkpoint.ReadOnly())
 			if err != nil {
 				b.Fatal(err)
@@ -99,6 +114,15 @@ func BenchmarkListOnS3(b *testing.B) {
 				{"writer-latest", func() error { _, _, err := w.Latest(ctx); return err }},
 				{"writer-list", func() error { _, err := w.List(ctx); return err }},
 				{"reader-latest", func() error { _, _, err := reader.Latest(ctx); return err }},
+				{"new-reader-list", func() error {
+					r, err := New(f.client, f.bucket, "run")
+					if err != nil {
+						return err
+					}
+					defer r.Close()
+					_, err = r.List(ctx)
+					return err
+				}},
 			} {
 				if err := c.run(); err != nil { // warm the caches
 					b.Fatal(err)
