@@ -50,22 +50,37 @@ func BenchmarkSaveOnS3(b *testing.B) {
 }
 
 // BenchmarkPutObjectOnS3 is a hand-written PutObject of the same state's
-// JSON: the floor under BenchmarkSaveOnS3.
+// JSON: the floor under BenchmarkSaveOnS3. Its variants add what a save
+// sends besides: If-None-Match: *, and the generation's metadata.
 func BenchmarkPutObjectOnS3(b *testing.B) {
-	f := newFixture(b)
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := range b.N {
-		s := benchState
-		s.Step = int64(i)
-		data, err := json.Marshal(s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(fmt.Sprintf("run/%012d.json", i)), Body: bytes.NewReader(data)})
-		if err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name    string
+		ifNone  bool
+		withGen bool
+	}{{"plain", false, false}, {"if-none-match", true, false}, {"if-none-match+metadata", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			f := newFixture(b)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				s := benchState
+				s.Step = int64(i)
+				data, err := json.Marshal(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				in := &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(fmt.Sprintf("run/%012d.json", i)), Body: bytes.NewReader(data)}
+				if c.ifNone {
+					in.IfNoneMatch = aws.String("*")
+				}
+				if c.withGen {
+					in.Metadata = map[string]string{genKey: "1"}
+				}
+				if _, err := f.client.PutObject(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
