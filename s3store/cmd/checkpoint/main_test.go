@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/cli"
+	"github.com/gocheckpoint/checkpoint/s3store"
+	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
+)
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs the command as main does, with a remote made afresh, so that
+// the AWS environment the test set is read.
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := cli.Run(args, &stdout, &stderr, s3Remote())
+	return result{stdout.String(), stderr.String(), code}
+}
+
+// awsEnv points config.LoadDefaultConfig at srv through the standard AWS
+// environment variables only: no shared file of the machine counts. The
+// endpoint names the host localhost, not 127.0.0.1, so that a client that
+// addressed buckets by host name (BUCKET.localhost) rather than by path,
+// which the SDK does not do for an IP address, would fail.
+func awsEnv(t *testing.T, srv *s3test.Server) {
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "AWS_ENDPOINT_URL_S3" {
+			v = strings.Replace(v, "//127.0.0.1:", "//localhost:", 1)
+		}
+		t.Setenv(k, v)
+	}
+	none := filepath.Join(t.TempDir(), "none")
+	t.Setenv("AWS_CONFIG_FILE", none)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+}
+
+type game struct {
+	Turn int      `json:"turn"`
+	HP   int      `json:"hp"`
+	Log  []string `json:"log"`
+}
+
+func TestCommandsReadAStoreInS3(t *testing.T) {
+	srv := s3test.ForTest(t)
+	awsEnv(t, srv)
+	ctx := context.Background()
+	client := srv.Client(nil)
+	bucket := srv.Bucket(t, client)
+	loc := "s3://" + bucket + "/runs/1"
+
+	b, err := s3store.New(client, bucket, "runs/1")
+	require.NoError(t, err)
+	st, err := checkpoint.OpenBackend[game](b, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	g := game{HP: 12}
+	for turn := 1; turn <= 3; turn++ {
+		g.Turn, g.HP, g.Log = turn, g.HP-turn, append(g.Log, "turn "+string(rune('0'+turn)))
+		_, err := st.Save(ctx, int64(turn), g)
+		require.NoError(t, err)
+	}
+
+	// The reading commands work beside the writer, which holds the lease.
+	r := run(t, "ls", loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4, r.stdout)
+	require.Regexp(t, `^STEP +KIND +TIME +SIZE +COMPRESSED +FILE +META$`, lines[0])
+	for i, line := range lines[1:] {
+		require.Regexp(t, `^`+string(rune('1'+i))+` +step +\S+ \(.*\) +\d+ B +no +turn_00`+string(rune('1'+i))+`\.json$`, line)
+	}
+
+	r = run(t, "ls", "--json", loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	var infos []checkpoint.Info
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
+	require.Len(t, infos, 3)
+	require.Equal(t, loc+"/turn_002.json", infos[1].Path)
+
+	r = run(t, "show", loc, "latest", "--state")
+	require.Equal(t, 0, r.code, r.stderr)
+	var got game
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Equal(t, g, got)
+
+	r = run(t, "diff", loc, "1", "latest")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stdout, "--- step 1 (step) "+loc+"/turn_001.json\n+++ step 3 (step) "+loc+"/turn_003.json\n")
+	require.Contains(t, r.stdout, "~ .hp: 11 -> 6\n")
+
+	r = run(t, "verify", loc)
+	require.Equal(t, 0, r.code, r.stderr+r.stdout)
+	require.Equal(t, "3 files checked in "+loc+" (layout turn/3): 3 ok, 0 bad\n", r.stdout)
+
+	// prune takes the lease as a writer would: not while the writer runs.
+	r = run(t, "prune", loc, "--keep-last", "1")
+	require.Equal(t, 4, r.code, r.stdout)
+	require.Contains(t, r.stderr, loc+" is open by a running writer")
+	require.NoError(t, st.Close())
+
+	// A damaged newest checkpoint, written by hand: verify names it by its
+	// URL, show latest passes over it to the newest that loads.
+	_, err = client.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: aws.String("runs/1/turn_004.json"), Body: strings.NewReader(`{"format":2,"step":4,"kind":"step","state":{}`)})
+	require.NoError(t, err)
+	r = run(t, "verify", loc)
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Regexp(t, `(?m)^BAD +`+loc+`/turn_004\.json +`, r.stdout)
+	r = run(t, "show", loc, "latest")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "file:       "+loc+"/turn_003.json\n")
+	require.Contains(t, r.stderr, "note: skipped "+loc+"/turn_004.json")
+
+	// With the writer gone, prune takes the lease, removes, releases it
+	// (the damaged step 4 counts for nothing toward --keep-last).
+	r = run(t, "prune", loc, "--keep-last", "2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "removed 1 of 4 checkpoints")
+	r = run(t, "ls", "--json", loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
+	require.Len(t, infos, 3)
+	require.Equal(t, int64(2), infos[0].Step)
+	// gc too takes the lease and releases it; S3 has no temporary files.
+	r = run(t, "gc", loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "nothing to remove in "+loc+" (layout turn/3)\n", r.stdout)
+	// and both released it: a writer opens the store at once.
+	b, err = s3store.New(client, bucket, "runs/1")
+	require.NoError(t, err)
+	st, err = checkpoint.OpenBackend[game](b, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	// One level too high: the prefixes that hold checkpoints are named.
+	r = run(t, "verify", "s3://"+bucket+"/runs")
+	require.Equal(t, 3, r.code, r.stdout)
+	require.Contains(t, r.stderr, "no checkpoints in s3://"+bucket+"/runs (layout step/8)")
+	require.Contains(t, r.stderr, "these prefixes hold checkpoints: "+loc)
+}
+
+func TestMissingBucketAndBadLocationsAreNamed(t *testing.T) {
+	srv := s3test.ForTest(t)
+	awsEnv(t, srv)
+	r := run(t, "ls", "s3://no-such-bucket-9f3a/runs")
+	require.Equal(t, 3, r.code, r.stdout)
+	require.Contains(t, r.stderr, "s3://no-such-bucket-9f3a/runs/")
+	require.Contains(t, r.stderr, "NoSuchBucket")
+
+	for _, loc := range []string{"s3://", "s3:///runs", "s3://bucket//runs"} {
+		r = run(t, "ls", loc)
+		require.Equal(t, 2, r.code, loc)
+		require.Contains(t, r.stderr, loc, loc)
+	}
+}
+
+func TestParseLocation(t *testing.T) {
+	t.Parallel()
+	for loc, want := range map[string][2]string{
+		"s3://b": {"b", ""}, "s3://b/": {"b", ""}, "s3://b/runs/42": {"b", "runs/42"}, "s3://b/runs/42/": {"b", "runs/42"}, "S3://b/p": {"b", "p"},
+	} {
+		bucket, prefix, err := parseLocation(loc)
+		require.NoError(t, err, loc)
+		require.Equal(t, want, [2]string{bucket, prefix}, loc)
+	}
+}
