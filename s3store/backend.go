@@ -144,7 +144,9 @@ func (b *Backend) checkOpen(op, name string) error {
 // concurrent Creates of a name exactly one succeeds, and the others get an
 // error wrapping checkpoint.ErrExists. An object under name that was
 // written by a fenced writer (see the package doc) does not count: it is
-// replaced, with If-Match on its ETag.
+// replaced, with If-Match on its ETag. Nor does one with this writer's
+// generation and the very bytes of this Create (the ETag is their MD5):
+// that is an attempt of this PUT that landed although the SDK retried it.
 func (b *Backend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
 	return b.put(ctx, "create", name, checkpoint.NoObject, checkpoint.ErrExists, write)
 }
