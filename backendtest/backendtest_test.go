@@ -41,7 +41,7 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 	for _, c := range []struct{ mutant, subtest string }{
 		{"create-replaces", "CreateNeverReplaces"},
 		{"create-replaces", "CreateRaceHasOneWinner"},
-		{"create-check-then-act", "CreateRaceHasOneWinner"},
+		{"create-no-check", "CreateRaceHasOneWinner"},
 		{"failed-write-publishes", "FailedCreateLeavesNothing"},
 		{"failed-write-publishes", "FailedReplaceKeepsOld"},
 		{"ctx-ignored", "CancelledCreateLeavesNothing"},

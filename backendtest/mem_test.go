@@ -111,21 +111,16 @@ func (b *memBackend) Create(ctx context.Context, name string, write func(io.Writ
 	}
 	key := b.prefix + name
 	exists := func() bool { _, ok := b.s.objs[key]; return ok && !b.s.is("create-replaces") }
-	if b.s.is("create-check-then-act") {
-		b.s.mu.Lock()
-		taken := exists()
-		b.s.mu.Unlock()
-		if taken {
-			return checkpoint.Object{}, fmt.Errorf("mem: create %s: %w", b.Locate(name), checkpoint.ErrExists)
-		}
-	}
 	data, err := b.write(ctx, key, write)
 	if err != nil {
 		return checkpoint.Object{}, err
 	}
 	b.s.mu.Lock()
 	defer b.s.mu.Unlock()
-	if !b.s.is("create-check-then-act") && exists() {
+	// The mutant checks nothing: every one of racing creators wins (a
+	// check before the write, outside the lock, would lose the race only
+	// when the scheduler lets it, and the suite must fail it every time).
+	if !b.s.is("create-no-check") && exists() {
 		return checkpoint.Object{}, fmt.Errorf("mem: create %s: %w", b.Locate(name), checkpoint.ErrExists)
 	}
 	o := b.s.newObject(data)
