@@ -423,12 +423,14 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (mine 
 	if err != nil {
 		return mine, err
 	}
+	// Checkpoints and side files never start with a dot: what does (the
+	// claim, temporary files, a store's lock or lease) is no state.
 	var foreign []string
 	exists := false
 	for _, o := range objs {
-		if _, marked, _ := splitTemp(o.Name); o.Name == sessionFile {
+		if o.Name == sessionFile {
 			exists = true
-		} else if o.Name != claimName && !marked {
+		} else if !strings.HasPrefix(o.Name, ".") {
 			foreign = append(foreign, o.Name)
 		}
 	}
