@@ -58,6 +58,10 @@ const (
 // time. On platforms without flock (not Unix), a root can be read but not
 // changed.
 //
+// OpenSessionsBackend keeps the sessions on any Backend instead, such as a
+// bucket that many workers share: each session is a child store (a key
+// prefix), and no lock spans the root (see there for what differs).
+//
 // A Sessions is safe for concurrent use by multiple goroutines.
 type Sessions struct {
 	dir  string
@@ -126,10 +130,12 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts), link: root.Link}, nil
 }
 
-// Dir returns the root directory, as given to OpenSessions.
+// Dir returns the root directory, as given to OpenSessions; for
+// OpenSessionsBackend, where its Backend is (Backend.Locate("")).
 func (r *Sessions) Dir() string { return r.dir }
 
-// Close releases the root directory. Stores opened from it stay open.
+// Close releases the root directory, or closes the Backend given to
+// OpenSessionsBackend. Stores opened from it stay open.
 func (r *Sessions) Close() error {
 	if r.b != nil {
 		return r.closeBackend()
@@ -894,6 +900,15 @@ func isSessionTemp(name string) bool {
 // another process creates or forks a session it fails with ErrLocked. The
 // next New, Create, Fork or SetMeta removes them as well; RemoveStaging is
 // for tools that clean up without creating anything.
+//
+// On a Backend (OpenSessionsBackend) nothing is removed by the way, and no
+// lock tells a fork in progress from one a crash interrupted: RemoveStaging
+// removes the checkpoints of every fork whose session.json is missing,
+// returns the locations of those child stores, and first creates their
+// session.json as a tombstone, so that a fork still running there fails to
+// publish (Fork then goes on under the next number) and never shows a
+// session with checkpoints missing. The tombstone stays: its ID is not used
+// again. Child stores it did not make a claim in are never touched.
 func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	if r.b != nil {
 		return r.removeStagingBackend(ctx)

@@ -227,13 +227,21 @@ func (r *Sessions) describeBackend(ctx context.Context, id string) (Session, boo
 	return s, true
 }
 
-// nextFreeID returns the number after the highest all-digit name among the
-// root's child stores, whether or not they are sessions yet, and the IDs
-// already tried.
+// nextFreeID returns the number after the highest all-digit name in the
+// root, of a child store (a session or not yet one) or of an object (a
+// file, which a session's directory could not be created over), and of
+// the IDs already tried.
 func (r *Sessions) nextFreeID(ctx context.Context, tried []string) (string, error) {
 	names, err := r.b.Children(ctx)
 	if err != nil {
 		return "", err
+	}
+	objs, err := r.b.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range objs {
+		names = append(names, o.Name)
 	}
 	return nextSessionID(append(names, tried...))
 }
@@ -399,25 +407,32 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (mine 
 	if err != nil {
 		return false, err
 	}
-	_, err = dst.Create(ctx, claimName, func(w io.Writer) error {
-		_, err := w.Write(c)
-		return err
-	})
-	switch {
-	case err == nil:
-		mine = true
-	case !errors.Is(err, ErrExists):
-		return false, err
-	case op == claimFork:
-		return false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
-	default:
+	for attempt := 1; !mine; attempt++ {
+		_, err = dst.Create(ctx, claimName, func(w io.Writer) error {
+			_, err := w.Write(c)
+			return err
+		})
+		if err == nil {
+			mine = true
+			break
+		}
+		if !errors.Is(err, ErrExists) {
+			return false, err
+		}
+		if op == claimFork {
+			return false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
+		}
 		held, err := readClaim(ctx, dst)
+		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
+			continue // its maker failed and removed it: claim again
+		}
 		if err != nil {
 			return false, fmt.Errorf("%w: session %q is being made by another call (its claim: %w)", ErrExists, id, err)
 		}
 		if held.Op != claimCreate {
 			return false, fmt.Errorf("%w: a fork holds session ID %q (it is running, or a crash interrupted it and RemoveStaging removes what it left)", ErrExists, id)
 		}
+		break // a creation's claim: go on over it, session.json picks the winner
 	}
 	objs, err := dst.List(ctx)
 	if err != nil {
