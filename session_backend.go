@@ -103,6 +103,11 @@ type sessionTombstone struct {
 // on its child store, whose writer lock is the session's own: different
 // workers run different sessions at once, and a second writer of one
 // session gets ErrLocked.
+//
+// A directory's root can be opened either way, OpenSessions(dir) or
+// OpenSessionsBackend(OpenDir(dir)): the sessions are the same. The two do
+// not coordinate the making of sessions with each other, though, so every
+// process that makes sessions in one root should open it the same way.
 func OpenSessionsBackend(b Backend, opts ...Option) (*Sessions, error) {
 	if b == nil {
 		return nil, opError("open sessions", "", fmt.Errorf("%w: nil Backend", ErrInvalid))
