@@ -29,6 +29,9 @@ const (
 	crashQueue    = 3  // the async child's queue
 
 	crashSessionsEnv = "CHECKPOINT_CRASH_SESSIONS" // the sessions child's root
+	// crashSessionsBackendEnv, set, makes the sessions child open its root
+	// with OpenSessionsBackend(OpenDir(root)).
+	crashSessionsBackendEnv = "CHECKPOINT_CRASH_SESSIONS_BACKEND"
 )
 
 // A crashMode is how the child saves.
@@ -342,6 +345,9 @@ func crashSessionsChild(dir string) {
 	fail := childStart()
 	ctx := context.Background()
 	r, err := OpenSessions(dir)
+	if os.Getenv(crashSessionsBackendEnv) != "" {
+		r, err = openSessionsDirBackend(dir)
+	}
 	if err != nil {
 		fail(2, err)
 	}
@@ -363,6 +369,9 @@ func crashSessionsChild(dir string) {
 			fail(6, err)
 		}
 		fmt.Printf("ack %s\n", s.ID)
+		if os.Getenv(crashSessionsBackendEnv) != "" {
+			fmt.Println("forking") // a cue to kill it mid-fork
+		}
 		f, err := r.Fork(ctx, s.ID, 2, map[string]string{"kind": "fork"})
 		if err != nil {
 			fail(7, err)

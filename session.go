@@ -908,7 +908,7 @@ func isSessionTemp(name string) bool {
 // session.json as a tombstone, so that a fork still running there fails to
 // publish (Fork then goes on under the next number) and never shows a
 // session with checkpoints missing. The tombstone stays: its ID is not used
-// again. Child stores it did not make a claim in are never touched.
+// again. A child store without a fork's claim is never touched.
 func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	if r.b != nil {
 		return r.removeStagingBackend(ctx)
