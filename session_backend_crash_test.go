@@ -1,11 +1,10 @@
 package checkpoint
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,45 +38,14 @@ func TestKill9DuringSessionsOnABackendLeavesNoHalfSession(t *testing.T) {
 	acked := map[string]bool{}
 	kills := killCount(t, 15)
 	for kill := 0; kill < kills; kill++ {
-		cmd, stdin, stdout, stderr := startChild(t, exe, crashSessionsEnv+"="+dir, crashSessionsBackendEnv+"=1")
 		// The child says "ack ID" after each session it finished and
 		// "forking" before each fork: killing it after a line chosen at
 		// random kills it now and then mid-fork (most kills land in the
 		// slower fsyncs of New and Save).
-		want := 1 + rng.IntN(9)
-		sc := bufio.NewScanner(stdout)
-		for lines := 0; lines < want && sc.Scan(); lines++ {
-			if id, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-				acked[id] = true
-			}
-		}
-		require.NoError(t, cmd.Process.Kill())
-		cmd.Wait()
-		stdin.Close()
-		require.Empty(t, stderr.String(), "the child failed before it was killed")
-
+		killSessionsChild(t, exe, rng, 9, acked, crashSessionsEnv+"="+dir, crashSessionsBackendEnv+"=1")
 		r, err := openSessionsDirBackend(dir)
 		require.NoError(t, err)
-		list, err := r.List(ctx)
-		require.NoError(t, err)
-		listed := map[string]bool{}
-		for _, s := range list {
-			require.NoError(t, s.Err, "kill %d: session %s is damaged", kill, s.ID)
-			listed[s.ID] = true
-			if s.Meta["kind"] == "fork" {
-				require.Equal(t, 2, s.Checkpoints, "kill %d: fork %s", kill, s.ID)
-				st, err := OpenSession[crashState](r, s.ID, ReadOnly())
-				require.NoError(t, err)
-				got, info, err := st.Latest(ctx)
-				require.NoError(t, err)
-				require.Equal(t, int64(2), info.Step)
-				require.Equal(t, newCrashState(2), got)
-				require.NoError(t, st.Close())
-			}
-		}
-		for id := range acked {
-			require.True(t, listed[id], "kill %d: finished session %s is gone", kill, id)
-		}
+		checkSessionsAfterKill(t, r, kill, acked)
 		require.NoError(t, r.Close())
 	}
 
@@ -99,10 +67,15 @@ func TestKill9DuringSessionsOnABackendLeavesNoHalfSession(t *testing.T) {
 		sub, err := r.b.Sub(ctx, id, false)
 		require.NoError(t, err)
 		_, _, metaErr := readMetaIn(ctx, sub, id)
-		c, claimErr := readClaim(ctx, sub)
-		if metaErr != nil && claimErr == nil && c.Op == claimFork {
-			names := objectNamesIn(t, sub)
-			require.Equal(t, []string{sessionFile}, names, "a dead fork's %s is left after RemoveStaging", id)
+		if errors.Is(metaErr, ErrNotFound) { // not a session
+			_, statErr := sub.Stat(ctx, sessionFile)
+			c, claimErr := readClaim(ctx, sub)
+			switch {
+			case statErr == nil:
+				require.Equal(t, []string{sessionFile}, objectNamesIn(t, sub), "%s: only its tombstone stays", id)
+			case claimErr == nil:
+				require.NotEqual(t, claimFork, c.Op, "%s: a dead fork's checkpoints are left after RemoveStaging", id)
+			}
 		}
 		require.NoError(t, sub.Close())
 	}
