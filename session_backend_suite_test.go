@@ -6,19 +6,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/gocheckpoint/checkpoint"
 )
 
-// This file uses only the exported API, the Backend contract, testify and
-// the standard library, so that it can move whole into an importable test
-// package (backendtest) for other backends to run, S3 included.
+// This file uses only the exported API, the Backend contract and the
+// standard library (req below stands in for testify's require), so that it
+// can move whole into an importable test package (backendtest) for other
+// backends to run, S3 included, without adding a dependency.
 
 // runSessionsOnBackend checks Sessions on the backends newBackend returns:
 // each call gives a fresh, empty backend that the test owns. It uses only
@@ -72,7 +72,7 @@ func newWorkers(t *testing.T, b checkpoint.Backend) workers {
 func (w workers) root(t *testing.T, hooked bool) checkpoint.Backend {
 	t.Helper()
 	sub, err := w.b.Sub(context.Background(), "campaign", false)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	if hooked {
 		w.hooks.mu.Lock()
 		w.hooks.open++
@@ -97,7 +97,7 @@ func (w workers) openHooked(t *testing.T, opts ...checkpoint.Option) *checkpoint
 func (w workers) openOn(t *testing.T, b checkpoint.Backend, opts ...checkpoint.Option) *checkpoint.Sessions {
 	t.Helper()
 	r, err := checkpoint.OpenSessionsBackend(b, append([]checkpoint.Option{checkpoint.WithLayout("turn", 3)}, opts...)...)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
 	return r
 }
@@ -109,7 +109,7 @@ func (w workers) child(t *testing.T, id string) checkpoint.Backend {
 	root := w.root(t, false)
 	t.Cleanup(func() { root.Close() })
 	c, err := root.Sub(context.Background(), id, false)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -120,7 +120,7 @@ func (w workers) child(t *testing.T, id string) checkpoint.Backend {
 func objectNames(t *testing.T, b checkpoint.Backend, hidden bool) []string {
 	t.Helper()
 	objs, err := b.List(context.Background())
-	require.NoError(t, err)
+	req.NoError(t, err)
 	var names []string
 	for _, o := range objs {
 		if hidden || !strings.HasPrefix(o.Name, ".") {
@@ -134,10 +134,10 @@ func objectNames(t *testing.T, b checkpoint.Backend, hidden bool) []string {
 func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
 	t.Helper()
 	list, err := r.List(context.Background())
-	require.NoError(t, err)
+	req.NoError(t, err)
 	var ids []string
 	for _, s := range list {
-		require.NoError(t, s.Err, s.ID)
+		req.NoError(t, s.Err, s.ID)
 		ids = append(ids, s.ID)
 	}
 	slices.Sort(ids)
@@ -148,12 +148,12 @@ func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
 func playSession(t *testing.T, r *checkpoint.Sessions, id string, last int64) {
 	t.Helper()
 	st, err := checkpoint.OpenSession[int](r, id)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	for step := int64(1); step <= last; step++ {
 		_, err := st.Save(context.Background(), step, int(step)*10)
-		require.NoError(t, err)
+		req.NoError(t, err)
 	}
-	require.NoError(t, st.Close())
+	req.NoError(t, st.Close())
 }
 
 func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
@@ -161,53 +161,53 @@ func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
 	r := w.open(t)
 
 	_, _, err := checkpoint.ResumeSession[int](ctx, r)
-	require.ErrorIs(t, err, checkpoint.ErrNotFound, "no session yet")
+	req.ErrorIs(t, err, checkpoint.ErrNotFound, "no session yet")
 
 	var ids []string
 	for range 2 {
 		s, err := r.New(ctx, map[string]string{"players": "3"})
-		require.NoError(t, err)
-		require.NoError(t, s.Err)
-		require.Equal(t, "3", s.Meta["players"])
-		require.False(t, s.Created.IsZero())
+		req.NoError(t, err)
+		req.NoError(t, s.Err)
+		req.Equal(t, "3", s.Meta["players"])
+		req.False(t, s.Created.IsZero())
 		ids = append(ids, s.ID)
 	}
-	require.Equal(t, []string{"001", "002"}, ids)
+	req.Equal(t, []string{"001", "002"}, ids)
 	s, err := r.Create(ctx, "run-a", nil)
-	require.NoError(t, err)
-	require.Equal(t, "run-a", s.ID)
+	req.NoError(t, err)
+	req.Equal(t, "run-a", s.ID)
 	s, err = r.New(ctx, nil)
-	require.NoError(t, err)
-	require.Equal(t, "003", s.ID, "numbering skips a named session")
+	req.NoError(t, err)
+	req.Equal(t, "003", s.ID, "numbering skips a named session")
 
 	playSession(t, r, "001", 3)
 	list, err := r.List(ctx)
-	require.NoError(t, err)
-	require.Equal(t, "001", list[0].ID, "the session played last is the most recently active")
-	require.Equal(t, 3, list[0].Checkpoints)
-	require.Equal(t, int64(3), list[0].LastStep)
+	req.NoError(t, err)
+	req.Equal(t, "001", list[0].ID, "the session played last is the most recently active")
+	req.Equal(t, 3, list[0].Checkpoints)
+	req.Equal(t, int64(3), list[0].LastStep)
 
 	// Another worker resumes it: the most recently active session.
 	other := w.open(t)
 	st, got, err := checkpoint.ResumeSession[int](ctx, other)
-	require.NoError(t, err)
-	require.Equal(t, "001", got.ID)
-	require.Equal(t, got.Dir, st.Dir(), "Session.Dir is where its store is")
+	req.NoError(t, err)
+	req.Equal(t, "001", got.ID)
+	req.Equal(t, got.Dir, st.Dir(), "Session.Dir is where its store is")
 	v, info, err := st.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, int64(3), info.Step)
-	require.Equal(t, 30, v)
-	require.NoError(t, st.Close())
+	req.NoError(t, err)
+	req.Equal(t, int64(3), info.Step)
+	req.Equal(t, 30, v)
+	req.NoError(t, st.Close())
 
 	// Metadata written to 002 makes it the most recently active.
-	require.NoError(t, other.SetMeta(ctx, "002", map[string]string{"players": "4"}))
+	req.NoError(t, other.SetMeta(ctx, "002", map[string]string{"players": "4"}))
 	g, err := r.Get(ctx, "002")
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"players": "4"}, g.Meta)
+	req.NoError(t, err)
+	req.Equal(t, map[string]string{"players": "4"}, g.Meta)
 	_, got, err = checkpoint.ResumeSession[int](ctx, r)
-	require.NoError(t, err)
-	require.Equal(t, "002", got.ID)
-	require.Equal(t, []string{"001", "002", "003", "run-a"}, listedIDs(t, r))
+	req.NoError(t, err)
+	req.Equal(t, "002", got.ID)
+	req.Equal(t, []string{"001", "002", "003", "run-a"}, listedIDs(t, r))
 }
 
 func testBackendConcurrentCreatesOfOneID(t *testing.T, w workers) {
@@ -230,17 +230,17 @@ func testBackendConcurrentCreatesOfOneID(t *testing.T, w workers) {
 	winner := -1
 	for i, err := range errs {
 		if err == nil {
-			require.Equal(t, -1, winner, "two creates of one ID succeeded: %d and %d", winner, i)
+			req.Equal(t, -1, winner, "two creates of one ID succeeded: %d and %d", winner, i)
 			winner = i
 			continue
 		}
-		require.ErrorIs(t, err, checkpoint.ErrExists, "worker %d", i)
+		req.ErrorIs(t, err, checkpoint.ErrExists, "worker %d", i)
 	}
-	require.NotEqual(t, -1, winner, "no create succeeded")
+	req.NotEqual(t, -1, winner, "no create succeeded")
 	s, err := roots[0].Get(ctx, "run-42")
-	require.NoError(t, err)
-	require.Equal(t, fmt.Sprint(winner), s.Meta["worker"], "the session is the winner's")
-	require.Equal(t, []string{"run-42"}, listedIDs(t, roots[0]))
+	req.NoError(t, err)
+	req.Equal(t, fmt.Sprint(winner), s.Meta["worker"], "the session is the winner's")
+	req.Equal(t, []string{"run-42"}, listedIDs(t, roots[0]))
 }
 
 // testBackendCreateOvertaken makes the race of two Creates of one ID go
@@ -254,16 +254,16 @@ func testBackendCreateOvertaken(t *testing.T, w workers) {
 		if name == "session.json" {
 			once.Do(func() {
 				_, err := other.Create(ctx, "run-1", map[string]string{"by": "other"})
-				require.NoError(t, err, "the claim of a Create in progress does not stop another")
+				req.NoError(t, err, "the claim of a Create in progress does not stop another")
 			})
 		}
 		return nil
 	})
 	_, err := r.Create(ctx, "run-1", map[string]string{"by": "first"})
-	require.ErrorIs(t, err, checkpoint.ErrExists)
+	req.ErrorIs(t, err, checkpoint.ErrExists)
 	s, err := r.Get(ctx, "run-1")
-	require.NoError(t, err)
-	require.Equal(t, "other", s.Meta["by"], "the winner's session.json stands")
+	req.NoError(t, err)
+	req.Equal(t, "other", s.Meta["by"], "the winner's session.json stands")
 
 	// New goes on to the next number when overtaken.
 	once = sync.Once{}
@@ -271,16 +271,16 @@ func testBackendCreateOvertaken(t *testing.T, w workers) {
 		if name == "session.json" {
 			once.Do(func() {
 				_, err := other.Create(ctx, "001", map[string]string{"by": "other"})
-				require.NoError(t, err)
+				req.NoError(t, err)
 			})
 		}
 		return nil
 	})
 	n, err := r.New(ctx, map[string]string{"by": "new"})
-	require.NoError(t, err)
-	require.Equal(t, "002", n.ID)
-	require.Equal(t, "new", n.Meta["by"])
-	require.Equal(t, []string{"001", "002", "run-1"}, listedIDs(t, r))
+	req.NoError(t, err)
+	req.Equal(t, "002", n.ID)
+	req.Equal(t, "new", n.Meta["by"])
+	req.Equal(t, []string{"001", "002", "run-1"}, listedIDs(t, r))
 }
 
 func testBackendConcurrentNewGivesDistinctIDs(t *testing.T, w workers) {
@@ -309,59 +309,59 @@ func testBackendConcurrentNewGivesDistinctIDs(t *testing.T, w workers) {
 		all = append(all, l...)
 	}
 	slices.Sort(all)
-	require.Len(t, slices.Compact(slices.Clone(all)), workersN*each, "IDs given twice: %v", all)
-	require.Equal(t, all, listedIDs(t, w.open(t)))
+	req.Len(t, slices.Compact(slices.Clone(all)), workersN*each, "IDs given twice: %v", all)
+	req.Equal(t, all, listedIDs(t, w.open(t)))
 }
 
 func testBackendForkCopiesHistoryUpToStep(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.open(t)
 	src, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	playSession(t, r, src.ID, 5)
 
 	f, err := r.Fork(ctx, src.ID, 3, map[string]string{"branch": "b"})
-	require.NoError(t, err)
-	require.NoError(t, f.Err)
-	require.Equal(t, "002", f.ID)
-	require.Equal(t, src.ID, f.Parent)
-	require.Equal(t, int64(3), f.ParentStep)
-	require.Equal(t, 3, f.Checkpoints)
-	require.Equal(t, int64(3), f.LastStep)
-	require.Equal(t, "b", f.Meta["branch"])
+	req.NoError(t, err)
+	req.NoError(t, f.Err)
+	req.Equal(t, "002", f.ID)
+	req.Equal(t, src.ID, f.Parent)
+	req.Equal(t, int64(3), f.ParentStep)
+	req.Equal(t, 3, f.Checkpoints)
+	req.Equal(t, int64(3), f.LastStep)
+	req.Equal(t, "b", f.Meta["branch"])
 
 	st, err := checkpoint.OpenSession[int](r, f.ID)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	v, info, err := st.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, int64(3), info.Step)
-	require.Equal(t, 30, v)
+	req.NoError(t, err)
+	req.Equal(t, int64(3), info.Step)
+	req.Equal(t, 30, v)
 	_, err = st.Save(ctx, 4, 400) // the fork goes its own way
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
+	req.NoError(t, err)
+	req.NoError(t, st.Close())
 
 	s, err := r.Get(ctx, src.ID)
-	require.NoError(t, err)
-	require.Equal(t, 5, s.Checkpoints, "the source is untouched")
+	req.NoError(t, err)
+	req.Equal(t, 5, s.Checkpoints, "the source is untouched")
 	srcStore, err := checkpoint.OpenSession[int](r, src.ID, checkpoint.ReadOnly())
-	require.NoError(t, err)
+	req.NoError(t, err)
 	v, _, err = srcStore.Load(ctx, 4)
-	require.NoError(t, err)
-	require.Equal(t, 40, v, "the fork's step 4 is its own")
-	require.NoError(t, srcStore.Close())
+	req.NoError(t, err)
+	req.Equal(t, 40, v, "the fork's step 4 is its own")
+	req.NoError(t, srcStore.Close())
 
 	_, err = r.Fork(ctx, src.ID, 9, nil)
-	require.ErrorIs(t, err, checkpoint.ErrNotFound, "a step that was never saved")
+	req.ErrorIs(t, err, checkpoint.ErrNotFound, "a step that was never saved")
 	_, err = r.Fork(ctx, "nope", 1, nil)
-	require.ErrorIs(t, err, checkpoint.ErrNotFound)
-	require.Equal(t, []string{"001", "002"}, listedIDs(t, r), "failed forks make nothing")
+	req.ErrorIs(t, err, checkpoint.ErrNotFound)
+	req.Equal(t, []string{"001", "002"}, listedIDs(t, r), "failed forks make nothing")
 }
 
 func testBackendFailedForkLeavesNoSession(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
 	src, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	playSession(t, r, src.ID, 4)
 
 	// The fork creates its claim, then copies checkpoints: the third
@@ -369,23 +369,23 @@ func testBackendFailedForkLeavesNoSession(t *testing.T, w workers) {
 	for _, nth := range []int{1, 2, 3, 5, 6} {
 		w.hooks.failNthCreate(nth)
 		_, err = r.Fork(ctx, src.ID, 4, nil)
-		require.ErrorIs(t, err, errInjected, "create %d", nth)
-		require.Equal(t, []string{src.ID}, listedIDs(t, r), "create %d failed: no new session is visible", nth)
+		req.ErrorIs(t, err, errInjected, "create %d", nth)
+		req.Equal(t, []string{src.ID}, listedIDs(t, r), "create %d failed: no new session is visible", nth)
 		_, err = r.Get(ctx, "002")
-		require.ErrorIs(t, err, checkpoint.ErrNotFound)
+		req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	}
 	w.hooks.failNthCreate(0)
 	f, err := r.Fork(ctx, src.ID, 4, nil)
-	require.NoError(t, err, "a retry works")
-	require.Equal(t, 4, f.Checkpoints)
-	require.Equal(t, []string{src.ID, f.ID}, listedIDs(t, r))
+	req.NoError(t, err, "a retry works")
+	req.Equal(t, 4, f.Checkpoints)
+	req.Equal(t, []string{src.ID, f.ID}, listedIDs(t, r))
 }
 
 func testBackendCrashedForkLeftovers(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
 	src, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	playSession(t, r, src.ID, 3)
 
 	// A crash mid-fork: the third Create fails and so does the removal of
@@ -393,45 +393,45 @@ func testBackendCrashedForkLeftovers(t *testing.T, w workers) {
 	w.hooks.failNthCreate(3)
 	w.hooks.setFailRemove(true)
 	_, err = r.Fork(ctx, src.ID, 3, nil)
-	require.ErrorIs(t, err, errInjected)
+	req.ErrorIs(t, err, errInjected)
 	w.hooks.failNthCreate(0)
 	w.hooks.setFailRemove(false)
 	left := w.child(t, "002")
-	require.Contains(t, objectNames(t, left, false), "turn_001.json", "the crash left a copied checkpoint")
+	req.Contains(t, objectNames(t, left, false), "turn_001.json", "the crash left a copied checkpoint")
 
-	require.Equal(t, []string{src.ID}, listedIDs(t, r), "a half-made fork is never listed")
+	req.Equal(t, []string{src.ID}, listedIDs(t, r), "a half-made fork is never listed")
 	_, err = checkpoint.OpenSession[int](r, "002")
-	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, err = r.Create(ctx, "002", nil)
-	require.ErrorIs(t, err, checkpoint.ErrExists, "Create must not adopt the fork's checkpoints")
-	require.Contains(t, err.Error(), "fork")
+	req.ErrorIs(t, err, checkpoint.ErrExists, "Create must not adopt the fork's checkpoints")
+	req.Contains(t, err.Error(), "fork")
 	s, err := r.New(ctx, nil)
-	require.NoError(t, err)
-	require.Equal(t, "003", s.ID, "New skips the half-made fork's ID")
+	req.NoError(t, err)
+	req.Equal(t, "003", s.ID, "New skips the half-made fork's ID")
 
 	removed, err := w.open(t).RemoveStaging(ctx)
-	require.NoError(t, err)
-	require.Len(t, removed, 1)
-	require.Contains(t, removed[0], "002")
-	require.Equal(t, []string{"session.json"}, objectNames(t, left, true), "only the tombstone stays")
-	require.Equal(t, []string{src.ID, "003"}, listedIDs(t, r))
+	req.NoError(t, err)
+	req.Len(t, removed, 1)
+	req.Contains(t, removed[0], "002")
+	req.Equal(t, []string{"session.json"}, objectNames(t, left, true), "only the tombstone stays")
+	req.Equal(t, []string{src.ID, "003"}, listedIDs(t, r))
 	_, err = r.Create(ctx, "002", nil)
-	require.ErrorIs(t, err, checkpoint.ErrExists, "an abandoned ID is never reused")
+	req.ErrorIs(t, err, checkpoint.ErrExists, "an abandoned ID is never reused")
 	removed, err = r.RemoveStaging(ctx)
-	require.NoError(t, err)
-	require.Empty(t, removed, "nothing more to remove")
+	req.NoError(t, err)
+	req.Empty(t, removed, "nothing more to remove")
 
 	f, err := r.Fork(ctx, src.ID, 3, nil)
-	require.NoError(t, err)
-	require.Equal(t, "004", f.ID)
-	require.Equal(t, 3, f.Checkpoints)
+	req.NoError(t, err)
+	req.Equal(t, "004", f.ID)
+	req.Equal(t, 3, f.Checkpoints)
 }
 
 func testBackendForkAbandonedMidway(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
 	src, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	playSession(t, r, src.ID, 3)
 
 	// While the fork copies into 002, another worker's RemoveStaging takes
@@ -443,26 +443,26 @@ func testBackendForkAbandonedMidway(t *testing.T, w workers) {
 		if name == "turn_002.json" {
 			once.Do(func() {
 				removed, err := cleaner.RemoveStaging(ctx)
-				require.NoError(t, err)
-				require.Len(t, removed, 1)
+				req.NoError(t, err)
+				req.Len(t, removed, 1)
 			})
 		}
 		return nil
 	})
 	f, err := r.Fork(ctx, src.ID, 3, nil)
 	w.hooks.setBeforeCreate(nil)
-	require.NoError(t, err, "the fork goes on under the next ID")
-	require.NotEqual(t, "002", f.ID)
-	require.Equal(t, 3, f.Checkpoints)
+	req.NoError(t, err, "the fork goes on under the next ID")
+	req.NotEqual(t, "002", f.ID)
+	req.Equal(t, 3, f.Checkpoints)
 	st, err := checkpoint.OpenSession[int](r, f.ID, checkpoint.ReadOnly())
-	require.NoError(t, err)
+	req.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
 		_, _, err := st.Load(ctx, step)
-		require.NoError(t, err, "step %d", step)
+		req.NoError(t, err, "step %d", step)
 	}
-	require.NoError(t, st.Close())
-	require.Equal(t, []string{src.ID, f.ID}, listedIDs(t, r), "002 was never published")
-	require.Equal(t, []string{"session.json"}, objectNames(t, w.child(t, "002"), true))
+	req.NoError(t, st.Close())
+	req.Equal(t, []string{src.ID, f.ID}, listedIDs(t, r), "002 was never published")
+	req.Equal(t, []string{"session.json"}, objectNames(t, w.child(t, "002"), true))
 }
 
 func testBackendCreateAfterCrashedCreate(t *testing.T, w workers) {
@@ -472,17 +472,17 @@ func testBackendCreateAfterCrashedCreate(t *testing.T, w workers) {
 	w.hooks.failNthCreate(2)
 	w.hooks.setFailRemove(true)
 	_, err := r.Create(ctx, "run-7", nil)
-	require.ErrorIs(t, err, errInjected)
+	req.ErrorIs(t, err, errInjected)
 	w.hooks.failNthCreate(0)
 	w.hooks.setFailRemove(false)
-	require.Empty(t, listedIDs(t, r))
-	require.NotEmpty(t, objectNames(t, w.child(t, "run-7"), true), "the claim is left")
+	req.Empty(t, listedIDs(t, r))
+	req.NotEmpty(t, objectNames(t, w.child(t, "run-7"), true), "the claim is left")
 
 	s, err := w.open(t).Create(ctx, "run-7", map[string]string{"try": "2"})
-	require.NoError(t, err, "the ID of a crashed Create can be created again")
-	require.Equal(t, "2", s.Meta["try"])
+	req.NoError(t, err, "the ID of a crashed Create can be created again")
+	req.Equal(t, "2", s.Meta["try"])
 	_, err = r.Create(ctx, "run-7", nil)
-	require.ErrorIs(t, err, checkpoint.ErrExists)
+	req.ErrorIs(t, err, checkpoint.ErrExists)
 }
 
 func testBackendCreateDoesNotAdoptForeign(t *testing.T, w workers) {
@@ -492,22 +492,22 @@ func testBackendCreateDoesNotAdoptForeign(t *testing.T, w workers) {
 	root := w.root(t, false)
 	t.Cleanup(func() { root.Close() })
 	sub, err := root.Sub(ctx, "x", false)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	st, err := checkpoint.OpenBackend[int](sub, checkpoint.WithLayout("turn", 3))
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = st.Save(ctx, 1, 10)
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
+	req.NoError(t, err)
+	req.NoError(t, st.Close())
 
-	require.Empty(t, listedIDs(t, r), "a store without session.json is no session")
+	req.Empty(t, listedIDs(t, r), "a store without session.json is no session")
 	_, err = r.Create(ctx, "x", nil)
-	require.ErrorIs(t, err, checkpoint.ErrExists)
-	require.Contains(t, err.Error(), "turn_001.json")
-	require.Equal(t, []string{"turn_001.json"}, objectNames(t, w.child(t, "x"), false), "nothing was added or removed")
+	req.ErrorIs(t, err, checkpoint.ErrExists)
+	req.Contains(t, err.Error(), "turn_001.json")
+	req.Equal(t, []string{"turn_001.json"}, objectNames(t, w.child(t, "x"), false), "nothing was added or removed")
 	removed, err := r.RemoveStaging(ctx)
-	require.NoError(t, err)
-	require.Empty(t, removed, "a store not made by Sessions is never removed")
-	require.Equal(t, []string{"turn_001.json"}, objectNames(t, w.child(t, "x"), false))
+	req.NoError(t, err)
+	req.Empty(t, removed, "a store not made by Sessions is never removed")
+	req.Equal(t, []string{"turn_001.json"}, objectNames(t, w.child(t, "x"), false))
 }
 
 func testBackendSetMetaRetriesOnConflict(t *testing.T, w workers) {
@@ -515,39 +515,39 @@ func testBackendSetMetaRetriesOnConflict(t *testing.T, w workers) {
 	r := w.openHooked(t)
 	other := w.open(t)
 	s, err := r.New(ctx, map[string]string{"v": "0"})
-	require.NoError(t, err)
+	req.NoError(t, err)
 
 	// Between SetMeta's read and its replace, another worker writes.
 	var replaces []error
 	var once sync.Once
 	w.hooks.setBeforeReplace(func(name string) error {
-		once.Do(func() { require.NoError(t, other.SetMeta(ctx, s.ID, map[string]string{"v": "other"})) })
+		once.Do(func() { req.NoError(t, other.SetMeta(ctx, s.ID, map[string]string{"v": "other"})) })
 		return nil
 	})
 	w.hooks.setAfterReplace(func(err error) { replaces = append(replaces, err) })
-	require.NoError(t, r.SetMeta(ctx, s.ID, map[string]string{"v": "mine"}))
-	require.Len(t, replaces, 2, "the first replace conflicted, the second went through")
-	require.ErrorIs(t, replaces[0], checkpoint.ErrConflict)
+	req.NoError(t, r.SetMeta(ctx, s.ID, map[string]string{"v": "mine"}))
+	req.Len(t, replaces, 2, "the first replace conflicted, the second went through")
+	req.ErrorIs(t, replaces[0], checkpoint.ErrConflict)
 	g, err := r.Get(ctx, s.ID)
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{"v": "mine"}, g.Meta)
-	require.Equal(t, s.Created, g.Created)
+	req.NoError(t, err)
+	req.Equal(t, map[string]string{"v": "mine"}, g.Meta)
+	req.Equal(t, s.Created, g.Created)
 }
 
 func testBackendSetMetaDoesNotResurrect(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
 	s, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	child := w.child(t, s.ID)
 	w.hooks.setBeforeReplace(func(name string) error {
 		_, err := child.Remove(ctx, "session.json")
 		return err
 	})
 	err = r.SetMeta(ctx, s.ID, map[string]string{"v": "1"})
-	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, err = child.Stat(ctx, "session.json")
-	require.ErrorIs(t, err, fs.ErrNotExist, "SetMeta brought a removed session back")
+	req.ErrorIs(t, err, fs.ErrNotExist, "SetMeta brought a removed session back")
 }
 
 func testBackendSetMetaEndlessConflicts(t *testing.T, w workers) {
@@ -555,19 +555,19 @@ func testBackendSetMetaEndlessConflicts(t *testing.T, w workers) {
 	r := w.openHooked(t)
 	other := w.open(t)
 	s, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	n := 0
 	w.hooks.setBeforeReplace(func(name string) error {
 		n++
 		return other.SetMeta(ctx, s.ID, map[string]string{"n": fmt.Sprint(n)})
 	})
 	err = r.SetMeta(ctx, s.ID, map[string]string{"v": "mine"})
-	require.ErrorIs(t, err, checkpoint.ErrConflict)
-	require.Greater(t, n, 1, "it retried")
+	req.ErrorIs(t, err, checkpoint.ErrConflict)
+	req.Greater(t, n, 1, "it retried")
 	w.hooks.setBeforeReplace(nil)
 	g, err := r.Get(ctx, s.ID)
-	require.NoError(t, err)
-	require.Equal(t, fmt.Sprint(n), g.Meta["n"], "the other writer's last write stands")
+	req.NoError(t, err)
+	req.Equal(t, fmt.Sprint(n), g.Meta["n"], "the other writer's last write stands")
 }
 
 func testBackendSecondWriterIsLocked(t *testing.T, w workers) {
@@ -575,113 +575,113 @@ func testBackendSecondWriterIsLocked(t *testing.T, w workers) {
 	r1, r2 := w.open(t), w.open(t)
 	for _, id := range []string{"a", "b"} {
 		_, err := r1.Create(ctx, id, nil)
-		require.NoError(t, err)
+		req.NoError(t, err)
 	}
 	st, err := checkpoint.OpenSession[int](r1, "a")
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = checkpoint.OpenSession[int](r2, "a")
-	require.ErrorIs(t, err, checkpoint.ErrLocked, "two writers of one session")
+	req.ErrorIs(t, err, checkpoint.ErrLocked, "two writers of one session")
 	other, err := checkpoint.OpenSession[int](r2, "b")
-	require.NoError(t, err, "different sessions run at once")
+	req.NoError(t, err, "different sessions run at once")
 	_, err = st.Save(ctx, 1, 1)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = other.Save(ctx, 1, 2)
-	require.NoError(t, err)
-	require.NoError(t, other.Close())
-	require.NoError(t, st.Close())
+	req.NoError(t, err)
+	req.NoError(t, other.Close())
+	req.NoError(t, st.Close())
 	again, err := checkpoint.OpenSession[int](r2, "a")
-	require.NoError(t, err, "the session is free once its writer closed")
-	require.NoError(t, again.Close())
+	req.NoError(t, err, "the session is free once its writer closed")
+	req.NoError(t, again.Close())
 }
 
 func testBackendMissingDamagedInvalid(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.open(t)
 	_, err := r.Get(ctx, "nope")
-	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, err = checkpoint.OpenSession[int](r, "nope")
-	require.ErrorIs(t, err, checkpoint.ErrNotFound)
-	require.ErrorIs(t, r.SetMeta(ctx, "nope", nil), checkpoint.ErrNotFound)
+	req.ErrorIs(t, err, checkpoint.ErrNotFound)
+	req.ErrorIs(t, r.SetMeta(ctx, "nope", nil), checkpoint.ErrNotFound)
 	for _, id := range []string{"", ".hidden", "a/b", "..", strings.Repeat("x", 65)} {
 		_, err := r.Create(ctx, id, nil)
-		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
+		req.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 		_, err = r.Get(ctx, id)
-		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
+		req.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 		_, err = checkpoint.OpenSession[int](r, id)
-		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
+		req.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 	}
 
 	_, err = r.Create(ctx, "good", nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = r.Create(ctx, "bad", nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = w.child(t, "bad").Replace(ctx, "session.json", "", func(wr io.Writer) error {
 		_, err := io.WriteString(wr, "{not json")
 		return err
 	})
-	require.NoError(t, err)
+	req.NoError(t, err)
 	list, err := r.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, 2, "a damaged session never hides the others")
+	req.NoError(t, err)
+	req.Len(t, list, 2, "a damaged session never hides the others")
 	for _, s := range list {
 		if s.ID == "bad" {
-			require.ErrorIs(t, s.Err, checkpoint.ErrCorrupt)
+			req.ErrorIs(t, s.Err, checkpoint.ErrCorrupt)
 		} else {
-			require.NoError(t, s.Err)
+			req.NoError(t, s.Err)
 		}
 	}
 	_, err = r.Get(ctx, "bad")
-	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	req.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	_, err = checkpoint.OpenSession[int](r, "bad")
-	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	req.ErrorIs(t, err, checkpoint.ErrCorrupt)
 }
 
 func testBackendReadOnlyRoot(t *testing.T, w workers) {
 	ctx := context.Background()
 	s, err := w.open(t).New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	ro := w.open(t, checkpoint.ReadOnly())
 	_, err = ro.New(ctx, nil)
-	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
 	_, err = ro.Create(ctx, "x", nil)
-	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
 	_, err = ro.Fork(ctx, s.ID, 0, nil)
-	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
-	require.ErrorIs(t, ro.SetMeta(ctx, s.ID, nil), checkpoint.ErrReadOnly)
+	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	req.ErrorIs(t, ro.SetMeta(ctx, s.ID, nil), checkpoint.ErrReadOnly)
 	_, err = ro.RemoveStaging(ctx)
-	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
-	require.Equal(t, []string{s.ID}, listedIDs(t, ro))
+	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	req.Equal(t, []string{s.ID}, listedIDs(t, ro))
 	st, err := checkpoint.OpenSession[int](ro, s.ID)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = st.Save(ctx, 1, 1)
-	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
-	require.NoError(t, st.Close())
+	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	req.NoError(t, st.Close())
 }
 
 func testBackendCloseClosesWhatItOpened(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
 	s, err := r.New(ctx, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	playSession(t, r, s.ID, 2)
 	_, err = r.Create(ctx, "named", nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = r.Fork(ctx, s.ID, 2, nil)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = r.Fork(ctx, s.ID, 7, nil)
-	require.Error(t, err)
-	require.NoError(t, r.SetMeta(ctx, "named", map[string]string{"a": "b"}))
+	req.Error(t, err)
+	req.NoError(t, r.SetMeta(ctx, "named", map[string]string{"a": "b"}))
 	_, err = r.Get(ctx, "named")
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = r.List(ctx)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	_, err = r.RemoveStaging(ctx)
-	require.NoError(t, err)
+	req.NoError(t, err)
 	st, _, err := checkpoint.ResumeSession[int](ctx, r)
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
-	require.NoError(t, r.Close())
-	require.Zero(t, w.hooks.openBackends(), "backends left open")
+	req.NoError(t, err)
+	req.NoError(t, st.Close())
+	req.NoError(t, r.Close())
+	req.Zero(t, w.hooks.openBackends(), "backends left open")
 }
 
 // errInjected is the failure hookBackend injects.
@@ -804,4 +804,118 @@ func (b *hookBackend) Close() error {
 	}
 	b.h.mu.Unlock()
 	return b.Backend.Close()
+}
+
+// req checks as testify's require does, and stops the test at the first
+// failure: the few checks this file needs, on the standard library only.
+var req checks
+
+type checks struct{}
+
+func (checks) fail(t testing.TB, what string, msgAndArgs []any) {
+	t.Helper()
+	if len(msgAndArgs) > 0 {
+		if format, ok := msgAndArgs[0].(string); ok {
+			what += ": " + fmt.Sprintf(format, msgAndArgs[1:]...)
+		} else {
+			what += ": " + fmt.Sprint(msgAndArgs...)
+		}
+	}
+	t.Fatal(what)
+}
+
+func (c checks) NoError(t testing.TB, err error, msgAndArgs ...any) {
+	t.Helper()
+	if err != nil {
+		c.fail(t, fmt.Sprintf("unexpected error: %v", err), msgAndArgs)
+	}
+}
+
+func (c checks) Error(t testing.TB, err error, msgAndArgs ...any) {
+	t.Helper()
+	if err == nil {
+		c.fail(t, "an error was expected", msgAndArgs)
+	}
+}
+
+func (c checks) ErrorIs(t testing.TB, err, target error, msgAndArgs ...any) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		c.fail(t, fmt.Sprintf("error %v does not wrap %q", err, target), msgAndArgs)
+	}
+}
+
+func (c checks) Equal(t testing.TB, want, got any, msgAndArgs ...any) {
+	t.Helper()
+	if !reflect.DeepEqual(want, got) {
+		c.fail(t, fmt.Sprintf("not equal:\nwant: %#v\ngot:  %#v", want, got), msgAndArgs)
+	}
+}
+
+func (c checks) NotEqual(t testing.TB, a, b any, msgAndArgs ...any) {
+	t.Helper()
+	if reflect.DeepEqual(a, b) {
+		c.fail(t, fmt.Sprintf("both are %#v", a), msgAndArgs)
+	}
+}
+
+func (c checks) False(t testing.TB, v bool, msgAndArgs ...any) {
+	t.Helper()
+	if v {
+		c.fail(t, "true, want false", msgAndArgs)
+	}
+}
+
+func (c checks) Greater(t testing.TB, a, b int, msgAndArgs ...any) {
+	t.Helper()
+	if a <= b {
+		c.fail(t, fmt.Sprintf("%d is not greater than %d", a, b), msgAndArgs)
+	}
+}
+
+func (c checks) Zero(t testing.TB, v any, msgAndArgs ...any) {
+	t.Helper()
+	if v != nil && !reflect.ValueOf(v).IsZero() {
+		c.fail(t, fmt.Sprintf("%#v is not zero", v), msgAndArgs)
+	}
+}
+
+func (c checks) Len(t testing.TB, v any, n int, msgAndArgs ...any) {
+	t.Helper()
+	if l := reflect.ValueOf(v).Len(); l != n {
+		c.fail(t, fmt.Sprintf("length %d, want %d: %#v", l, n, v), msgAndArgs)
+	}
+}
+
+func (c checks) Empty(t testing.TB, v any, msgAndArgs ...any) {
+	t.Helper()
+	if v != nil && reflect.ValueOf(v).Len() != 0 {
+		c.fail(t, fmt.Sprintf("%#v is not empty", v), msgAndArgs)
+	}
+}
+
+func (c checks) NotEmpty(t testing.TB, v any, msgAndArgs ...any) {
+	t.Helper()
+	if v == nil || reflect.ValueOf(v).Len() == 0 {
+		c.fail(t, "empty", msgAndArgs)
+	}
+}
+
+// Contains checks that the string s holds the substring elem, or the
+// slice s the element elem.
+func (c checks) Contains(t testing.TB, s, elem any, msgAndArgs ...any) {
+	t.Helper()
+	if str, ok := s.(string); ok {
+		if sub, ok := elem.(string); !ok || !strings.Contains(str, sub) {
+			c.fail(t, fmt.Sprintf("%q does not contain %#v", str, elem), msgAndArgs)
+		}
+		return
+	}
+	v := reflect.ValueOf(s)
+	for i := range v.Len() {
+		if reflect.DeepEqual(v.Index(i).Interface(), elem) {
+			return
+		}
+	}
+	c.fail(t, fmt.Sprintf("%#v does not contain %#v", s, elem), msgAndArgs)
 }
