@@ -2,11 +2,13 @@ package checkpoint_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
 )
 
 // TestSessionsOnDirBackend runs the sessions of a Backend on the local
@@ -14,7 +16,7 @@ import (
 // rather than OpenSessions.
 func TestSessionsOnDirBackend(t *testing.T) {
 	t.Parallel()
-	runSessionsOnBackend(t, func(t *testing.T) checkpoint.Backend {
+	backendtest.RunSessions(t, func(t *testing.T) checkpoint.Backend {
 		b, err := checkpoint.OpenDir(t.TempDir(), checkpoint.NoSync())
 		require.NoError(t, err)
 		return b
@@ -59,4 +61,30 @@ func TestDirectoryRootReadsTheSameEitherWay(t *testing.T) {
 	for _, s := range a {
 		require.NoError(t, s.Err)
 	}
+}
+
+// playSession saves steps 1 to last of the session id.
+func playSession(t *testing.T, r *checkpoint.Sessions, id string, last int64) {
+	t.Helper()
+	st, err := checkpoint.OpenSession[int](r, id)
+	require.NoError(t, err)
+	for step := int64(1); step <= last; step++ {
+		_, err := st.Save(context.Background(), step, int(step)*10)
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+}
+
+// listedIDs returns the IDs r lists, sorted, each of a session that reads.
+func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
+	t.Helper()
+	list, err := r.List(context.Background())
+	require.NoError(t, err)
+	var ids []string
+	for _, s := range list {
+		require.NoError(t, s.Err, s.ID)
+		ids = append(ids, s.ID)
+	}
+	slices.Sort(ids)
+	return ids
 }

@@ -1,4 +1,4 @@
-package checkpoint_test
+package backendtest
 
 import (
 	"context"
@@ -15,16 +15,24 @@ import (
 	"github.com/gocheckpoint/checkpoint"
 )
 
-// This file uses only the exported API, the Backend contract and the
-// standard library (req below stands in for testify's require), so that it
-// can move whole into an importable test package (backendtest) for other
-// backends to run, S3 included, without adding a dependency.
-
-// runSessionsOnBackend checks Sessions on the backends newBackend returns:
-// each call gives a fresh, empty backend that the test owns. It uses only
-// the exported API and the Backend contract, so that any backend (S3 too)
-// can run it.
-func runSessionsOnBackend(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend) {
+// RunSessions checks Sessions (OpenSessionsBackend) on the backends
+// newBackend returns: each call gives a fresh, empty backend that the test
+// owns (the suite opens the child store "campaign" in it as its root of
+// sessions, once per simulated worker). Every subtest runs in parallel.
+// A backend that passes Run should pass RunSessions; run it to check that
+// sessions, which create, replace and list across child stores, work on
+// yours:
+//
+//	func TestSessions(t *testing.T) {
+//		backendtest.RunSessions(t, func(t *testing.T) checkpoint.Backend {
+//			b, err := checkpoint.OpenDir(t.TempDir())
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return b
+//		})
+//	}
+func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend) {
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, w workers)
