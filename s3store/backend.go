@@ -3,6 +3,8 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -142,7 +144,9 @@ func (b *Backend) checkOpen(op, name string) error {
 // concurrent Creates of a name exactly one succeeds, and the others get an
 // error wrapping checkpoint.ErrExists. An object under name that was
 // written by a fenced writer (see the package doc) does not count: it is
-// replaced, with If-Match on its ETag.
+// replaced, with If-Match on its ETag. Nor does one with this writer's
+// generation and the very bytes of this Create (the ETag is their MD5):
+// that is an attempt of this PUT that landed although the SDK retried it.
 func (b *Backend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
 	return b.put(ctx, "create", name, checkpoint.NoObject, checkpoint.ErrExists, write)
 }
@@ -211,6 +215,16 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 		}
 		// If-Match on a missing key is a 404 on some servers (versitygw)
 		// and a 412 on others: either way the condition failed.
+		if isPrecondition(err) && gen != 0 {
+			// The SDK retries a PUT whose answer it did not get: if the
+			// first attempt landed, the retry's condition fails on it.
+			if o, ok := b.landed(ctx, name, body, gen); ok {
+				if err := b.endWrite(op, loc, name, o.Version, gen); err != nil {
+					return checkpoint.Object{}, err
+				}
+				return o, nil
+			}
+		}
 		if cond != "" && cond != checkpoint.NoObject && (isPrecondition(err) || isNotFound(err)) {
 			if ifVersion == checkpoint.NoObject {
 				// Our If-Match on a fenced object lost: look again.
@@ -243,6 +257,19 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 }
 
 var errTooLarge = errors.New("too large")
+
+// landed reports whether the object under name is the one this writer
+// just tried to put: its bytes (the ETag of a single PUT is their MD5) and
+// its generation, which only this writer stamps. It is, when a retry of
+// the PUT found the first attempt's object in place.
+func (b *Backend) landed(ctx context.Context, name string, body []byte, gen uint64) (checkpoint.Object, bool) {
+	o, g, err := b.head(ctx, name)
+	if err != nil || g != gen {
+		return o, false
+	}
+	sum := md5.Sum(body)
+	return o, o.Version == `"`+hex.EncodeToString(sum[:])+`"` && o.Size == int64(len(body))
+}
 
 // capWriter fails a write that would take the object past left bytes.
 type capWriter struct {

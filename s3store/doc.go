@@ -41,7 +41,9 @@
 //     ErrConflict, ErrLocked, ErrInvalid, and fs.ErrNotExist for a missing
 //     object. Throttling and 5xx answers are retried by the SDK (its
 //     retryer, configured on the client), and every call is bounded by its
-//     ctx.
+//     ctx. A conditional PUT retried after its first attempt landed (its
+//     answer lost) is recognised as the writer's own, by its bytes and
+//     generation, rather than taken for another writer's.
 //
 // # The lease
 //

@@ -275,15 +275,24 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 	}
 	start := time.Now()
 	out, err := b.client.PutObject(ctx, in)
-	if err != nil {
-		if isPrecondition(err) || isNotFound(err) || isConditionalConflict(err) {
+	var etag string
+	switch {
+	case err == nil:
+		etag = quoteETag(aws.ToString(out.ETag))
+	case isPrecondition(err) || isNotFound(err) || isConditionalConflict(err):
+		// Unless an earlier attempt of this PUT (an SDK retry) landed:
+		// the lease then names this takeover's holder, which is unique.
+		cur, _, rerr := b.readLease(ctx, "")
+		if rerr != nil || !cur.exists || cur.doc.Holder != doc.Holder || cur.doc.Generation != doc.Generation {
 			return nil, fail("lock", loc, checkpoint.ErrLocked, fmt.Errorf("another writer took the lease first: %w", err))
 		}
+		etag = cur.etag
+	default:
 		return nil, requestError("lock", loc, nil, err)
 	}
 	l := &lease{
 		doc:      doc,
-		etag:     quoteETag(aws.ToString(out.ETag)),
+		etag:     etag,
 		deadline: start.Add(b.cfg.ttl - b.cfg.ttl/10),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -316,15 +325,10 @@ func (b *Backend) renew(l *lease) {
 	defer close(l.done)
 	ttl := b.cfg.ttl
 	every := ttl / 3
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-l.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// A renewal in flight when the lease is released or closed is not
+	// cancelled: it may land anyway, and then only its answer tells the
+	// ETag that the release must name.
+	ctx := context.Background()
 	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
@@ -366,6 +370,16 @@ func (b *Backend) renew(l *lease) {
 			// period.
 			t.Reset(max(0, time.Until(start.Add(every))))
 		case isPrecondition(err) || isNotFound(err):
+			b.mu.Unlock()
+			if cur, ok := b.ownLease(l); ok {
+				// An earlier attempt of this renewal (an SDK retry) landed.
+				b.mu.Lock()
+				l.etag = cur.etag
+				l.renewErr = err
+				t.Reset(0)
+				break
+			}
+			b.mu.Lock()
 			l.lost = fmt.Errorf("the lease was taken over by another writer (renewal: %w)", err)
 			b.mu.Unlock()
 			return
@@ -375,6 +389,20 @@ func (b *Backend) renew(l *lease) {
 		}
 		b.mu.Unlock()
 	}
+}
+
+// ownLease reads the lease after a conditional PUT of it failed, and
+// reports whether it is still l's (the same generation and holder: a
+// takeover writes another generation), under another ETag: an attempt
+// whose answer was lost did land.
+func (b *Backend) ownLease(l *lease) (leaseState, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
+	defer cancel()
+	cur, _, err := b.readLease(ctx, "")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ok := err == nil && cur.exists && cur.doc.Generation == l.doc.Generation && cur.doc.Holder == l.doc.Holder
+	return cur, ok
 }
 
 // unlock stops renewing and marks the lease released, with If-Match on its
@@ -417,6 +445,9 @@ func (b *Backend) release(l *lease) error {
 	})
 	if err != nil {
 		if isPrecondition(err) || isNotFound(err) {
+			if cur, ok := b.ownLease(l); ok && cur.doc.Released {
+				return nil // an earlier attempt of this release landed
+			}
 			return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("the lease was taken over by another writer: %w", err))
 		}
 		return requestError("unlock", b.Locate(leaseName), nil, err)

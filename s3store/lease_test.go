@@ -1,9 +1,12 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -332,4 +335,57 @@ func TestLockWaitingForALeaseEndsWithItsContext(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrLocked)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "(generation 1)")
+}
+
+// The SDK retries a PUT whose answer was lost; when the first attempt had
+// landed, the retry's condition fails on the writer's own object. Such a
+// Create is the writer's, not ErrExists; such a renewal keeps the lease.
+func TestARetriedPutThatHadLandedIsTheWritersOwn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.backend("run", LeaseTTL(testTTL))
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	gen := strconv.FormatUint(generationOf(a), 10)
+
+	// The first attempt of a Create, landed.
+	_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/step-1"),
+		Body: strings.NewReader("state"), Metadata: map[string]string{genKey: gen}})
+	require.NoError(t, err)
+	o, err := a.Create(ctx, "step-1", bytesOf([]byte("state")))
+	require.NoError(t, err, "the object in the way is this writer's own")
+	require.Equal(t, int64(5), o.Size)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("other")))
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+
+	// The first attempt of a renewal, landed: the lease has another ETag
+	// but is still a's.
+	a.mu.Lock()
+	doc := a.lease.doc
+	a.mu.Unlock()
+	doc.Renewed = doc.Renewed.Add(time.Millisecond) // another ETag
+	body, err := json.Marshal(doc)
+	require.NoError(t, err)
+	out, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/" + leaseName), Body: bytes.NewReader(body)})
+	require.NoError(t, err)
+	landed := quoteETag(aws.ToString(out.ETag))
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		a.mu.Lock()
+		etag, lost := a.lease.etag, a.lease.lost
+		a.mu.Unlock()
+		require.NoError(t, lost, "a renewal that found a's own lease declared it lost")
+		if etag != landed && etag != "" {
+			st, _, err := a.readLease(ctx, "")
+			require.NoError(t, err)
+			if st.etag == etag {
+				break // renewed after adopting the landed one
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no renewal after the landed one")
+		time.Sleep(20 * time.Millisecond) // polling a's state
+	}
+	_, err = a.Create(ctx, "step-2", bytesOf([]byte("x")))
+	require.NoError(t, err)
 }
