@@ -26,6 +26,11 @@ var gcCommand = command{
 				return err
 			}
 			g := gc{cli: c, dryRun: *dryRun}
+			if t.sessions && t.remote != nil {
+				// Its sessions are listed by the library, but what crashed
+				// forks left is not (RemoveStaging removes it unlisted).
+				return usagef("%s is a root of sessions in object storage, which gc does not clean as a whole yet; give one session (checkpoint gc %s)", t.dir, joinName(t.dir, "ID"))
+			}
 			if t.sessions {
 				err = g.sessions(ctx, t)
 			} else {

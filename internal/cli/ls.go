@@ -116,7 +116,7 @@ type sessionJSON struct {
 }
 
 func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
-	root, err := checkpoint.OpenSessions(t.dir, t.options(checkpoint.ReadOnly())...)
+	root, err := t.openSessions(ctx, t.options(checkpoint.ReadOnly())...)
 	if err != nil {
 		return err
 	}

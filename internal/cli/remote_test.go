@@ -17,12 +17,16 @@ import (
 // dirRemote is a Remote of scheme "test": test://NAME is the directory
 // root/NAME, opened with checkpoint.OpenDir, so that the commands' remote
 // path (OpenBackend, layout detection by listing) is proven without an S3
-// server; s3store/cmd/checkpoint runs them against one.
+// server; s3store/cmd/checkpoint runs them against one. A session's
+// location is its Dir, which a directory's backend gives as a path.
 func dirRemote(root string, opened *atomic.Int32) Remote {
 	return Remote{Scheme: "test", Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
 		opened.Add(1)
-		name := strings.TrimSuffix(strings.TrimPrefix(loc, "test://"), "/")
-		return checkpoint.OpenDir(filepath.Join(root, filepath.FromSlash(name)), checkpoint.ReadOnly())
+		dir := loc
+		if name, ok := strings.CutPrefix(loc, "test://"); ok {
+			dir = filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(name, "/")))
+		}
+		return checkpoint.OpenDir(dir, checkpoint.ReadOnly())
 	}}
 }
 
@@ -104,4 +108,39 @@ func TestSchemeOf(t *testing.T) {
 	} {
 		require.Equal(t, want, schemeOf(loc), loc)
 	}
+}
+
+func TestRemoteRootOfSessionsIsListedAndVerified(t *testing.T) {
+	t.Parallel()
+	root := filepath.Dir(copyFixture(t, "campaign"))
+	var opened atomic.Int32
+	remote := dirRemote(root, &opened)
+
+	// On a Backend, a session exists exactly when its session.json does
+	// (checkpoint.OpenSessionsBackend): 003, which has none, is not one.
+	local := runCLI(t, "ls", "testdata/campaign")
+	r := runRemote(t, remote, "ls", "test://campaign")
+	require.Equal(t, 0, r.code, r.stderr)
+	var want []string
+	for line := range strings.Lines(local.stdout) {
+		if !strings.HasPrefix(line, "003 ") {
+			want = append(want, line)
+		}
+	}
+	require.Equal(t, strings.Join(want, ""), r.stdout)
+
+	r = runRemote(t, remote, "verify", "-v", "test://campaign")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, f := range []string{"002/session.json", "002/turn_002.json", "001/session.json", "001/turn_001.json"} {
+		require.Contains(t, r.stdout, "ok  "+filepath.Join(root, "campaign", filepath.FromSlash(f))+"\n")
+	}
+	require.Contains(t, r.stdout, "6 files checked in test://campaign (layout turn/3): 6 ok, 0 bad\n")
+
+	r = runRemote(t, remote, "show", "test://campaign", "latest")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "test://campaign is a root of sessions; give one session's directory (checkpoint show test://campaign/ID ...")
+
+	r = runRemote(t, remote, "gc", "test://campaign")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "test://campaign is a root of sessions in object storage, which gc does not clean as a whole yet; give one session (checkpoint gc test://campaign/ID)")
 }

@@ -104,7 +104,9 @@ func (c *cli) resolve(ctx context.Context, dir, layoutArg string) (target, error
 	if len(found) == 0 {
 		if ids, ok := sessionDirs(dir); ok {
 			t.sessions = true
-			if found, err = rootLayouts(dir, ids); err != nil {
+			if found, err = rootLayouts(ids, func(id string) ([]checkpoint.Layout, error) {
+				return checkpoint.DetectLayouts(filepath.Join(dir, id))
+			}); err != nil {
 				return t, err
 			}
 		}
@@ -138,16 +140,75 @@ func (c *cli) resolveRemote(ctx context.Context, t target, scheme, layoutArg str
 	if err != nil {
 		return t, err
 	}
+	defer b.Close()
 	found, err := checkpoint.DetectBackendLayouts(ctx, b)
-	if cerr := b.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return t, err
 	}
+	if len(found) == 0 {
+		ids, err := remoteSessions(ctx, b)
+		if err != nil {
+			return t, err
+		}
+		if t.sessions = len(ids) > 0; t.sessions {
+			found, err = rootLayouts(ids, func(id string) ([]checkpoint.Layout, error) {
+				sub, err := b.Sub(ctx, id, false)
+				if err != nil {
+					return nil, err
+				}
+				defer sub.Close()
+				return checkpoint.DetectBackendLayouts(ctx, sub)
+			})
+			if err != nil {
+				return t, err
+			}
+		}
+	}
+	what := t.dir
+	if t.sessions {
+		what = "the sessions of " + t.dir
+	}
 	t.empty = len(found) == 0 && want.Prefix == ""
-	t.layout, err = c.chooseLayout(t.dir, want, found)
+	t.layout, err = c.chooseLayout(what, want, found)
 	return t, err
+}
+
+// remoteSessions returns the IDs of the sessions in b, a root of sessions
+// on a Backend (checkpoint.OpenSessionsBackend): the child stores that
+// hold a session.json. None if b is no such root.
+func remoteSessions(ctx context.Context, b checkpoint.Backend) ([]string, error) {
+	children, err := b.Children(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, id := range children {
+		if checkpoint.ValidSessionID(id) != nil {
+			continue
+		}
+		sub, err := b.Sub(ctx, id, false)
+		if err != nil {
+			return nil, err
+		}
+		_, err = sub.Stat(ctx, "session.json")
+		sub.Close()
+		if err == nil {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// openSessions opens the root of sessions t read-only, or with opts.
+func (t target) openSessions(ctx context.Context, opts ...checkpoint.Option) (*checkpoint.Sessions, error) {
+	if t.remote == nil {
+		return checkpoint.OpenSessions(t.dir, opts...)
+	}
+	b, err := t.remote.Open(ctx, t.dir)
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.OpenSessionsBackend(b, opts...)
 }
 
 // oneDir resolves the one argument, DIR, of ls, verify, prune and gc.
@@ -291,12 +352,12 @@ func sessionDirs(dir string) ([]string, bool) {
 	return ids, root
 }
 
-// rootLayouts adds up the layouts of the sessions ids of the root dir: the
-// sessions of a root share their options, layout included.
-func rootLayouts(dir string, ids []string) ([]checkpoint.Layout, error) {
+// rootLayouts adds up the layouts of the sessions ids of a root, each found
+// by detect: the sessions of a root share their options, layout included.
+func rootLayouts(ids []string, detect func(id string) ([]checkpoint.Layout, error)) ([]checkpoint.Layout, error) {
 	var all []checkpoint.Layout
 	for _, id := range ids {
-		found, err := checkpoint.DetectLayouts(filepath.Join(dir, id))
+		found, err := detect(id)
 		if err != nil {
 			return nil, err
 		}
@@ -326,7 +387,7 @@ func sortLayouts(ls []checkpoint.Layout) {
 // store.
 func (t target) requireStore(cmd string) error {
 	if t.sessions {
-		return usagef("%s is a root of sessions; give one session's directory (checkpoint %s %s ...; checkpoint ls %s lists them)", t.dir, cmd, filepath.Join(t.dir, "ID"), t.dir)
+		return usagef("%s is a root of sessions; give one session's directory (checkpoint %s %s ...; checkpoint ls %s lists them)", t.dir, cmd, joinName(t.dir, "ID"), t.dir)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"path/filepath"
 
 	"github.com/gocheckpoint/checkpoint"
 )
@@ -140,7 +139,7 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 
 // verifySessions verifies each session's metadata and store.
 func (r *verifyReport) verifySessions(ctx context.Context, t target) error {
-	root, err := checkpoint.OpenSessions(t.dir, t.options(checkpoint.ReadOnly())...)
+	root, err := t.openSessions(ctx, t.options(checkpoint.ReadOnly())...)
 	if err != nil {
 		return err
 	}
@@ -150,7 +149,7 @@ func (r *verifyReport) verifySessions(ctx context.Context, t target) error {
 		return err
 	}
 	for _, s := range list {
-		meta := fileResult{Path: filepath.Join(s.Dir, "session.json"), Session: s.ID, Kind: "session", OK: true}
+		meta := fileResult{Path: joinName(s.Dir, "session.json"), Session: s.ID, Kind: "session", OK: true}
 		if s.Err != nil {
 			meta.Path = pathOf(s.Err, s.Dir)
 			meta.OK, meta.Error = false, reason(s.Err)
