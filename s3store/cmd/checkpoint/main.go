@@ -20,6 +20,11 @@
 // versitygw), buckets are addressed by path (http://host/bucket/key), as
 // such servers need.
 //
+// A prefix whose child prefixes hold sessions (made with
+// checkpoint.OpenSessionsBackend) is a root of sessions, as a directory of
+// sessions is: ls lists them and verify checks every one; show, diff and
+// prune want one session (s3://BUCKET/PREFIX/ID), and so does gc there.
+//
 // ls, show, verify, diff and the --dry-run forms send only reads (LIST,
 // GET, HEAD) and take no lease, so they run beside the program that writes
 // the store. prune and gc take the store's lease as a writer does (exit code

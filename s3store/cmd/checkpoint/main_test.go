@@ -182,3 +182,41 @@ func TestParseLocation(t *testing.T) {
 		require.Equal(t, want, [2]string{bucket, prefix}, loc)
 	}
 }
+
+func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
+	srv := s3test.ForTest(t)
+	awsEnv(t, srv)
+	ctx := context.Background()
+	client := srv.Client(nil)
+	bucket := srv.Bucket(t, client)
+	b, err := s3store.New(client, bucket, "campaigns")
+	require.NoError(t, err)
+	root, err := checkpoint.OpenSessionsBackend(b)
+	require.NoError(t, err)
+	defer root.Close()
+	s, err := root.New(ctx, map[string]string{"players": "3"})
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSession[game](root, s.ID)
+	require.NoError(t, err)
+	for turn := 1; turn <= 2; turn++ {
+		_, err := st.Save(ctx, int64(turn), game{Turn: turn})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+
+	loc := "s3://" + bucket + "/campaigns"
+	r := run(t, "ls", loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^`+s.ID+` +2 +2 +\S+ \(.*\) +\S+ \(.*\) +- +players=3$`, r.stdout)
+
+	r = run(t, "verify", loc, "-v")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, loc+"/"+s.ID+"/session.json\n")
+	require.Contains(t, r.stdout, "3 files checked in "+loc+" (layout step/8): 3 ok, 0 bad\n")
+
+	r = run(t, "ls", "--json", loc+"/"+s.ID)
+	require.Equal(t, 0, r.code, r.stderr)
+	var infos []checkpoint.Info
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
+	require.Len(t, infos, 2)
+}
