@@ -30,6 +30,14 @@ func dirRemote(root string, opened *atomic.Int32) Remote {
 	}}
 }
 
+// fixtureRemote copies the fixture name and returns a dirRemote on its
+// parent: test://name is the copy.
+func fixtureRemote(t *testing.T, name string) (root string, remote Remote, opened *atomic.Int32) {
+	root = filepath.Dir(copyFixture(t, name))
+	opened = new(atomic.Int32)
+	return root, dirRemote(root, opened), opened
+}
+
 func runRemote(t *testing.T, r Remote, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -39,9 +47,7 @@ func runRemote(t *testing.T, r Remote, args ...string) result {
 
 func TestRemoteLocationIsReadThroughTheRemotesBackend(t *testing.T) {
 	t.Parallel()
-	root := filepath.Dir(copyFixture(t, "game"))
-	var opened atomic.Int32
-	remote := dirRemote(root, &opened)
+	root, remote, opened := fixtureRemote(t, "game")
 
 	// ls finds the layout (turn/3) by listing the backend.
 	local := runCLI(t, "ls", "testdata/game")
@@ -112,9 +118,7 @@ func TestSchemeOf(t *testing.T) {
 
 func TestRemoteRootOfSessionsIsListedAndVerified(t *testing.T) {
 	t.Parallel()
-	root := filepath.Dir(copyFixture(t, "campaign"))
-	var opened atomic.Int32
-	remote := dirRemote(root, &opened)
+	root, remote, _ := fixtureRemote(t, "campaign")
 
 	// On a Backend, a session exists exactly when its session.json does
 	// (checkpoint.OpenSessionsBackend): 003, which has none, is not one.

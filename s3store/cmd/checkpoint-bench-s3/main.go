@@ -396,10 +396,11 @@ func (b *bench) readRows(n int) ([]row, error) {
 		rows = append(rows, row{what: what, result: medianOf(ds), requests: req.String(), against: "-", ratio: "-", target: "-", met: "-"})
 	}
 	readOnly := []checkpoint.Option{checkpoint.ReadOnly()}
-	for _, m := range []struct {
+	reads := []struct {
 		name string
 		call func(*checkpoint.Store[State]) error
-	}{{"Latest", latest}, {"List", list}} {
+	}{{"Latest", latest}, {"List", list}}
+	for _, m := range reads {
 		cold, warm, coldReq, warmReq, err := measure(readOnly, m.call)
 		if err != nil {
 			return nil, err
@@ -415,10 +416,7 @@ func (b *bench) readRows(n int) ([]row, error) {
 	}
 	add(fmt.Sprintf("resume: a writer's OpenBackend (takes the lease) + Latest, %d checkpoints", n), resume, resumeReq)
 	add(fmt.Sprintf("Latest again, %d checkpoints, same writer", n), warm, warmReq)
-	for _, m := range []struct {
-		name string
-		call func(*checkpoint.Store[State]) error
-	}{{"Latest", latest}, {"List", list}} {
+	for _, m := range reads {
 		cold, _, coldReq, _, err := measure(readOnly, m.call)
 		if err != nil {
 			return nil, err

@@ -59,12 +59,18 @@ type game struct {
 	Log  []string `json:"log"`
 }
 
-func TestCommandsReadAStoreInS3(t *testing.T) {
+// withBucket starts the server, points the AWS environment at it and
+// returns a client and a bucket of the test's own.
+func withBucket(t *testing.T) (*s3.Client, string) {
 	srv := s3test.ForTest(t)
 	awsEnv(t, srv)
-	ctx := context.Background()
 	client := srv.Client(nil)
-	bucket := srv.Bucket(t, client)
+	return client, srv.Bucket(t, client)
+}
+
+func TestCommandsReadAStoreInS3(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := withBucket(t)
 	loc := "s3://" + bucket + "/runs/1"
 
 	b, err := s3store.New(client, bucket, "runs/1")
@@ -184,11 +190,8 @@ func TestParseLocation(t *testing.T) {
 }
 
 func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
-	srv := s3test.ForTest(t)
-	awsEnv(t, srv)
 	ctx := context.Background()
-	client := srv.Client(nil)
-	bucket := srv.Bucket(t, client)
+	client, bucket := withBucket(t)
 	b, err := s3store.New(client, bucket, "campaigns")
 	require.NoError(t, err)
 	root, err := checkpoint.OpenSessionsBackend(b)
