@@ -18,7 +18,9 @@ import (
 // should pass backendtest.Run):
 //
 //   - Names are plain: no slash or backslash, never "", "." or "..";
-//     a backend refuses any other name (ErrInvalid). A backend is one flat
+//     a backend refuses any other name (ErrInvalid), and may refuse more
+//     (s3store takes [A-Za-z0-9._-] only; every name a store writes is
+//     of these). A backend is one flat
 //     namespace; child stores (sessions) are reached with Sub, and their
 //     objects are never the parent's.
 //   - Create publishes a new object and never replaces one: of any number
@@ -62,7 +64,7 @@ type Backend interface {
 	// otherwise it returns an error wrapping ErrConflict and changes
 	// nothing. Backends that cannot make the check atomic (a local
 	// directory, where the writer lock excludes other writers) make it
-	// just before publishing.
+	// just before writing.
 	Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error)
 
 	// Open opens the object name for reading, as a stream that may be
@@ -90,7 +92,7 @@ type Backend interface {
 
 	// Remove deletes names, and returns whether each is gone: a name that
 	// is already missing is gone and not an error. A removal that fails
-	// does not stop the others. Removals are made durable together, once
+	// (an invalid name included) does not stop the others. Removals are made durable together, once
 	// (one directory sync), unless NoSync.
 	Remove(ctx context.Context, names ...string) (gone []bool, err error)
 
@@ -113,8 +115,8 @@ type Backend interface {
 	// Sub returns the backend of the child store called name (a session:
 	// a subdirectory, or the key prefix name + "/"), with the same
 	// settings. It creates nothing until the child's first write, unless
-	// create is true: then a local directory makes the subdirectory at
-	// once (object storage has nothing to make).
+	// create is true: then the child exists at once (a subdirectory; on
+	// object storage, a marker object, s3store's .checkpoint.store).
 	Sub(ctx context.Context, name string, create bool) (Backend, error)
 
 	// Children returns the names of the child stores (see Sub) that hold
@@ -139,6 +141,7 @@ const NoObject = "\x00none"
 
 // Object describes one object of a Backend.
 type Object struct {
+	// Name is the object's name in its backend (not a path).
 	Name string
 	// Size in bytes, or -1 if the listing that returned the Object did not
 	// say (see Backend.List).

@@ -41,8 +41,11 @@ type dirBackend struct {
 // when the writer lock is taken) matter to the backend; the others are
 // ignored here and apply to the store.
 //
-// Use it to run the backend conformance suite (package backendtest) or to
-// wrap the local directory in a Backend of your own.
+// Use it to run the backend conformance suite (package backendtest), or to
+// wrap the local directory in a Backend of your own. A store treats any
+// Backend but the one OpenDir returns as remote storage (see Backend): a
+// wrapper's writer trusts its own listing instead of statting before each
+// save, and syncs the directory after pruning too.
 func OpenDir(dir string, opts ...Option) (Backend, error) {
 	cfg, root, err := openDir(dir, opts)
 	if err != nil {
@@ -97,6 +100,8 @@ func (d *dirBackend) Replace(ctx context.Context, name, ifVersion string, write 
 	return d.write(ctx, name, true, ifVersion, write)
 }
 
+// plainName refuses a name that is not one of the backend's flat
+// namespace: a name with a path in it would reach a child store.
 func plainName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return fmt.Errorf("%w: %q is not a plain name", ErrInvalid, name)
@@ -144,7 +149,9 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 	}
 	fi, err := root.Lstat(name)
 	if err != nil {
-		return Object{}, err
+		// Published and durable all the same: a failure here must not
+		// report it as not written. Its Version is unknown.
+		return Object{Name: name, Size: -1}, nil
 	}
 	return objectOf(name, fi), nil
 }
@@ -227,10 +234,25 @@ func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bo
 	if d.cfg.readOnly {
 		return make([]bool, len(names)), ErrReadOnly
 	}
+	var bad []error
+	valid := make([]string, 0, len(names))
 	for _, name := range names {
 		if err := plainName(name); err != nil {
-			return make([]bool, len(names)), err
+			bad = append(bad, err)
+			continue
 		}
+		valid = append(valid, name)
+	}
+	if len(bad) > 0 {
+		gone, err := d.remove(ctx, valid, o)
+		out := make([]bool, len(names))
+		for i, j := 0, 0; i < len(names); i++ {
+			if plainName(names[i]) == nil {
+				out[i] = gone[j]
+				j++
+			}
+		}
+		return out, errors.Join(append(bad, err)...)
 	}
 	root, err := d.opened(false)
 	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
@@ -320,8 +342,8 @@ func (d *dirBackend) Sub(ctx context.Context, name string, create bool) (Backend
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
-		return nil, fmt.Errorf("%w: %q is not a plain name", ErrInvalid, name)
+	if err := plainName(name); err != nil {
+		return nil, err
 	}
 	c := &dirBackend{dir: filepath.Join(d.dir, name), cfg: d.cfg, parent: d, name: name}
 	c.prefix = pathPrefix(c.dir)
@@ -370,10 +392,15 @@ func (d *dirBackend) Locate(name string) string {
 func (d *dirBackend) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.root == nil {
-		return nil
+	var lerr error
+	if d.lock != nil { // held, and never unlocked: release it with the directory
+		lerr = d.lock.release()
+		d.lock = nil
 	}
-	err := d.root.Close()
+	if d.root == nil {
+		return lerr
+	}
+	err := errors.Join(lerr, d.root.Close())
 	d.root = nil // a top-level backend stays closed; a child opens again
 	return err
 }

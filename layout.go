@@ -320,7 +320,7 @@ func detectLayouts(objs []Object, checkpointsOnly bool) []detectedLayout {
 	}
 	byPrefix := make(map[string][]span)
 	for _, o := range objs {
-		if o.Version != "" && !o.Mode.IsRegular() {
+		if o.Version != "" && !o.Mode.IsRegular() { // unknown types are evidence
 			continue
 		}
 		name := o.Name

@@ -216,9 +216,18 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 	if err != nil {
 		return nil // the caller's ErrNotFound stands; the scan read it
 	}
-	for _, o := range objs {
+	for i, o := range objs {
 		if _, ok := s.cfg.layout.parse(o.Name); ok {
 			return nil // error checkpoints only, for LatestClean
+		}
+		// A listing that says no types (a local directory's): only
+		// regular files are evidence, and the greatest name is read.
+		if o.Version == "" {
+			if _, _, _, ok := layoutEvidence(o.Name); ok {
+				if st, err := s.b.Stat(ctx, o.Name); err == nil {
+					objs[i] = st
+				}
+			}
 		}
 	}
 	for _, found := range detectLayouts(objs, true) {

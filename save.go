@@ -336,7 +336,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if !s.exists(ctx, n) {
+			if s.listed != nil && !s.listed[n] { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)

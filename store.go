@@ -196,7 +196,7 @@ func lockedError(root *os.Root, name string, err error) error {
 
 // Dir returns the store's directory, as given to Open; for a store opened
 // with OpenBackend, where its backend is (Backend.Locate("")), such as
-// s3://bucket/prefix/.
+// s3://bucket/prefix/, which is no path to join file names to.
 func (s *Store[T]) Dir() string { return s.dir }
 
 // Close waits for operations in flight and, with Async, publishes every
@@ -332,15 +332,18 @@ func (s *Store[T]) exists(ctx context.Context, name string) bool {
 	return err == nil
 }
 
-// unlisted records removals (gone[i] says whether names[i] is gone) in
-// listed. The caller holds the write lock.
+// unlisted records removals by this store (gone[i] says whether names[i]
+// is gone) in listed, and in written: the next replacement of a name this
+// store removed expects no object there. The caller holds the write lock.
 func (s *Store[T]) unlisted(names []string, gone []bool) {
-	if s.listed == nil {
-		return
-	}
 	for i, n := range names {
 		if i < len(gone) && gone[i] {
-			delete(s.listed, n)
+			if s.listed != nil {
+				delete(s.listed, n)
+			}
+			if _, ok := s.written[n]; ok {
+				s.written[n] = NoObject
+			}
 		}
 	}
 }
