@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -275,20 +277,22 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	f, fi, err := openRegular(s.root, e.name)
-	if err != nil {
+	open := func() (*os.File, fs.FileInfo, error) {
+		f, fi, err := openRegular(s.root, e.name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
 		case errors.Is(err, errNotRegular):
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
+		return f, fi, err
+	}
+	f, fi, err := open()
+	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
-	var h header
-	err = s.codec.read(f, fi.Size(), func(got header, state []byte) error {
-		h = got
+	check := func(h header) error {
 		if err := e.fn.agrees(h); err != nil {
 			return err
 		}
@@ -296,8 +300,18 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
 			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
 		}
-		return s.cfg.schema.decode(h.Schema, state, &v)
-	})
+		return nil
+	}
+	// Where a streamed read cannot conclude, the file is read again.
+	reopen := func() (io.ReadCloser, int64, error) {
+		g, gi, err := open()
+		if err != nil {
+			return nil, 0, err
+		}
+		fi = gi
+		return g, gi.Size(), nil
+	}
+	h, err := s.codec.loadState(f, fi.Size(), &s.cfg.schema, check, &v, reopen)
 	if err != nil {
 		return fail(err)
 	}
