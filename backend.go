@@ -38,6 +38,13 @@ import (
 //     ErrConflict, ErrLocked, ErrReadOnly), fs.ErrNotExist for a missing
 //     name, and otherwise say what failed and where (Locate's form).
 //   - A Backend is safe for concurrent use by multiple goroutines.
+//
+// A writer on a backend other than the local directory, where every Stat
+// is a request, trusts what it listed when it opened and what it wrote and
+// removed since: it holds the lock, so no other writer's object is visible
+// (see Lock). A save there is one Create (one PUT), and pruning after a
+// save one Remove. An object put under the store by anything but the lock
+// holder is seen by the next Open.
 type Backend interface {
 	// Create writes a new object called name with the bytes write
 	// produces. If name exists, or another writer creates it first, it
@@ -57,8 +64,8 @@ type Backend interface {
 	Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error)
 
 	// Open opens the object name for reading, as a stream that may be
-	// closed before its end, and returns its Object as it is at the
-	// opening. A missing name is an error wrapping fs.ErrNotExist. A name
+	// closed before its end, and returns its Object (Name, Size and
+	// Version all set) as it is at the opening. A missing name is an error wrapping fs.ErrNotExist. A name
 	// that is not a regular object (a directory, a named pipe, a device)
 	// is an error that says what it is; Open never blocks on one.
 	Open(ctx context.Context, name string) (io.ReadCloser, Object, error)
@@ -70,10 +77,13 @@ type Backend interface {
 
 	// List returns the objects in the backend, in no particular order,
 	// whatever their names (a store picks its own by name). Where listing
-	// does not tell an object's Size and Version (a local directory reads
-	// names only, which is much cheaper than statting each file), they are
-	// -1 and "": Stat or Open tells them. List never returns child stores
-	// (see Children).
+	// does not tell an object's Size, Version and Mode (a local directory
+	// reads names only, which is much cheaper than statting each file),
+	// Size is -1 and Version "": Stat or Open tells them. A local
+	// directory's List then includes its subdirectories (child stores)
+	// and other non-regular entries, which Stat identifies; object
+	// storage lists objects only. Either way, a name List returns that
+	// Stat says is a regular object is not a child store.
 	List(ctx context.Context) ([]Object, error)
 
 	// Remove deletes names, and returns whether each is gone: a name that
@@ -140,6 +150,7 @@ type Object struct {
 	ModTime time.Time
 	// Mode is the type of what is under the name, for a local directory
 	// (a symbolic link, a named pipe, a directory); 0 for a regular
-	// object and on object storage.
+	// object and on object storage. It is known only when Version is:
+	// a local directory's List reads names, not types.
 	Mode fs.FileMode
 }

@@ -20,7 +20,7 @@ func (s *Store[T]) deleteWhere(ctx context.Context, op string, step int64, kind 
 	if err := s.beginWrite(ctx); err != nil {
 		return s.failed(stepError(op, step, s.dir, err))
 	}
-	err := s.deleteLocked(step, kind)
+	err := s.deleteLocked(ctx, step, kind)
 	s.endWrite()
 	if err != nil {
 		return s.failed(stepError(op, step, s.dir, err))
@@ -28,8 +28,8 @@ func (s *Store[T]) deleteWhere(ctx context.Context, op string, step int64, kind 
 	return nil
 }
 
-func (s *Store[T]) deleteLocked(step int64, kind func(Kind) bool) error {
-	entries, err := s.stepEntries(step)
+func (s *Store[T]) deleteLocked(ctx context.Context, step int64, kind func(Kind) bool) error {
+	entries, err := s.stepEntries(ctx, step)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (s *Store[T]) deleteLocked(step int64, kind func(Kind) bool) error {
 	if len(names) == 0 {
 		return ErrNotFound
 	}
-	return s.remove(names...)
+	return s.remove(ctx, names...)
 }
 
 // Truncate removes every checkpoint whose step is after step, of any kind
@@ -75,11 +75,11 @@ func (s *Store[T]) Truncate(ctx context.Context, step int64) ([]Info, error) {
 }
 
 func (s *Store[T]) truncateLocked(ctx context.Context, step int64) ([]Info, error) {
-	entries, err := s.scan(func(fn fileName) bool { return fn.kind == KindRolling || fn.step > step })
+	entries, err := s.scan(ctx, func(fn fileName) bool { return fn.kind == KindRolling || fn.step > step })
 	if err != nil {
 		return nil, err
 	}
-	entries = slices.DeleteFunc(s.fill(entries), func(e entry) bool {
+	entries = slices.DeleteFunc(s.fill(ctx, entries), func(e entry) bool {
 		return e.fn.kind == KindRolling && e.hErr != nil || e.h.Step <= step
 	})
 	sortEntries(entries)
@@ -89,7 +89,7 @@ func (s *Store[T]) truncateLocked(ctx context.Context, step int64) ([]Info, erro
 		if err := ctx.Err(); err != nil {
 			return removed, err
 		}
-		if err := s.remove(e.name); err != nil {
+		if err := s.remove(ctx, e.name); err != nil {
 			return removed, fmt.Errorf("remove %s: %w", e.name, err)
 		}
 		removed = append(removed, s.info(e.name, e.fn, e.size, e.h))

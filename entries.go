@@ -2,10 +2,10 @@ package checkpoint
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"io/fs"
 	"maps"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,6 +17,7 @@ import (
 type entry struct {
 	name string
 	fn   fileName
+	obj  Object // as listed: Size and Version may be unknown until fill
 	// Filled in by fill:
 	size     int64
 	h        header // for an unreadable header: step and kind from the name, time from the file
@@ -25,10 +26,11 @@ type entry struct {
 }
 
 // cachedHeader is a file's header (or why it could not be read) as last read
-// or written, valid while the name refers to the same file (inode) with the
-// same size, modification time and inode change time (see unchanged).
+// or written, valid while the name's Object has the same Version (for a
+// local file: the same inode, size, modification time and inode change
+// time; on object storage, the same ETag).
 type cachedHeader struct {
-	fi       fs.FileInfo
+	obj      Object // the file when it was read: its Version says if it is still the same
 	h        header
 	err      error
 	verified bool   // the whole file was written or loaded and verified
@@ -39,14 +41,15 @@ type cachedHeader struct {
 type named struct {
 	name string
 	fn   fileName
+	obj  Object // as listed
 }
 
 // names lists the directory's checkpoint files whose names pass keep (all,
 // if keep is nil), by their names alone (see eachName).
-func (s *Store[T]) names(keep func(fileName) bool) ([]named, error) {
+func (s *Store[T]) names(ctx context.Context, keep func(fileName) bool) ([]named, error) {
 	var out []named
-	err := s.eachName(keep, func(n int) { out = make([]named, 0, n) }, func(name string, fn fileName) {
-		out = append(out, named{name: name, fn: fn})
+	err := s.eachName(ctx, keep, func(n int) { out = make([]named, 0, n) }, func(o Object, fn fileName) {
+		out = append(out, named{name: o.Name, fn: fn, obj: o})
 	})
 	return out, err
 }
@@ -55,7 +58,7 @@ func (s *Store[T]) names(keep func(fileName) bool) ([]named, error) {
 // keep is nil), unfilled but for the rolling file's step (see eachName). A
 // full scan also drops cached headers of files that are gone, so a
 // long-lived store's cache stays the size of the directory.
-func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
+func (s *Store[T]) scan(ctx context.Context, keep func(fileName) bool) ([]entry, error) {
 	var entries []entry
 	presize := func(n int) {
 		if keep == nil { // a filtered scan (one step) keeps few
@@ -65,8 +68,8 @@ func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
 	s.mu.Lock()
 	start := s.cacheGen // what was cached before the directory is read
 	s.mu.Unlock()
-	err := s.eachName(keep, presize, func(name string, fn fileName) {
-		entries = append(entries, entry{name: name, fn: fn})
+	err := s.eachName(ctx, keep, presize, func(o Object, fn fileName) {
+		entries = append(entries, entry{name: o.Name, fn: fn, obj: o})
 	})
 	if err == nil && keep == nil {
 		s.trimCache(entries, start)
@@ -80,55 +83,57 @@ func (s *Store[T]) scan(keep func(fileName) bool) ([]entry, error) {
 // are not regular files. The rolling file's step is in its header, so
 // eachName reads it (an unreadable rolling file has no known step: it is
 // listed as step 0, Latest tries it last and reports its damage).
-func (s *Store[T]) eachName(keep func(fileName) bool, size func(n int), found func(name string, fn fileName)) error {
-	dirNames, err := readNames(s.root)
+func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size func(n int), found func(o Object, fn fileName)) error {
+	objs, err := s.b.List(ctx)
 	if err != nil {
 		return err
 	}
-	size(len(dirNames))
-	for _, name := range dirNames {
+	size(len(objs))
+	for _, o := range objs {
+		name := o.Name
 		fn, ok := s.cfg.layout.parse(name)
 		if !ok || keep != nil && !keep(fn) {
 			continue
 		}
 		if fn.kind == KindRolling {
-			filled := s.fill([]entry{{name: name, fn: fn}})
+			filled := s.fill(ctx, []entry{{name: name, fn: fn, obj: o}})
 			if len(filled) == 0 {
 				continue // removed meanwhile, or not a regular file
 			}
 			fn.step = filled[0].h.Step
 		}
-		found(name, fn)
+		found(o, fn)
 	}
 	return nil
 }
 
 // stepEntries returns the filled entries whose step is step. A rolling file
 // whose step cannot be read belongs to no step.
-func (s *Store[T]) stepEntries(step int64) ([]entry, error) {
-	entries, err := s.scan(func(fn fileName) bool { return fn.kind == KindRolling || fn.step == step })
+func (s *Store[T]) stepEntries(ctx context.Context, step int64) ([]entry, error) {
+	entries, err := s.scan(ctx, func(fn fileName) bool { return fn.kind == KindRolling || fn.step == step })
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(s.fill(entries), func(e entry) bool {
+	return slices.DeleteFunc(s.fill(ctx, entries), func(e entry) bool {
 		return e.h.Step != step || e.fn.kind == KindRolling && e.hErr != nil
 	}), nil
 }
 
-// fill stats entries and reads their headers (from the cache when the file is
-// unchanged). Entries whose files have vanished, or are not regular files
-// (a directory or symlink with a checkpoint's name), are dropped.
+// fill stats entries (unless the listing said their size and version) and
+// reads their headers (from the cache when the object is unchanged).
+// Entries whose files have vanished, or are not regular files (a directory
+// or symlink with a checkpoint's name), are dropped.
 //
-// List and Prune fill the whole directory, and the system calls dominate
-// their cost: a large directory is stat'ed by one goroutine per processor,
-// and the cache is consulted under one lock for all entries.
-func (s *Store[T]) fill(entries []entry) []entry {
-	fis := make([]fs.FileInfo, len(entries))
+// List and Prune fill the whole directory, and the system calls (requests,
+// on object storage) dominate their cost: a large directory is stat'ed by
+// one goroutine per processor, and the cache is consulted under one lock
+// for all entries.
+func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 	errs := make([]error, len(entries))
 	todo := func(e *entry) bool { return e.h.Format == 0 && e.hErr == nil }
 	parallel(len(entries), func(i int) {
-		if todo(&entries[i]) {
-			fis[i], errs[i] = s.root.Lstat(entries[i].name)
+		if e := &entries[i]; todo(e) && e.obj.Version == "" {
+			e.obj, errs[i] = s.b.Stat(ctx, e.name)
 		}
 	})
 	keep := make([]bool, len(entries))
@@ -140,20 +145,20 @@ func (s *Store[T]) fill(entries []entry) []entry {
 			keep[i] = true // already filled
 			continue
 		}
-		fi, err := fis[i], errs[i]
-		if errors.Is(err, fs.ErrNotExist) || err == nil && !fi.Mode().IsRegular() {
+		err := errs[i]
+		if errors.Is(err, fs.ErrNotExist) || err == nil && !e.obj.Mode.IsRegular() {
 			continue
 		}
 		keep[i] = true
 		if err != nil {
-			e.setUnreadable(err, nil)
+			e.setUnreadable(err, Object{})
 			continue
 		}
-		e.size = fi.Size()
-		if c, ok := s.headers[e.name]; ok && unchanged(c.fi, fi) {
+		e.size = e.obj.Size
+		if c, ok := s.headers[e.name]; ok && c.obj.Version == e.obj.Version {
 			e.h, e.verified = c.h, c.verified
 			if c.err != nil {
-				e.setUnreadable(c.err, fi)
+				e.setUnreadable(c.err, e.obj)
 			}
 			continue
 		}
@@ -161,14 +166,14 @@ func (s *Store[T]) fill(entries []entry) []entry {
 	}
 	s.mu.Unlock()
 	parallel(len(misses), func(k int) {
-		e, fi := &entries[misses[k]], fis[misses[k]]
+		e := &entries[misses[k]]
 		var err error
-		if e.h, err = s.header(e.name, e.fn, fi); err != nil {
+		if e.h, err = s.header(ctx, e); err != nil {
 			if gone(err) {
-				keep[misses[k]] = false // removed or replaced since the Lstat
+				keep[misses[k]] = false // removed or replaced since the Stat
 				return
 			}
-			e.setUnreadable(err, fi)
+			e.setUnreadable(err, e.obj)
 		}
 	})
 	out := entries[:0]
@@ -180,17 +185,6 @@ func (s *Store[T]) fill(entries []entry) []entry {
 	return out
 }
 
-// unchanged reports whether now, a file's Lstat, describes the file as it
-// was (was) when its header was cached: the same file, size and
-// modification time, and the same inode change time where the system gives
-// one. The change
-// time catches a rewrite in place that kept the size and reset the
-// modification time (cp -p, rsync -t, a restore from backup), which the
-// others miss.
-func unchanged(was, now fs.FileInfo) bool {
-	return os.SameFile(was, now) && was.Size() == now.Size() && was.ModTime().Equal(now.ModTime()) && changeTime(was) == changeTime(now)
-}
-
 // gone reports whether a file's header could not be read because the file
 // is no longer a checkpoint file: removed, or replaced by something that is
 // not a regular file, since it was stat'ed. fill drops such entries.
@@ -200,12 +194,9 @@ func gone(err error) bool {
 
 // setUnreadable records why e's header could not be read, and gives it the
 // step and kind its name says and the file's modification time.
-func (e *entry) setUnreadable(err error, fi fs.FileInfo) {
+func (e *entry) setUnreadable(err error, o Object) {
 	e.hErr = err
-	e.h = header{Step: e.fn.step, Kind: e.fn.kind}
-	if fi != nil {
-		e.h.Time = fi.ModTime()
-	}
+	e.h = header{Step: e.fn.step, Kind: e.fn.kind, Time: o.ModTime}
 }
 
 // parallelFill is the number of entries from which fill uses every
@@ -245,36 +236,39 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// header reads the header of the checkpoint file name, whose name says fn
-// and whose file info is fi, and caches it. A damaged header (or one that
-// disagrees with the name) is cached and logged once; a read that failed
-// for an operating-system reason is logged each time and not cached, since
-// its cause may pass.
-func (s *Store[T]) header(name string, fn fileName, fi fs.FileInfo) (header, error) {
-	h, err := s.readHeaderFile(name, fn)
+// header reads the header of the checkpoint file of e, updates e's object
+// and size to those of the file it read, and caches the header. A damaged
+// header (or one that disagrees with the name) is cached and logged once; a
+// read that failed for an operating-system reason is logged each time and
+// not cached, since its cause may pass.
+func (s *Store[T]) header(ctx context.Context, e *entry) (header, error) {
+	h, o, err := s.readHeaderFile(ctx, e.name, e.fn)
 	if err != nil && !gone(err) {
-		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(name), "error", err)
+		s.cfg.logger.Warn("checkpoint: unreadable checkpoint header", "path", s.path(e.name), "error", err)
+	}
+	if o.Version != "" {
+		e.obj, e.size = o, o.Size
 	}
 	if err == nil || errors.Is(err, ErrCorrupt) {
 		s.mu.Lock()
 		s.cacheGen++
-		s.headers[name] = cachedHeader{fi: fi, h: h, err: err, gen: s.cacheGen}
+		s.headers[e.name] = cachedHeader{obj: e.obj, h: h, err: err, gen: s.cacheGen}
 		s.mu.Unlock()
 	}
 	return h, err
 }
 
-func (s *Store[T]) readHeaderFile(name string, fn fileName) (header, error) {
-	f, _, err := openRegular(s.root, name)
+func (s *Store[T]) readHeaderFile(ctx context.Context, name string, fn fileName) (header, Object, error) {
+	f, o, err := s.b.Open(ctx, name)
 	if err != nil {
-		return header{}, err
+		return header{}, Object{}, err
 	}
 	defer f.Close()
 	h, err := s.codec.readHeader(f)
 	if err == nil {
 		err = fn.agrees(h)
 	}
-	return h, err
+	return h, o, err
 }
 
 // agrees checks that a header is the one the file name promises.
@@ -291,17 +285,12 @@ func (fn fileName) agrees(h header) error {
 	return nil
 }
 
-// remember caches the header of a file this store just wrote.
-func (s *Store[T]) remember(name string, h header) {
-	if fi, err := s.root.Lstat(name); err == nil {
-		s.cache(name, fi, h, true)
-	}
-}
-
-func (s *Store[T]) cache(name string, fi fs.FileInfo, h header, verified bool) {
+// cache caches the header of the object o, which this store just wrote, or
+// loaded and verified.
+func (s *Store[T]) cache(o Object, h header) {
 	s.mu.Lock()
 	s.cacheGen++
-	s.headers[name] = cachedHeader{fi: fi, h: h, verified: verified, gen: s.cacheGen}
+	s.headers[o.Name] = cachedHeader{obj: o, h: h, verified: true, gen: s.cacheGen}
 	s.mu.Unlock()
 }
 

@@ -593,8 +593,8 @@ func TestListRacingASaveLeftItsCheckpointUnknownToRetention(t *testing.T) {
 	start := s.cacheGen
 	s.mu.Unlock()
 	var read []entry
-	require.NoError(t, s.eachName(nil, func(int) {}, func(name string, fn fileName) {
-		read = append(read, entry{name: name, fn: fn})
+	require.NoError(t, s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName) {
+		read = append(read, entry{name: o.Name, fn: fn, obj: o})
 	}))
 	require.Len(t, read, 2)
 	// A save lands between the read and the List's trim.
@@ -608,7 +608,7 @@ func TestListRacingASaveLeftItsCheckpointUnknownToRetention(t *testing.T) {
 
 	_, err = s.Save(ctx, 6, 6)
 	require.NoError(t, err)
-	names, err := readNames(s.root)
+	names, err := readNames(s.b.(*dirBackend).root)
 	require.NoError(t, err)
 	var left []string
 	for _, n := range names {

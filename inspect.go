@@ -30,7 +30,7 @@ func (s *Store[T]) Leftovers(ctx context.Context) (Leftovers, error) {
 		return Leftovers{}, s.failed(opError("leftovers", s.dir, err))
 	}
 	defer s.ops.Done()
-	temps, quarantined, err := s.leftovers()
+	temps, quarantined, err := s.leftovers(ctx)
 	if err != nil {
 		return Leftovers{}, s.failed(opError("leftovers", s.dir, err))
 	}
@@ -48,9 +48,9 @@ func (s *Store[T]) RemoveLeftovers(ctx context.Context) (Leftovers, error) {
 		return Leftovers{}, s.failed(opError("remove leftovers", s.dir, err))
 	}
 	defer s.endWrite()
-	temps, quarantined, err := s.leftovers()
+	temps, quarantined, err := s.leftovers(ctx)
 	if err == nil && len(temps)+len(quarantined) > 0 {
-		_, err = removeNames(s.root, s.fileIO(), slices.Concat(temps, quarantined))
+		_, err = s.b.Remove(ctx, slices.Concat(temps, quarantined)...)
 	}
 	if err != nil {
 		return Leftovers{}, s.failed(opError("remove leftovers", s.dir, err))
@@ -63,25 +63,35 @@ func (s *Store[T]) RemoveLeftovers(ctx context.Context) (Leftovers, error) {
 
 // leftovers returns the names of the temporary files and quarantined
 // checkpoints of the store's layout, sorted.
-func (s *Store[T]) leftovers() (temps, quarantined []string, err error) {
-	dirents, err := readDir(s.root)
+func (s *Store[T]) leftovers(ctx context.Context) (temps, quarantined []string, err error) {
+	objs, err := s.b.List(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, d := range dirents {
-		name, typ := d.Name(), d.Type()
-		if typ.IsRegular() && s.cfg.layout.isTemp(name) {
+	for _, o := range objs {
+		name := o.Name
+		temp := s.cfg.layout.isTemp(name)
+		stem, q := quarantinedStem(name)
+		if q {
+			_, q = s.cfg.layout.parse(stem)
+		}
+		if !temp && !q {
+			continue
+		}
+		if o.Version == "" { // the listing did not say what it is
+			if o, err = s.b.Stat(ctx, name); err != nil {
+				continue // gone meanwhile, or unreadable: not ours to judge
+			}
+		}
+		typ := o.Mode
+		if typ.IsRegular() && temp {
 			temps = append(temps, name)
 			continue
 		}
 		// A symbolic link found at a checkpoint's name is moved aside
 		// like a damaged file (the link, never its target).
-		if typ.IsRegular() || typ == fs.ModeSymlink {
-			if stem, ok := quarantinedStem(name); ok {
-				if _, ok := s.cfg.layout.parse(stem); ok {
-					quarantined = append(quarantined, name)
-				}
-			}
+		if q && (typ.IsRegular() || typ == fs.ModeSymlink) {
+			quarantined = append(quarantined, name)
 		}
 	}
 	slices.Sort(temps)

@@ -262,8 +262,12 @@ func DetectLayouts(dir string) ([]Layout, error) {
 		}
 		return nil, opError("detect layouts", dir, err)
 	}
+	objs := make([]Object, len(dirents))
+	for i, d := range dirents {
+		objs[i] = Object{Name: d.Name(), Size: -1, Version: "dirent", Mode: d.Type()}
+	}
 	var out []Layout
-	for _, f := range detectLayouts(dirents, false) {
+	for _, f := range detectLayouts(objs, false) {
 		out = append(out, f.Layout)
 	}
 	return out, nil
@@ -276,19 +280,20 @@ type detectedLayout struct {
 	sample string
 }
 
-// detectLayouts is DetectLayouts on a directory's entries. With
-// checkpointsOnly, temporary and quarantined files are no evidence.
-func detectLayouts(dirents []fs.DirEntry, checkpointsOnly bool) []detectedLayout {
+// detectLayouts is DetectLayouts on a backend's objects: those known not to
+// be regular files are no evidence, nor, with checkpointsOnly, temporary
+// and quarantined files.
+func detectLayouts(objs []Object, checkpointsOnly bool) []detectedLayout {
 	type span struct { // the digit counts that name a file
 		lo, hi int
 		name   string
 	}
 	byPrefix := make(map[string][]span)
-	for _, d := range dirents {
-		if !d.Type().IsRegular() {
+	for _, o := range objs {
+		if o.Version != "" && !o.Mode.IsRegular() {
 			continue
 		}
-		name := d.Name()
+		name := o.Name
 		if checkpointsOnly {
 			if _, ok := quarantinedStem(name); ok || strings.HasPrefix(name, ".") {
 				continue

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -22,12 +21,12 @@ import (
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
-		entries, err := s.stepEntries(step)
+		entries, err := s.stepEntries(ctx, step)
 		if err != nil {
 			return zero, Info{}, stepError("load", step, s.dir, err)
 		}
 		if len(entries) == 0 {
-			return zero, Info{}, s.missing(step)
+			return zero, Info{}, s.missing(ctx, step)
 		}
 		sortEntries(entries)
 		return s.loadEntry(ctx, "load", entries[len(entries)-1], true)
@@ -39,14 +38,14 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // regular file (a directory, a named pipe, a symbolic link) has a name of
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
 // what is there.
-func (s *Store[T]) missing(step int64) error {
-	named, err := s.names(func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
+func (s *Store[T]) missing(ctx context.Context, step int64) error {
+	named, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
 		return stepError("load", step, s.dir, err)
 	}
 	for _, n := range named {
-		if fi, err := s.root.Lstat(n.name); err == nil && !fi.Mode().IsRegular() {
-			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, fi.Mode())))
+		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
+			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, o.Mode)))
 		}
 	}
 	return stepError("load", step, s.dir, ErrNotFound)
@@ -134,7 +133,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 // loads, with the failures it passed.
 func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
 	var zero T
-	ns, err := s.names(want)
+	ns, err := s.names(ctx, want)
 	if err != nil {
 		return zero, Info{}, nil, opError(op, s.dir, err)
 	}
@@ -155,9 +154,16 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		}
 		group := make([]entry, 0, end-start)
 		for _, n := range ns[start:end] {
-			group = append(group, entry{name: n.name, fn: n.fn})
+			group = append(group, entry{name: n.name, fn: n.fn, obj: n.obj})
 		}
-		group = s.fill(group)
+		if len(group) == 1 && group[0].fn.kind != KindRolling && s.remote() {
+			// One checkpoint of the newest step: its load reads the
+			// header anyway, and on object storage a header read first
+			// would be a request of its own.
+			group[0].h = header{Step: group[0].fn.step, Kind: group[0].fn.kind}
+		} else {
+			group = s.fill(ctx, group)
+		}
 		end = start
 		sortEntries(group)
 		for i := len(group) - 1; i >= 0; i-- {
@@ -190,7 +196,7 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 	}
 	if len(skipped) == 0 {
 		if len(ns) == 0 {
-			if err := s.foreignLayout(); err != nil {
+			if err := s.foreignLayout(ctx); err != nil {
 				return zero, Info{}, nil, opError(op, s.dir, err)
 			}
 		}
@@ -206,23 +212,23 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 // no other layout is confirmed by a header that reads (a side file named
 // like a checkpoint, report_2024.json, is no checkpoint). It costs a
 // directory read, on the way to ErrNotFound only.
-func (s *Store[T]) foreignLayout() error {
-	dirents, err := readDir(s.root)
+func (s *Store[T]) foreignLayout(ctx context.Context) error {
+	objs, err := s.b.List(ctx)
 	if err != nil {
 		return nil // the caller's ErrNotFound stands; the scan read it
 	}
-	for _, d := range dirents {
-		if _, ok := s.cfg.layout.parse(d.Name()); ok {
+	for _, o := range objs {
+		if _, ok := s.cfg.layout.parse(o.Name); ok {
 			return nil // error checkpoints only, for LatestClean
 		}
 	}
-	for _, found := range detectLayouts(dirents, true) {
+	for _, found := range detectLayouts(objs, true) {
 		l := layout{prefix: found.Prefix, digits: found.Digits}
 		fn, ok := l.parse(found.sample)
 		if !ok {
 			continue
 		}
-		if _, err := s.readHeaderFile(found.sample, fn); err != nil {
+		if _, _, err := s.readHeaderFile(ctx, found.sample, fn); err != nil {
 			continue
 		}
 		return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
@@ -243,9 +249,9 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
 	}
-	entries, err := s.scan(nil)
+	entries, err := s.scan(ctx, nil)
 	if err == nil {
-		entries = s.fill(entries)
+		entries = s.fill(ctx, entries)
 	}
 	s.ops.Done()
 	if err != nil {
@@ -277,17 +283,17 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	open := func() (*os.File, fs.FileInfo, error) {
-		f, fi, err := openRegular(s.root, e.name)
+	open := func() (io.ReadCloser, Object, error) {
+		f, o, err := s.b.Open(ctx, e.name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
 		case errors.Is(err, errNotRegular):
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
-		return f, fi, err
+		return f, o, err
 	}
-	f, fi, err := open()
+	f, o, err := open()
 	if err != nil {
 		return fail(err)
 	}
@@ -302,20 +308,21 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 		}
 		return nil
 	}
-	// Where a streamed read cannot conclude, the file is read again.
+	// Where a streamed read cannot conclude, the file is read again: that
+	// read's object is the one loaded.
 	reopen := func() (io.ReadCloser, int64, error) {
-		g, gi, err := open()
+		g, again, err := open()
 		if err != nil {
 			return nil, 0, err
 		}
-		fi = gi
-		return g, gi.Size(), nil
+		o = again
+		return g, again.Size, nil
 	}
-	h, err := s.codec.loadState(f, fi.Size(), &s.cfg.schema, check, &v, reopen)
+	h, err := s.codec.loadState(f, o.Size, &s.cfg.schema, check, &v, reopen)
 	if err != nil {
 		return fail(err)
 	}
-	s.cache(e.name, fi, h, true)
+	s.cache(o, h)
 	s.observe(h.Time)
-	return v, s.info(e.name, e.fn, fi.Size(), h), nil
+	return v, s.info(e.name, e.fn, o.Size, h), nil
 }

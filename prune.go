@@ -170,9 +170,14 @@ func (s *Store[T]) pruneLocked(ctx context.Context, afterSave bool) ([]Info, err
 	for i, e := range victims {
 		names[i] = e.name
 	}
-	o := s.fileIO()
-	o.noSync = o.noSync || cached
-	gone, err := removeNames(s.root, o, names)
+	var gone []bool
+	var err error
+	if lazy, ok := s.b.(lazyRemover); ok && cached {
+		gone, err = lazy.removeUnsynced(ctx, names)
+	} else {
+		gone, err = s.b.Remove(ctx, names...)
+	}
+	s.unlisted(names, gone)
 	var removed []Info
 	for i, e := range victims {
 		if gone[i] {
@@ -222,33 +227,47 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 		if !ok {
 			continue
 		}
-		e := entry{name: name, fn: fn, size: c.fi.Size(), h: c.h, verified: c.verified}
+		e := entry{name: name, fn: fn, obj: c.obj, size: c.obj.Size, h: c.h, verified: c.verified}
 		if c.err != nil {
-			e.setUnreadable(c.err, c.fi)
+			e.setUnreadable(c.err, c.obj)
 		}
 		entries = append(entries, e)
 	}
 	s.mu.Unlock()
 	victims, protectors := s.judge(ctx, entries)
 	for _, e := range slices.Concat(protectors, victims) {
-		if !s.stillCached(e.name) {
+		if !s.stillCached(ctx, e.name) {
 			return nil, false
 		}
 	}
 	return victims, true
 }
 
-// stillCached reports whether name is still the file whose header the
-// cache holds (see unchanged).
-func (s *Store[T]) stillCached(name string) bool {
-	fi, err := s.root.Lstat(name)
+// stillCached reports whether name is still the object whose header the
+// cache holds (the same Version).
+func (s *Store[T]) stillCached(ctx context.Context, name string) bool {
+	if s.listed != nil { // see remote
+		s.mu.Lock()
+		_, ok := s.headers[name]
+		s.mu.Unlock()
+		return ok && s.listed[name]
+	}
+	o, err := s.b.Stat(ctx, name)
 	if err != nil {
 		return false
 	}
 	s.mu.Lock()
 	c, ok := s.headers[name]
 	s.mu.Unlock()
-	return ok && unchanged(c.fi, fi)
+	return ok && c.obj.Version == o.Version
+}
+
+// lazyRemover is a Backend whose removals can skip making themselves
+// durable: the local directory, whose sync after a removal costs as much as
+// the save before it. Pruning from the cache after a save needs no sync of
+// its own (see pruneFromCache); object storage has none to skip.
+type lazyRemover interface {
+	removeUnsynced(ctx context.Context, names []string) ([]bool, error)
 }
 
 // pruneVictims returns the entries the rules would remove now, oldest first,
@@ -258,11 +277,11 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, erro
 	if !s.cfg.retain.active() {
 		return nil, nil
 	}
-	entries, err := s.scan(nil)
+	entries, err := s.scan(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	entries = s.fill(entries)
+	entries = s.fill(ctx, entries)
 	if writer {
 		s.scanned = true
 	}

@@ -148,7 +148,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	var err error
 	if fn.kind != KindRolling {
-		if name, err = s.freeName(fn); err != nil {
+		if name, err = s.freeName(j.ctx, fn); err != nil {
 			return fail(err)
 		}
 	}
@@ -159,17 +159,21 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
 	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
-	var size int64
+	ctx := j.ctx
+	var o Object
 	if fn.kind == KindRolling {
-		size, err = replaceFile(s.root, name, write, s.fileIO())
+		o, err = s.replace(ctx, name, write)
 	} else {
-		size, err = createFile(s.root, name, write, s.fileIO())
+		o, err = s.b.Create(ctx, name, write)
 	}
 	if err != nil {
 		return fail(err)
 	}
-	s.remember(name, h)
-	r := saveReport{info: s.info(name, fn, size, h)}
+	s.cache(o, h)
+	if s.listed != nil {
+		s.listed[name] = true
+	}
+	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so
 		// that the store keeps one.
@@ -179,8 +183,8 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 			if c == fn.comp {
 				continue
 			}
-			if o := s.cfg.layout.format(other); s.exists(o) {
-				if err := s.remove(o); err != nil {
+			if o := s.cfg.layout.format(other); s.exists(ctx, o) {
+				if err := s.remove(ctx, o); err != nil {
 					r.pruneErr = stepError(j.op, fn.step, s.path(o), err)
 					break
 				}
@@ -284,7 +288,8 @@ func (s *Store[T]) clockBehind(now, newest time.Time) {
 // whose headers read (zero if none).
 func (s *Store[T]) newestOfStep(step int64) time.Time {
 	var newest time.Time
-	entries, err := s.stepEntries(step)
+	// Rare (the clock is far behind): no caller's context reaches here.
+	entries, err := s.stepEntries(context.Background(), step)
 	if err != nil {
 		return newest
 	}
@@ -323,7 +328,7 @@ func (s *Store[T]) observe(t time.Time) {
 // before it, as Latest makes it do, could never save that step again.
 // Anything else in the way that is not a regular file (a directory, a named
 // pipe) is an error wrapping ErrCorrupt that says what it is.
-func (s *Store[T]) freeName(fn fileName) (string, error) {
+func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 	for {
 		name := s.cfg.layout.format(fn)
 		exists := false
@@ -331,7 +336,10 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			fi, err := s.root.Lstat(n)
+			if !s.exists(ctx, n) {
+				continue
+			}
+			o, err := s.b.Stat(ctx, n)
 			switch {
 			case errors.Is(err, fs.ErrNotExist):
 				continue
@@ -341,7 +349,7 @@ func (s *Store[T]) freeName(fn fileName) (string, error) {
 				exists = true // the next attempt's name may be free
 				continue
 			}
-			if err := s.quarantineIfDamaged(n, alt, fi); err != nil {
+			if err := s.quarantineIfDamaged(ctx, n, alt, o); err != nil {
 				return n, err
 			}
 		}
@@ -360,26 +368,26 @@ const (
 )
 
 // quarantineIfDamaged renames the checkpoint file name, whose name says fn
-// and whose Lstat is fi, to name.corrupt (or name.corrupt-2, ...) if it is
+// and whose Stat is o, to name.corrupt (or name.corrupt-2, ...) if it is
 // a symbolic link (the link is moved, never its target) or its bytes prove
 // it damaged (see isDamage), and returns nil. It returns ErrExists if the
 // file is intact or cannot be checked here (too large for the read limit, a
 // newer format, an I/O or permission error: it may be good), and an
 // ErrCorrupt error if it is not a regular file.
-func (s *Store[T]) quarantineIfDamaged(name string, fn fileName, fi fs.FileInfo) error {
+func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn fileName, o Object) error {
 	var damage error
-	switch mode := fi.Mode(); {
+	switch mode := o.Mode; {
 	case mode&fs.ModeSymlink != 0:
 		damage = errors.New("a symbolic link where a checkpoint file belongs")
 	case !mode.IsRegular():
 		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, notRegular(name, mode))
 	default:
-		f, fi, err := openRegular(s.root, name)
-		if errors.Is(err, errNotRegular) { // replaced since the Lstat
+		f, o, err := s.b.Open(ctx, name)
+		if errors.Is(err, errNotRegular) { // replaced since the Stat
 			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
 		}
 		if err == nil {
-			err = s.codec.read(f, fi.Size(), func(h header, _ []byte) error { return fn.agrees(h) })
+			err = s.codec.read(f, o.Size, func(h header, _ []byte) error { return fn.agrees(h) })
 			f.Close()
 		}
 		switch {
@@ -395,21 +403,18 @@ func (s *Store[T]) quarantineIfDamaged(name string, fn fileName, fi fs.FileInfo)
 		if i > 1 {
 			q += "-" + strconv.Itoa(i)
 		}
-		if _, err := s.root.Lstat(q); err == nil {
+		if _, err := s.b.Stat(ctx, q); err == nil {
 			continue
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		err := s.fileIO().at("quarantine", name)
-		if err == nil {
-			err = renameFile(s.root, name, q)
-		}
-		if err != nil {
+		if err := s.b.Rename(ctx, name, q); err != nil {
+			if errors.Is(err, ErrExists) {
+				continue // taken since the Stat
+			}
 			return fmt.Errorf("quarantine damaged checkpoint: %w", err)
 		}
-		if err := s.fileIO().syncDir(s.root); err != nil {
-			return err
-		}
+		s.unlisted([]string{name}, []bool{true})
 		s.forget(name)
 		s.cfg.logger.Warn("checkpoint: moved a damaged checkpoint aside", "path", s.path(name), "to", s.path(q), "damage", damage)
 		return nil

@@ -295,7 +295,7 @@ func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], erro
 		sub.Close()
 		return nil, opError("open session", filepath.Join(path, sessionFile), err)
 	}
-	return openRoot[T](path, sub, cfg)
+	return newStore[T](newDirBackend(path, sub, cfg), cfg)
 }
 
 // ResumeSession opens the store of the most recently active session of the
@@ -665,7 +665,7 @@ func (r *Sessions) reader(dir string, sub *os.Root) (*Store[json.RawMessage], er
 	cfg := r.cfg
 	cfg.readOnly = true
 	cfg.hooks = Hooks{}
-	st, err := openRoot[json.RawMessage](dir, sub, cfg)
+	st, err := newStore[json.RawMessage](newDirBackend(dir, sub, cfg), cfg)
 	if err != nil {
 		sub.Close()
 		return nil, err

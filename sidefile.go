@@ -29,10 +29,10 @@ func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 	if err := s.beginWrite(ctx); err != nil {
 		return s.failed(opError("write json", path, err))
 	}
-	_, err = replaceFile(s.root, name, func(w io.Writer) error {
+	_, err = s.replace(ctx, name, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
-	}, s.fileIO())
+	})
 	s.endWrite()
 	if err != nil {
 		return s.failed(opError("write json", path, err))
@@ -51,7 +51,7 @@ func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
 	if err := s.begin(ctx); err != nil {
 		return s.failed(opError("read json", path, err))
 	}
-	err := s.readJSON(name, v)
+	err := s.readJSON(ctx, name, v)
 	s.ops.Done()
 	if err != nil {
 		return s.failed(opError("read json", path, err))
@@ -59,8 +59,8 @@ func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
 	return nil
 }
 
-func (s *Store[T]) readJSON(name string, v any) error {
-	f, fi, err := openRegular(s.root, name)
+func (s *Store[T]) readJSON(ctx context.Context, name string, v any) error {
+	f, o, err := s.b.Open(ctx, name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -69,10 +69,10 @@ func (s *Store[T]) readJSON(name string, v any) error {
 	}
 	defer f.Close()
 	limit := s.cfg.maxRead
-	if fi.Size() > limit {
+	if o.Size > limit {
 		return fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, limit)
 	}
-	first := make([]byte, 0, fi.Size()+1) // a byte more sees a file that grew
+	first := make([]byte, 0, o.Size+1) // a byte more sees a file that grew
 	data, err := readLimited(f, first, limit)
 	if errors.Is(err, errTooLarge) {
 		return fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, limit)
@@ -84,4 +84,22 @@ func (s *Store[T]) readJSON(name string, v any) error {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return nil
+}
+
+// replace writes the object name (the rolling file or a side file) through
+// Backend.Replace, on the condition that it is still the object this store
+// last wrote there, if it wrote one since Open: another writer's object
+// there (on object storage, one written by a writer whose lease had
+// expired, or by the one that took it over) is ErrConflict, not
+// overwritten. A failed replacement may or may not have taken effect (a
+// directory sync or a response lost), so the next one is unconditional.
+// The caller holds the write lock.
+func (s *Store[T]) replace(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
+	o, err := s.b.Replace(ctx, name, s.written[name], write)
+	if err != nil {
+		delete(s.written, name)
+		return Object{}, err
+	}
+	s.written[name] = o.Version
+	return o, nil
 }

@@ -22,15 +22,22 @@ import (
 // writer may have a directory open at a time, in any process (see Open). A
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
-	dir    string
-	prefix string      // dir as path joins it with a file name
-	root   *os.Root    // every file operation goes through it: no name escapes dir
-	lock   *writerLock // nil for ReadOnly
+	b      Backend      // every byte goes through it (the local directory: dirBackend)
+	dir    string       // b.Locate(""), for messages
+	unlock func() error // releases the writer lock; nil for ReadOnly
 	cfg    config
 	codec  *codec
 	async  *asyncQueue // nil unless Async
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
+	// written (guarded by wmu) holds the Version of each object this
+	// store replaced (the rolling file, side files), so that the next
+	// replacement is conditional on it (see replace).
+	written map[string]string
+	// listed (guarded by wmu), for a writer on a remote backend (see
+	// remote), holds the names of the backend's objects: listed at Open,
+	// then kept up to date by the writer's own creations and removals.
+	listed map[string]bool
 	// scanned (guarded by wmu) records that a prune has read the whole
 	// directory into the header cache: later prunes after a save judge
 	// from the cache (see pruneFromCache).
@@ -69,7 +76,38 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
-	return openRoot[T](dir, root, cfg)
+	return newStore[T](newDirBackend(dir, root, cfg), cfg)
+}
+
+// OpenBackend opens the store kept in b, a Backend such as the S3 one of
+// the module github.com/gocheckpoint/checkpoint/s3store, with opts as for
+// Open. The store owns b from then on: Close closes it, and so does a
+// failed OpenBackend.
+//
+// Unless ReadOnly is given, OpenBackend takes b's writer lock (Backend.Lock)
+// and fails with ErrLocked if another writer holds it. Everything else
+// behaves as with Open; what a backend promises beyond the contract of
+// Backend (the cost of a save, the consistency of a listing) is its own
+// documentation's.
+func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
+	if b == nil {
+		return nil, opError("open", "", fmt.Errorf("%w: nil Backend", ErrInvalid))
+	}
+	fail := func(err error) (*Store[T], error) {
+		err = opError("open", b.Locate(""), err)
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
+		return fail(err)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return fail(err)
+	}
+	return newStore[T](b, cfg)
 }
 
 // openDir applies and validates opts, creates dir unless ReadOnly (durably
@@ -101,36 +139,39 @@ func openDir(dir string, opts []Option) (config, *os.Root, error) {
 	return cfg, root, nil
 }
 
-// openRoot opens the store of the directory root, which it owns from then
-// on, with a validated cfg.
-func openRoot[T any](dir string, root *os.Root, cfg config) (*Store[T], error) {
+// newStore opens the store kept in b, which it owns from then on, with a
+// validated cfg.
+func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 	s := &Store[T]{
-		dir:       dir,
-		prefix:    pathPrefix(dir),
-		root:      root,
+		b:         b,
+		dir:       b.Locate(""),
 		cfg:       cfg,
 		codec:     newCodec(cfg.compression(), cfg.maxRead),
 		headers:   make(map[string]cachedHeader),
 		closeDone: make(chan struct{}),
+		written:   make(map[string]string),
 	}
 	if cfg.readOnly {
 		return s, nil
 	}
 	var err error
-	if s.lock, err = lockDir(root); err != nil {
-		if errors.Is(err, ErrLocked) {
-			err = lockedError(root, lockName, err)
+	if s.unlock, err = b.Lock(context.Background()); err != nil {
+		err = opError("open", s.dir, err)
+		if cerr := b.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
 		}
-		root.Close()
-		return nil, opError("open", dir, err)
+		return nil, err
 	}
-	stale, err := removeStaleTemps(root, cfg.layout, s.fileIO())
-	for _, name := range stale {
-		cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", filepath.Join(dir, name))
-	}
-	if err != nil {
-		s.Close()
-		return nil, opError("open", dir, fmt.Errorf("remove stale temporary files: %w", err))
+	if s.remote() {
+		objs, err := b.List(context.Background())
+		if err != nil {
+			s.Close()
+			return nil, opError("open", s.dir, err)
+		}
+		s.listed = make(map[string]bool, len(objs))
+		for _, o := range objs {
+			s.listed[o.Name] = true
+		}
 	}
 	if cfg.async {
 		s.async = newAsyncQueue(cfg.queue)
@@ -153,7 +194,9 @@ func lockedError(root *os.Root, name string, err error) error {
 	return fmt.Errorf("%w%s; to read the store beside its writer, open it with ReadOnly()", err, holder)
 }
 
-// Dir returns the store's directory, as given to Open.
+// Dir returns the store's directory, as given to Open; for a store opened
+// with OpenBackend, where its backend is (Backend.Locate("")), such as
+// s3://bucket/prefix/.
 func (s *Store[T]) Dir() string { return s.dir }
 
 // Close waits for operations in flight and, with Async, publishes every
@@ -185,10 +228,10 @@ func (s *Store[T]) Close() error {
 	reports, failures := s.stopAsync()
 
 	var errs []error
-	if s.lock != nil {
-		errs = append(errs, s.lock.release())
+	if s.unlock != nil {
+		errs = append(errs, s.unlock())
 	}
-	errs = append(errs, s.root.Close())
+	errs = append(errs, s.b.Close())
 	if err := errors.Join(errs...); err != nil {
 		s.closeErr = opError("close", s.dir, err)
 	}
@@ -252,35 +295,58 @@ func (s *Store[T]) endWrite() {
 	s.ops.Done()
 }
 
-// fileIO says how the store writes and removes files.
-func (s *Store[T]) fileIO() fileIO {
-	return fileIO{noSync: s.cfg.noSync, fault: s.cfg.fault}
-}
-
 // remove deletes checkpoint files, forgetting their cached headers.
-func (s *Store[T]) remove(names ...string) error {
-	_, err := s.removeReporting(names)
+func (s *Store[T]) remove(ctx context.Context, names ...string) error {
+	_, err := s.removeReporting(ctx, names)
 	return err
 }
 
 // removeReporting deletes checkpoint files, forgetting their cached
-// headers, and says which of them are gone (see removeNames).
-func (s *Store[T]) removeReporting(names []string) ([]bool, error) {
-	gone, err := removeNames(s.root, s.fileIO(), names)
+// headers, and says which of them are gone (see Backend.Remove).
+func (s *Store[T]) removeReporting(ctx context.Context, names []string) ([]bool, error) {
+	gone, err := s.b.Remove(ctx, names...)
 	s.forget(names...)
+	s.unlisted(names, gone)
 	return gone, err
 }
 
-func (s *Store[T]) exists(name string) bool {
-	_, err := s.root.Lstat(name)
+// remote reports whether the store's backend is not the local directory.
+// There a Stat is a request, not a system call, so a writer (which holds
+// the backend's lock: no other writer's object is visible) trusts what it
+// listed at Open and what it wrote and removed since (listed), and its
+// header cache, instead of asking before each save and each pruning. On
+// the local directory a Stat costs microseconds, and the store still sees
+// a file put in its way by hand.
+func (s *Store[T]) remote() bool {
+	_, local := s.b.(*dirBackend)
+	return !local
+}
+
+// exists reports whether the object name exists. The caller holds the
+// write lock.
+func (s *Store[T]) exists(ctx context.Context, name string) bool {
+	if s.listed != nil {
+		return s.listed[name]
+	}
+	_, err := s.b.Stat(ctx, name)
 	return err == nil
 }
 
-func (s *Store[T]) path(name string) string {
-	if name == "" {
-		return s.dir
+// unlisted records removals (gone[i] says whether names[i] is gone) in
+// listed. The caller holds the write lock.
+func (s *Store[T]) unlisted(names []string, gone []bool) {
+	if s.listed == nil {
+		return
 	}
-	return s.prefix + name // filepath.Join(s.dir, name), for a plain name
+	for i, n := range names {
+		if i < len(gone) && gone[i] {
+			delete(s.listed, n)
+		}
+	}
+}
+
+func (s *Store[T]) path(name string) string {
+	return s.b.Locate(name)
 }
 
 // pathPrefix returns what path puts before a file name in dir.

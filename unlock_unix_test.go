@@ -20,9 +20,10 @@ func TestCloseReleasesTheLockThatAForkedChildShares(t *testing.T) {
 	s, err := Open[int](dir, NoSync())
 	require.NoError(t, err)
 	// The child's copies, as fork makes them: the same open files.
-	held := []*os.File{s.lock.file}
-	if s.lock.dir != nil {
-		held = append(held, s.lock.dir)
+	lock := s.b.(*dirBackend).lock
+	held := []*os.File{lock.file}
+	if lock.dir != nil {
+		held = append(held, lock.dir)
 	}
 	for _, f := range held {
 		child, err := syscall.Dup(int(f.Fd()))

@@ -1,0 +1,382 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// dirBackend is the local directory as a Backend: every file operation goes
+// through an os.Root opened on the directory (no name reaches outside it),
+// files are written to a temporary name, fsynced and published without
+// replacing (atomic.go), the directory is fsynced after each change unless
+// NoSync, and the writer lock is a flock (lock.go).
+type dirBackend struct {
+	dir    string
+	prefix string // dir as Locate joins it with a name
+	cfg    config
+
+	// For a child (Sub) whose directory may not exist yet, root is nil
+	// until the child's first write creates it or a read finds it.
+	parent *dirBackend
+	name   string
+
+	mu   sync.Mutex
+	root *os.Root
+	lock *writerLock // while Lock holds it
+}
+
+// OpenDir opens the directory dir as a Backend: the storage of Open, which
+// is OpenBackend(OpenDir(dir, opts...), opts...). It creates dir and its
+// missing parents (durably, unless NoSync) unless ReadOnly is among opts, in
+// which case a missing dir is ErrNotFound. Of opts, ReadOnly, NoSync and
+// WithLayout (which names the temporary files a crashed save leaves, removed
+// when the writer lock is taken) matter to the backend; the others are
+// ignored here and apply to the store.
+//
+// Use it to run the backend conformance suite (package backendtest) or to
+// wrap the local directory in a Backend of your own.
+func OpenDir(dir string, opts ...Option) (Backend, error) {
+	cfg, root, err := openDir(dir, opts)
+	if err != nil {
+		return nil, opError("open", dir, err)
+	}
+	return newDirBackend(dir, root, cfg), nil
+}
+
+func newDirBackend(dir string, root *os.Root, cfg config) *dirBackend {
+	return &dirBackend{dir: dir, prefix: pathPrefix(dir), cfg: cfg, root: root}
+}
+
+func (d *dirBackend) io() fileIO { return fileIO{noSync: d.cfg.noSync, fault: d.cfg.fault} }
+
+// opened returns the directory's root, opening a child's directory if it
+// exists by now, or, with create, creating it. A child's directory that does
+// not exist is fs.ErrNotExist.
+func (d *dirBackend) opened(create bool) (*os.Root, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.root != nil {
+		return d.root, nil
+	}
+	if d.parent == nil {
+		return nil, fs.ErrClosed
+	}
+	proot, err := d.parent.opened(create)
+	if err != nil {
+		return nil, err
+	}
+	root, err := proot.OpenRoot(d.name)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		err = proot.Mkdir(d.name, dirPerm)
+		if err == nil || errors.Is(err, fs.ErrExist) {
+			if err = d.parent.io().syncDir(proot); err == nil {
+				root, err = proot.OpenRoot(d.name)
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.root = root
+	return root, nil
+}
+
+func (d *dirBackend) Create(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
+	return d.write(ctx, name, false, "", write)
+}
+
+func (d *dirBackend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error) {
+	return d.write(ctx, name, true, ifVersion, write)
+}
+
+func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVersion string, write func(io.Writer) error) (Object, error) {
+	if err := ctx.Err(); err != nil {
+		return Object{}, err
+	}
+	if d.cfg.readOnly {
+		return Object{}, ErrReadOnly
+	}
+	root, err := d.opened(true)
+	if err != nil {
+		return Object{}, err
+	}
+	if replace && ifVersion != "" {
+		// The writer lock keeps other stores out; this catches a file
+		// changed by hand, or another program, since the store saw it.
+		cur, err := d.Stat(ctx, name)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if ifVersion != NoObject {
+				return Object{}, fmt.Errorf("%w: %s is gone", ErrConflict, name)
+			}
+		case err != nil:
+			return Object{}, err
+		case !sameFile(cur.Version, ifVersion):
+			return Object{}, fmt.Errorf("%w: %s was changed since the store last saw it", ErrConflict, name)
+		}
+	}
+	if _, err := writeFile(root, name, write, replace, d.io()); err != nil {
+		return Object{}, err
+	}
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return Object{}, err
+	}
+	return objectOf(name, fi), nil
+}
+
+func (d *dirBackend) Open(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, Object{}, err
+	}
+	root, err := d.opened(false)
+	if err != nil {
+		return nil, Object{}, err
+	}
+	f, fi, err := openRegular(root, name)
+	if err != nil {
+		return nil, Object{}, err
+	}
+	return f, objectOf(name, fi), nil
+}
+
+func (d *dirBackend) Stat(ctx context.Context, name string) (Object, error) {
+	if err := ctx.Err(); err != nil {
+		return Object{}, err
+	}
+	root, err := d.opened(false)
+	if err != nil {
+		return Object{}, err
+	}
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return Object{}, err
+	}
+	return objectOf(name, fi), nil
+}
+
+// List reads the directory's names only: statting each would cost more
+// than the read. Subdirectories are among them; Stat tells them apart.
+func (d *dirBackend) List(ctx context.Context) ([]Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	root, err := d.opened(false)
+	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
+		return nil, nil // a child not written yet is empty
+	}
+	if err != nil {
+		return nil, err
+	}
+	names, err := readNames(root)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]Object, len(names))
+	for i, n := range names {
+		objs[i] = Object{Name: n, Size: -1}
+	}
+	return objs, nil
+}
+
+func (d *dirBackend) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	return d.remove(ctx, names, d.io())
+}
+
+// removeUnsynced is Remove without the directory sync (see lazyRemover).
+func (d *dirBackend) removeUnsynced(ctx context.Context, names []string) ([]bool, error) {
+	o := d.io()
+	o.noSync = true
+	return d.remove(ctx, names, o)
+}
+
+func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return make([]bool, len(names)), err
+	}
+	if d.cfg.readOnly {
+		return make([]bool, len(names)), ErrReadOnly
+	}
+	root, err := d.opened(false)
+	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
+		gone := make([]bool, len(names))
+		for i := range gone {
+			gone[i] = true
+		}
+		return gone, nil
+	}
+	if err != nil {
+		return make([]bool, len(names)), err
+	}
+	return removeNames(root, o, names)
+}
+
+func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.cfg.readOnly {
+		return ErrReadOnly
+	}
+	root, err := d.opened(false)
+	if err != nil {
+		return err
+	}
+	if _, err := root.Lstat(to); err == nil {
+		return fmt.Errorf("%w: %s", ErrExists, to)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	o := d.io()
+	err = o.at("quarantine", from)
+	if err == nil {
+		err = renameFile(root, from, to)
+	}
+	if err != nil {
+		return err
+	}
+	return o.syncDir(root)
+}
+
+// Lock takes the directory's writer lock (see writerLock), then removes the
+// temporary files a crashed save left behind: only the writer may, since a
+// save in progress has one.
+func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d.cfg.readOnly {
+		return nil, ErrReadOnly
+	}
+	root, err := d.opened(true)
+	if err != nil {
+		return nil, err
+	}
+	l, err := lockDir(root)
+	if err != nil {
+		if errors.Is(err, ErrLocked) {
+			err = lockedError(root, lockName, err)
+		}
+		return nil, err
+	}
+	stale, err := removeStaleTemps(root, d.cfg.layout, d.io())
+	for _, name := range stale {
+		d.cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", d.Locate(name))
+	}
+	if err != nil {
+		l.release()
+		return nil, fmt.Errorf("remove stale temporary files: %w", err)
+	}
+	d.mu.Lock()
+	d.lock = l
+	d.mu.Unlock()
+	return func() error {
+		d.mu.Lock()
+		d.lock = nil
+		d.mu.Unlock()
+		return l.release()
+	}, nil
+}
+
+func (d *dirBackend) Sub(ctx context.Context, name string, create bool) (Backend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if name == "" || name == "." || name == ".." || filepath.Base(name) != name {
+		return nil, fmt.Errorf("%w: %q is not a plain name", ErrInvalid, name)
+	}
+	c := &dirBackend{dir: filepath.Join(d.dir, name), cfg: d.cfg, parent: d, name: name}
+	c.prefix = pathPrefix(c.dir)
+	if create {
+		if d.cfg.readOnly {
+			return nil, ErrReadOnly
+		}
+		if _, err := c.opened(true); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (d *dirBackend) Children(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	root, err := d.opened(false)
+	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ents, err := readDir(root)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+func (d *dirBackend) Locate(name string) string {
+	if name == "" {
+		return d.dir
+	}
+	return d.prefix + name // filepath.Join(d.dir, name), for a plain name
+}
+
+func (d *dirBackend) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.root == nil {
+		return nil
+	}
+	err := d.root.Close()
+	d.root = nil // a top-level backend stays closed; a child opens again
+	return err
+}
+
+// sameFile reports whether two Versions of objectOf are one file, for a
+// conditional Replace: the same device and inode where the system has them
+// (a hard link, as Sessions.Fork makes, or a chmod changes the inode's
+// change time but not the file), else the same size and times.
+func sameFile(a, b string) bool {
+	ia, ra, _ := strings.Cut(a, ";")
+	ib, rb, _ := strings.Cut(b, ";")
+	if ia != "0:0" && ib != "0:0" {
+		return ia == ib
+	}
+	return ia == ib && ra == rb
+}
+
+// objectOf describes the file name by its Lstat. The version is the file's
+// identity (device and inode, where the system has them), size,
+// modification time and inode change time: a file replaced, or rewritten
+// in place even with its size and modification time restored (cp -p, rsync
+// -t, a restore from backup), gets a new one.
+func objectOf(name string, fi fs.FileInfo) Object {
+	dev, ino := fileID(fi)
+	b := make([]byte, 0, 64)
+	b = strconv.AppendUint(b, dev, 16)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, ino, 16)
+	b = append(b, ';')
+	b = strconv.AppendInt(b, fi.Size(), 16)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 16)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, changeTime(fi), 16)
+	return Object{Name: name, Size: fi.Size(), Version: string(b), ModTime: fi.ModTime(), Mode: fi.Mode().Type()}
+}

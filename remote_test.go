@@ -1,0 +1,171 @@
+package checkpoint
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// countingBackend is a Backend that is not the local directory (so a store
+// on it takes the remote path, see Store.remote), wrapping one, and counts
+// the calls of each method: the requests a store would make of object
+// storage.
+type countingBackend struct {
+	Backend
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newCountingBackend(t *testing.T, dir string) *countingBackend {
+	b, err := OpenDir(dir, NoSync())
+	require.NoError(t, err)
+	return &countingBackend{Backend: b, calls: make(map[string]int)}
+}
+
+func (c *countingBackend) count(m string) {
+	c.mu.Lock()
+	c.calls[m]++
+	c.mu.Unlock()
+}
+
+func (c *countingBackend) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := c.calls
+	c.calls = make(map[string]int)
+	return calls
+}
+
+func (c *countingBackend) Create(ctx context.Context, name string, w func(io.Writer) error) (Object, error) {
+	c.count("Create")
+	return c.Backend.Create(ctx, name, w)
+}
+
+func (c *countingBackend) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (Object, error) {
+	c.count("Replace")
+	return c.Backend.Replace(ctx, name, ifVersion, w)
+}
+
+func (c *countingBackend) Open(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	c.count("Open")
+	return c.Backend.Open(ctx, name)
+}
+
+func (c *countingBackend) Stat(ctx context.Context, name string) (Object, error) {
+	c.count("Stat")
+	return c.Backend.Stat(ctx, name)
+}
+
+func (c *countingBackend) List(ctx context.Context) ([]Object, error) {
+	c.count("List")
+	objs, err := c.Backend.List(ctx)
+	// Object storage lists sizes and versions; so does this wrapper, as
+	// the local directory's List does not.
+	for i := range objs {
+		if o, err := c.Backend.Stat(ctx, objs[i].Name); err == nil && o.Mode.IsRegular() {
+			objs[i] = o
+		}
+	}
+	return objs, err
+}
+
+func (c *countingBackend) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	c.count("Remove")
+	return c.Backend.Remove(ctx, names...)
+}
+
+func (c *countingBackend) Rename(ctx context.Context, from, to string) error {
+	c.count("Rename")
+	return c.Backend.Rename(ctx, from, to)
+}
+
+// TestSaveOnARemoteBackendAsksNothingBeforeItsWrite: on object storage
+// every Stat is a request, and a save that asked before writing (does any
+// compression of this step exist? is the newest checkpoint still there?)
+// would cost several times the PUT it makes. A writer holds the backend's
+// lock, so it trusts what it listed at Open and what it wrote and removed
+// since: a plain save is one Create, a save that prunes one Create and one
+// Remove, and what it does is what it does on the local directory.
+func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := newCountingBackend(t, dir)
+	s, err := OpenBackend[int](b, NoSync(), KeepLast(2))
+	require.NoError(t, err)
+	require.Equal(t, 1, b.reset()["List"], "Open lists once")
+
+	_, err = s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	calls := b.reset()
+	require.Equal(t, 1, calls["Create"])
+	require.Zero(t, calls["Stat"], "a save asked before writing: %v", calls)
+
+	_, err = s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	b.reset()
+	_, err = s.Save(ctx, 3, 3) // prunes step 1
+	require.NoError(t, err)
+	calls = b.reset()
+	require.Equal(t, map[string]int{"Create": 1, "Remove": 1}, calls)
+
+	_, err = s.Save(ctx, 3, 3)
+	require.ErrorIs(t, err, ErrExists, "the name is taken")
+
+	infos, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 2)
+	require.Equal(t, []int64{2, 3}, []int64{infos[0].Step, infos[1].Step})
+	require.NoError(t, s.Close())
+
+	// A new writer sees the same store, and a damaged checkpoint in the
+	// way of a save is moved aside as on the local directory.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000004.json"), []byte("{torn"), 0o644))
+	b = newCountingBackend(t, dir)
+	s, err = OpenBackend[int](b, NoSync(), KeepLast(2))
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Save(ctx, 4, 4)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.reset()["Rename"], "the damaged file was moved aside")
+	b.reset()
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, v)
+	require.Equal(t, int64(4), info.Step)
+	require.Equal(t, map[string]int{"List": 1, "Open": 1}, b.reset(), "Latest lists and reads one object")
+
+	// The rolling file: a replacement, conditional on what this store
+	// wrote; another object put there under the writer is ErrConflict,
+	// and left as it is.
+	rdir := t.TempDir()
+	rs, err := OpenBackend[int](newCountingBackend(t, rdir), NoSync(), Every(10), WithRolling())
+	require.NoError(t, err)
+	defer rs.Close()
+	_, _, err = rs.Tick(ctx, 1, 1)
+	require.NoError(t, err)
+	_, _, err = rs.Tick(ctx, 2, 2)
+	require.NoError(t, err)
+	other, err := OpenDir(rdir, NoSync())
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Replace(ctx, "step_last.json", "", func(w io.Writer) error {
+		_, err := w.Write([]byte("another writer's"))
+		return err
+	})
+	require.NoError(t, err)
+	_, _, err = rs.Tick(ctx, 3, 3)
+	require.ErrorIs(t, err, ErrConflict)
+	got, err := os.ReadFile(filepath.Join(rdir, "step_last.json"))
+	require.NoError(t, err)
+	require.Equal(t, "another writer's", string(got))
+	// The failure makes the next replacement unconditional: the writer
+	// holds the lock, and has been told.
+	_, _, err = rs.Tick(ctx, 4, 4)
+	require.NoError(t, err)
+}
