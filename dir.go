@@ -30,6 +30,7 @@ type dirBackend struct {
 
 	mu   sync.Mutex
 	root *os.Root
+	dirf *os.File    // root's directory, opened by dirFile for openFile (Linux)
 	lock *writerLock // while Lock holds it
 }
 
@@ -141,7 +142,7 @@ func (d *dirBackend) Open(ctx context.Context, name string) (io.ReadCloser, Obje
 	if err != nil {
 		return nil, Object{}, err
 	}
-	f, fi, err := openRegular(root, name)
+	f, fi, err := d.openFile(root, name)
 	if err != nil {
 		return nil, Object{}, err
 	}
@@ -342,6 +343,10 @@ func (d *dirBackend) Close() error {
 	defer d.mu.Unlock()
 	if d.root == nil {
 		return nil
+	}
+	if d.dirf != nil {
+		d.dirf.Close()
+		d.dirf = nil
 	}
 	err := d.root.Close()
 	d.root = nil // a top-level backend stays closed; a child opens again
