@@ -220,25 +220,12 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 		if err != nil {
 			return h, false, corruptIO(err)
 		}
-		var dst any
-		switch tok {
-		case "state":
+		key, _ := tok.(string)
+		if key == "state" {
 			return h, true, h.check()
-		case "format":
-			dst = &h.Format
-		case "schema":
-			dst = &h.Schema
-		case "step":
-			dst = &h.Step
-		case "kind":
-			dst = &h.Kind
-		case "time":
-			dst = &h.Time
-		case "meta":
-			dst = &h.Meta
-		case "error":
-			dst = &h.Error
-		default:
+		}
+		dst := h.field(key)
+		if dst == nil {
 			dst = new(json.RawMessage)
 		}
 		if err := dec.Decode(dst); err != nil {
@@ -246,6 +233,28 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 		}
 	}
 	return h, false, damaged("no state")
+}
+
+// field returns where the value of the header field key decodes to, or
+// nil if key names no field before the state.
+func (h *header) field(key string) any {
+	switch key {
+	case "format":
+		return &h.Format
+	case "schema":
+		return &h.Schema
+	case "step":
+		return &h.Step
+	case "kind":
+		return &h.Kind
+	case "time":
+		return &h.Time
+	case "meta":
+		return &h.Meta
+	case "error":
+		return &h.Error
+	}
+	return nil
 }
 
 // check validates the fields every envelope must have.

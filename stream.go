@@ -303,25 +303,12 @@ func streamHeader(dec *jsontext.Decoder) (h header, syntax bool, err error) {
 		if err != nil {
 			return h, true, nil
 		}
-		var dst any
-		switch tok.String() {
-		case "state":
+		key := tok.String()
+		if key == "state" {
 			return h, false, h.check()
-		case "format":
-			dst = &h.Format
-		case "schema":
-			dst = &h.Schema
-		case "step":
-			dst = &h.Step
-		case "kind":
-			dst = &h.Kind
-		case "time":
-			dst = &h.Time
-		case "meta":
-			dst = &h.Meta
-		case "error":
-			dst = &h.Error
-		default:
+		}
+		dst := h.field(key)
+		if dst == nil {
 			if dec.SkipValue() != nil {
 				return h, true, nil
 			}
