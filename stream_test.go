@@ -297,19 +297,19 @@ type innerPart struct {
 
 type meaningState struct {
 	innerPart
-	Name    string            `json:"name"`
-	Where   point             `json:"where"`
-	Path    []point           `json:"path"`
-	Tags    map[upper]upper   `json:"tags"`
-	Any     any               `json:"any"`
-	Raw     json.RawMessage   `json:"raw"`
-	Quoted  int64             `json:"quoted,string"`
-	Bytes   []byte            `json:"bytes"`
-	When    time.Time         `json:"when"`
-	Ptr     *int              `json:"ptr"`
-	Skip    string            `json:"-"`
-	Fixed   [2]int            `json:"fixed"`
-	Nested  map[string][]bool `json:"nested"`
+	Name   string            `json:"name"`
+	Where  point             `json:"where"`
+	Path   []point           `json:"path"`
+	Tags   map[upper]upper   `json:"tags"`
+	Any    any               `json:"any"`
+	Raw    json.RawMessage   `json:"raw"`
+	Quoted int64             `json:"quoted,string"`
+	Bytes  []byte            `json:"bytes"`
+	When   time.Time         `json:"when"`
+	Ptr    *int              `json:"ptr"`
+	Skip   string            `json:"-"`
+	Fixed  [2]int            `json:"fixed"`
+	Nested map[string][]bool `json:"nested"`
 	//lint:ignore U1000 a "private" key must not reach it
 	private int
 }
@@ -356,7 +356,7 @@ type conflictB struct{ ID string }
 type tolerated struct {
 	conflictA
 	conflictB
-	Name  string      `json:"name"`
+	Name string `json:"name"`
 	//lint:ignore SA5008 misplaced on purpose: encoding/json ignores it, the streamed decoder refuses it
 	List  []int       `json:"list,string"`
 	Count json.Number `json:"count"`
