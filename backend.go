@@ -17,9 +17,10 @@ import (
 // The contract, which the package backendtest checks (an implementation
 // should pass backendtest.Run):
 //
-//   - Names are plain: [A-Za-z0-9._-], no slash, never "." or "..". A
-//     backend is one flat namespace; child stores (sessions) are reached
-//     with Sub, and are not among List's objects.
+//   - Names are plain: no slash or backslash, never "", "." or "..";
+//     a backend refuses any other name (ErrInvalid). A backend is one flat
+//     namespace; child stores (sessions) are reached with Sub, and their
+//     objects are never the parent's.
 //   - Create publishes a new object and never replaces one: of any number
 //     of concurrent Creates of one name, in any number of processes,
 //     exactly one succeeds and the others return an error wrapping
@@ -31,9 +32,10 @@ import (
 //     visible under name; a crash at any instant leaves the old object or
 //     the new one, never a torn one.
 //   - Every object a backend returns has a Version that changes whenever
-//     the object under the name is replaced or rewritten: a store caches
-//     what it read of an object and trusts the cache while the Version is
-//     the same.
+//     other bytes are put under the name (object storage may give
+//     identical bytes the same Version: an S3 ETag is their MD5): a store
+//     caches what it read of an object and trusts the cache while the
+//     Version is the same.
 //   - Errors wrap the package's sentinels where one applies (ErrExists,
 //     ErrConflict, ErrLocked, ErrReadOnly), fs.ErrNotExist for a missing
 //     name, and otherwise say what failed and where (Locate's form).
@@ -111,12 +113,13 @@ type Backend interface {
 	// Sub returns the backend of the child store called name (a session:
 	// a subdirectory, or the key prefix name + "/"), with the same
 	// settings. It creates nothing until the child's first write, unless
-	// create is true, in which case the child exists (an empty directory;
-	// object storage has nothing to create) when Sub returns.
+	// create is true: then a local directory makes the subdirectory at
+	// once (object storage has nothing to make).
 	Sub(ctx context.Context, name string, create bool) (Backend, error)
 
-	// Children returns the names of the child stores (see Sub) that
-	// exist, in no particular order.
+	// Children returns the names of the child stores (see Sub) that hold
+	// an object, in no particular order, and may return ones that hold
+	// none (an empty subdirectory).
 	Children(ctx context.Context) ([]string, error)
 
 	// Locate returns how a message names the object name: a path, or a URL
@@ -140,10 +143,9 @@ type Object struct {
 	// Size in bytes, or -1 if the listing that returned the Object did not
 	// say (see Backend.List).
 	Size int64
-	// Version identifies this content of the name: it differs for every
-	// object that has ever been under the name (a local directory uses the
-	// file's identity, size and times; S3 the ETag). "" if the listing
-	// did not say.
+	// Version identifies this content of the name (a local directory uses
+	// the file's identity, size and times; S3 the ETag): see the contract
+	// in Backend. "" if the listing did not say.
 	Version string
 	// ModTime is when the object was last written, by the backend's clock
 	// (zero if the listing did not say).

@@ -29,6 +29,9 @@ const (
 	crashQueue    = 3  // the async child's queue
 
 	crashSessionsEnv = "CHECKPOINT_CRASH_SESSIONS" // the sessions child's root
+	// crashSessionsBackendEnv, set, makes the sessions child open its root
+	// with OpenSessionsBackend(OpenDir(root)).
+	crashSessionsBackendEnv = "CHECKPOINT_CRASH_SESSIONS_BACKEND"
 )
 
 // A crashMode is how the child saves.
@@ -342,6 +345,9 @@ func crashSessionsChild(dir string) {
 	fail := childStart()
 	ctx := context.Background()
 	r, err := OpenSessions(dir)
+	if os.Getenv(crashSessionsBackendEnv) != "" {
+		r, err = openSessionsDirBackend(dir)
+	}
 	if err != nil {
 		fail(2, err)
 	}
@@ -363,11 +369,61 @@ func crashSessionsChild(dir string) {
 			fail(6, err)
 		}
 		fmt.Printf("ack %s\n", s.ID)
+		if os.Getenv(crashSessionsBackendEnv) != "" {
+			fmt.Println("forking") // a cue to kill it mid-fork
+		}
 		f, err := r.Fork(ctx, s.ID, 2, map[string]string{"kind": "fork"})
 		if err != nil {
 			fail(7, err)
 		}
 		fmt.Printf("ack %s\n", f.ID)
+	}
+}
+
+// killSessionsChild starts a sessions child with env, reads up to
+// 1 + rng.IntN(lines) lines of its output, recording in acked the ID of
+// each "ack ID", and kills it.
+func killSessionsChild(t *testing.T, exe string, rng *rand.Rand, lines int, acked map[string]bool, env ...string) {
+	t.Helper()
+	cmd, stdin, stdout, stderr := startChild(t, exe, env...)
+	want := 1 + rng.IntN(lines)
+	sc := bufio.NewScanner(stdout)
+	for n := 0; n < want && sc.Scan(); n++ {
+		if id, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+			acked[id] = true
+		}
+	}
+	require.NoError(t, cmd.Process.Kill())
+	cmd.Wait()
+	stdin.Close()
+	require.Empty(t, stderr.String(), "the child failed before it was killed")
+}
+
+// checkSessionsAfterKill checks the root r after the kill numbered kill:
+// no session is damaged, each fork holds its two checkpoints and loads at
+// step 2, and every session in acked is listed.
+func checkSessionsAfterKill(t *testing.T, r *Sessions, kill int, acked map[string]bool) {
+	t.Helper()
+	ctx := context.Background()
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	listed := map[string]bool{}
+	for _, s := range list {
+		require.NoError(t, s.Err, "kill %d: session %s is half-made", kill, s.ID)
+		listed[s.ID] = true
+		if s.Meta["kind"] == "fork" {
+			require.Equal(t, 2, s.Checkpoints, "kill %d: fork %s", kill, s.ID)
+			st, err := OpenSession[crashState](r, s.ID, ReadOnly())
+			require.NoError(t, err)
+			got, info, err := st.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), info.Step)
+			require.Equal(t, newCrashState(2), got)
+			require.NoError(t, st.Close())
+		}
+	}
+	for id := range acked {
+		require.True(t, listed[id], "kill %d: finished session %s is gone", kill, id)
 	}
 }
 
@@ -389,17 +445,7 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 	leftovers := 0
 	kills := killCount(t, 15)
 	for kill := 0; kill < kills; kill++ {
-		cmd, stdin, stdout, stderr := startChild(t, exe, crashSessionsEnv+"="+dir)
-		want := 1 + rng.IntN(6)
-		sc := bufio.NewScanner(stdout)
-		for acks := 0; acks < want && sc.Scan(); acks++ {
-			acked[strings.TrimPrefix(sc.Text(), "ack ")] = true
-		}
-		require.NoError(t, cmd.Process.Kill())
-		cmd.Wait()
-		stdin.Close()
-		require.Empty(t, stderr.String(), "the child failed before it was killed")
-
+		killSessionsChild(t, exe, rng, 6, acked, crashSessionsEnv+"="+dir)
 		for _, name := range dirNames(t, dir) {
 			if strings.HasPrefix(name, stagingPrefix) {
 				leftovers++
@@ -407,26 +453,7 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 		}
 		r, err := OpenSessions(dir)
 		require.NoError(t, err)
-		list, err := r.List(ctx)
-		require.NoError(t, err)
-		listed := map[string]bool{}
-		for _, s := range list {
-			require.NoError(t, s.Err, "kill %d: session %s is half-made", kill, s.ID)
-			listed[s.ID] = true
-			if s.Meta["kind"] == "fork" {
-				require.Equal(t, 2, s.Checkpoints, "kill %d: fork %s", kill, s.ID)
-				st, err := OpenSession[crashState](r, s.ID, ReadOnly())
-				require.NoError(t, err)
-				got, info, err := st.Latest(ctx)
-				require.NoError(t, err)
-				require.Equal(t, int64(2), info.Step)
-				require.Equal(t, newCrashState(2), got)
-				require.NoError(t, st.Close())
-			}
-		}
-		for id := range acked {
-			require.True(t, listed[id], "kill %d: finished session %s is gone", kill, id)
-		}
+		checkSessionsAfterKill(t, r, kill, acked)
 		require.NoError(t, r.Close())
 	}
 	// The next creation removes what a killed one left half-made.

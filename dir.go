@@ -98,8 +98,18 @@ func (d *dirBackend) Replace(ctx context.Context, name, ifVersion string, write 
 	return d.write(ctx, name, true, ifVersion, write)
 }
 
+func plainName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
+		return fmt.Errorf("%w: %q is not a plain name", ErrInvalid, name)
+	}
+	return nil
+}
+
 func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVersion string, write func(io.Writer) error) (Object, error) {
 	if err := ctx.Err(); err != nil {
+		return Object{}, err
+	}
+	if err := plainName(name); err != nil {
 		return Object{}, err
 	}
 	if d.cfg.readOnly {
@@ -124,7 +134,13 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 			return Object{}, fmt.Errorf("%w: %s was changed since the store last saw it", ErrConflict, name)
 		}
 	}
-	if _, err := writeFile(root, name, write, replace, d.io()); err != nil {
+	checked := func(w io.Writer) error {
+		if err := write(w); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
+	if _, err := writeFile(root, name, checked, replace, d.io()); err != nil {
 		return Object{}, err
 	}
 	fi, err := root.Lstat(name)
@@ -136,6 +152,9 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 
 func (d *dirBackend) Open(ctx context.Context, name string) (io.ReadCloser, Object, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, Object{}, err
+	}
+	if err := plainName(name); err != nil {
 		return nil, Object{}, err
 	}
 	root, err := d.opened(false)
@@ -151,6 +170,9 @@ func (d *dirBackend) Open(ctx context.Context, name string) (io.ReadCloser, Obje
 
 func (d *dirBackend) Stat(ctx context.Context, name string) (Object, error) {
 	if err := ctx.Err(); err != nil {
+		return Object{}, err
+	}
+	if err := plainName(name); err != nil {
 		return Object{}, err
 	}
 	root, err := d.opened(false)
@@ -206,6 +228,11 @@ func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bo
 	if d.cfg.readOnly {
 		return make([]bool, len(names)), ErrReadOnly
 	}
+	for _, name := range names {
+		if err := plainName(name); err != nil {
+			return make([]bool, len(names)), err
+		}
+	}
 	root, err := d.opened(false)
 	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
 		gone := make([]bool, len(names))
@@ -222,6 +249,9 @@ func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bo
 
 func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := errors.Join(plainName(from), plainName(to)); err != nil {
 		return err
 	}
 	if d.cfg.readOnly {
@@ -361,7 +391,11 @@ func sameFile(a, b string) bool {
 	ia, ra, _ := strings.Cut(a, ";")
 	ib, rb, _ := strings.Cut(b, ";")
 	if ia != "0:0" && ib != "0:0" {
-		return ia == ib
+		// The inode and the modification time: an inode number is reused
+		// once the file is replaced, its times are not.
+		sa, _, _ := strings.Cut(ra[strings.Index(ra, ":")+1:], ":")
+		sb, _, _ := strings.Cut(rb[strings.Index(rb, ":")+1:], ":")
+		return ia == ib && sa == sb
 	}
 	return ia == ib && ra == rb
 }

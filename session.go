@@ -58,10 +58,15 @@ const (
 // time. On platforms without flock (not Unix), a root can be read but not
 // changed.
 //
+// OpenSessionsBackend keeps the sessions on any Backend instead, such as a
+// bucket that many workers share: each session is a child store (a key
+// prefix), and no lock spans the root (see there for what differs).
+//
 // A Sessions is safe for concurrent use by multiple goroutines.
 type Sessions struct {
 	dir  string
-	root *os.Root
+	root *os.Root // nil on a Backend
+	b    Backend  // nil in a directory (OpenSessions); see session_backend.go
 	cfg  config
 	opts []Option
 	link func(oldname, newname string) error // root.Link; a seam for tests
@@ -125,11 +130,16 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts), link: root.Link}, nil
 }
 
-// Dir returns the root directory, as given to OpenSessions.
+// Dir returns the root directory, as given to OpenSessions; for
+// OpenSessionsBackend, where its Backend is (Backend.Locate("")).
 func (r *Sessions) Dir() string { return r.dir }
 
-// Close releases the root directory. Stores opened from it stay open.
+// Close releases the root directory, or closes the Backend given to
+// OpenSessionsBackend. Stores opened from it stay open.
 func (r *Sessions) Close() error {
+	if r.b != nil {
+		return r.closeBackend()
+	}
 	if err := r.root.Close(); err != nil {
 		return opError("close sessions", r.dir, err)
 	}
@@ -151,6 +161,9 @@ func ValidSessionID(id string) error {
 // hides the others. Listing reads each session's metadata and checkpoint
 // headers, never a state.
 func (r *Sessions) List(ctx context.Context) ([]Session, error) {
+	if r.b != nil {
+		return r.listBackend(ctx)
+	}
 	dirents, err := readDir(r.root)
 	if err != nil {
 		return nil, opError("list sessions", r.dir, err)
@@ -165,18 +178,27 @@ func (r *Sessions) List(ctx context.Context) ([]Session, error) {
 		}
 		out = append(out, r.describe(ctx, d.Name()))
 	}
+	sortSessions(out)
+	return out, nil
+}
+
+// sortSessions orders sessions as List returns them: the most recently
+// active first, then by ID, the greater first.
+func sortSessions(out []Session) {
 	slices.SortFunc(out, func(a, b Session) int {
 		if c := b.Active().Compare(a.Active()); c != 0 {
 			return c
 		}
 		return strings.Compare(b.ID, a.ID)
 	})
-	return out, nil
 }
 
 // Get returns the session id. A missing session is ErrNotFound; a damaged
 // one is returned with its Err, which Get also returns.
 func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
+	if r.b != nil {
+		return r.getBackend(ctx, id)
+	}
 	if err := r.check(id); err != nil {
 		return Session{}, opError("get session", r.path(id), err)
 	}
@@ -193,6 +215,9 @@ func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
 // left and New returns an error wrapping ErrInvalid. meta is stored as the
 // session's Meta.
 func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, error) {
+	if r.b != nil {
+		return r.createBackend(ctx, "new session", "", meta)
+	}
 	return r.create(ctx, "new session", "", sessionMeta{Meta: meta}, nil)
 }
 
@@ -202,6 +227,9 @@ func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string
 	if err := ValidSessionID(id); err != nil {
 		return Session{}, opError("create session", r.path(id), err)
 	}
+	if r.b != nil {
+		return r.createBackend(ctx, "create session", id, meta)
+	}
 	return r.create(ctx, "create session", id, sessionMeta{Meta: meta}, nil)
 }
 
@@ -209,6 +237,9 @@ func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string
 // progress counters, and sets its Updated time. session.json is replaced
 // atomically and durably.
 func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]string) error {
+	if r.b != nil {
+		return r.setMetaBackend(ctx, id, meta)
+	}
 	path := r.path(id)
 	if err := r.check(id); err != nil {
 		return opError("set session meta", path, err)
@@ -248,6 +279,9 @@ func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]strin
 // Latest is step: otherwise Fork returns an error wrapping ErrNotFound or
 // ErrCorrupt and creates nothing.
 func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
+	if r.b != nil {
+		return r.forkBackend(ctx, from, step, meta)
+	}
 	fail := func(err error) (Session, error) {
 		return Session{}, &Error{Op: "fork session", Step: step, HasStep: true, Path: r.path(from), Err: err}
 	}
@@ -276,6 +310,9 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 // with Open on its directory). The store belongs to the caller, who closes
 // it; the writer lock is the session's own, as with Open.
 func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
+	if r.b != nil {
+		return openSessionBackend[T](r, id, opts)
+	}
 	path := r.path(id)
 	if err := r.check(id); err != nil {
 		return nil, opError("open session", path, err)
@@ -326,6 +363,9 @@ func (r *Sessions) path(id string) string {
 	if ValidSessionID(id) != nil {
 		return r.dir
 	}
+	if r.b != nil {
+		return r.b.Locate(id)
+	}
 	return filepath.Join(r.dir, id)
 }
 
@@ -358,6 +398,15 @@ func (r *Sessions) now(not time.Time) time.Time {
 	return t
 }
 
+// stamp completes the metadata of a session being made with the ID id: its
+// format, ID, creation time and a copy of the caller's fields.
+func (r *Sessions) stamp(m *sessionMeta, id string) {
+	m.Format, m.ID = sessionFormat, id
+	m.Created = r.now(time.Time{})
+	m.Updated = m.Created
+	m.Meta = maps.Clone(m.Meta)
+}
+
 // describe reads what List reports of the session id; damage goes to Err.
 func (r *Sessions) describe(ctx context.Context, id string) Session {
 	s := Session{ID: id, Dir: r.path(id)}
@@ -370,10 +419,7 @@ func (r *Sessions) describe(ctx context.Context, id string) Session {
 	if err != nil {
 		s.Err = opError("read session", filepath.Join(s.Dir, sessionFile), err)
 	} else {
-		s.Created, s.Updated, s.Parent, s.Meta = m.Created, m.Updated, m.Parent, m.Meta
-		if m.ParentStep != nil {
-			s.ParentStep = *m.ParentStep
-		}
+		s.setMeta(m)
 	}
 	st, err := r.reader(s.Dir, sub)
 	if err != nil {
@@ -386,13 +432,26 @@ func (r *Sessions) describe(ctx context.Context, id string) Session {
 		s.Err = cmp.Or(s.Err, err)
 		return s
 	}
+	s.setCheckpoints(infos)
+	return s
+}
+
+// setMeta fills in what session.json says of the session.
+func (s *Session) setMeta(m sessionMeta) {
+	s.Created, s.Updated, s.Parent, s.Meta = m.Created, m.Updated, m.Parent, m.Meta
+	if m.ParentStep != nil {
+		s.ParentStep = *m.ParentStep
+	}
+}
+
+// setCheckpoints fills in what the session's checkpoint list says of it.
+func (s *Session) setCheckpoints(infos []Info) {
 	s.Checkpoints = len(infos)
 	for _, info := range infos {
 		if info.Format != 0 && !info.Time.Before(s.LastSaved) {
 			s.LastStep, s.LastSaved = info.Step, info.Time
 		}
 	}
-	return s
 }
 
 // create makes a session: it assembles it in a hidden staging directory
@@ -441,10 +500,7 @@ func (r *Sessions) create(ctx context.Context, op, id string, m sessionMeta, fil
 				return err
 			}
 		}
-		m.Format, m.ID = sessionFormat, id
-		m.Created = r.now(time.Time{})
-		m.Updated = m.Created
-		m.Meta = maps.Clone(m.Meta)
+		r.stamp(&m, id)
 		if err := writeSessionMeta(sub, m, false, r.fileIO()); err != nil {
 			return err
 		}
@@ -564,6 +620,12 @@ func (r *Sessions) nextID() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return nextSessionID(names)
+}
+
+// nextSessionID returns the number after the highest all-digit name of
+// names (see nextID).
+func nextSessionID(names []string) (string, error) {
 	highest := "0"
 	for _, name := range names {
 		if n, ok := sessionNumber(name); ok && (len(n) > len(highest) || len(n) == len(highest) && n > highest) {
@@ -662,15 +724,22 @@ func (r *Sessions) fileIO() fileIO {
 // path dir), to see what a session holds without knowing its T. The store
 // owns sub from then on, even if opening fails.
 func (r *Sessions) reader(dir string, sub *os.Root) (*Store[json.RawMessage], error) {
-	cfg := r.cfg
-	cfg.readOnly = true
-	cfg.hooks = Hooks{}
+	cfg := r.readerConfig()
 	st, err := newStore[json.RawMessage](newDirBackend(dir, sub, cfg), cfg)
 	if err != nil {
 		sub.Close()
 		return nil, err
 	}
 	return st, nil
+}
+
+// readerConfig is the configuration of a store that reads a session for
+// the root: ReadOnly, without the caller's hooks.
+func (r *Sessions) readerConfig() config {
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
+	return cfg
 }
 
 // checkFork checks the checkpoints gathered in staging, which no writer can
@@ -746,6 +815,13 @@ func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 		return m, err
 	}
 	defer f.Close()
+	return decodeSessionMeta(f)
+}
+
+// decodeSessionMeta reads a session.json from f, at most
+// maxSessionFileSize bytes of it. Damage is ErrCorrupt.
+func decodeSessionMeta(f io.Reader) (sessionMeta, error) {
+	var m sessionMeta
 	data, err := io.ReadAll(io.LimitReader(f, maxSessionFileSize+1))
 	if err != nil {
 		return m, err
@@ -763,13 +839,8 @@ func readSessionMeta(sub *os.Root) (sessionMeta, error) {
 }
 
 func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool, o fileIO) error {
-	data, err := json.MarshalIndent(m, "", "  ")
+	write, err := encodeSessionMeta(m)
 	if err != nil {
-		return fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
-	}
-	data = append(data, '\n')
-	write := func(w io.Writer) error {
-		_, err := w.Write(data)
 		return err
 	}
 	if replace {
@@ -778,6 +849,19 @@ func writeSessionMeta(sub *os.Root, m sessionMeta, replace bool, o fileIO) error
 		_, err = createFile(sub, sessionFile, write, o)
 	}
 	return err
+}
+
+// encodeSessionMeta returns a writer of m as the content of session.json.
+func encodeSessionMeta(m any) (func(io.Writer) error, error) {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
+	}
+	data = append(data, '\n')
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, nil
 }
 
 // removeStaleSessionTemps removes the temporary files of session.json that
@@ -816,7 +900,19 @@ func isSessionTemp(name string) bool {
 // another process creates or forks a session it fails with ErrLocked. The
 // next New, Create, Fork or SetMeta removes them as well; RemoveStaging is
 // for tools that clean up without creating anything.
+//
+// On a Backend (OpenSessionsBackend) nothing is removed by the way, and no
+// lock tells a fork in progress from one a crash interrupted: RemoveStaging
+// removes the checkpoints of every fork whose session.json is missing,
+// returns the locations of those child stores, and first creates their
+// session.json as a tombstone, so that a fork still running there fails to
+// publish (Fork then goes on under the next number) and never shows a
+// session with checkpoints missing. The tombstone stays: its ID is not used
+// again. A child store without a fork's claim is never touched.
 func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
+	if r.b != nil {
+		return r.removeStagingBackend(ctx)
+	}
 	fail := func(err error) ([]string, error) { return nil, opError("remove staging", r.dir, err) }
 	if r.cfg.readOnly {
 		return fail(ErrReadOnly)

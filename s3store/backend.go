@@ -1,0 +1,628 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// MaxObjectSize is the largest object Create and Replace write: the limit
+// of one PutObject. A checkpoint is always one PUT (never a multipart
+// upload), so it is visible whole or not at all; it is buffered in memory
+// before the PUT, so that a PUT can be sent again (a retry, or replacing a
+// fenced object, see the package doc).
+const MaxObjectSize = 5 << 30
+
+// leaseName is the lease object's name under the prefix. It is not a name
+// List returns, and Create, Replace, Remove and Rename refuse it.
+const leaseName = ".checkpoint.lease"
+
+// markerName is the empty object that Sub(create=true) puts under a child
+// store's prefix, so that Children lists a child before its first write
+// (a prefix with no object under it does not exist on object storage).
+// List leaves it out; Create, Replace, Remove and Rename refuse it.
+const markerName = ".checkpoint.store"
+
+// genKey is the user metadata key (x-amz-meta-checkpoint-generation) that
+// records the lease generation of the writer of an object.
+const genKey = "checkpoint-generation"
+
+// Backend is a checkpoint.Backend on an S3 bucket and key prefix. Create it
+// with New; it is safe for concurrent use.
+type Backend struct {
+	client *s3.Client
+	bucket string
+	prefix string // "" or ends with "/"
+	cfg    config
+
+	mu     sync.Mutex
+	closed bool
+	// lease is the writer's lease while Lock holds it (nil otherwise).
+	lease *lease
+	// released is set by unlock: the store's last write is done, so a
+	// later write is a mistake that must not pass unfenced.
+	released bool
+	// view is the lease as a reader last read it (see fence.go).
+	view leaseView
+	// gens caches the generation of objects this backend wrote or read
+	// the metadata of, by name and ETag: an object's metadata never
+	// changes under one ETag... unless the bytes are rewritten identically,
+	// which fence.go accounts for. 0 means no generation (written unfenced).
+	gens map[objectKey]uint64
+	// seen is what Lock remembers of a lease held by another: its ETag and
+	// when this process first saw it, by the monotonic clock.
+	seen struct {
+		etag string
+		at   time.Time
+	}
+	// unguarded turns off the writer's own lease checks (its deadline and
+	// a renewal's 412): the tests set it to prove that readers alone keep
+	// a stale writer's late writes hidden, as they must for a request
+	// that was delayed in the network past the checks.
+	unguarded bool
+}
+
+type objectKey struct{ name, etag string }
+
+// New returns a Backend storing objects in bucket under prefix (a key
+// prefix such as "runs/42"; a "/" is added if missing; "" is the bucket's
+// root). The caller builds client (region, endpoint, credentials) the
+// usual AWS way, for example with config.LoadDefaultConfig and
+// s3.NewFromConfig; S3-compatible servers usually need UsePathStyle. New
+// sends no request.
+func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, error) {
+	if client == nil {
+		return nil, fmt.Errorf("s3store: new: nil client: %w", checkpoint.ErrInvalid)
+	}
+	if bucket == "" || strings.ContainsAny(bucket, "/") {
+		return nil, fmt.Errorf("s3store: new: bucket %q is not a bucket name: %w", bucket, checkpoint.ErrInvalid)
+	}
+	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "//") {
+		return nil, fmt.Errorf("s3store: new: prefix %q starts with a slash or has an empty segment: %w", prefix, checkpoint.ErrInvalid)
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize}
+	for _, o := range opts {
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Backend{client: client, bucket: bucket, prefix: prefix, cfg: cfg, gens: make(map[objectKey]uint64)}, nil
+}
+
+// Locate returns the URL of the object name, s3://bucket/prefix/name, or of
+// the backend itself for "".
+func (b *Backend) Locate(name string) string {
+	return "s3://" + b.bucket + "/" + b.prefix + name
+}
+
+func (b *Backend) key(name string) string { return b.prefix + name }
+
+// checkName refuses a name outside the contract's alphabet, and the lease
+// object's name.
+func (b *Backend) checkName(op, name string) error {
+	if name == "" || name == "." || name == ".." || name == leaseName || name == markerName {
+		return fail(op, b.Locate(name), checkpoint.ErrInvalid, fmt.Errorf("name %q is reserved or empty", name))
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fail(op, b.Locate(name), checkpoint.ErrInvalid, fmt.Errorf("name %q has %q: names are [A-Za-z0-9._-]", name, c))
+		}
+	}
+	return b.checkOpen(op, name)
+}
+
+func (b *Backend) checkOpen(op, name string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fail(op, b.Locate(name), checkpoint.ErrClosed, nil)
+	}
+	return nil
+}
+
+// Create writes a new object with one PutObject with If-None-Match: *: of
+// concurrent Creates of a name exactly one succeeds, and the others get an
+// error wrapping checkpoint.ErrExists. An object under name that was
+// written by a fenced writer (see the package doc) does not count: it is
+// replaced, with If-Match on its ETag. Nor does one with this writer's
+// generation and the very bytes of this Create (the ETag is their MD5):
+// that is an attempt of this PUT that landed although the SDK retried it.
+func (b *Backend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
+	return b.put(ctx, "create", name, checkpoint.NoObject, checkpoint.ErrExists, write)
+}
+
+// Replace writes the object name with one PutObject: with If-Match on
+// ifVersion (an ETag), with If-None-Match: * for checkpoint.NoObject, or
+// unconditionally for "". A failed condition returns an error wrapping
+// checkpoint.ErrConflict and changes nothing.
+func (b *Backend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (checkpoint.Object, error) {
+	return b.put(ctx, "replace", name, ifVersion, checkpoint.ErrConflict, write)
+}
+
+func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed error, write func(io.Writer) error) (checkpoint.Object, error) {
+	loc := b.Locate(name)
+	if err := b.checkName(op, name); err != nil {
+		return checkpoint.Object{}, err
+	}
+	var buf bytes.Buffer
+	if err := write(&capWriter{w: &buf, left: b.cfg.maxSize}); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrInvalid, fmt.Errorf("object is larger than %d bytes, the limit of one PutObject: %w", b.cfg.maxSize, err))
+		}
+		return checkpoint.Object{}, fail(op, loc, nil, fmt.Errorf("write: %w", err))
+	}
+	if err := ctx.Err(); err != nil {
+		return checkpoint.Object{}, fail(op, loc, nil, err)
+	}
+	body := buf.Bytes()
+	cond := ifVersion
+	// A fenced object under name is absent for a store: Create and
+	// Replace(NoObject) replace it with If-Match on its ETag, so that of
+	// several writers racing for the name still exactly one wins. Each
+	// round trip of the loop is caused by another writer's success, so
+	// a few rounds suffice.
+	for round := 0; ; round++ {
+		gen, err := b.beginWrite(op, loc)
+		if err != nil {
+			return checkpoint.Object{}, err
+		}
+		in := &s3.PutObjectInput{
+			Bucket:        &b.bucket,
+			Key:           aws.String(b.key(name)),
+			Body:          bytes.NewReader(body),
+			ContentLength: aws.Int64(int64(len(body))),
+		}
+		if gen != 0 {
+			in.Metadata = map[string]string{genKey: strconv.FormatUint(gen, 10)}
+		}
+		switch cond {
+		case "":
+		case checkpoint.NoObject:
+			in.IfNoneMatch = aws.String("*")
+		default:
+			in.IfMatch = aws.String(cond)
+		}
+		out, err := b.client.PutObject(ctx, in)
+		if err == nil {
+			etag := quoteETag(aws.ToString(out.ETag))
+			if err := b.endWrite(op, loc, name, etag, gen); err != nil {
+				return checkpoint.Object{}, err
+			}
+			return checkpoint.Object{Name: name, Size: int64(len(body)), Version: etag, ModTime: time.Now()}, nil
+		}
+		if isConditionalConflict(err) && round < 8 {
+			continue
+		}
+		// If-Match on a missing key is a 404 on some servers (versitygw)
+		// and a 412 on others: either way the condition failed.
+		if isPrecondition(err) && gen != 0 {
+			// The SDK retries a PUT whose answer it did not get: if the
+			// first attempt landed, the retry's condition fails on it.
+			if o, ok := b.landed(ctx, name, body, gen); ok {
+				if err := b.endWrite(op, loc, name, o.Version, gen); err != nil {
+					return checkpoint.Object{}, err
+				}
+				return o, nil
+			}
+		}
+		if cond != "" && cond != checkpoint.NoObject && (isPrecondition(err) || isNotFound(err)) {
+			if ifVersion == checkpoint.NoObject {
+				// Our If-Match on a fenced object lost: look again.
+				cond = checkpoint.NoObject
+				if round < 8 {
+					continue
+				}
+			}
+			return checkpoint.Object{}, fail(op, loc, ifFailed, fmt.Errorf("not the version %s: %w", cond, err))
+		}
+		if cond == checkpoint.NoObject && isPrecondition(err) && round < 8 {
+			o, gen, herr := b.head(ctx, name)
+			switch {
+			case isNotFound(herr):
+				continue // deleted since: try again
+			case herr != nil:
+				return checkpoint.Object{}, fail(op, loc, ifFailed, fmt.Errorf("exists (and then: %w)", herr))
+			}
+			visible, jerr := b.visible(ctx, name, o.Version, gen)
+			if jerr != nil {
+				return checkpoint.Object{}, fail(op, loc, nil, jerr)
+			}
+			if !visible {
+				cond = o.Version
+				continue
+			}
+		}
+		return checkpoint.Object{}, requestError(op, loc, ifFailed, err)
+	}
+}
+
+var errTooLarge = errors.New("too large")
+
+// landed reports whether the object under name is the one this writer
+// just tried to put: its bytes (the ETag of a single PUT is their MD5) and
+// its generation, which only this writer stamps. It is, when a retry of
+// the PUT found the first attempt's object in place.
+func (b *Backend) landed(ctx context.Context, name string, body []byte, gen uint64) (checkpoint.Object, bool) {
+	o, g, err := b.head(ctx, name)
+	if err != nil || g != gen {
+		return o, false
+	}
+	sum := md5.Sum(body)
+	return o, o.Version == `"`+hex.EncodeToString(sum[:])+`"` && o.Size == int64(len(body))
+}
+
+// capWriter fails a write that would take the object past left bytes.
+type capWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errTooLarge
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
+}
+
+// quoteETag returns an ETag in its quoted form, as S3 sends it in headers
+// (some servers send it bare in listings): Versions compare equal across
+// HeadObject, GetObject and ListObjectsV2.
+func quoteETag(etag string) string {
+	if etag == "" || strings.HasPrefix(etag, `"`) || strings.HasPrefix(etag, "W/") {
+		return etag
+	}
+	return `"` + etag + `"`
+}
+
+func parseGen(meta map[string]string) uint64 {
+	for k, v := range meta {
+		if strings.EqualFold(k, genKey) {
+			g, err := strconv.ParseUint(v, 10, 64)
+			if err == nil {
+				return g
+			}
+		}
+	}
+	return 0
+}
+
+// head returns the Object and generation of name (HeadObject), or the SDK's
+// error.
+func (b *Backend) head(ctx context.Context, name string) (checkpoint.Object, uint64, error) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name))})
+	if err != nil {
+		return checkpoint.Object{}, 0, err
+	}
+	o, gen := b.described(name, out.ContentLength, out.ETag, out.LastModified, out.Metadata)
+	return o, gen, nil
+}
+
+// described returns the Object and generation that a HEAD or GET response
+// describes, and remembers the generation.
+func (b *Backend) described(name string, size *int64, etag *string, modTime *time.Time, meta map[string]string) (checkpoint.Object, uint64) {
+	o := checkpoint.Object{
+		Name:    name,
+		Size:    aws.ToInt64(size),
+		Version: quoteETag(aws.ToString(etag)),
+		ModTime: aws.ToTime(modTime),
+	}
+	gen := parseGen(meta)
+	b.remember(name, o.Version, gen)
+	return o, gen
+}
+
+// Stat returns the Object of name from a HeadObject. An object hidden by
+// the fencing rule is an error wrapping fs.ErrNotExist.
+func (b *Backend) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
+	if err := b.checkName("stat", name); err != nil {
+		return checkpoint.Object{}, err
+	}
+	o, gen, err := b.head(ctx, name)
+	if err != nil {
+		return checkpoint.Object{}, requestError("stat", b.Locate(name), nil, err)
+	}
+	visible, err := b.visible(ctx, name, o.Version, gen)
+	if err != nil {
+		return checkpoint.Object{}, fail("stat", b.Locate(name), nil, err)
+	}
+	if !visible {
+		return checkpoint.Object{}, fail("stat", b.Locate(name), fs.ErrNotExist, errHidden)
+	}
+	return o, nil
+}
+
+// List returns the objects under the prefix (not those of child stores),
+// with Size, Version (ETag) and ModTime from ListObjectsV2, which it pages
+// through. Objects hidden by the fencing rule are left out.
+func (b *Backend) List(ctx context.Context) ([]checkpoint.Object, error) {
+	if err := b.checkOpen("list", ""); err != nil {
+		return nil, err
+	}
+	objs, err := b.listVisible(ctx)
+	if err != nil {
+		return nil, fail("list", b.Locate(""), nil, err)
+	}
+	return objs, nil
+}
+
+// listAll pages through ListObjectsV2 with delimiter "/": the objects
+// directly under the prefix (the lease object left out) and the child
+// prefixes' names.
+func (b *Backend) listAll(ctx context.Context) (objs []checkpoint.Object, children []string, err error) {
+	in := &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(b.prefix), Delimiter: aws.String("/")}
+	if b.cfg.pageSize > 0 {
+		in.MaxKeys = aws.Int32(b.cfg.pageSize)
+	}
+	for {
+		out, err := b.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, o := range out.Contents {
+			name := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
+			if name == "" || name == leaseName || name == markerName || strings.Contains(name, "/") {
+				continue
+			}
+			objs = append(objs, checkpoint.Object{
+				Name:    name,
+				Size:    aws.ToInt64(o.Size),
+				Version: quoteETag(aws.ToString(o.ETag)),
+				ModTime: aws.ToTime(o.LastModified),
+			})
+		}
+		for _, p := range out.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), b.prefix), "/")
+			if name != "" {
+				children = append(children, name)
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || aws.ToString(out.NextContinuationToken) == "" {
+			return objs, children, nil
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+}
+
+// Children returns the names of the child stores: the common prefixes
+// under the prefix (ListObjectsV2 with delimiter "/").
+func (b *Backend) Children(ctx context.Context) ([]string, error) {
+	if err := b.checkOpen("children", ""); err != nil {
+		return nil, err
+	}
+	_, children, err := b.listAll(ctx)
+	if err != nil {
+		return nil, requestError("children", b.Locate(""), nil, err)
+	}
+	return children, nil
+}
+
+// Sub returns the Backend of the child store name: the prefix
+// prefix/name/, on the same client and with the same options. It has a
+// lease of its own (a child store has its own writer). With create, it
+// puts an empty marker object, prefix/name/.checkpoint.store (If-None-Match:
+// *, so an existing one is left alone), so that Children lists the child
+// before anything is saved in it; without, it sends nothing.
+func (b *Backend) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
+	if err := b.checkName("sub", name); err != nil {
+		return nil, err
+	}
+	child := &Backend{client: b.client, bucket: b.bucket, prefix: b.key(name) + "/", cfg: b.cfg, gens: make(map[objectKey]uint64)}
+	if create {
+		_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &b.bucket, Key: aws.String(child.key(markerName)),
+			Body: bytes.NewReader(nil), ContentLength: aws.Int64(0), IfNoneMatch: aws.String("*"),
+		})
+		if err != nil && !isPrecondition(err) && !isConditionalConflict(err) {
+			return nil, requestError("sub", child.Locate(""), nil, err)
+		}
+	}
+	return child, nil
+}
+
+// Remove deletes names (DeleteObject for one, DeleteObjects in batches of
+// 1,000 for more). A missing name is gone, not an error.
+func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	gone := make([]bool, len(names))
+	var errs []error
+	var keys []int // indexes into names of the valid ones
+	for i, name := range names {
+		if err := b.checkName("remove", name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		keys = append(keys, i)
+	}
+	if len(keys) == 0 {
+		return gone, errors.Join(errs...)
+	}
+	if _, err := b.beginWrite("remove", b.Locate("")); err != nil {
+		return gone, errors.Join(append(errs, err)...)
+	}
+	if len(keys) == 1 {
+		name := names[keys[0]]
+		_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name))})
+		if err != nil && !isNotFound(err) {
+			errs = append(errs, requestError("remove", b.Locate(name), nil, err))
+		} else {
+			gone[keys[0]] = true
+			b.forget(name)
+		}
+		return gone, errors.Join(errs...)
+	}
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), 1000)]
+		keys = keys[len(batch):]
+		ids := make([]types.ObjectIdentifier, len(batch))
+		index := make(map[string]int, len(batch))
+		for j, i := range batch {
+			ids[j] = types.ObjectIdentifier{Key: aws.String(b.key(names[i]))}
+			index[b.key(names[i])] = i
+		}
+		out, err := b.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: &b.bucket,
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			errs = append(errs, requestError("remove", b.Locate(""), nil, err))
+			continue
+		}
+		failed := make(map[int]bool)
+		for _, e := range out.Errors {
+			i, ok := index[aws.ToString(e.Key)]
+			if !ok {
+				continue
+			}
+			if aws.ToString(e.Code) == "NoSuchKey" {
+				continue
+			}
+			failed[i] = true
+			errs = append(errs, fail("remove", b.Locate(names[i]), nil, fmt.Errorf("%s: %s", aws.ToString(e.Code), aws.ToString(e.Message))))
+		}
+		for _, i := range batch {
+			if !failed[i] {
+				gone[i] = true
+				b.forget(names[i])
+			}
+		}
+	}
+	return gone, errors.Join(errs...)
+}
+
+// Rename copies from to to (CopyObject, If-Match on the source's ETag)
+// and then deletes from. The destination must be free: it is checked with
+// HeadObject first and the copy also carries If-None-Match: * for servers
+// that honour it on CopyObject (AWS does; versitygw 1.8.0 ignores it).
+// Repeating a Rename that was interrupted between the copy and the delete
+// finishes it.
+func (b *Backend) Rename(ctx context.Context, from, to string) error {
+	if err := b.checkName("rename", from); err != nil {
+		return err
+	}
+	if err := b.checkName("rename", to); err != nil {
+		return err
+	}
+	loc := b.Locate(from) + " to " + b.Locate(to)
+	src, srcGen, err := b.head(ctx, from)
+	if err != nil {
+		return requestError("rename", loc, nil, err)
+	}
+	if ok, err := b.visible(ctx, from, src.Version, srcGen); err != nil {
+		return fail("rename", loc, nil, err)
+	} else if !ok {
+		return fail("rename", loc, fs.ErrNotExist, errHidden)
+	}
+	dst, dstGen, err := b.head(ctx, to)
+	switch {
+	case isNotFound(err):
+	case err != nil:
+		return requestError("rename", loc, nil, err)
+	default:
+		visible, err := b.visible(ctx, to, dst.Version, dstGen)
+		if err != nil {
+			return fail("rename", loc, nil, err)
+		}
+		if visible && dst.Version == src.Version && dst.Size == src.Size {
+			// A copy made by an earlier Rename that did not get to
+			// delete the source: finish it.
+			return b.removeRenamed(ctx, loc, from)
+		}
+		if visible {
+			return fail("rename", loc, checkpoint.ErrExists, nil)
+		}
+	}
+	gen, err := b.beginWrite("rename", loc)
+	if err != nil {
+		return err
+	}
+	in := &s3.CopyObjectInput{
+		Bucket:            &b.bucket,
+		Key:               aws.String(b.key(to)),
+		CopySource:        aws.String(copySource(b.bucket, b.key(from))),
+		CopySourceIfMatch: aws.String(src.Version),
+		// The copy is written by this writer: it carries this writer's
+		// generation, not the source's, or the fencing rule would hide it.
+		MetadataDirective: types.MetadataDirectiveReplace,
+		Metadata:          map[string]string{},
+	}
+	if gen != 0 {
+		in.Metadata[genKey] = strconv.FormatUint(gen, 10)
+	}
+	if dst.Version != "" {
+		in.IfMatch = aws.String(dst.Version) // replace the fenced object only
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	out, err := b.client.CopyObject(ctx, in)
+	if err != nil {
+		if isPrecondition(err) {
+			return fail("rename", loc, checkpoint.ErrConflict, fmt.Errorf("source or destination changed: %w", err))
+		}
+		return requestError("rename", loc, nil, err)
+	}
+	etag := src.Version
+	if out.CopyObjectResult != nil && out.CopyObjectResult.ETag != nil {
+		etag = quoteETag(*out.CopyObjectResult.ETag)
+	}
+	if err := b.endWrite("rename", loc, to, etag, gen); err != nil {
+		return err
+	}
+	return b.removeRenamed(ctx, loc, from)
+}
+
+func (b *Backend) removeRenamed(ctx context.Context, loc, from string) error {
+	if _, err := b.beginWrite("rename", loc); err != nil {
+		return err
+	}
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from))})
+	if err != nil && !isNotFound(err) {
+		return requestError("rename", loc, nil, fmt.Errorf("copied, but deleting the source: %w", err))
+	}
+	b.forget(from)
+	return nil
+}
+
+// copySource is CopyObject's x-amz-copy-source: bucket/key, URL-escaped
+// segment by segment.
+func copySource(bucket, key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return bucket + "/" + strings.Join(segs, "/")
+}
+
+// Close stops renewing the lease if Lock holds it (it then expires after
+// its TTL; the store's unlock releases it at once) and makes every later
+// call fail with checkpoint.ErrClosed. The client is the caller's: Close
+// leaves it open.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	l := b.lease
+	b.mu.Unlock()
+	if l != nil {
+		l.stopRenewing()
+	}
+	return nil
+}

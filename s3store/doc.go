@@ -1,0 +1,146 @@
+// Package s3store keeps checkpoint stores in Amazon S3 or any
+// S3-compatible object store: a checkpoint.Backend on a bucket and key
+// prefix, for checkpoint.OpenBackend.
+//
+//	cfg, err := config.LoadDefaultConfig(ctx) // AWS_REGION, AWS_ENDPOINT_URL_S3, credentials...
+//	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+//	b, err := s3store.New(client, "my-bucket", "runs/42")
+//	store, err := checkpoint.OpenBackend[State](b) // takes the lease
+//	defer store.Close()                            // releases it
+//
+// A store's checkpoints are the objects directly under the prefix, named
+// as in a local directory (runs/42/step_00000042.json); a child store
+// (a session) is the prefix runs/42/NAME/. The module is separate from
+// github.com/gocheckpoint/checkpoint, so the core module does not depend on
+// the AWS SDK.
+//
+// # Guarantees, beside a local directory's
+//
+//   - A checkpoint is one PutObject with If-None-Match: * (no multipart
+//     upload): it is visible whole or not at all, and never replaces an
+//     object; of concurrent saves of one name, in any processes, exactly
+//     one succeeds and the others get ErrExists (locally: link or
+//     RENAME_NOREPLACE). The limit is MaxObjectSize, 5 GiB, the limit of one
+//     PUT; a checkpoint is buffered in memory before its PUT.
+//   - The rolling file and side files are replaced with If-Match on the
+//     ETag the store last saw (If-None-Match: * where it saw none); a
+//     mismatch is ErrConflict and changes nothing (locally the writer lock
+//     alone keeps other writers out).
+//   - A PUT that returned success is durable and visible to every reader:
+//     there are no temporary files and no directory fsync. A kill -9 at
+//     any instant leaves the object or nothing.
+//   - Moving a damaged checkpoint aside is CopyObject then DeleteObject;
+//     repeating it after a crash between the two finishes it.
+//   - A read is one GET, streamed: the object as it was when opened, even
+//     if it is replaced or removed meanwhile (as an open file), never a
+//     mix. The store's read limits apply as locally.
+//   - One writer per store, by a lease instead of flock (below). ReadOnly
+//     takes no lease.
+//   - Errors name the object as s3://bucket/key (Locate) where local
+//     errors name the path, and wrap the same sentinels: ErrExists,
+//     ErrConflict, ErrLocked, ErrInvalid, and fs.ErrNotExist for a missing
+//     object. Throttling and 5xx answers are retried by the SDK (its
+//     retryer, configured on the client), and every call is bounded by its
+//     ctx. A conditional PUT retried after its first attempt landed (its
+//     answer lost) is recognised as the writer's own, by its bytes and
+//     generation, rather than taken for another writer's.
+//
+// # The lease
+//
+// The writer holds the object PREFIX/.checkpoint.lease, a JSON document
+// (generation, holder host/pid/id, TTL, sealed set). Lock creates it with
+// If-None-Match: *, and the holder renews it with If-Match on its ETag
+// every third of the TTL (LeaseTTL, default 30 s). A second writer gets
+// ErrLocked, naming the holder, while the lease lives, and takes it over
+// once it has expired; a released lease (Store.Close) is taken over at
+// once. Releasing is a conditional PUT that marks the lease released, not
+// a DELETE (some S3-compatible servers ignore conditions on DELETE).
+//
+// Expiry is judged without trusting any other machine's clock. A
+// contender takes a lease over only when it has seen the same ETag for a
+// full TTL by its own monotonic clock, and then with If-Match on that
+// ETag, so a renewal in between defeats it. Lock returns ErrLocked at once
+// when the server's own clock (its Date header minus the lease's
+// Last-Modified, whole seconds) says the lease was renewed less than a TTL
+// minus one second ago; otherwise it watches the lease for up to one TTL,
+// bounded by its ctx, and returns ErrLocked as soon as it sees a renewal. So a dead writer's store is
+// taken over one to two TTLs after it died: retry OpenBackend while it
+// returns ErrLocked, and expect it to block for up to one TTL when the
+// lease looks expired. The holder trusts its lease
+// until the start of its last successful renewal plus nine tenths of the
+// TTL, by its own monotonic clock; a write that finishes after that, or
+// after a renewal found the lease taken over, fails with ErrLocked.
+//
+// # Fencing
+//
+// A writer paused past its lease (a GC pause, SIGSTOP, a partition) that
+// wakes up cannot make anything it writes after the takeover visible in
+// List, Open, Latest or Load, in any process. Each holder has a
+// generation, a number the takeover increments, and stamps it in every
+// object it writes (x-amz-meta-checkpoint-generation), and each renewal
+// lists what it wrote in the lease (the written set: names and ETags). The
+// takeover lists the store before its PUT of the lease and records in the
+// lease the sealed set: the name and ETag of every object then visible. Every reader
+// applies one rule, judged by the lease it reads after the objects: an
+// object is visible if it has no generation (not written by a lease
+// holder), has the lease's generation, or is in the sealed set. A late
+// write of an older generation is in neither, so it is hidden: listed by
+// nobody, fs.ErrNotExist to Open and Stat (never damage, so never moved
+// aside), and a Create of its name by the new holder replaces it. A save
+// the old writer acknowledged is never hidden: it finished before its
+// deadline, so before the new holder's listing. The argument in full is
+// in fence.go.
+//
+// What fencing does not cover: a stale writer's DELETE that was delayed in
+// the network past its checks can still remove an object (a store deletes
+// only checkpoints older than ones it keeps); a stale conditional Replace
+// that lands before the new holder has replaced that object hides the
+// object (the rolling file or a side file; numbered checkpoints, never
+// replaced, are not affected); and deleting the lease object by hand while
+// a writer may still be running restarts the generations at 1.
+//
+// # Costs
+//
+// Counted on versitygw; a reader is a Backend that does not hold the lease
+// (ReadOnly).
+//
+//   - Create, Replace: one PUT. Store.Save: that PUT alone (the writer
+//     trusts its listing), plus its retention's DELETE when it prunes.
+//     Opening a writable store: Lock, then one LIST.
+//   - Open: one GET (closing it with more than 64 KiB unread, as a header
+//     read of a large checkpoint does, drops its connection: see Open); a
+//     reader also reads the lease: one conditional GET, a 304 when it did
+//     not change.
+//   - List of N objects: one LIST per 1,000 (the server's page); a reader
+//     adds the conditional GET of the lease and a HEAD (eight at a time,
+//     then cached by name and ETag) for each object that is neither sealed
+//     nor in the written set: what the writer wrote since its last renewal.
+//   - Store.Latest on the writer: one LIST and one GET.
+//   - The lease: one PUT per third of the TTL (0.1 a second by default).
+//     Lock: a GET, a LIST of the store and a HEAD per object the previous
+//     holder wrote since its last renewal, then a PUT. The lease lists every
+//     object of the store (sealed or written), about 80 bytes each, and
+//     every renewal rewrites it: 10,000 checkpoints make a lease of about
+//     800 KB, rewritten every 10 s by default.
+//
+// # What the server must provide
+//
+// Strong read-after-write consistency for PUT, GET, HEAD and LIST (a
+// successful PUT is seen by every later request, in listings too); PutObject
+// with If-None-Match: * and If-Match, answering 412 (or 404 for If-Match
+// on a missing key) when the condition fails, atomically with respect to
+// other conditional PUTs; GET with If-None-Match (304);
+// ListObjectsV2 with delimiter and continuation token; user metadata kept
+// and returned by HEAD and GET; CopyObject with x-amz-copy-source-if-match;
+// DeleteObjects; and an ETag that differs for different bytes (the MD5 of
+// a single-part upload). AWS S3 has provided all of these since conditional
+// writes arrived in 2024.
+//
+// Checked: versitygw v1.8.0 (posix backend), by this package's tests and
+// the conformance suite checkpoint/backendtest (.ci/s3-test runs them).
+// It ignores If-None-Match on CopyObject, so Rename checks
+// the destination with a HEAD first (a race only with the store's own
+// writer, which holds the lease); it answers If-Match on a missing key
+// with 404 rather than 412, which is handled. AWS
+// S3 itself, MinIO, Ceph RGW, R2 and GCS's XML API were not checked here.
+package s3store

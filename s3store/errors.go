@@ -1,0 +1,96 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// fail builds the error of operation op on the object or prefix at loc (an
+// s3:// URL, Locate's form). It wraps kind, a sentinel of the core package
+// or fs.ErrNotExist, so errors.Is works, and cause, the SDK's error or a
+// description, so errors.As still finds the SDK's types.
+func fail(op, loc string, kind, cause error) error {
+	switch {
+	case kind == nil:
+		return fmt.Errorf("s3store: %s %s: %w", op, loc, cause)
+	case cause == nil:
+		return fmt.Errorf("s3store: %s %s: %w", op, loc, kind)
+	default:
+		return fmt.Errorf("s3store: %s %s: %w: %w", op, loc, kind, cause)
+	}
+}
+
+// requestError is fail for the error of an S3 request: it picks the
+// sentinel from the HTTP status (404 is fs.ErrNotExist, 412 is ifFailed:
+// ErrExists or ErrConflict depending on the condition the request had) and
+// leaves a ctx error, a 5xx that outlived the SDK's retries, or a network
+// error unwrapped by any sentinel.
+func requestError(op, loc string, ifFailed, err error) error {
+	switch {
+	case ctxErr(err):
+		return fail(op, loc, nil, err)
+	case isNotFound(err):
+		return fail(op, loc, fs.ErrNotExist, err)
+	case isPrecondition(err) && ifFailed != nil:
+		return fail(op, loc, ifFailed, err)
+	}
+	return fail(op, loc, nil, err)
+}
+
+func ctxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func httpStatus(err error) int {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func errorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// isPrecondition reports a failed If-Match or If-None-Match (412). A 409
+// ConditionalRequestConflict (AWS: another conditional write of the key was
+// in flight) is not one: the caller retries it.
+func isPrecondition(err error) bool {
+	return httpStatus(err) == 412 || errorCode(err) == "PreconditionFailed"
+}
+
+func isConditionalConflict(err error) bool {
+	return httpStatus(err) == 409 && errorCode(err) == "ConditionalRequestConflict"
+}
+
+func isNotFound(err error) bool {
+	if httpStatus(err) == 404 {
+		return true
+	}
+	switch errorCode(err) {
+	case "NoSuchKey", "NotFound":
+		return true
+	}
+	return false
+}
+
+func isNotModified(err error) bool { return httpStatus(err) == 304 }
+
+// errHidden is the cause of an fs.ErrNotExist for an object that exists but
+// was written by a writer that had lost the lease (see the package doc):
+// the store must see it as absent, never as damage.
+var errHidden = errors.New("written by a writer that had lost the lease (fenced)")
+
+var _ checkpoint.Backend = (*Backend)(nil)

@@ -1,0 +1,456 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// leaseDoc is the lease object's JSON. Only Generation, Released and
+// Sealed decide anything; Holder, Renewed (the holder's wall clock) and
+// TTLMillis tell people and contenders who holds it and how long it lives.
+type leaseDoc struct {
+	Generation uint64 `json:"generation"`
+	Holder     string `json:"holder"`
+	TTLMillis  int64  `json:"ttl_ms"`
+	// Renewed is the holder's wall clock at its last renewal: for people
+	// reading the object. Nobody judges expiry by it.
+	Renewed  time.Time `json:"renewed"`
+	Released bool      `json:"released,omitempty"`
+	// Sealed maps the names of the objects that older generations wrote
+	// and that were visible at the takeover that started Generation, to
+	// their ETags (see fence.go).
+	Sealed map[string]string `json:"sealed,omitempty"`
+	// Written maps the names of the objects that Generation wrote, as of
+	// its last renewal, to their ETags: a reader knows their generation
+	// without a HeadObject (and the next takeover too).
+	Written map[string]string `json:"written,omitempty"`
+}
+
+// maxLeaseSize bounds the lease object a backend reads: its sealed and
+// written sets list the objects of the store (about 80 bytes each).
+const maxLeaseSize = 256 << 20
+
+// lease is the writer's lease while Lock holds it. Its fields are guarded
+// by the Backend's mu.
+type lease struct {
+	doc  leaseDoc
+	etag string
+	// deadline is when this writer stops trusting the lease unless a
+	// renewal succeeds: the start of its last successful renewal (or of
+	// the takeover) plus the TTL minus a tenth, by the monotonic clock.
+	deadline time.Time
+	// lost is set when a renewal found the lease changed: taken over.
+	lost error
+	// renewErr is the last renewal's failure, for the error of a write
+	// refused after the deadline.
+	renewErr error
+	// changed records what this writer wrote (name to ETag) or removed
+	// (name to "") since its last renewal, which folds it into Sealed and
+	// Written (see noteWrite).
+	changed map[string]string
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func (l *lease) stopRenewing() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	<-l.done
+}
+
+// leaseState is the lease object as read by a GET.
+type leaseState struct {
+	exists bool
+	etag   string
+	doc    leaseDoc
+	// age is how long ago it was last written, by the server's clock
+	// (Date minus Last-Modified, to the second); ageKnown says whether the
+	// server sent both.
+	age      time.Duration
+	ageKnown bool
+}
+
+func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseState, notModified bool, err error) {
+	in := &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(leaseName))}
+	if ifNoneMatch != "" {
+		in.IfNoneMatch = aws.String(ifNoneMatch)
+	}
+	out, err := b.client.GetObject(ctx, in)
+	switch {
+	case err == nil:
+	case isNotModified(err):
+		return st, true, nil
+	case isNotFound(err):
+		return st, false, nil
+	default:
+		return st, false, requestError("read lease", b.Locate(leaseName), nil, err)
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(out.Body, maxLeaseSize+1))
+	if err != nil {
+		return st, false, fail("read lease", b.Locate(leaseName), nil, err)
+	}
+	if len(data) > maxLeaseSize {
+		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("larger than %d bytes", maxLeaseSize))
+	}
+	if err := json.Unmarshal(data, &st.doc); err != nil {
+		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("not a lease (%w): remove it only if no writer is running", err))
+	}
+	st.exists = true
+	st.etag = quoteETag(aws.ToString(out.ETag))
+	if raw, ok := awsmiddleware.GetRawResponse(out.ResultMetadata).(*smithyhttp.Response); ok && out.LastModified != nil {
+		if date, err := http.ParseTime(raw.Header.Get("Date")); err == nil {
+			// Whole seconds, and a server may round one of them up: an
+			// age below zero is a lease renewed just now.
+			st.age = max(0, date.Sub(*out.LastModified))
+			st.ageKnown = true
+		}
+	}
+	return st, false, nil
+}
+
+// holderID names this writer in the lease: host, process and a random
+// number that tells apart two backends of one process.
+func holderID() string {
+	host, _ := os.Hostname()
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(r[:])
+}
+
+// Lock takes the store's lease, the object .checkpoint.lease under the
+// prefix (see the package doc). If no lease exists it is created with
+// If-None-Match: *; a lease that was released is taken over at once. A
+// lease held by another writer is taken over only once this process has
+// seen it unchanged (the same ETag) for a full TTL by its own monotonic
+// clock, so no clock of another host is trusted: if the server's clock
+// (Date minus Last-Modified) says the lease was renewed less than a TTL
+// ago, Lock returns an error wrapping checkpoint.ErrLocked at once, naming
+// the holder; otherwise it watches the lease until the TTL has passed
+// (taking it over) or the holder renews it (ErrLocked), bounded by ctx.
+// A Backend remembers what it has seen, so calling Lock again once the TTL
+// has passed takes over a dead writer's lease without waiting.
+//
+// While it holds the lease, the Backend renews it every third of the TTL
+// (If-Match on its ETag) and stamps every object it writes with its
+// generation. A write that finishes after the lease's local deadline, or
+// after a renewal found the lease taken over, returns an error wrapping
+// checkpoint.ErrLocked; what it wrote may then exist, but is hidden by
+// the fencing rule unless it landed before the takeover. unlock stops the
+// renewals and marks the lease released (a conditional PUT, not a delete),
+// so the next writer takes it at once.
+func (b *Backend) Lock(ctx context.Context) (unlock func() error, err error) {
+	loc := b.Locate(leaseName)
+	b.mu.Lock()
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return nil, fail("lock", loc, checkpoint.ErrClosed, nil)
+	case b.lease != nil:
+		b.mu.Unlock()
+		return nil, fail("lock", loc, checkpoint.ErrLocked, errors.New("this backend holds the lease already"))
+	}
+	b.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		st, _, err := b.readLease(ctx, "")
+		if err != nil {
+			return nil, fail("lock", loc, nil, err)
+		}
+		if !st.exists || st.doc.Released {
+			unlock, err := b.takeOver(ctx, st)
+			if err != nil && errors.Is(err, checkpoint.ErrLocked) && attempt < 2 {
+				continue // another writer got there first: judge its lease
+			}
+			return unlock, err
+		}
+		ttl := max(b.cfg.ttl, time.Duration(st.doc.TTLMillis)*time.Millisecond)
+		b.mu.Lock()
+		if b.seen.etag != st.etag {
+			b.seen.etag, b.seen.at = st.etag, time.Now()
+		}
+		seenAt := b.seen.at
+		b.mu.Unlock()
+		// One second of slack: Date and Last-Modified are whole seconds.
+		if time.Since(seenAt) < ttl && st.ageKnown && st.age+time.Second < ttl {
+			return nil, b.lockedError(st, ttl, nil)
+		}
+		free, err := b.watchLease(ctx, st, seenAt.Add(ttl), ttl)
+		if err != nil {
+			return nil, err
+		}
+		if free && attempt < 2 {
+			continue // released or removed while watched: take it as it is now
+		}
+		return b.takeOver(ctx, st)
+	}
+}
+
+// watchLease waits until the time until, checking now and then that the
+// lease is still st: a renewal returns ErrLocked at once, a release returns
+// free.
+func (b *Backend) watchLease(ctx context.Context, st leaseState, until time.Time, ttl time.Duration) (free bool, err error) {
+	poll := max(ttl/8, 50*time.Millisecond)
+	for {
+		wait := time.Until(until)
+		if wait <= 0 {
+			return false, nil
+		}
+		t := time.NewTimer(min(wait, poll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, b.lockedError(st, ttl, ctx.Err())
+		case <-t.C:
+		}
+		cur, same, err := b.readLease(ctx, st.etag)
+		if err != nil {
+			return false, fail("lock", b.Locate(leaseName), nil, err)
+		}
+		if !same {
+			if !cur.exists || cur.doc.Released {
+				return true, nil
+			}
+			return false, b.lockedError(cur, ttl, nil)
+		}
+	}
+}
+
+func (b *Backend) lockedError(st leaseState, ttl time.Duration, cause error) error {
+	msg := fmt.Sprintf("held by %s (generation %d)", st.doc.Holder, st.doc.Generation)
+	if st.ageKnown {
+		msg += fmt.Sprintf(", renewed %v ago by the server's clock", st.age.Round(time.Second))
+	}
+	msg += fmt.Sprintf("; it expires when it has gone %v without renewal", ttl)
+	if cause != nil {
+		return fail("lock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("%s: %w", msg, cause))
+	}
+	return fail("lock", b.Locate(leaseName), checkpoint.ErrLocked, errors.New(msg))
+}
+
+// takeOver writes a new lease over st (If-Match on its ETag, or
+// If-None-Match: * if there is none) with the next generation and the
+// sealed set: every object that is visible now, by st's rule. The listing
+// is made before the PUT, so nothing written after the takeover is in it.
+func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, error) {
+	loc := b.Locate(leaseName)
+	sealed, err := b.sealedSet(ctx, st)
+	if err != nil {
+		return nil, fail("lock", loc, nil, fmt.Errorf("listing the objects to seal: %w", err))
+	}
+	doc := leaseDoc{
+		Generation: st.doc.Generation + 1,
+		Holder:     holderID(),
+		TTLMillis:  b.cfg.ttl.Milliseconds(),
+		Renewed:    time.Now().UTC(),
+		Sealed:     sealed,
+	}
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fail("lock", loc, nil, err)
+	}
+	in := &s3.PutObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
+	if st.exists {
+		in.IfMatch = aws.String(st.etag)
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	start := time.Now()
+	out, err := b.client.PutObject(ctx, in)
+	var etag string
+	switch {
+	case err == nil:
+		etag = quoteETag(aws.ToString(out.ETag))
+	case isPrecondition(err) || isNotFound(err) || isConditionalConflict(err):
+		// Unless an earlier attempt of this PUT (an SDK retry) landed:
+		// the lease then names this takeover's holder, which is unique.
+		cur, _, rerr := b.readLease(ctx, "")
+		if rerr != nil || !cur.exists || cur.doc.Holder != doc.Holder || cur.doc.Generation != doc.Generation {
+			return nil, fail("lock", loc, checkpoint.ErrLocked, fmt.Errorf("another writer took the lease first: %w", err))
+		}
+		etag = cur.etag
+	default:
+		return nil, requestError("lock", loc, nil, err)
+	}
+	l := &lease{
+		doc:      doc,
+		etag:     etag,
+		deadline: start.Add(b.cfg.ttl - b.cfg.ttl/10),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	b.mu.Lock()
+	if b.closed || b.lease != nil {
+		b.mu.Unlock()
+		// Closed meanwhile, or a concurrent Lock won: give this one back.
+		b.release(l)
+		return nil, fail("lock", loc, checkpoint.ErrLocked, errors.New("backend closed or locked meanwhile"))
+	}
+	b.lease = l
+	b.released = false
+	b.mu.Unlock()
+	go b.renew(l)
+	var once sync.Once
+	var uerr error
+	return func() error {
+		once.Do(func() { uerr = b.unlock(l) })
+		return uerr
+	}, nil
+}
+
+// renew rewrites the lease with If-Match on its ETag every third of the
+// TTL until stopped or lost. A failed renewal that is not a lost condition
+// (a network error, a 5xx past the SDK's retries) is retried sooner; the
+// writes fail once the deadline passes, and succeed again if a later
+// renewal succeeds (the ETag chain proves nobody took over meanwhile).
+func (b *Backend) renew(l *lease) {
+	defer close(l.done)
+	ttl := b.cfg.ttl
+	every := ttl / 3
+	// A renewal in flight when the lease is released or closed is not
+	// cancelled: it may land anyway, and then only its answer tells the
+	// ETag that the release must name.
+	ctx := context.Background()
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		b.mu.Lock()
+		l.foldChanges()
+		doc := l.doc
+		doc.Renewed = time.Now().UTC()
+		body, err := json.Marshal(doc)
+		etag := l.etag
+		b.mu.Unlock()
+		start := time.Now()
+		if err != nil {
+			b.mu.Lock()
+			l.renewErr = err
+			b.mu.Unlock()
+			t.Reset(every / 4)
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, ttl)
+		out, err := b.client.PutObject(rctx, &s3.PutObjectInput{
+			Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body),
+			ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
+			IfMatch: aws.String(etag),
+		})
+		rcancel()
+		b.mu.Lock()
+		switch {
+		case err == nil:
+			l.etag = quoteETag(aws.ToString(out.ETag))
+			l.deadline = start.Add(ttl - ttl/10)
+			l.renewErr = nil
+			// The next renewal a third of the TTL after this one started,
+			// not after it ended: a slow server does not stretch the
+			// period.
+			t.Reset(max(0, time.Until(start.Add(every))))
+		case isPrecondition(err) || isNotFound(err):
+			b.mu.Unlock()
+			if cur, ok := b.ownLease(l); ok {
+				// An earlier attempt of this renewal (an SDK retry) landed.
+				b.mu.Lock()
+				l.etag = cur.etag
+				l.renewErr = err
+				t.Reset(0)
+				break
+			}
+			b.mu.Lock()
+			l.lost = fmt.Errorf("the lease was taken over by another writer (renewal: %w)", err)
+			b.mu.Unlock()
+			return
+		default:
+			l.renewErr = err
+			t.Reset(every / 4)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// ownLease reads the lease after a conditional PUT of it failed, and
+// reports whether it is still l's (the same generation and holder: a
+// takeover writes another generation), under another ETag: an attempt
+// whose answer was lost did land.
+func (b *Backend) ownLease(l *lease) (leaseState, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
+	defer cancel()
+	cur, _, err := b.readLease(ctx, "")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ok := err == nil && cur.exists && cur.doc.Generation == l.doc.Generation && cur.doc.Holder == l.doc.Holder
+	return cur, ok
+}
+
+// unlock stops renewing and marks the lease released, with If-Match on its
+// ETag: if another writer took it over, the release fails with ErrLocked
+// and changes nothing.
+func (b *Backend) unlock(l *lease) error {
+	l.stopRenewing()
+	b.mu.Lock()
+	if b.lease == l {
+		b.lease = nil
+		b.released = true
+	}
+	lost := l.lost
+	b.mu.Unlock()
+	if lost != nil {
+		return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, lost)
+	}
+	return b.release(l)
+}
+
+func (b *Backend) release(l *lease) error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	b.mu.Lock()
+	l.foldChanges()
+	doc := l.doc
+	etag := l.etag
+	b.mu.Unlock()
+	doc.Released = true
+	doc.Renewed = time.Now().UTC()
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return fail("unlock", b.Locate(leaseName), nil, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
+	defer cancel()
+	_, err = b.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
+		IfMatch: aws.String(etag),
+	})
+	if err != nil {
+		if isPrecondition(err) || isNotFound(err) {
+			if cur, ok := b.ownLease(l); ok && cur.doc.Released {
+				return nil // an earlier attempt of this release landed
+			}
+			return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("the lease was taken over by another writer: %w", err))
+		}
+		return requestError("unlock", b.Locate(leaseName), nil, err)
+	}
+	return nil
+}

@@ -1,0 +1,391 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// testTTL is the lease TTL of tests in which a holder must keep its lease
+// while it works: long enough for renewals to get through on a loaded
+// machine (the race detector, parallel tests), short enough to wait out.
+const testTTL = 2 * time.Second
+
+// lockWithin calls Lock until it succeeds or d has passed, as a second
+// process waiting for a dead writer's lease would.
+func lockWithin(t *testing.T, b *Backend, d time.Duration) func() error {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		unlock, err := b.Lock(ctx)
+		cancel()
+		if err == nil {
+			return unlock
+		}
+		require.ErrorIs(t, err, checkpoint.ErrLocked)
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease after %v: %v", d, err)
+		}
+	}
+}
+
+// die makes b's writer stop renewing its lease without releasing it, as a
+// killed or paused process does.
+func die(b *Backend) {
+	b.mu.Lock()
+	l := b.lease
+	b.mu.Unlock()
+	l.stopRenewing()
+}
+
+func generationOf(b *Backend) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lease.doc.Generation
+}
+
+func TestSecondWriterGetsErrLockedNamingTheHolder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.backend("run"), f.backend("run")
+	ctx := context.Background()
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+
+	start := time.Now()
+	_, err = b.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Less(t, time.Since(start), 10*time.Second, "a live lease (by the server's clock) is refused at once")
+	require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/.checkpoint.lease")
+	require.Contains(t, err.Error(), "(generation 1)")
+	host := strings.SplitN(a.lease.doc.Holder, "/", 2)[0]
+	require.Contains(t, err.Error(), host)
+
+	_, err = a.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrLocked, "a backend cannot lock twice")
+	// Another prefix is another store, with a lease of its own.
+	other := f.backend("run/session")
+	u2, err := other.Lock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, u2())
+}
+
+func TestLeaseOfADeadWriterIsTakenOverAfterItsTTL(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
+	ctx := context.Background()
+	unlockA, err := a.Lock(ctx)
+	require.NoError(t, err)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("by a")))
+	require.NoError(t, err)
+	die(a)
+
+	started := time.Now()
+	unlockB := lockWithin(t, b, 15*time.Second)
+	require.GreaterOrEqual(t, time.Since(started), testTTL-100*time.Millisecond, "taken over before a TTL was seen")
+	require.Equal(t, uint64(2), generationOf(b))
+	data, _ := readAll(t, b, "step-1")
+	require.Equal(t, "by a", string(data), "what a wrote before the takeover stays visible")
+
+	_, err = a.Create(ctx, "step-2", bytesOf([]byte("late")))
+	require.ErrorIs(t, err, checkpoint.ErrLocked, "a's deadline has passed")
+	require.ErrorIs(t, unlockA(), checkpoint.ErrLocked, "a cannot release what b holds")
+	_, err = b.Create(ctx, "step-2", bytesOf([]byte("by b")))
+	require.NoError(t, err)
+	require.NoError(t, unlockB())
+}
+
+func TestReleasedLeaseIsTakenAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.backend("run"), f.backend("run") // 30 s TTL
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("x")))
+	require.NoError(t, err)
+	require.NoError(t, unlock())
+	require.NoError(t, unlock(), "unlock is idempotent")
+	_, err = a.Create(ctx, "step-2", bytesOf([]byte("x")))
+	require.ErrorIs(t, err, checkpoint.ErrLocked, "no write after the release")
+
+	unlockB, err := b.Lock(ctx)
+	require.NoError(t, err, "a released lease is free at once")
+	require.Equal(t, uint64(2), generationOf(b))
+	objs, err := b.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"step-1"}, names(objs))
+	require.NoError(t, unlockB())
+}
+
+func TestRenewalsKeepTheLeaseAliveAndOthersOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
+	ctx := context.Background()
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	first := a.lease.etag
+	renewals := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for last := first; renewals < 3; {
+		a.mu.Lock()
+		cur := a.lease.etag
+		a.mu.Unlock()
+		if cur != last {
+			renewals++
+			last = cur
+		}
+		require.True(t, time.Now().Before(deadline), "%d renewals in 20s", renewals)
+		time.Sleep(20 * time.Millisecond) // polling a's state
+	}
+	// b watches the lease; a renews it, so b gives up with ErrLocked.
+	_, err = b.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("x")))
+	require.NoError(t, err, "more than a TTL after Lock, the renewed lease is valid")
+}
+
+func TestWriterWhoseLeaseWasTakenOverFailsItsWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.backend("run", LeaseTTL(time.Second))
+	ctx := context.Background()
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	// Someone else's lease over a's (as a takeover would write it).
+	_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/" + leaseName),
+		Body: strings.NewReader(`{"generation":2,"holder":"elsewhere","ttl_ms":1000}`)})
+	require.NoError(t, err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		a.mu.Lock()
+		lost := a.lease.lost
+		a.mu.Unlock()
+		if lost != nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "a's renewal never noticed")
+		time.Sleep(20 * time.Millisecond) // polling a's state
+	}
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("x")))
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Contains(t, err.Error(), "taken over")
+	require.ErrorIs(t, unlock(), checkpoint.ErrLocked)
+}
+
+// TestStaleWritesAfterATakeoverAreHidden is the fencing rule: a writes,
+// pauses past its lease, b takes over, then a's requests land anyway (a
+// request delayed in the network, or a's clock running slow: here a's
+// deadline is pushed out by hand). Nothing a wrote after the takeover may
+// be listed or opened, by b or by a reader, and it must not block b.
+func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
+	ctx := context.Background()
+	_, err := a.Create(ctx, "before-any-lease", bytesOf([]byte("old")))
+	require.NoError(t, err)
+	_, err = a.Lock(ctx)
+	require.NoError(t, err)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("acknowledged")))
+	require.NoError(t, err)
+	roll1, err := a.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("roll by a")))
+	require.NoError(t, err)
+	die(a)
+	unlockB := lockWithin(t, b, 15*time.Second)
+	defer unlockB()
+
+	// a wakes up believing its lease is still valid.
+	a.mu.Lock()
+	a.lease.deadline = time.Now().Add(time.Hour)
+	a.mu.Unlock()
+	_, err = a.Create(ctx, "step-2", bytesOf([]byte("stale")))
+	require.NoError(t, err, "the server took a's late PUT")
+	_, err = a.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("stale side")))
+	require.NoError(t, err)
+	_, err = b.Replace(ctx, "roll", roll1.Version, bytesOf([]byte("roll by b")))
+	require.NoError(t, err)
+	_, err = a.Replace(ctx, "roll", roll1.Version, bytesOf([]byte("stale roll")))
+	require.ErrorIs(t, err, checkpoint.ErrConflict, "If-Match stops a stale replace of what b replaced")
+
+	reader := f.backend("run")
+	for who, be := range map[string]*Backend{"b": b, "reader": reader} {
+		objs, err := be.List(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{"before-any-lease", "roll", "step-1"}, names(objs), who)
+		for _, name := range []string{"step-2", "side"} {
+			_, _, err = be.Open(ctx, name)
+			require.ErrorIs(t, err, fs.ErrNotExist, "%s opens %s", who, name)
+			require.False(t, errors.Is(err, checkpoint.ErrCorrupt), "a fenced object is not damage")
+			_, err = be.Stat(ctx, name)
+			require.ErrorIs(t, err, fs.ErrNotExist, "%s stats %s", who, name)
+		}
+		data, _ := readAll(t, be, "roll")
+		require.Equal(t, "roll by b", string(data), who)
+		data, _ = readAll(t, be, "step-1")
+		require.Equal(t, "acknowledged", string(data), who)
+	}
+
+	// The fenced objects do not block b: its Create takes the name.
+	_, err = b.Create(ctx, "step-2", bytesOf([]byte("by b")))
+	require.NoError(t, err)
+	_, err = b.Create(ctx, "step-2", bytesOf([]byte("again")))
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	_, err = b.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("side by b")))
+	require.NoError(t, err)
+	objs, err := reader.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"before-any-lease", "roll", "side", "step-1", "step-2"}, names(objs))
+	data, _ := readAll(t, reader, "step-2")
+	require.Equal(t, "by b", string(data))
+
+	// A later takeover keeps them hidden: c seals only what b's rule shows.
+	_, err = a.Create(ctx, "step-3", bytesOf([]byte("stale again")))
+	require.NoError(t, err)
+	require.NoError(t, unlockB())
+	c := f.backend("run", LeaseTTL(testTTL))
+	unlockC, err := c.Lock(ctx)
+	require.NoError(t, err)
+	defer unlockC()
+	objs, err = reader.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"before-any-lease", "roll", "side", "step-1", "step-2"}, names(objs))
+}
+
+// The sealed set lists what the takeover found; what the holder removes
+// or rewrites leaves it at the next renewal, so the lease object does not
+// grow with every object a store ever had. What the holder writes joins
+// the written set at the next renewal, so that readers need no HEAD to
+// learn its generation.
+func TestRenewalsKeepTheSealedAndWrittenSetsCurrent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	old := f.backend("run")
+	for _, name := range []string{"a", "b", "c"} {
+		_, err := old.Create(ctx, name, bytesOf([]byte(name)))
+		require.NoError(t, err)
+	}
+	b := f.backend("run", LeaseTTL(time.Second))
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	lease := func() leaseDoc {
+		st, _, err := b.readLease(ctx, "")
+		require.NoError(t, err)
+		return st.doc
+	}
+	require.Len(t, lease().Sealed, 3)
+	_, err = b.Remove(ctx, "a")
+	require.NoError(t, err)
+	b2, err := b.Replace(ctx, "b", "", bytesOf([]byte("b2")))
+	require.NoError(t, err)
+	d, err := b.Create(ctx, "d", bytesOf([]byte("d")))
+	require.NoError(t, err)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		doc := lease()
+		if len(doc.Sealed) == 1 {
+			require.Equal(t, map[string]string{"c": `"4a8a08f09d37b73795649038408b5f33"`}, doc.Sealed)
+			require.Equal(t, map[string]string{"b": b2.Version, "d": d.Version}, doc.Written)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "sealed set still %v", doc.Sealed)
+		time.Sleep(50 * time.Millisecond) // polling for the next renewal
+	}
+	f.count.take()
+	objs, err := f.backend("run").List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "c", "d"}, names(objs))
+	require.Zero(t, f.count.take()["HEAD"], "a reader learns the generations from the lease")
+}
+
+// Lock watching a lease that looks expired by the server's clock is
+// bounded by its ctx, and says who holds the lease.
+func TestLockWaitingForALeaseEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.backend("run", LeaseTTL(time.Second))
+	unlock, err := a.Lock(context.Background())
+	require.NoError(t, err)
+	defer unlock()
+	die(a)
+	// With a TTL of 1 s the server's whole-second clock cannot show the
+	// lease live, so b watches it, for less than the TTL.
+	b := f.backend("run", LeaseTTL(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = b.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Contains(t, err.Error(), "(generation 1)")
+}
+
+// The SDK retries a PUT whose answer was lost; when the first attempt had
+// landed, the retry's condition fails on the writer's own object. Such a
+// Create is the writer's, not ErrExists; such a renewal keeps the lease.
+func TestARetriedPutThatHadLandedIsTheWritersOwn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.backend("run", LeaseTTL(testTTL))
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	gen := strconv.FormatUint(generationOf(a), 10)
+
+	// The first attempt of a Create, landed.
+	_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/step-1"),
+		Body: strings.NewReader("state"), Metadata: map[string]string{genKey: gen}})
+	require.NoError(t, err)
+	o, err := a.Create(ctx, "step-1", bytesOf([]byte("state")))
+	require.NoError(t, err, "the object in the way is this writer's own")
+	require.Equal(t, int64(5), o.Size)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("other")))
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+
+	// The first attempt of a renewal, landed: the lease has another ETag
+	// but is still a's.
+	a.mu.Lock()
+	doc := a.lease.doc
+	a.mu.Unlock()
+	doc.Renewed = doc.Renewed.Add(time.Millisecond) // another ETag
+	body, err := json.Marshal(doc)
+	require.NoError(t, err)
+	out, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/" + leaseName), Body: bytes.NewReader(body)})
+	require.NoError(t, err)
+	landed := quoteETag(aws.ToString(out.ETag))
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		a.mu.Lock()
+		etag, lost := a.lease.etag, a.lease.lost
+		a.mu.Unlock()
+		require.NoError(t, lost, "a renewal that found a's own lease declared it lost")
+		if etag != landed && etag != "" {
+			st, _, err := a.readLease(ctx, "")
+			require.NoError(t, err)
+			if st.etag == etag {
+				break // renewed after adopting the landed one
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no renewal after the landed one")
+		time.Sleep(20 * time.Millisecond) // polling a's state
+	}
+	_, err = a.Create(ctx, "step-2", bytesOf([]byte("x")))
+	require.NoError(t, err)
+}

@@ -1,0 +1,57 @@
+package s3store
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// An Option configures a Backend (see New).
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// DefaultLeaseTTL is the lease's expiry when LeaseTTL is not given.
+const DefaultLeaseTTL = 30 * time.Second
+
+type config struct {
+	ttl time.Duration
+	// pageSize is ListObjectsV2's MaxKeys: 0 leaves the server's default
+	// (1,000 on AWS); tests set it small to cross many pages cheaply.
+	pageSize int32
+	// maxSize is the largest object Create and Replace write: MaxObjectSize;
+	// tests lower it.
+	maxSize int64
+}
+
+// LeaseTTL sets how long the single-writer lease lives without a renewal
+// (default DefaultLeaseTTL, at least one second). The holder renews it every
+// third of d, and counts it valid until d minus a tenth after the start of
+// its last successful renewal; a contender takes it over only after it has
+// seen the lease unchanged for d by its own clock. So a writer that died is
+// replaced after about d to 2d, and a writer that cannot reach the server
+// for about d loses the lease. Every process sharing a store should use the
+// same d; a contender waits for the longer of its own d and the holder's.
+func LeaseTTL(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < time.Second {
+			return fmt.Errorf("s3store: lease TTL %v is shorter than one second: %w", d, checkpoint.ErrInvalid)
+		}
+		c.ttl = d
+		return nil
+	})
+}
+
+// maxObjectSize lowers the size limit of Create and Replace (tests).
+func maxObjectSize(n int64) Option {
+	return optionFunc(func(c *config) error { c.maxSize = n; return nil })
+}
+
+// listPageSize sets ListObjectsV2's MaxKeys (tests cross pages with few
+// objects).
+func listPageSize(n int32) Option {
+	return optionFunc(func(c *config) error { c.pageSize = n; return nil })
+}

@@ -1,0 +1,97 @@
+package s3store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+type state struct {
+	Writer string `json:"writer"`
+	Step   int64  `json:"step"`
+	Pad    string `json:"pad,omitempty"`
+}
+
+func openStore(t *testing.T, f *fixture, prefix string, opts ...checkpoint.Option) (*checkpoint.Store[state], error) {
+	t.Helper()
+	b, err := New(f.client, f.bucket, prefix, LeaseTTL(testTTL))
+	require.NoError(t, err)
+	return checkpoint.OpenBackend[state](b, opts...)
+}
+
+func TestStoreOnS3SavesLoadsAndIsSingleWriter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s, err := openStore(t, f, "run", checkpoint.KeepLast(3))
+	require.NoError(t, err)
+	require.Equal(t, "s3://"+f.bucket+"/run/", s.Dir())
+	f.count.take()
+	for step := int64(1); step <= 5; step++ {
+		_, err := s.Save(ctx, step, state{Writer: "a", Step: step})
+		require.NoError(t, err)
+		t.Logf("save %d: requests %v", step, f.count.take())
+	}
+	_, err = s.Save(ctx, 5, state{Writer: "a", Step: 5})
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	f.count.take()
+	got, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), info.Step)
+	require.Equal(t, state{Writer: "a", Step: 5}, got)
+	t.Logf("latest: requests %v", f.count.take())
+
+	_, err = openStore(t, f, "run")
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	reader, err := openStore(t, f, "run", checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	f.count.take()
+	infos, err := reader.List(ctx)
+	require.NoError(t, err)
+	t.Logf("reader list of %d: requests %v", len(infos), f.count.take())
+	var steps []int64
+	for _, in := range infos {
+		steps = append(steps, in.Step)
+	}
+	require.Equal(t, []int64{3, 4, 5}, steps, "KeepLast(3) pruned on S3")
+
+	require.NoError(t, s.Close())
+	s2, err := openStore(t, f, "run")
+	require.NoError(t, err, "a closed store released its lease")
+	defer s2.Close()
+	_, info, err = s2.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), info.Step)
+	_, err = s2.Save(ctx, 6, state{Writer: "b", Step: 6})
+	require.NoError(t, err)
+	_, info, err = reader.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), info.Step, "a reader sees the new writer's saves")
+}
+
+func TestStoreOnS3RefusesSavesAfterLosingTheLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	b, err := New(f.client, f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	s, err := checkpoint.OpenBackend[state](b)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 1, state{Step: 1})
+	require.NoError(t, err)
+	die(b)
+	other, err := New(f.client, f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	unlock := lockWithin(t, other, 15*time.Second)
+	defer unlock()
+	_, err = s.Save(ctx, 2, state{Step: 2})
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	err = s.Close()
+	require.True(t, err == nil || errors.Is(err, checkpoint.ErrLocked), "%v", err)
+}
