@@ -1,6 +1,6 @@
 module github.com/gocheckpoint/checkpoint/s3store
 
-go 1.25.0
+go 1.26
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7
@@ -20,6 +20,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.11 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.10 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.10 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
