@@ -12,6 +12,8 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
@@ -218,25 +220,12 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 		if err != nil {
 			return h, false, corruptIO(err)
 		}
-		var dst any
-		switch tok {
-		case "state":
+		key, _ := tok.(string)
+		if key == "state" {
 			return h, true, h.check()
-		case "format":
-			dst = &h.Format
-		case "schema":
-			dst = &h.Schema
-		case "step":
-			dst = &h.Step
-		case "kind":
-			dst = &h.Kind
-		case "time":
-			dst = &h.Time
-		case "meta":
-			dst = &h.Meta
-		case "error":
-			dst = &h.Error
-		default:
+		}
+		dst := h.field(key)
+		if dst == nil {
 			dst = new(json.RawMessage)
 		}
 		if err := dec.Decode(dst); err != nil {
@@ -244,6 +233,28 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 		}
 	}
 	return h, false, damaged("no state")
+}
+
+// field returns where the value of the header field key decodes to, or
+// nil if key names no field before the state.
+func (h *header) field(key string) any {
+	switch key {
+	case "format":
+		return &h.Format
+	case "schema":
+		return &h.Schema
+	case "step":
+		return &h.Step
+	case "kind":
+		return &h.Kind
+	case "time":
+		return &h.Time
+	case "meta":
+		return &h.Meta
+	case "error":
+		return &h.Error
+	}
+	return nil
 }
 
 // check validates the fields every envelope must have.
@@ -457,6 +468,10 @@ func parseHeader(data []byte) (header, int, error) {
 		return h, int(dec.InputOffset()), err
 	}
 	var h header
+	if fastHeader(data[:keyStart], &h) {
+		return h, keyEnd, h.check()
+	}
+	h = header{}
 	// The fields are the object up to the key, closed where its comma is.
 	head := bytes.TrimRight(data[:keyStart], " \t\r\n")
 	if last := len(head) - 1; head[last] == ',' {
@@ -468,4 +483,110 @@ func parseHeader(data []byte) (header, int, error) {
 		}
 	}
 	return h, keyEnd, h.check()
+}
+
+// fastHeader decodes the header fields in head, the object up to the
+// "state" key, which splitHeader found well formed and exactly spelled,
+// without encoding/json, when they are the fields every header has, with
+// values of the plainest form: integers of digits, a kind of printable
+// ASCII without escapes, a time of the characters RFC 3339 uses. It
+// reports false, leaving h partly set, for anything else (meta, an error
+// record, another key, another form of value): json.Unmarshal decides
+// those. What it accepts it decodes as json.Unmarshal does (the time by
+// the same UnmarshalJSON): List parses the header of every file in the
+// directory, and encoding/json's reflection was most of that cost.
+func fastHeader(head []byte, h *header) bool {
+	i := skipSpace(head, 0) + 1 // past the '{' splitHeader checked
+	for {
+		if i = skipSpace(head, i); i == len(head) {
+			return true
+		}
+		start := i
+		end, err := skipString(head, i)
+		if err != nil {
+			return false
+		}
+		key := head[start+1 : end-1]
+		i = skipSpace(head, end) + 1 // past the colon
+		vs := skipSpace(head, i)
+		ve, err := skipValue(head, vs)
+		if err != nil {
+			return false
+		}
+		val := head[vs:ve]
+		switch string(key) {
+		case "format":
+			n, ok := plainInt(val, strconv.IntSize)
+			if !ok {
+				return false
+			}
+			h.Format = int(n)
+		case "schema":
+			n, ok := plainInt(val, strconv.IntSize)
+			if !ok {
+				return false
+			}
+			h.Schema = int(n)
+		case "step":
+			n, ok := plainInt(val, 64)
+			if !ok {
+				return false
+			}
+			h.Step = n
+		case "kind":
+			if len(val) < 2 || val[0] != '"' || !printable(val[1:len(val)-1], `"\`) {
+				return false
+			}
+			h.Kind = Kind(val[1 : len(val)-1])
+		case "time":
+			if len(val) < 2 || val[0] != '"' || !timeChars(val[1:len(val)-1]) || h.Time.UnmarshalJSON(val) != nil {
+				return false
+			}
+		default:
+			return false
+		}
+		if i = skipSpace(head, ve); i < len(head) {
+			i++ // the comma splitHeader checked
+		}
+	}
+}
+
+// plainInt returns val, an integer of bits bits written as JSON writes
+// one (an optional minus, then 0 or digits not starting with 0), and
+// reports whether val was one.
+func plainInt(val []byte, bits int) (int64, bool) {
+	digits := val
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 1 && digits[0] == '0' {
+		return 0, false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(val), 10, bits)
+	return n, err == nil
+}
+
+// printable reports whether b is printable ASCII without any of except.
+func printable(b []byte, except string) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e || strings.IndexByte(except, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// timeChars reports whether b holds only characters of an RFC 3339 time.
+func timeChars(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || c == '-' || c == ':' || c == '.' || c == '+' || c == 'T' || c == 'Z' || c == 't' || c == 'z') {
+			return false
+		}
+	}
+	return true
 }

@@ -134,6 +134,7 @@ type codec struct {
 	comp      compression  // what new checkpoints are written with
 	maxRead   int64        // the most decompressed bytes a read accepts
 	lastState atomic.Int64 // the size of the last state encoded
+	noStream  atomic.Bool  // loads read the whole file first (see loadState)
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
@@ -469,6 +470,12 @@ func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) e
 		return err
 	}
 	defer st.release()
+	return c.readOpened(st.r, st, use)
+}
+
+// readOpened is read of the stream st, whose decompressed bytes r reads
+// (st.r, or what is left of it after bytes read before).
+func (c *codec) readOpened(r io.Reader, st stream, use func(h header, state []byte) error) error {
 	tooLarge := fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
 	if st.hint > c.maxRead {
 		if st.comp == compressNone {
@@ -489,7 +496,7 @@ func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) e
 	} else {
 		first = make([]byte, 0, want)
 	}
-	data, err := readLimited(st.r, first, c.maxRead)
+	data, err := readLimited(r, first, c.maxRead)
 	if errors.Is(err, errTooLarge) {
 		return tooLarge
 	}

@@ -30,6 +30,7 @@ type dirBackend struct {
 
 	mu   sync.Mutex
 	root *os.Root
+	dirf *os.File    // root's directory, opened by dirFile for openFile (Linux)
 	lock *writerLock // while Lock holds it
 }
 
@@ -167,7 +168,7 @@ func (d *dirBackend) Open(ctx context.Context, name string) (io.ReadCloser, Obje
 	if err != nil {
 		return nil, Object{}, err
 	}
-	f, fi, err := openRegular(root, name)
+	f, fi, err := d.openFile(root, name)
 	if err != nil {
 		return nil, Object{}, err
 	}
@@ -396,6 +397,10 @@ func (d *dirBackend) Close() error {
 	if d.lock != nil { // held, and never unlocked: release it with the directory
 		lerr = d.lock.release()
 		d.lock = nil
+	}
+	if d.dirf != nil {
+		d.dirf.Close()
+		d.dirf = nil
 	}
 	if d.root == nil {
 		return lerr

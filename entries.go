@@ -131,9 +131,21 @@ func (s *Store[T]) stepEntries(ctx context.Context, step int64) ([]entry, error)
 func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 	errs := make([]error, len(entries))
 	todo := func(e *entry) bool { return e.h.Format == 0 && e.hErr == nil }
-	parallel(len(entries), func(i int) {
+	// A stat only tells whether a cached header still holds: a name
+	// with none is opened at once, and the open tells its object and
+	// refuses what is not a regular file (the first List of a store reads
+	// every file so, and the stat would be a third of its system calls).
+	stat := make([]bool, len(entries))
+	s.mu.Lock()
+	for i := range entries {
 		if e := &entries[i]; todo(e) && e.obj.Version == "" {
-			e.obj, errs[i] = s.b.Stat(ctx, e.name)
+			_, stat[i] = s.headers[e.name]
+		}
+	}
+	s.mu.Unlock()
+	parallel(len(entries), func(i int) {
+		if stat[i] {
+			entries[i].obj, errs[i] = s.b.Stat(ctx, entries[i].name)
 		}
 	})
 	keep := make([]bool, len(entries))
@@ -143,6 +155,11 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 		e := &entries[i]
 		if !todo(e) {
 			keep[i] = true // already filled
+			continue
+		}
+		if e.obj.Version == "" && !stat[i] {
+			keep[i] = true // header reads it, or drops it if it is gone
+			misses = append(misses, i)
 			continue
 		}
 		err := errs[i]
@@ -172,6 +189,11 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 			if gone(err) {
 				keep[misses[k]] = false // removed or replaced since the Stat
 				return
+			}
+			if e.obj.Version == "" { // not opened (permission?): the stat says its size and time
+				if o, err := s.b.Stat(ctx, e.name); err == nil {
+					e.obj, e.size = o, o.Size
+				}
 			}
 			e.setUnreadable(err, e.obj)
 		}

@@ -1,6 +1,6 @@
 module github.com/gocheckpoint/checkpoint
 
-go 1.25.0
+go 1.26
 
 require (
 	github.com/google/go-cmp v0.7.0
@@ -10,4 +10,7 @@ require (
 	golang.org/x/sys v0.47.0
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	github.com/go-json-experiment/json v1.27.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -291,20 +292,22 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	f, o, err := s.b.Open(ctx, e.name)
-	if err != nil {
+	open := func() (io.ReadCloser, Object, error) {
+		f, o, err := s.b.Open(ctx, e.name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
 		case errors.Is(err, errNotRegular):
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
+		return f, o, err
+	}
+	f, o, err := open()
+	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
-	var h header
-	err = s.codec.read(f, o.Size, func(got header, state []byte) error {
-		h = got
+	check := func(h header) error {
 		if err := e.fn.agrees(h); err != nil {
 			return err
 		}
@@ -312,8 +315,19 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
 			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
 		}
-		return s.cfg.schema.decode(h.Schema, state, &v)
-	})
+		return nil
+	}
+	// Where a streamed read cannot conclude, the file is read again: that
+	// read's object is the one loaded.
+	reopen := func() (io.ReadCloser, int64, error) {
+		g, again, err := open()
+		if err != nil {
+			return nil, 0, err
+		}
+		o = again
+		return g, again.Size, nil
+	}
+	h, err := s.codec.loadState(f, o.Size, &s.cfg.schema, check, &v, reopen)
 	if err != nil {
 		return fail(err)
 	}

@@ -55,6 +55,9 @@ var (
 	quick = settings{small: 2 << 10, medium: 10 << 10, large: 200 << 10, mega: 20 << 10, files: 300, coldLists: 2, rounds: 3, perRound: 2, samples: 5, compressBudget: 50 * time.Millisecond}
 )
 
+// sectionNames are the measurements' sections, in the order they run.
+var sectionNames = []string{"saves", "largeSave", "retention", "async", "compressors", "loads", "loadHeap", "bigDirectory", "allocations"}
+
 // row is one line of the table.
 type row struct {
 	what, result, against, ratio, target, met string
@@ -66,6 +69,7 @@ func run(args []string, out io.Writer) error {
 	dirFlag := fs.String("dir", "", "directory on the disk to measure (default: the system's temporary directory)")
 	quickFlag := fs.Bool("quick", false, "tiny sizes and counts: checks that the command works, measures nothing")
 	keep := fs.Bool("keep", false, "keep the files written")
+	only := fs.String("only", "", "comma-separated sections to run (of "+strings.Join(sectionNames, ", ")+"); all if empty")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -102,10 +106,20 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "- states (JSON): %s\n", b.describeStates())
 	fmt.Fprintf(out, "- load average before: %s\n\n", loadBefore)
 
+	sections := map[string]func() ([]row, error){
+		"saves": b.saves, "largeSave": b.largeSave, "retention": b.retention, "async": b.async, "compressors": b.compressors,
+		"loads": b.loads, "loadHeap": b.loadHeap, "bigDirectory": b.bigDirectory, "allocations": b.allocations,
+	}
+	names := sectionNames
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
 	var rows []row
-	for _, section := range []func() ([]row, error){
-		b.saves, b.largeSave, b.retention, b.async, b.compressors, b.loads, b.loadHeap, b.bigDirectory, b.allocations,
-	} {
+	for _, name := range names {
+		section, ok := sections[name]
+		if !ok {
+			return fmt.Errorf("-only: no section %q (the sections: %s)", name, strings.Join(sectionNames, ", "))
+		}
 		rs, err := section()
 		if err != nil {
 			return err

@@ -1,0 +1,25 @@
+//go:build !linux
+
+package checkpoint
+
+import (
+	"io"
+	"io/fs"
+	"os"
+)
+
+// openFile opens name in the directory for reading, as openRegular does,
+// but never through a symbolic link, which os.Root follows inside the
+// directory: the first List opens names it has not stat'ed (see fill).
+// Linux makes that one openat with O_NOFOLLOW (dir_open_linux.go); here an
+// lstat comes first, as fill's stat did.
+func (d *dirBackend) openFile(root *os.Root, name string) (io.ReadCloser, fs.FileInfo, error) {
+	fi, err := root.Lstat(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, nil, notRegular(name, fi.Mode())
+	}
+	return openRegular(root, name)
+}

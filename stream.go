@@ -1,0 +1,347 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"reflect"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+)
+
+// A Load streams a checkpoint of format 2: the state is decoded from the
+// file's bytes as they are read, and the CRC-32C is computed on the same
+// bytes, so that no buffer holds the file beside the decoded state (a
+// buffered load holds both: encoding/json decodes a value only from its
+// whole bytes). The state is returned only once the trailer has verified
+// every byte; a state decoded from a file whose checksum fails is dropped.
+//
+// The decoder is github.com/go-json-experiment/json, the upstream of Go's
+// encoding/json/v2, with the options that give encoding/json's meaning
+// (jsonv1.DefaultOptionsV1: names matched regardless of case,
+// UnmarshalJSON and UnmarshalText methods called, the same handling of
+// numbers, nulls and merging) less one: ReportErrorsWithLegacySemantics,
+// whose first effect is to check the whole value's syntax before decoding
+// it, which needs the whole value in memory. Without it the decoder only
+// refuses more: it reports some type declarations encoding/json tolerates
+// (fields in conflict over a name, a misplaced `string` option), a name
+// that matches several fields in a different case, a std json.Number, and
+// reports every error in its own types. So the stream is trusted only
+// when it succeeds: when it fails where encoding/json could decide
+// otherwise, the load reads the file again the buffered way
+// (errStreamUnsure), and encoding/json gives the answer and the error, as
+// before. Such a state type then loads the buffered way from then on
+// (codec.noStream).
+//
+// Files of format 1 (a SHA-256 trailer), files that do not begin as this
+// package writes format 2 (streamPrefix), and loads that migrate still read
+// the whole file first; a migration gets the state's bytes anyway.
+
+// streamPrefix is how every envelope of format 2 that this package writes
+// begins: the header is marshalled from a struct whose first field is the
+// format. A file that begins otherwise is read the buffered way.
+const streamPrefix = `{"format":2,`
+
+// errStreamUnsure means that a streamed read could not conclude as a
+// buffered read of the same bytes would: the caller reads the file again
+// with codec.read, whose answer is the load's. It is returned only for a
+// file whose bytes are not proven damaged and read within the limit.
+var errStreamUnsure = errors.New("the streamed decode needs the buffered one")
+
+// trailerLenV2 is the length of format 2's trailer.
+var trailerLenV2 = trailerV2.size()
+
+// decodeOptions are what the state is decoded with: encoding/json's
+// meaning, streaming (see above).
+var decodeOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false))
+
+// strictOptions add StrictDecoding's refusal of unknown fields.
+var strictOptions = jsonv2.JoinOptions(decodeOptions, jsonv2.RejectUnknownMembers(true))
+
+// checksumReader passes a decompressed checkpoint through and computes the
+// CRC-32C of every byte but the last trailerLenV2, which it holds back: at
+// the end of the stream, they are the trailer, and the CRC covers exactly
+// the bytes before it. It counts the bytes and fails once there are more
+// than limit. Its first error other than io.EOF sticks.
+type checksumReader struct {
+	r     io.Reader
+	limit int64
+	n     int64 // bytes read
+	crc   uint32
+	tail  []byte // the last bytes read, not yet hashed: at most trailerLenV2
+	err   error
+	eof   bool
+}
+
+func newChecksumReader(r io.Reader, limit int64) *checksumReader {
+	return &checksumReader{r: r, limit: limit, tail: make([]byte, 0, 2*trailerLenV2)}
+}
+
+func (c *checksumReader) Read(p []byte) (int, error) {
+	switch {
+	case c.err != nil:
+		return 0, c.err
+	case c.eof:
+		return 0, io.EOF
+	}
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.limit {
+		c.err = errTooLarge
+		return 0, c.err
+	}
+	c.hold(p[:n])
+	switch {
+	case err == io.EOF:
+		c.eof = true
+	case err != nil:
+		c.err = err
+	}
+	return n, err
+}
+
+// hold appends b to the bytes held back and hashes what no longer needs to
+// be: all but the last trailerLenV2 bytes read.
+func (c *checksumReader) hold(b []byte) {
+	if excess := len(c.tail) + len(b) - trailerLenV2; excess > 0 {
+		if excess <= len(c.tail) {
+			c.crc = crc32.Update(c.crc, castagnoli, c.tail[:excess])
+			c.tail = append(c.tail[:0], c.tail[excess:]...)
+		} else {
+			c.crc = crc32.Update(c.crc, castagnoli, c.tail)
+			c.crc = crc32.Update(c.crc, castagnoli, b[:excess-len(c.tail)])
+			b = b[excess-len(c.tail):]
+			c.tail = c.tail[:0]
+		}
+	}
+	c.tail = append(c.tail, b...)
+}
+
+// drain reads what is left of the stream, so that the trailer is known,
+// and returns the first error other than io.EOF.
+func (c *checksumReader) drain() error {
+	if c.err == nil && !c.eof {
+		_, _ = io.Copy(io.Discard, c)
+	}
+	return c.err
+}
+
+// verify checks, once the stream is drained, that it ended with format
+// 2's trailer and that the trailer's CRC-32C is that of the bytes before
+// it. ok is false if the trailer is not of format 2's form (the buffered
+// read decides what that means); err is the checksum's mismatch.
+func (c *checksumReader) verify() (ok bool, err error) {
+	t := c.tail
+	if len(t) != trailerLenV2 || string(t[:len(trailerV2.prefix)]) != trailerV2.prefix || string(t[len(t)-len(trailerSuffix):]) != trailerSuffix {
+		return false, nil
+	}
+	want := t[len(trailerV2.prefix) : len(t)-len(trailerSuffix)]
+	var sum [4]byte
+	var got [8]byte
+	binary.BigEndian.PutUint32(sum[:], c.crc)
+	hex.Encode(got[:], sum[:])
+	if !bytes.Equal(got[:], want) {
+		return true, damaged("checksum mismatch: file says %s:%s, content is %s:%s", trailerV2.name(), want, trailerV2.name(), got[:])
+	}
+	return true, nil
+}
+
+// loadState reads the checkpoint r, whose size on disk is size (-1 if
+// unknown), and decodes its state into v, a pointer to the store's type,
+// at the store's schema sc (migrating it if need be). check is called
+// with the header before the state is decoded; its error fails the read
+// (after the checksum, as with read). It returns the header, and the
+// errors read returns: ErrCorrupt for anything wrong with the bytes
+// (marked as damage when it proves them damaged), an operating system's
+// error as it is, check's and sc.decode's errors.
+//
+// A file of format 2 is streamed (see streamPrefix); where the stream
+// cannot conclude, the file is read again from reopen, the buffered way,
+// and that read's answer is returned. reopen's reader is closed before
+// loadState returns. v holds the state only if the error is nil: it is
+// zeroed otherwise.
+func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ header, err error) {
+	defer func() {
+		if err != nil {
+			// Whatever a failed decode left there is no state.
+			reflect.ValueOf(v).Elem().SetZero()
+		}
+	}()
+	var h header
+	buffered := func(r io.Reader, st stream) error {
+		return c.readOpened(r, st, func(got header, state []byte) error {
+			h = got
+			if err := check(h); err != nil {
+				return err
+			}
+			return sc.decode(h.Schema, state, v)
+		})
+	}
+	st, err := c.openStream(r, size)
+	if err != nil {
+		return h, err
+	}
+	var pre [len(streamPrefix)]byte
+	n, err := io.ReadFull(st.r, pre[:])
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		st.release()
+		return h, corruptIO(err)
+	}
+	rest := io.MultiReader(bytes.NewReader(pre[:n]), st.r)
+	if c.noStream.Load() || string(pre[:n]) != streamPrefix || st.comp == compressNone && st.hint > c.maxRead {
+		err := buffered(rest, st)
+		st.release()
+		return h, err
+	}
+	h, decodeFailed, err := c.stream(rest, sc, check, v)
+	st.release()
+	if !errors.Is(err, errStreamUnsure) {
+		return h, err
+	}
+	reflect.ValueOf(v).Elem().SetZero() // what the stream decoded is dropped
+	f, size, err := reopen()
+	if err != nil {
+		return header{}, err
+	}
+	defer f.Close()
+	if st, err = c.openStream(f, size); err != nil {
+		return header{}, err
+	}
+	defer st.release()
+	h = header{}
+	err = buffered(st.r, st)
+	if err == nil && decodeFailed {
+		// encoding/json decoded what the stream refused: this state
+		// type needs its tolerance (see the comment at the top).
+		c.noStream.Store(true)
+	}
+	return h, err
+}
+
+// stream reads a checkpoint that begins with streamPrefix from r, a
+// decompressed stream, as loadState describes. decodeFailed reports that
+// the state's decoder failed on a file that verified (errStreamUnsure).
+func (c *codec) stream(r io.Reader, sc *schema, check func(header) error, v any) (h header, decodeFailed bool, err error) {
+	cr := newChecksumReader(r, c.maxRead)
+	opts := decodeOptions
+	if sc.strict {
+		opts = strictOptions
+	}
+	dec := jsontext.NewDecoder(cr, opts)
+	h, syntax, herr := streamHeader(dec)
+	if herr == nil && h.Format != trailerV2.format {
+		herr = damaged("format %d with the checksum of format %d (%s)", h.Format, trailerV2.format, trailerV2.name())
+	}
+	var checkErr error
+	var raw []byte
+	unsure := syntax
+	if herr == nil && !syntax {
+		checkErr = check(h)
+		switch kind := dec.PeekKind(); {
+		case kind == 'n' || kind == jsontext.Kind(0):
+			unsure = true // null or nothing: the buffered read says which error
+		case checkErr != nil:
+			unsure = dec.SkipValue() != nil
+		case h.Schema == sc.version:
+			decodeFailed = jsonv2.UnmarshalDecode(dec, v) != nil
+			unsure = decodeFailed
+		default:
+			// A migration (or a newer schema's refusal) gets the
+			// state's bytes, after the checksum.
+			val, err := dec.ReadValue()
+			unsure = err != nil
+			raw = bytes.Clone(val)
+		}
+		unsure = unsure || !trailerFollows(dec)
+	}
+	if err := cr.drain(); err != nil {
+		if errors.Is(err, errTooLarge) {
+			return h, false, fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
+		}
+		return h, false, corruptIO(err)
+	}
+	switch ok, sumErr := cr.verify(); {
+	case !ok:
+		return h, false, errStreamUnsure
+	case sumErr != nil:
+		// A trailer this package does not know may be a newer format's:
+		// then the header says so, and the file is no proof of damage.
+		if errors.Is(herr, errFormat) {
+			return h, false, herr
+		}
+		return h, false, sumErr
+	case herr != nil:
+		return h, false, herr
+	case unsure:
+		return h, decodeFailed, errStreamUnsure
+	case checkErr != nil:
+		return h, false, checkErr
+	case raw != nil:
+		return h, false, sc.decode(h.Schema, raw, v)
+	}
+	return h, false, nil
+}
+
+// streamHeader decodes the header fields of an envelope from dec and stops
+// after the "state" key, as decodeHeader does: each field's value is
+// decoded by encoding/json, so they mean what they mean to a buffered
+// read. syntax reports that the JSON's syntax failed (the buffered read
+// says what that means); err is the header's error otherwise.
+func streamHeader(dec *jsontext.Decoder) (h header, syntax bool, err error) {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return h, true, nil
+	}
+	for dec.PeekKind() == '"' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return h, true, nil
+		}
+		key := tok.String()
+		if key == "state" {
+			return h, false, h.check()
+		}
+		dst := h.field(key)
+		if dst == nil {
+			if dec.SkipValue() != nil {
+				return h, true, nil
+			}
+			continue
+		}
+		val, err := dec.ReadValue()
+		if err != nil {
+			return h, true, nil
+		}
+		if err := json.Unmarshal(val, dst); err != nil {
+			return h, false, corruptIO(err)
+		}
+	}
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
+		return h, true, nil
+	}
+	return h, false, damaged("no state")
+}
+
+// trailerFollows reads the rest of the envelope after the state, and
+// reports whether it is the checksum member and the object's end, then
+// nothing. With the trailer's bytes checked, it proves the state the only
+// value between the "state" key and the trailer.
+func trailerFollows(dec *jsontext.Decoder) bool {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '"' || tok.String() != "checksum" {
+		return false
+	}
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '"' {
+		return false
+	}
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
+		return false
+	}
+	_, err := dec.ReadToken()
+	return err == io.EOF
+}

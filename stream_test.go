@@ -1,0 +1,404 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
+)
+
+// loaded is what one load of a file's bytes ended with.
+type loaded[T any] struct {
+	v      T
+	h      header
+	err    error
+	reread bool // the streamed load read the file again the buffered way
+}
+
+// stepIs is a load's header check: the file must hold step.
+func stepIs(step int64) func(header) error {
+	return func(h header) error {
+		if h.Step != step {
+			return fmt.Errorf("%w: the file holds step %d", ErrNotFound, h.Step)
+		}
+		return nil
+	}
+}
+
+// loadBuffered loads data the way every load did before streaming: read
+// whole, verified, then decoded by encoding/json.
+func loadBuffered[T any](data []byte, sc *schema, limit int64, check func(header) error) loaded[T] {
+	var out loaded[T]
+	out.err = newCodec(compressNone, limit).read(bytes.NewReader(data), int64(len(data)), func(h header, state []byte) error {
+		out.h = h
+		if err := check(h); err != nil {
+			return err
+		}
+		return sc.decode(h.Schema, state, &out.v)
+	})
+	return out
+}
+
+// loadStreamed loads data as a store does now.
+func loadStreamed[T any](c *codec, data []byte, sc *schema, check func(header) error) loaded[T] {
+	var out loaded[T]
+	reopen := func() (io.ReadCloser, int64, error) {
+		out.reread = true
+		return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+	}
+	out.h, out.err = c.loadState(bytes.NewReader(data), int64(len(data)), sc, check, &out.v, reopen)
+	return out
+}
+
+// sameOutcome fails t unless the streamed load ended as the buffered one:
+// the same state and header, or errors of the same kinds (the messages may
+// differ), the same proof of damage or its absence among them.
+func sameOutcome[T any](t *testing.T, name string, buffered, streamed loaded[T]) {
+	t.Helper()
+	if (buffered.err == nil) != (streamed.err == nil) {
+		t.Fatalf("%s: buffered load says %v, streamed load %v", name, buffered.err, streamed.err)
+	}
+	if buffered.err == nil {
+		if !reflect.DeepEqual(buffered.v, streamed.v) {
+			t.Fatalf("%s: buffered load decoded %+v, streamed load %+v", name, buffered.v, streamed.v)
+		}
+		if !reflect.DeepEqual(buffered.h, streamed.h) {
+			t.Fatalf("%s: buffered load read the header %+v, streamed load %+v", name, buffered.h, streamed.h)
+		}
+		return
+	}
+	for _, sentinel := range []error{ErrCorrupt, ErrNotFound, ErrNewerSchema, ErrMigration, errFormat, errTooLarge, errUnsupported} {
+		if errors.Is(buffered.err, sentinel) != errors.Is(streamed.err, sentinel) {
+			t.Fatalf("%s: errors.Is(%v): buffered load says %v, streamed load %v", name, sentinel, buffered.err, streamed.err)
+		}
+	}
+	if isDamage(buffered.err) != isDamage(streamed.err) {
+		t.Fatalf("%s: proof of damage: buffered load says %v (%v), streamed load %v (%v)", name, isDamage(buffered.err), buffered.err, isDamage(streamed.err), streamed.err)
+	}
+	if !reflect.ValueOf(streamed.v).IsZero() {
+		t.Fatalf("%s: a failed streamed load left a state: %+v", name, streamed.v)
+	}
+}
+
+// withTrailerV2 completes an envelope body (everything before the
+// checksum) with format 2's correct checksum.
+func withTrailerV2(body string) []byte {
+	sum := trailerV2.sum()
+	sum.Write([]byte(body))
+	return appendTrailer([]byte(body), trailerV2, sum)
+}
+
+// streamCorpus is the corrupt-file corpus (corrupt_test.go) for format 2,
+// which loads stream: every truncation and flipped bit of a plain, a gzip
+// and a zstd file, and checksummed envelopes whose every byte after the
+// format is wrong in another way.
+func streamCorpus(t *testing.T) map[string][]byte {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	state, err := encodeState(corpusStateAt(2))
+	require.NoError(t, err)
+	h := header{Format: 2, Step: 2, Kind: KindStep, Time: now}
+	cases := map[string][]byte{}
+	for _, comp := range compressions {
+		good := encodeBytes(h, state, comp)
+		cases["good "+comp.String()] = good
+		for i := range good {
+			cases[fmt.Sprintf("%s truncated at %d", comp, i)] = good[:i]
+			for _, bit := range []byte{0x01, 0x80} {
+				b := bytes.Clone(good)
+				b[i] ^= bit
+				cases[fmt.Sprintf("%s bit %#x flipped at %d", comp, bit, i)] = b
+			}
+		}
+	}
+	head := `{"format":2,"step":2,"kind":"step","time":"2026-11-21T10:00:00Z"`
+	body := head + `,"state":` + string(state)
+	for _, tc := range []struct{ name, body string }{
+		{"good", body},
+		{"step is a string", strings.Replace(body, `"step":2`, `"step":"2"`, 1)},
+		{"step disagrees with the name", strings.Replace(body, `"step":2`, `"step":3`, 1)},
+		{"negative step", strings.Replace(body, `"step":2`, `"step":-2`, 1)},
+		{"unknown kind", strings.Replace(body, `"kind":"step"`, `"kind":"weekly"`, 1)},
+		{"time is not a time", strings.Replace(body, `"2026-11-21T10:00:00Z"`, `"yesterday"`, 1)},
+		{"no time", strings.Replace(body, `,"time":"2026-11-21T10:00:00Z"`, ``, 1)},
+		{"meta is a list", strings.Replace(body, `,"state":`, `,"meta":[1,2],"state":`, 1)},
+		{"meta and an unknown field", strings.Replace(body, `,"state":`, `,"meta":{"a":"b"},"x":[{"state":1}],"state":`, 1)},
+		{"error record on a step checkpoint", strings.Replace(body, `,"state":`, `,"error":{"message":"x"},"state":`, 1)},
+		{"format 3 after format 2", strings.Replace(body, `"format":2,`, `"format":2,"format":3,`, 1)},
+		{"format 1 after format 2", strings.Replace(body, `"format":2,`, `"format":2,"format":1,`, 1)},
+		{"schema 1", strings.Replace(body, `,"state":`, `,"schema":1,"state":`, 1)},
+		{"key STATE", strings.Replace(body, `"state"`, `"STATE"`, 1)},
+		{"key escaped state", strings.Replace(body, `"state"`, `"\u0073tate"`, 1)},
+		{"key state twice", strings.Replace(body, `,"state":`, `,"state":1,"state":`, 1)},
+		{"spaces around the state", head + `, "state" : ` + string(state) + " \n\t"},
+		{"state is null", head + `,"state":null`},
+		{"state is null and more", head + `,"state":null,"x":1`},
+		{"state is empty", head + `,"state":`},
+		{"state is spaces", head + `,"state":  `},
+		{"no colon", head + `,"state"`},
+		{"state is a string", head + `,"state":"turn 2"`},
+		{"state field of the wrong type", head + `,"state":{"turn":"two","agents":{},"log":[]}`},
+		{"state agents of the wrong type", head + `,"state":{"turn":2,"agents":[1],"log":[]}`},
+		{"state with a field after it", body + `,"x":1`},
+		{"state with a value after it", body + ` 7`},
+		{"state not closed", head + `,"state":{"turn":2`},
+		{"state in upper case", head + `,"state":{"TURN":2,"Agents":{"a":"b"}}`},
+		{"no state", head},
+		{"two objects", body + `}{"x":1`},
+		{"invalid UTF-8 in meta", strings.Replace(body, `,"state":`, ",\"meta\":{\"a\":\"\xff\xfe\"},\"state\":", 1)},
+	} {
+		cases["checksummed, "+tc.name] = withTrailerV2(tc.body)
+		cases["format 1's checksum, "+tc.name] = withTrailer(tc.body)
+	}
+	cases["over the read limit"] = withTrailerV2(head + `,"state":{"turn":2,"log":["` + strings.Repeat("x", corpusMaxRead) + `"]}`)
+	cases["gzip bomb"] = gzipped(t, append(withTrailerV2(head+`,"state":"`), bytes.Repeat([]byte("A"), corpusMaxRead*4)...))
+	cases["gzip of a state over the read limit"] = gzipped(t, withTrailerV2(head+`,"state":{"turn":2,"log":["`+strings.Repeat("x", corpusMaxRead)+`"]}`))
+	cases["empty"] = []byte{}
+	cases["the prefix only"] = []byte(streamPrefix)
+	return cases
+}
+
+func TestStreamedLoadEndsAsTheBufferedLoadOnEveryDamage(t *testing.T) {
+	t.Parallel()
+	sc := &schema{version: 0}
+	c := newCodec(compressNone, corpusMaxRead)
+	streamedGood := 0
+	for name, data := range streamCorpus(t) {
+		buffered := loadBuffered[corpusState](data, sc, corpusMaxRead, stepIs(2))
+		streamed := loadStreamed[corpusState](c, data, sc, stepIs(2))
+		sameOutcome(t, name, buffered, streamed)
+		if streamed.err == nil && !streamed.reread {
+			streamedGood++
+		}
+		if strings.HasPrefix(name, "good") {
+			require.NoError(t, streamed.err, name)
+			require.False(t, streamed.reread, "%s: a good file was read twice", name)
+		}
+	}
+	require.False(t, c.noStream.Load(), "a damaged file turned streaming off")
+	require.GreaterOrEqual(t, streamedGood, 4)
+}
+
+func TestStreamedLoadOfAnotherStepOrANewerSchemaNeedsNoSecondRead(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	state, err := encodeState(corpusStateAt(2))
+	require.NoError(t, err)
+	c := newCodec(compressNone, DefaultMaxReadSize)
+	for name, tc := range map[string]struct {
+		h     header
+		sc    schema
+		check func(header) error
+		want  error
+	}{
+		"another step":  {header{Format: 2, Step: 3, Kind: KindStep, Time: now}, schema{}, stepIs(2), ErrNotFound},
+		"newer schema":  {header{Format: 2, Step: 2, Kind: KindStep, Time: now, Schema: 4}, schema{version: 3}, stepIs(2), ErrNewerSchema},
+		"no migration":  {header{Format: 2, Step: 2, Kind: KindStep, Time: now, Schema: 1}, schema{version: 3}, stepIs(2), ErrMigration},
+		"strict":        {header{Format: 2, Step: 2, Kind: KindStep, Time: now}, schema{strict: true}, stepIs(2), nil},
+		"the same step": {header{Format: 2, Step: 2, Kind: KindStep, Time: now}, schema{}, stepIs(2), nil},
+	} {
+		data := encodeBytes(tc.h, state, compressZstd)
+		streamed := loadStreamed[corpusState](c, data, &tc.sc, tc.check)
+		sameOutcome(t, name, loadBuffered[corpusState](data, &tc.sc, DefaultMaxReadSize, tc.check), streamed)
+		require.False(t, streamed.reread, name)
+		if tc.want == nil {
+			require.NoError(t, streamed.err, name)
+			require.Equal(t, corpusStateAt(2), streamed.v, name)
+		} else {
+			require.ErrorIs(t, streamed.err, tc.want, name)
+		}
+	}
+}
+
+// A digit changed inside the state keeps it valid JSON of the right type:
+// only the checksum tells. Decoding while reading must not hand it out.
+func TestStreamedLoadNeverReturnsAStateThatFailsItsChecksum(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, opts := range [][]Option{nil, {Gzip()}, {Zstd()}} {
+		dir := t.TempDir()
+		s := openStore[corpusState](t, dir, append(opts, WithLayout("c", 3))...)
+		info, err := s.Save(ctx, 7, corpusStateAt(7))
+		require.NoError(t, err)
+		raw := decompress(t, mustRead(t, info.Path))
+		i := bytes.Index(raw, []byte(`"turn":7`))
+		require.Positive(t, i)
+		raw[i+len(`"turn":`)] = '8'
+		require.NoError(t, os.WriteFile(info.Path, compressLike(t, info.Compression, raw), 0o644))
+
+		got, _, err := s.Load(ctx, 7)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.True(t, isDamage(err), "%v", err)
+		require.Contains(t, err.Error(), "checksum mismatch")
+		require.Zero(t, got)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// compressLike compresses raw as a store of compression comp writes.
+func compressLike(t *testing.T, comp string, raw []byte) []byte {
+	t.Helper()
+	switch comp {
+	case "gzip":
+		return gzipped(t, raw)
+	case "zstd":
+		enc, err := zstd.NewWriter(nil)
+		require.NoError(t, err)
+		defer enc.Close()
+		return enc.EncodeAll(raw, nil)
+	}
+	return raw
+}
+
+// The state types below hold what encoding/json gives a meaning to, and
+// the streamed decoder must give the same: names in another case, methods
+// on values, map keys and pointers, numbers into interfaces, raw messages.
+
+type upper string
+
+func (u *upper) UnmarshalText(b []byte) error {
+	if bytes.ContainsRune(b, '!') {
+		return errors.New("no shouting")
+	}
+	*u = upper(strings.ToUpper(string(b)))
+	return nil
+}
+
+type point struct{ X, Y int }
+
+func (p *point) UnmarshalJSON(b []byte) error {
+	var xy [2]int
+	if err := json.Unmarshal(b, &xy); err != nil {
+		return err
+	}
+	*p = point{xy[0], xy[1]}
+	return nil
+}
+
+type innerPart struct {
+	Depth int `json:"depth"`
+	Note  string
+}
+
+type meaningState struct {
+	innerPart
+	Name   string            `json:"name"`
+	Where  point             `json:"where"`
+	Path   []point           `json:"path"`
+	Tags   map[upper]upper   `json:"tags"`
+	Any    any               `json:"any"`
+	Raw    json.RawMessage   `json:"raw"`
+	Quoted int64             `json:"quoted,string"`
+	Bytes  []byte            `json:"bytes"`
+	When   time.Time         `json:"when"`
+	Ptr    *int              `json:"ptr"`
+	Skip   string            `json:"-"`
+	Fixed  [2]int            `json:"fixed"`
+	Nested map[string][]bool `json:"nested"`
+	//lint:ignore U1000 a "private" key must not reach it
+	private int
+}
+
+func TestStreamedLoadDecodesAsEncodingJSON(t *testing.T) {
+	t.Parallel()
+	c := newCodec(compressNone, DefaultMaxReadSize)
+	for name, state := range map[string]string{
+		"exact names":         `{"depth":3,"Note":"n","name":"a","where":[1,2],"path":[[1,2],[3,4]],"tags":{"k":"v"},"any":{"a":[1,"x",true,null]},"raw":{"z": 1},"quoted":"42","bytes":"aGk=","when":"2026-11-21T10:00:00.5Z","ptr":7,"Skip":"no","fixed":[1,2,3],"nested":{"a":[true]},"private":1}`,
+		"names in other case": `{"DEPTH":3,"note":"n","NAME":"a","Where":[1,2],"TAGS":{"k":"v"},"ANY":1.5e3,"Ptr":null}`,
+		"duplicate names":     `{"name":"a","name":"b","NAME":"c","tags":{"k":"v","k":"w"}}`,
+		"nulls":               `{"name":null,"where":null,"path":null,"tags":null,"any":null,"raw":null,"ptr":null,"fixed":null}`,
+		"short array":         `{"fixed":[9]}`,
+		"invalid UTF-8":       "{\"name\":\"a\xffb\",\"tags\":{\"\xfe\":\"x\"}}",
+		"escapes":             `{"name":"\u00e9\ud83d\ude00\n\"","tags":{"\u006b":"v"}}`,
+		"a method's error":    `{"tags":{"k":"v!"}}`,
+		"wrong type":          `{"name":5}`,
+		"wrong type deep":     `{"nested":{"a":[1]}}`,
+		"a bad quoted number": `{"quoted":"4x"}`,
+		"a bad time":          `{"when":"yesterday"}`,
+		"an array":            `[1,2]`,
+		"a number":            `12`,
+		"big number into int": `{"depth":1e400}`,
+	} {
+		data := withTrailerV2(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":` + state)
+		buffered := loadBuffered[meaningState](data, &schema{}, DefaultMaxReadSize, stepIs(1))
+		streamed := loadStreamed[meaningState](c, data, &schema{}, stepIs(1))
+		sameOutcome(t, name, buffered, streamed)
+		if streamed.err == nil {
+			require.False(t, streamed.reread, "%s: streamed load needed the buffered one", name)
+		}
+	}
+	require.False(t, c.noStream.Load())
+}
+
+// Types whose declarations encoding/json tolerates and the streamed
+// decoder refuses, and a std json.Number, which the streamed decoder does
+// not know: each loads as encoding/json decodes it, by a second read, and
+// the store then reads the buffered way.
+
+type conflictA struct{ ID int }
+type conflictB struct{ ID string }
+
+type tolerated struct {
+	conflictA
+	conflictB
+	Name string `json:"name"`
+	//lint:ignore SA5008 misplaced on purpose: encoding/json ignores it, the streamed decoder refuses it
+	List  []int       `json:"list,string"`
+	Count json.Number `json:"count"`
+}
+
+func TestStateTypesOnlyEncodingJSONAcceptsLoadAsBefore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	want := tolerated{Name: "n", List: []int{1, 2}, Count: "12.50"}
+	s := openStore[tolerated](t, t.TempDir())
+	_, err := s.Save(ctx, 1, want)
+	require.NoError(t, err)
+	require.False(t, s.codec.noStream.Load())
+	got, _, err := s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.True(t, s.codec.noStream.Load(), "the store kept streaming a type its decoder refuses")
+	got, _, err = s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+// FuzzStreamedLoadAgreesWithBuffered feeds arbitrary bytes, and the same
+// bytes behind format 2's prefix and with its correct checksum, to the
+// streamed and the buffered load: they must end the same way (see
+// sameOutcome).
+//
+//	go test -run '^$' -fuzz FuzzStreamedLoadAgreesWithBuffered -fuzztime 60s .
+func FuzzStreamedLoadAgreesWithBuffered(f *testing.F) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	h := header{Format: 2, Step: 1, Kind: KindStep, Time: now}
+	f.Add(encodeBytes(h, []byte(`{"name":"a","where":[1,2],"tags":{"k":"v"}}`), compressNone))
+	f.Add(encodeBytes(h, []byte(`{"name":"a"}`), compressGzip))
+	f.Add([]byte(`"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"NAME":"b","any":[1,{"x":null}]}`))
+	f.Add([]byte(`"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","meta":{"a":"b"},"state":{"quoted":"7"},"x":1`))
+	const limit = 1 << 20
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := newCodec(compressNone, limit)
+		for _, b := range [][]byte{data, append([]byte(streamPrefix), data...), withTrailerV2(streamPrefix + string(data))} {
+			buffered := loadBuffered[meaningState](b, &schema{}, limit, stepIs(1))
+			streamed := loadStreamed[meaningState](c, b, &schema{}, stepIs(1))
+			sameOutcome(t, fmt.Sprintf("%q", b), buffered, streamed)
+		}
+	})
+}
