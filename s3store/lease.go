@@ -113,7 +113,14 @@ func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseSt
 		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("larger than %d bytes", maxLeaseSize))
 	}
 	if err := json.Unmarshal(data, &st.doc); err != nil {
-		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("not a lease (%w): remove it only if no writer is running", err))
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease (%w): remove it only if no writer is running", err))
+	}
+	if st.doc.Generation == 0 {
+		// Every lease a Backend writes has a generation of 1 or more. A
+		// generation 0 (an edited or foreign object, "{}" or "null") would
+		// hide every object a store wrote, and seal none at the next
+		// takeover: the store's checkpoints would be lost to it.
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, errors.New("not a lease (no generation): remove it only if no writer is running"))
 	}
 	st.exists = true
 	st.etag = quoteETag(aws.ToString(out.ETag))
