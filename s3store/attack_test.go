@@ -369,3 +369,95 @@ func TestCheckpointPastTheReadLimitIsNotDownloaded(t *testing.T) {
 	}
 	require.Less(t, counted.n.Load(), int64(1<<20), "bytes of the 64 MiB object the reader read")
 }
+
+// landThenLose sends the first n PUTs whose path ends in suffix (and that
+// match the test, if any) to the server, and then answers the client
+// with a 500 instead of the server's answer: a request that landed but
+// whose answer was lost. The SDK's retryer sends it again.
+type landThenLose struct {
+	rt     http.RoundTripper
+	suffix string
+	match  func(*http.Request) bool
+	n      atomic.Int32
+	lost   atomic.Int32
+}
+
+func (l *landThenLose) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPut || !strings.HasSuffix(r.URL.Path, l.suffix) || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	if l.match != nil && !l.match(r) {
+		return resp, err
+	}
+	if l.n.Add(-1) < 0 {
+		return resp, err
+	}
+	l.lost.Add(1)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	body := "<Error><Code>InternalError</Code><Message>answer lost</Message></Error>"
+	return &http.Response{
+		Status: "500 Internal Server Error", StatusCode: 500, Proto: r.Proto, ProtoMajor: r.ProtoMajor, ProtoMinor: r.ProtoMinor,
+		Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)), Request: r,
+	}, nil
+}
+
+func (f *fixture) clientThrough(rt http.RoundTripper) *s3.Client {
+	return s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(f.srv.endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(f.srv.key, f.srv.secret, ""),
+		HTTPClient:  &http.Client{Transport: rt},
+	})
+}
+
+// Every conditional PUT the store sends, retried by the SDK after its first
+// attempt landed and its answer was lost (a 500 from a proxy, a reset
+// connection): the takeover, a save, the rolling file's replacement, the
+// release. Each is the writer's own, not ErrExists, ErrConflict or a lost
+// lease; the store saves on and a reader sees every save.
+func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	lose := map[string]*landThenLose{}
+	for _, suffix := range []string{"/" + leaseName, "/step_00000001.json", "/step_last.json"} {
+		lose[suffix] = &landThenLose{suffix: suffix}
+		lose[suffix].n.Store(1)
+	}
+	// The rolling file's first replacement is unconditional; its second
+	// has If-Match on the first's ETag.
+	lose["/step_last.json"].match = func(r *http.Request) bool { return r.Header.Get("If-Match") != "" }
+	rt := http0()
+	for _, l := range lose {
+		l.rt = rt
+		rt = l
+	}
+	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	w, err := checkpoint.OpenBackend[state](b, checkpoint.WithRolling(), checkpoint.Every(10))
+	require.NoError(t, err, "the takeover")
+	_, err = w.Save(ctx, 1, state{Step: 1})
+	require.NoError(t, err, "a save")
+	for step := int64(2); step <= 3; step++ {
+		_, saved, err := w.Tick(ctx, step, state{Step: step})
+		require.NoError(t, err, "a rolling save")
+		require.True(t, saved)
+	}
+	lose["/"+leaseName].n.Store(1)
+	require.NoError(t, w.Close(), "the release")
+	for suffix, l := range lose {
+		t.Logf("%s: %d answers lost", suffix, l.lost.Load())
+	}
+	r, err := openStore(t, f, "run", checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer r.Close()
+	_, info, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), info.Step)
+	// Released: the next writer takes the lease at once.
+	w2, err := openStore(t, f, "run")
+	require.NoError(t, err)
+	require.NoError(t, w2.Close())
+}
