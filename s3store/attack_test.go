@@ -461,3 +461,31 @@ func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w2.Close())
 }
+
+// A holder whose machine slept (suspend, a paused VM) past its lease: Go's
+// monotonic clock does not count the sleep on Linux, so by it the
+// deadline has not passed, but the wall clock, which the kernel moves on
+// at resume, says it has. The writer must not acknowledge a write then:
+// another may have taken over, and the write would be acknowledged and
+// hidden.
+func TestWriterWhoseMachineSleptPastItsLeaseFailsItsWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.backend("run", LeaseTTL(testTTL))
+	unlock, err := a.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	die(a) // no renewal while it sleeps
+	a.mu.Lock()
+	// What the clocks say after the sleep: the monotonic reading moved on
+	// by the little time that passed awake, the wall reading by the sleep.
+	a.lease.deadline = time.Now().Add(time.Hour)
+	a.lease.wallDeadline = time.Now().Add(-time.Minute).Round(0)
+	a.mu.Unlock()
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("after the sleep")))
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Contains(t, err.Error(), "not renewed in time")
+	_, ok := a.holderView()
+	require.False(t, ok, "a holder past its wall-clock deadline still trusts its own view")
+}

@@ -68,8 +68,10 @@
 // returns ErrLocked, and expect it to block for up to one TTL when the
 // lease looks expired. The holder trusts its lease
 // until the start of its last successful renewal plus nine tenths of the
-// TTL, by its own monotonic clock; a write that finishes after that, or
-// after a renewal found the lease taken over, fails with ErrLocked.
+// TTL, by its own monotonic clock and by its wall clock alike (the
+// monotonic clock stops while a machine is suspended; the wall clock is
+// moved on at resume); a write that finishes after that, or after a
+// renewal found the lease taken over, fails with ErrLocked.
 //
 // # Fencing
 //

@@ -48,11 +48,15 @@ package s3store
 //
 // Acknowledged writes are never hidden. A holder's deadline is the start
 // of its last successful renewal plus TTL minus a tenth, by its monotonic
-// clock; a write that finishes after it returns ErrLocked. B takes over
+// clock and by its wall clock (both must say it has not passed: Go's
+// monotonic clock does not count a system suspend on Linux, so a machine
+// that slept past its lease would otherwise wake up trusting it); a write
+// that finishes after it returns ErrLocked. B takes over
 // only after it has seen A's last lease ETag unchanged for a full TTL by
 // its own clock, starting when it first read that ETag, which is after A's
 // renewal request started; then it lists. So B's listing starts after A's
-// deadline (unless A's clock runs more than 10% slow against B's), and
+// deadline (unless A's clocks run more than 10% slow against B's, or A's
+// machine slept and its wall clock was not moved on at resume), and
 // every write A acknowledged had finished, and is in B's listing, and is
 // sealed. A write that A did not acknowledge may be visible or hidden.
 //
@@ -118,7 +122,7 @@ func (b *Backend) holderView() (leaseView, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lease
-	if l == nil || l.lost != nil || !time.Now().Before(l.deadline) {
+	if l == nil || l.lost != nil || l.expired(time.Now()) {
 		return leaseView{}, false
 	}
 	return leaseView{exists: true, etag: l.etag, gen: l.doc.Generation, sealed: l.doc.Sealed, written: l.doc.Written}, true
@@ -266,8 +270,9 @@ func (b *Backend) leaseProblem() error {
 	if l.lost != nil {
 		return l.lost
 	}
-	if now := time.Now(); !now.Before(l.deadline) {
-		err := fmt.Errorf("the lease (generation %d) was not renewed in time: its deadline passed %v ago", l.doc.Generation, now.Sub(l.deadline).Round(time.Millisecond))
+	if now := time.Now(); l.expired(now) {
+		late := max(now.Sub(l.deadline), now.Round(0).Sub(l.wallDeadline))
+		err := fmt.Errorf("the lease (generation %d) was not renewed in time: its deadline passed %v ago", l.doc.Generation, late.Round(time.Millisecond))
 		if l.renewErr != nil {
 			err = fmt.Errorf("%w (last renewal: %w)", err, l.renewErr)
 		}

@@ -57,6 +57,10 @@ type lease struct {
 	// renewal succeeds: the start of its last successful renewal (or of
 	// the takeover) plus the TTL minus a tenth, by the monotonic clock.
 	deadline time.Time
+	// wallDeadline is deadline by the wall clock (no monotonic reading):
+	// the lease is trusted only while both clocks say so, because the
+	// monotonic clock stops while the machine sleeps (see expired).
+	wallDeadline time.Time
 	// lost is set when a renewal found the lease changed: taken over.
 	lost error
 	// renewErr is the last renewal's failure, for the error of a write
@@ -70,6 +74,18 @@ type lease struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
+}
+
+// expired reports whether the lease's deadline has passed at now, by the
+// monotonic clock or by the wall clock. The monotonic clock alone is not
+// enough: on Linux it does not count a system suspend (nor, on some
+// hypervisors, a paused VM), so a writer that slept past its lease would
+// wake up trusting it while another writer took over. The kernel moves the
+// wall clock on at resume. A wall clock stepped back cannot extend the
+// lease (the monotonic deadline still holds); one stepped forward only
+// ends it early, until the next renewal.
+func (l *lease) expired(now time.Time) bool {
+	return !now.Before(l.deadline) || !now.Round(0).Before(l.wallDeadline)
 }
 
 func (l *lease) stopRenewing() {
@@ -298,11 +314,12 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 		return nil, requestError("lock", loc, nil, err)
 	}
 	l := &lease{
-		doc:      doc,
-		etag:     etag,
-		deadline: start.Add(b.cfg.ttl - b.cfg.ttl/10),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		doc:          doc,
+		etag:         etag,
+		deadline:     start.Add(b.cfg.ttl - b.cfg.ttl/10),
+		wallDeadline: start.Add(b.cfg.ttl - b.cfg.ttl/10).Round(0),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
 	}
 	b.mu.Lock()
 	if b.closed || b.lease != nil {
@@ -371,6 +388,7 @@ func (b *Backend) renew(l *lease) {
 		case err == nil:
 			l.etag = quoteETag(aws.ToString(out.ETag))
 			l.deadline = start.Add(ttl - ttl/10)
+			l.wallDeadline = l.deadline.Round(0)
 			l.renewErr = nil
 			// The next renewal a third of the TTL after this one started,
 			// not after it ended: a slow server does not stretch the
