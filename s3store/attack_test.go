@@ -489,3 +489,24 @@ func TestWriterWhoseMachineSleptPastItsLeaseFailsItsWrites(t *testing.T) {
 	_, ok := a.holderView()
 	require.False(t, ok, "a holder past its wall-clock deadline still trusts its own view")
 }
+
+// A lease object past the size a lease can have (written by hand, or a
+// store of millions of objects) is refused from its Content-Length,
+// wrapping checkpoint.ErrCorrupt, without reading it: a reader reads the
+// lease at every List.
+func TestOversizedLeaseIsRefusedUnread(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.rawPut("run/"+leaseName, bytes.Repeat([]byte(" "), 8<<20))
+	counted := &bodyBytes{rt: http0(), suffix: "/" + leaseName}
+	b, err := New(f.clientThrough(counted), f.bucket, "run", maxLeaseBytes(1<<20))
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.List(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/"+leaseName)
+	_, err = b.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.Less(t, counted.n.Load(), int64(1<<20), "bytes of the oversized lease read")
+}

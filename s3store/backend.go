@@ -99,7 +99,7 @@ func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, er
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize}
+	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize, maxLease: maxLeaseSize}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err

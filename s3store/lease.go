@@ -121,12 +121,17 @@ func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseSt
 		return st, false, requestError("read lease", b.Locate(leaseName), nil, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(out.Body, maxLeaseSize+1))
+	limit := b.cfg.maxLease
+	if n := aws.ToInt64(out.ContentLength); n > limit {
+		// Refused before reading: a reader reads the lease at every List.
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease: %d bytes, larger than %d", n, limit))
+	}
+	data, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
 	if err != nil {
 		return st, false, fail("read lease", b.Locate(leaseName), nil, err)
 	}
-	if len(data) > maxLeaseSize {
-		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("larger than %d bytes", maxLeaseSize))
+	if int64(len(data)) > limit {
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease: larger than %d bytes", limit))
 	}
 	if err := json.Unmarshal(data, &st.doc); err != nil {
 		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease (%w): remove it only if no writer is running", err))
