@@ -510,3 +510,51 @@ func TestOversizedLeaseIsRefusedUnread(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.Less(t, counted.n.Load(), int64(1<<20), "bytes of the oversized lease read")
 }
+
+// A stale writer that still trusts its lease (its clock ran slow, or its
+// checks were passed before its requests were delayed) must never take
+// the new holder's objects for fenced ones: a Create of a name the new
+// holder saved is ErrExists, and the new holder's object stays, whatever
+// the stale writer's own view of the lease says.
+func TestStaleWriterCannotReplaceTheNewHoldersCheckpoint(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
+	_, err := a.Lock(ctx)
+	require.NoError(t, err)
+	die(a)
+	unlockB := lockWithin(t, b, 15*time.Second)
+	defer unlockB()
+	_, err = b.Create(ctx, "step-5", bytesOf([]byte("by b, acknowledged")))
+	require.NoError(t, err)
+	_, err = b.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("side by b")))
+	require.NoError(t, err)
+
+	// a's clock says its lease is still good.
+	a.mu.Lock()
+	a.lease.deadline = time.Now().Add(time.Hour)
+	a.lease.wallDeadline = a.lease.deadline.Round(0)
+	a.mu.Unlock()
+	_, err = a.Create(ctx, "step-5", bytesOf([]byte("by a, stale")))
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	_, err = a.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("side by a, stale")))
+	require.ErrorIs(t, err, checkpoint.ErrConflict)
+	_, err = a.Create(ctx, "step-6", bytesOf([]byte("by a, stale")))
+	require.NoError(t, err, "the server takes a's PUT of a free name")
+	require.NoError(t, a.Rename(ctx, "step-6", "step-7"))
+	_, err = b.Create(ctx, "step-8", bytesOf([]byte("by b, acknowledged")))
+	require.NoError(t, err)
+	err = a.Rename(ctx, "step-7", "step-8")
+	require.Error(t, err, "a moved its stale object over b's")
+
+	reader := f.backend("run")
+	for who, be := range map[string]*Backend{"b": b, "reader": reader} {
+		data, _ := readAll(t, be, "step-5")
+		require.Equal(t, "by b, acknowledged", string(data), who)
+		data, _ = readAll(t, be, "side")
+		require.Equal(t, "side by b", string(data), who)
+		data, _ = readAll(t, be, "step-8")
+		require.Equal(t, "by b, acknowledged", string(data), who)
+	}
+}

@@ -62,7 +62,10 @@ package s3store
 //
 // A fenced object blocks nothing: Create (and Replace with NoObject) treat
 // it as absent and replace it with If-Match on its ETag, and a new holder
-// may Remove it. What fencing does not cover: a stale writer's delayed
+// may Remove it. Whether the object in the way is fenced is judged by the
+// lease as read from the server then (visibleNow), never by the writer's
+// own view: a stale writer whose clock misled it must not take the new
+// holder's objects for fenced ones and overwrite them. What fencing does not cover: a stale writer's delayed
 // DeleteObject can still remove an object (the store deletes only
 // checkpoints older than ones it keeps), and deleting the lease object by
 // hand while a writer might still be running restarts the generations at 1.
@@ -164,6 +167,20 @@ func (b *Backend) visible(ctx context.Context, name, etag string, gen uint64) (b
 		return false, err
 	}
 	return v.admits(name, etag, gen), nil
+}
+
+// visibleNow judges an object just read by the lease as read from the
+// server now, even on the holder. It decides whether an object in the
+// way may be overwritten as fenced, which must not rest on this writer's
+// belief that it still holds the lease: a writer whose clock misled it
+// would take the new holder's objects for fenced ones and destroy them.
+// It costs a conditional GET of the lease, only when a name is taken.
+func (b *Backend) visibleNow(ctx context.Context, name, etag string, gen uint64) (bool, error) {
+	v, err := b.readerView(ctx)
+	if err != nil {
+		return false, err
+	}
+	return v.admits(name, etag, gen) || (etag != "" && v.written[name] == etag), nil
 }
 
 // remember caches the generation of the object name with etag.
