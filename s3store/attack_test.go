@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -557,4 +558,77 @@ func TestStaleWriterCannotReplaceTheNewHoldersCheckpoint(t *testing.T) {
 		data, _ = readAll(t, be, "step-8")
 		require.Equal(t, "by b, acknowledged", string(data), who)
 	}
+}
+
+// slowAnswers holds back the answer of the first n PUTs of keys ending in
+// suffix by delay after the server took them (a slow network back), or
+// until the request's ctx ends.
+type slowAnswers struct {
+	rt     http.RoundTripper
+	suffix string
+	delay  time.Duration
+	n      atomic.Int32
+}
+
+func (s *slowAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPut || !strings.HasSuffix(r.URL.Path, s.suffix) || s.n.Add(-1) < 0 {
+		return resp, err
+	}
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return resp, nil
+	case <-r.Context().Done():
+		resp.Body.Close()
+		return nil, r.Context().Err()
+	}
+}
+
+// A renewal whose answer takes longer than the TTL (it landed, but the
+// writer gave up waiting) costs the writer its lease's deadline, not the
+// lease: its writes fail with ErrLocked meanwhile, and once the next
+// renewal finds the lease still its own it saves again. A save slower than
+// the TTL succeeds while the renewals keep the lease.
+func TestRequestsSlowerThanTheTTLDoNotLoseTheLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const ttl = testTTL
+	slowSave := &slowAnswers{rt: http0(), suffix: "/step-1", delay: 3 * ttl / 2}
+	slowSave.n.Store(1)
+	slowRenewal := &slowAnswers{rt: slowSave, suffix: "/" + leaseName, delay: 3 * ttl / 2}
+	b, err := New(f.clientThrough(slowRenewal), f.bucket, "run", LeaseTTL(ttl))
+	require.NoError(t, err)
+	defer b.Close()
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	_, err = b.Create(ctx, "step-1", bytesOf([]byte("slow")))
+	require.NoError(t, err, "a save slower than the TTL while the renewals keep the lease")
+
+	slowRenewal.n.Store(1) // the next renewal's answer is late
+	for deadline := time.Now().Add(20 * ttl); slowRenewal.n.Load() > 0; {
+		require.True(t, time.Now().Before(deadline), "no renewal")
+		time.Sleep(ttl / 20) // polling for the renewal, which runs on a timer
+	}
+	var locked bool
+	for deadline, i := time.Now().Add(20*ttl), 2; ; i++ {
+		_, err := b.Create(ctx, "step-"+strconv.Itoa(i), bytesOf([]byte("x")))
+		if err == nil && locked {
+			break // saving again
+		}
+		if err != nil {
+			require.ErrorIs(t, err, checkpoint.ErrLocked)
+			require.NotContains(t, err.Error(), "taken over")
+			locked = true
+		}
+		require.True(t, time.Now().Before(deadline), "no refusal then save after the slow renewal (locked %v): %v", locked, err)
+		time.Sleep(ttl / 20) // polling the writer, whose renewals run on a timer
+	}
+	b.mu.Lock()
+	lost := b.lease.lost
+	b.mu.Unlock()
+	require.NoError(t, lost)
 }
