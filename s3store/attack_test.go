@@ -435,7 +435,7 @@ func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
 		l.rt = rt
 		rt = l
 	}
-	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(testTTL))
+	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(10*time.Second)) // the SDK backs off up to seconds before a retry
 	require.NoError(t, err)
 	w, err := checkpoint.OpenBackend[state](b, checkpoint.WithRolling(), checkpoint.Every(10))
 	require.NoError(t, err, "the takeover")
@@ -446,7 +446,7 @@ func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
 		require.NoError(t, err, "a rolling save")
 		require.True(t, saved)
 	}
-	lose["/"+leaseName].n.Store(1)
+	lose["/"+leaseName].n.Store(1) // the release's, or a renewal's
 	require.NoError(t, w.Close(), "the release")
 	for suffix, l := range lose {
 		t.Logf("%s: %d answers lost", suffix, l.lost.Load())
@@ -631,4 +631,29 @@ func TestRequestsSlowerThanTheTTLDoNotLoseTheLease(t *testing.T) {
 	lost := b.lease.lost
 	b.mu.Unlock()
 	require.NoError(t, lost)
+}
+
+// A takeover whose PUT took most of the TTL (a slow answer, or the SDK's
+// retry backoff, which can be seconds) is renewed in time: the first
+// renewal is due a third of the TTL after the takeover started, not after
+// it returned, so the writer's saves never find its deadline passed.
+func TestSlowTakeoverIsRenewedBeforeItsDeadline(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	slow := &slowAnswers{rt: http0(), suffix: "/" + leaseName, delay: testTTL * 7 / 10}
+	slow.n.Store(1)
+	b, err := New(f.clientThrough(slow), f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	defer b.Close()
+	start := time.Now()
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	// Past the deadline the takeover set, and past the first renewal as a
+	// timer started when Lock returned would send it.
+	for i := 0; time.Since(start) < testTTL*3/2; i++ {
+		_, err := b.Create(ctx, "step-"+strconv.Itoa(i), bytesOf([]byte("x")))
+		require.NoError(t, err, "%v after the takeover started", time.Since(start).Round(time.Millisecond))
+	}
 }

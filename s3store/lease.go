@@ -358,7 +358,14 @@ func (b *Backend) renew(l *lease) {
 	// cancelled: it may land anyway, and then only its answer tells the
 	// ETag that the release must name.
 	ctx := context.Background()
-	t := time.NewTimer(every)
+	// The first renewal a third of the TTL after the takeover started (its
+	// deadline less nine tenths of the TTL), not after it returned: a
+	// takeover slowed by the SDK's retry backoff may have used most of
+	// its deadline already.
+	b.mu.Lock()
+	first := time.Until(l.deadline.Add(every - (ttl - ttl/10)))
+	b.mu.Unlock()
+	t := time.NewTimer(max(0, first))
 	defer t.Stop()
 	for {
 		select {
