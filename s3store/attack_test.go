@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"io"
 	"io/fs"
@@ -278,12 +279,7 @@ func TestCreateCancelledMidUploadLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cut := &cancelMidBody{rt: http0(), suffix: "/step-1", cancel: cancel}
-	client := s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(f.srv.endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(f.srv.key, f.srv.secret, ""),
-		HTTPClient:  &http.Client{Transport: cut},
-	})
-	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
+	b, err := New(f.clientThrough(cut), f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	defer b.Close()
 	unlock, err := b.Lock(context.Background())
@@ -350,12 +346,7 @@ func TestCheckpointPastTheReadLimitIsNotDownloaded(t *testing.T) {
 	}
 	f.rawPut("run/step_00000009.json", bytes.Repeat([]byte("{"), 64<<20))
 	counted := &bodyBytes{rt: http0(), suffix: "/step_00000009.json"}
-	client := s3.New(s3.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(f.srv.endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(f.srv.key, f.srv.secret, ""),
-		HTTPClient:  &http.Client{Transport: counted},
-	})
-	rb, err := New(client, f.bucket, "run")
+	rb, err := New(f.clientThrough(counted), f.bucket, "run")
 	require.NoError(t, err)
 	r, err := checkpoint.OpenBackend[state](rb, checkpoint.ReadOnly(), checkpoint.WithMaxReadSize(1<<20))
 	require.NoError(t, err)
@@ -405,11 +396,16 @@ func (l *landThenLose) RoundTrip(r *http.Request) (*http.Response, error) {
 	}, nil
 }
 
+// clientThrough is a client of the fixture's server whose requests go
+// through rt, and whose retryer backs off 50 ms at most (the SDK's default
+// is up to 20 s, seconds for a first retry), so that tests of retries
+// are quick.
 func (f *fixture) clientThrough(rt http.RoundTripper) *s3.Client {
 	return s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(f.srv.endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(f.srv.key, f.srv.secret, ""),
 		HTTPClient:  &http.Client{Transport: rt},
+		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 50 * time.Millisecond }),
 	})
 }
 
@@ -435,7 +431,7 @@ func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
 		l.rt = rt
 		rt = l
 	}
-	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(10*time.Second)) // the SDK backs off up to seconds before a retry
+	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	w, err := checkpoint.OpenBackend[state](b, checkpoint.WithRolling(), checkpoint.Every(10))
 	require.NoError(t, err, "the takeover")
@@ -596,9 +592,9 @@ func TestRequestsSlowerThanTheTTLDoNotLoseTheLease(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	const ttl = testTTL
-	slowSave := &slowAnswers{rt: http0(), suffix: "/step-1", delay: 3 * ttl / 2}
+	slowSave := &slowAnswers{rt: http0(), suffix: "/step-1", delay: ttl}
 	slowSave.n.Store(1)
-	slowRenewal := &slowAnswers{rt: slowSave, suffix: "/" + leaseName, delay: 3 * ttl / 2}
+	slowRenewal := &slowAnswers{rt: slowSave, suffix: "/" + leaseName, delay: ttl + ttl/4}
 	b, err := New(f.clientThrough(slowRenewal), f.bucket, "run", LeaseTTL(ttl))
 	require.NoError(t, err)
 	defer b.Close()
@@ -652,7 +648,7 @@ func TestSlowTakeoverIsRenewedBeforeItsDeadline(t *testing.T) {
 	defer unlock()
 	// Past the deadline the takeover set, and past the first renewal as a
 	// timer started when Lock returned would send it.
-	for i := 0; time.Since(start) < testTTL*3/2; i++ {
+	for i := 0; time.Since(start) < testTTL*23/20; i++ {
 		_, err := b.Create(ctx, "step-"+strconv.Itoa(i), bytesOf([]byte("x")))
 		require.NoError(t, err, "%v after the takeover started", time.Since(start).Round(time.Millisecond))
 	}
