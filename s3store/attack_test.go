@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"io"
@@ -652,4 +653,40 @@ func TestSlowTakeoverIsRenewedBeforeItsDeadline(t *testing.T) {
 		_, err := b.Create(ctx, "step-"+strconv.Itoa(i), bytesOf([]byte("x")))
 		require.NoError(t, err, "%v after the takeover started", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// Sixteen contenders for a dead writer's lease, at once: exactly one
+// takes it over (the next generation), the others get ErrLocked, and what
+// the winner saves after the takeover is what a reader sees.
+func TestContendersRacingForAnExpiredLeaseExactlyOneWins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.backend("run", LeaseTTL(testTTL))
+	_, err := a.Lock(ctx)
+	require.NoError(t, err)
+	gen := generationOf(a)
+	die(a)
+	var bs [16]*Backend
+	for i := range bs {
+		bs[i] = f.backend("run", LeaseTTL(testTTL))
+	}
+	taken := fmt.Sprintf("(generation %d)", gen+1)
+	winner := oneWinner(t, checkpoint.ErrLocked, func(i int) error {
+		// Each tries as a process waiting for the dead writer's lease
+		// would, until it holds it or sees another contender hold it.
+		for deadline := time.Now().Add(10 * testTTL); ; {
+			lctx, cancel := context.WithTimeout(ctx, 4*testTTL)
+			_, err := bs[i].Lock(lctx)
+			cancel()
+			if err == nil || !errors.Is(err, checkpoint.ErrLocked) || strings.Contains(err.Error(), taken) || time.Now().After(deadline) {
+				return err
+			}
+		}
+	})
+	require.Equal(t, gen+1, generationOf(bs[winner]))
+	_, err = bs[winner].Create(ctx, "step-1", bytesOf([]byte("by the winner")))
+	require.NoError(t, err)
+	data, _ := readAll(t, f.backend("run"), "step-1")
+	require.Equal(t, "by the winner", string(data))
 }
