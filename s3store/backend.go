@@ -99,7 +99,7 @@ func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, er
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize}
+	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize, maxLease: maxLeaseSize}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
@@ -243,7 +243,7 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 			case herr != nil:
 				return checkpoint.Object{}, fail(op, loc, ifFailed, fmt.Errorf("exists (and then: %w)", herr))
 			}
-			visible, jerr := b.visible(ctx, name, o.Version, gen)
+			visible, jerr := b.visibleNow(ctx, name, o.Version, gen)
 			if jerr != nil {
 				return checkpoint.Object{}, fail(op, loc, nil, jerr)
 			}
@@ -538,7 +538,7 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	case err != nil:
 		return requestError("rename", loc, nil, err)
 	default:
-		visible, err := b.visible(ctx, to, dst.Version, dstGen)
+		visible, err := b.visibleNow(ctx, to, dst.Version, dstGen)
 		if err != nil {
 			return fail("rename", loc, nil, err)
 		}

@@ -39,11 +39,17 @@
 //   - Errors name the object as s3://bucket/key (Locate) where local
 //     errors name the path, and wrap the same sentinels: ErrExists,
 //     ErrConflict, ErrLocked, ErrInvalid, and fs.ErrNotExist for a missing
-//     object. Throttling and 5xx answers are retried by the SDK (its
-//     retryer, configured on the client), and every call is bounded by its
-//     ctx. A conditional PUT retried after its first attempt landed (its
-//     answer lost) is recognised as the writer's own, by its bytes and
-//     generation, rather than taken for another writer's.
+//     object; a lease object that is not one (not JSON, no generation,
+//     larger than a lease can be) is ErrCorrupt, for writers and readers
+//     alike, and is never taken for no lease. Throttling and 5xx answers
+//     are retried by the SDK (its retryer, configured on the client), and
+//     every call is bounded by its ctx. A conditional PUT retried after its
+//     first attempt landed (its answer lost) is recognised as the writer's
+//     own, by its bytes and generation, rather than taken for another
+//     writer's. A PUT whose ctx ends mid-upload leaves nothing; one whose
+//     ctx ends after the server took it but before its answer has saved
+//     although it returned the ctx's error (a save of that step again is
+//     then ErrExists), as a local save interrupted after its rename has.
 //
 // # The lease
 //
@@ -68,8 +74,10 @@
 // returns ErrLocked, and expect it to block for up to one TTL when the
 // lease looks expired. The holder trusts its lease
 // until the start of its last successful renewal plus nine tenths of the
-// TTL, by its own monotonic clock; a write that finishes after that, or
-// after a renewal found the lease taken over, fails with ErrLocked.
+// TTL, by its own monotonic clock and by its wall clock alike (the
+// monotonic clock stops while a machine is suspended; the wall clock is
+// moved on at resume); a write that finishes after that, or after a
+// renewal found the lease taken over, fails with ErrLocked.
 //
 // # Fencing
 //
@@ -97,7 +105,10 @@
 // that lands before the new holder has replaced that object hides the
 // object (the rolling file or a side file; numbered checkpoints, never
 // replaced, are not affected); and deleting the lease object by hand while
-// a writer may still be running restarts the generations at 1.
+// a writer may still be running restarts the generations at 1. Deleting it
+// also makes visible again every object the fencing hid (a stale writer's
+// late saves that no later holder overwrote): the next Lock seals all it
+// lists, having no lease to judge them by.
 //
 // # Costs
 //
@@ -121,7 +132,9 @@
 //     holder wrote since its last renewal, then a PUT. The lease lists every
 //     object of the store (sealed or written), about 80 bytes each, and
 //     every renewal rewrites it: 10,000 checkpoints make a lease of about
-//     800 KB, rewritten every 10 s by default.
+//     800 KB, rewritten every 10 s by default. A lease is read up to 256 MiB
+//     (larger is ErrCorrupt), so a store is limited to about three million
+//     objects; keep it far below with a retention rule.
 //
 // # What the server must provide
 //

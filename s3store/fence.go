@@ -48,17 +48,24 @@ package s3store
 //
 // Acknowledged writes are never hidden. A holder's deadline is the start
 // of its last successful renewal plus TTL minus a tenth, by its monotonic
-// clock; a write that finishes after it returns ErrLocked. B takes over
+// clock and by its wall clock (both must say it has not passed: Go's
+// monotonic clock does not count a system suspend on Linux, so a machine
+// that slept past its lease would otherwise wake up trusting it); a write
+// that finishes after it returns ErrLocked. B takes over
 // only after it has seen A's last lease ETag unchanged for a full TTL by
 // its own clock, starting when it first read that ETag, which is after A's
 // renewal request started; then it lists. So B's listing starts after A's
-// deadline (unless A's clock runs more than 10% slow against B's), and
+// deadline (unless A's clocks run more than 10% slow against B's, or A's
+// machine slept and its wall clock was not moved on at resume), and
 // every write A acknowledged had finished, and is in B's listing, and is
 // sealed. A write that A did not acknowledge may be visible or hidden.
 //
 // A fenced object blocks nothing: Create (and Replace with NoObject) treat
 // it as absent and replace it with If-Match on its ETag, and a new holder
-// may Remove it. What fencing does not cover: a stale writer's delayed
+// may Remove it. Whether the object in the way is fenced is judged by the
+// lease as read from the server then (visibleNow), never by the writer's
+// own view: a stale writer whose clock misled it must not take the new
+// holder's objects for fenced ones and overwrite them. What fencing does not cover: a stale writer's delayed
 // DeleteObject can still remove an object (the store deletes only
 // checkpoints older than ones it keeps), and deleting the lease object by
 // hand while a writer might still be running restarts the generations at 1.
@@ -118,7 +125,7 @@ func (b *Backend) holderView() (leaseView, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lease
-	if l == nil || l.lost != nil || !time.Now().Before(l.deadline) {
+	if l == nil || l.lost != nil || l.expired(time.Now()) {
 		return leaseView{}, false
 	}
 	return leaseView{exists: true, etag: l.etag, gen: l.doc.Generation, sealed: l.doc.Sealed, written: l.doc.Written}, true
@@ -160,6 +167,20 @@ func (b *Backend) visible(ctx context.Context, name, etag string, gen uint64) (b
 		return false, err
 	}
 	return v.admits(name, etag, gen), nil
+}
+
+// visibleNow judges an object just read by the lease as read from the
+// server now, even on the holder. It decides whether an object in the
+// way may be overwritten as fenced, which must not rest on this writer's
+// belief that it still holds the lease: a writer whose clock misled it
+// would take the new holder's objects for fenced ones and destroy them.
+// It costs a conditional GET of the lease, only when a name is taken.
+func (b *Backend) visibleNow(ctx context.Context, name, etag string, gen uint64) (bool, error) {
+	v, err := b.readerView(ctx)
+	if err != nil {
+		return false, err
+	}
+	return v.admits(name, etag, gen) || (etag != "" && v.written[name] == etag), nil
 }
 
 // remember caches the generation of the object name with etag.
@@ -266,8 +287,9 @@ func (b *Backend) leaseProblem() error {
 	if l.lost != nil {
 		return l.lost
 	}
-	if now := time.Now(); !now.Before(l.deadline) {
-		err := fmt.Errorf("the lease (generation %d) was not renewed in time: its deadline passed %v ago", l.doc.Generation, now.Sub(l.deadline).Round(time.Millisecond))
+	if now := time.Now(); l.expired(now) {
+		late := max(now.Sub(l.deadline), now.Round(0).Sub(l.wallDeadline))
+		err := fmt.Errorf("the lease (generation %d) was not renewed in time: its deadline passed %v ago", l.doc.Generation, late.Round(time.Millisecond))
 		if l.renewErr != nil {
 			err = fmt.Errorf("%w (last renewal: %w)", err, l.renewErr)
 		}

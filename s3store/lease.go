@@ -57,6 +57,10 @@ type lease struct {
 	// renewal succeeds: the start of its last successful renewal (or of
 	// the takeover) plus the TTL minus a tenth, by the monotonic clock.
 	deadline time.Time
+	// wallDeadline is deadline by the wall clock (no monotonic reading):
+	// the lease is trusted only while both clocks say so, because the
+	// monotonic clock stops while the machine sleeps (see expired).
+	wallDeadline time.Time
 	// lost is set when a renewal found the lease changed: taken over.
 	lost error
 	// renewErr is the last renewal's failure, for the error of a write
@@ -70,6 +74,18 @@ type lease struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 	done     chan struct{}
+}
+
+// expired reports whether the lease's deadline has passed at now, by the
+// monotonic clock or by the wall clock. The monotonic clock alone is not
+// enough: on Linux it does not count a system suspend (nor, on some
+// hypervisors, a paused VM), so a writer that slept past its lease would
+// wake up trusting it while another writer took over. The kernel moves the
+// wall clock on at resume. A wall clock stepped back cannot extend the
+// lease (the monotonic deadline still holds); one stepped forward only
+// ends it early, until the next renewal.
+func (l *lease) expired(now time.Time) bool {
+	return !now.Before(l.deadline) || !now.Round(0).Before(l.wallDeadline)
 }
 
 func (l *lease) stopRenewing() {
@@ -105,15 +121,27 @@ func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseSt
 		return st, false, requestError("read lease", b.Locate(leaseName), nil, err)
 	}
 	defer out.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(out.Body, maxLeaseSize+1))
+	limit := b.cfg.maxLease
+	if n := aws.ToInt64(out.ContentLength); n > limit {
+		// Refused before reading: a reader reads the lease at every List.
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease: %d bytes, larger than %d", n, limit))
+	}
+	data, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
 	if err != nil {
 		return st, false, fail("read lease", b.Locate(leaseName), nil, err)
 	}
-	if len(data) > maxLeaseSize {
-		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("larger than %d bytes", maxLeaseSize))
+	if int64(len(data)) > limit {
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease: larger than %d bytes", limit))
 	}
 	if err := json.Unmarshal(data, &st.doc); err != nil {
-		return st, false, fail("read lease", b.Locate(leaseName), nil, fmt.Errorf("not a lease (%w): remove it only if no writer is running", err))
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease (%w): remove it only if no writer is running", err))
+	}
+	if st.doc.Generation == 0 {
+		// Every lease a Backend writes has a generation of 1 or more. A
+		// generation 0 (an edited or foreign object, "{}" or "null") would
+		// hide every object a store wrote, and seal none at the next
+		// takeover: the store's checkpoints would be lost to it.
+		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, errors.New("not a lease (no generation): remove it only if no writer is running"))
 	}
 	st.exists = true
 	st.etag = quoteETag(aws.ToString(out.ETag))
@@ -291,11 +319,12 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 		return nil, requestError("lock", loc, nil, err)
 	}
 	l := &lease{
-		doc:      doc,
-		etag:     etag,
-		deadline: start.Add(b.cfg.ttl - b.cfg.ttl/10),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		doc:          doc,
+		etag:         etag,
+		deadline:     start.Add(b.cfg.ttl - b.cfg.ttl/10),
+		wallDeadline: start.Add(b.cfg.ttl - b.cfg.ttl/10).Round(0),
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
 	}
 	b.mu.Lock()
 	if b.closed || b.lease != nil {
@@ -329,7 +358,14 @@ func (b *Backend) renew(l *lease) {
 	// cancelled: it may land anyway, and then only its answer tells the
 	// ETag that the release must name.
 	ctx := context.Background()
-	t := time.NewTimer(every)
+	// The first renewal a third of the TTL after the takeover started (its
+	// deadline less nine tenths of the TTL), not after it returned: a
+	// takeover slowed by the SDK's retry backoff may have used most of
+	// its deadline already.
+	b.mu.Lock()
+	first := time.Until(l.deadline.Add(every - (ttl - ttl/10)))
+	b.mu.Unlock()
+	t := time.NewTimer(max(0, first))
 	defer t.Stop()
 	for {
 		select {
@@ -364,6 +400,7 @@ func (b *Backend) renew(l *lease) {
 		case err == nil:
 			l.etag = quoteETag(aws.ToString(out.ETag))
 			l.deadline = start.Add(ttl - ttl/10)
+			l.wallDeadline = l.deadline.Round(0)
 			l.renewErr = nil
 			// The next renewal a third of the TTL after this one started,
 			// not after it ended: a slow server does not stretch the

@@ -215,6 +215,7 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	// a wakes up believing its lease is still valid.
 	a.mu.Lock()
 	a.lease.deadline = time.Now().Add(time.Hour)
+	a.lease.wallDeadline = a.lease.deadline.Round(0)
 	a.mu.Unlock()
 	_, err = a.Create(ctx, "step-2", bytesOf([]byte("stale")))
 	require.NoError(t, err, "the server took a's late PUT")

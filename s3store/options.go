@@ -25,6 +25,9 @@ type config struct {
 	// maxSize is the largest object Create and Replace write: MaxObjectSize;
 	// tests lower it.
 	maxSize int64
+	// maxLease is the largest lease object read: maxLeaseSize; tests
+	// lower it.
+	maxLease int64
 }
 
 // LeaseTTL sets how long the single-writer lease lives without a renewal
@@ -54,4 +57,9 @@ func maxObjectSize(n int64) Option {
 // objects).
 func listPageSize(n int32) Option {
 	return optionFunc(func(c *config) error { c.pageSize = n; return nil })
+}
+
+// maxLeaseBytes lowers the largest lease object read (tests).
+func maxLeaseBytes(n int64) Option {
+	return optionFunc(func(c *config) error { c.maxLease = n; return nil })
 }

@@ -79,17 +79,6 @@ func s3Server(t testing.TB) server {
 }
 
 func startVersitygw() server {
-	bin, err := exec.LookPath("versitygw")
-	if err != nil {
-		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
-		if gerr != nil {
-			return server{err: err}
-		}
-		bin = filepath.Join(strings.TrimSpace(string(gopath)), "bin", "versitygw")
-		if _, err := os.Stat(bin); err != nil {
-			return server{err: fmt.Errorf("versitygw not found on PATH or in GOPATH/bin")}
-		}
-	}
 	dir, err := os.MkdirTemp("", "s3store-versitygw-")
 	if err != nil {
 		return server{err: err}
@@ -101,21 +90,44 @@ func startVersitygw() server {
 	addr := l.Addr().String()
 	l.Close()
 	s := server{endpoint: "http://" + addr, key: "s3storetest", secret: randomHex(16)}
-	cmd := exec.Command(bin, "--port", addr, "posix", dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.key, "ROOT_SECRET_ACCESS_KEY="+s.secret)
-	if err := cmd.Start(); err != nil {
+	cmd, err := runVersitygw(s, addr, dir)
+	if err != nil {
 		os.RemoveAll(dir)
 		return server{err: err}
 	}
 	srvCmd, srvDir = cmd, dir
+	return s
+}
+
+// runVersitygw starts versitygw on addr over dir, with s's credentials,
+// and waits until it answers.
+func runVersitygw(s server, addr, dir string) (*exec.Cmd, error) {
+	bin, err := exec.LookPath("versitygw")
+	if err != nil {
+		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
+		if gerr != nil {
+			return nil, err
+		}
+		bin = filepath.Join(strings.TrimSpace(string(gopath)), "bin", "versitygw")
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("versitygw not found on PATH or in GOPATH/bin")
+		}
+	}
+	cmd := exec.Command(bin, "--port", addr, "posix", dir)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.key, "ROOT_SECRET_ACCESS_KEY="+s.secret)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	for deadline := time.Now().Add(15 * time.Second); ; {
 		resp, err := http.Get(s.endpoint)
 		if err == nil {
 			resp.Body.Close()
-			return s
+			return cmd, nil
 		}
 		if time.Now().After(deadline) {
-			return server{err: fmt.Errorf("versitygw at %s did not answer: %w", addr, err)}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("versitygw at %s did not answer: %w", addr, err)
 		}
 		time.Sleep(50 * time.Millisecond) // polling for the server to come up
 	}
