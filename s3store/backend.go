@@ -470,7 +470,15 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 		}
 		return gone, errors.Join(errs...)
 	}
-	for len(keys) > 0 {
+	for first := true; len(keys) > 0; first = false {
+		// Each batch is sent only while the lease holds: a writer that
+		// lost it mid-removal must not go on deleting what the new
+		// holder keeps.
+		if !first {
+			if _, err := b.beginWrite("remove", b.Locate("")); err != nil {
+				return gone, errors.Join(append(errs, err)...)
+			}
+		}
 		batch := keys[:min(len(keys), 1000)]
 		keys = keys[len(batch):]
 		ids := make([]types.ObjectIdentifier, len(batch))

@@ -74,6 +74,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -375,19 +377,23 @@ func (b *Backend) headAll(ctx context.Context, objs []checkpoint.Object, which [
 		err error
 	}
 	res := make([]result, len(which))
-	sem := make(chan struct{}, headConcurrency)
-	done := make(chan struct{})
-	for j, i := range which {
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem; done <- struct{}{} }()
-			o, _, err := b.head(ctx, objs[i].Name)
-			res[j] = result{o, err}
-		}()
+	// A fixed set of workers: a reader new to a large store may have
+	// thousands of objects to ask about.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(headConcurrency, len(which)) {
+		wg.Go(func() {
+			for {
+				j := int(next.Add(1)) - 1
+				if j >= len(which) {
+					return
+				}
+				o, _, err := b.head(ctx, objs[which[j]].Name)
+				res[j] = result{o, err}
+			}
+		})
 	}
-	for range which {
-		<-done
-	}
+	wg.Wait()
 	drop := make(map[int]bool)
 	for j, i := range which {
 		switch r := res[j]; {
