@@ -176,6 +176,9 @@ func (r *Sessions) List(ctx context.Context) ([]Session, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, opError("list sessions", r.dir, err)
 		}
+		if r.noSessionOnBackend(d.Name()) {
+			continue
+		}
 		out = append(out, r.describe(ctx, d.Name()))
 	}
 	sortSessions(out)
@@ -408,6 +411,31 @@ func (r *Sessions) stamp(m *sessionMeta, id string) {
 }
 
 // describe reads what List reports of the session id; damage goes to Err.
+// noSessionOnBackend reports whether the subdirectory id is what
+// OpenSessionsBackend on this directory leaves where there is no session: a
+// claim without session.json (a creation in progress or interrupted) or
+// RemoveStaging's tombstone. Sessions on a backend never list it; neither
+// does List here.
+func (r *Sessions) noSessionOnBackend(id string) bool {
+	sub, err := r.root.OpenRoot(id)
+	if err != nil {
+		return false
+	}
+	defer sub.Close()
+	f, _, err := openRegular(sub, sessionFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		_, cerr := sub.Lstat(claimName)
+		return cerr == nil
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var t sessionTombstone
+	data, err := io.ReadAll(io.LimitReader(f, maxSessionFileSize+1))
+	return err == nil && json.Unmarshal(data, &t) == nil && t.Format == 0 && t.Abandoned != ""
+}
+
 func (r *Sessions) describe(ctx context.Context, id string) Session {
 	s := Session{ID: id, Dir: r.path(id)}
 	sub, err := r.root.OpenRoot(id)

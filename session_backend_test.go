@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"io"
 	"slices"
 	"testing"
 
@@ -87,4 +88,43 @@ func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// TestDirectoryRootListsNoClaimOrTombstoneOfTheBackendPath: on a directory
+// opened both ways, what the backend path leaves where there is no session
+// (a crashed fork's claim, RemoveStaging's tombstone) was listed by
+// OpenSessions as a damaged session.
+func TestDirectoryRootListsNoClaimOrTombstoneOfTheBackendPath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	generic, err := checkpoint.OpenSessionsBackend(b, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer generic.Close()
+	write := func(data string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, data); return err }
+	}
+	// A fork that crashed after its claim and a first copy (session 7),
+	// and a creation that crashed after its claim (session 8).
+	for _, id := range []string{"7", "8"} {
+		sub, err := b.Sub(ctx, id, true)
+		require.NoError(t, err)
+		op := map[string]string{"7": "fork", "8": "create"}[id]
+		_, err = sub.Create(ctx, ".session.claim", write(`{"op":"`+op+`","token":"x"}`))
+		require.NoError(t, err)
+		if id == "7" {
+			_, err = sub.Create(ctx, "step_00000001.json", write(`{}`))
+			require.NoError(t, err)
+		}
+	}
+	local, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer local.Close()
+	require.Empty(t, listedIDs(t, local), "a claim without session.json is no session")
+	_, err = generic.RemoveStaging(ctx) // leaves a tombstone in 7
+	require.NoError(t, err)
+	require.Empty(t, listedIDs(t, local), "a tombstone is no session")
+	require.Empty(t, listedIDs(t, generic))
 }
