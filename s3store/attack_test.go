@@ -5,24 +5,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
 )
 
 // rawPut writes key in the fixture's bucket with no condition and no
@@ -168,14 +168,19 @@ func TestServerKilledMidSaveFailsClearlyAndARestartRecovers(t *testing.T) {
 	t.Parallel()
 	s3Server(t) // skips (or fails under CI) when versitygw is missing
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := s3test.FreeAddr()
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	l.Close()
-	srv := server{endpoint: "http://" + addr, key: "s3storekill", secret: randomHex(16)}
-	cmd, err := runVersitygw(srv, addr, dir)
-	require.NoError(t, err)
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	secret := randomHex(16)
+	launch := func() *s3test.Server {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := s3test.Launch(ctx, addr, dir, "s3storekill", secret)
+		require.NoError(t, err)
+		return s
+	}
+	gw := launch()
+	defer func() { gw.Close() }()
+	srv := serverOf(gw)
 	f := &fixture{t: t, srv: srv, bucket: "s3store-" + randomHex(8), count: &counter{rt: http0()}}
 	f.client = srv.client(f.count)
 	ctx := context.Background()
@@ -205,15 +210,13 @@ func TestServerKilledMidSaveFailsClearlyAndARestartRecovers(t *testing.T) {
 		}
 		saved <- err
 	}()
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
+	gw.Close() // kill -9
 	err = <-saved
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/step_", "the error names the object")
 	t.Logf("save with the server gone: %v", err)
 
-	cmd, err = runVersitygw(srv, addr, dir)
-	require.NoError(t, err)
+	gw = launch()
 	// Within the lease's deadline (or after a renewal gets through) the
 	// writer saves again; it may have to wait for one renewal.
 	var next error

@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,29 +16,32 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
 )
 
-// The tests run against a real S3 server. .ci/s3-test starts versitygw and
-// sets these; without them the tests start versitygw themselves if the
-// binary is on PATH or in $(go env GOPATH)/bin, skip (fail under CI=true)
-// otherwise.
+// The tests run against a real S3 server: the one .ci/s3-test starts and
+// names in the environment, or versitygw started by the tests themselves
+// if the binary is on PATH or in $(go env GOPATH)/bin (see s3test); they
+// skip otherwise (fail under CI=true).
 const (
-	envEndpoint = "CHECKPOINT_S3_ENDPOINT"
-	envKey      = "CHECKPOINT_S3_ACCESS_KEY"
-	envSecret   = "CHECKPOINT_S3_SECRET_KEY"
-	installCmd  = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+	envEndpoint = s3test.EnvEndpoint
+	envKey      = s3test.EnvKey
+	envSecret   = s3test.EnvSecret
 )
 
 type server struct {
 	endpoint, key, secret string
-	err                   error // why there is none
+}
+
+func serverOf(s *s3test.Server) server {
+	return server{endpoint: s.Endpoint, key: s.AccessKey, secret: s.Secret}
 }
 
 var (
 	srvOnce sync.Once
 	srv     server
-	srvCmd  *exec.Cmd
-	srvDir  string
+	srvErr  error          // why there is none
+	started *s3test.Server // what the tests started, stopped by TestMain
 )
 
 func TestMain(m *testing.M) {
@@ -50,10 +49,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	}
 	code := m.Run()
-	if srvCmd != nil {
-		_ = srvCmd.Process.Kill()
-		_ = srvCmd.Wait()
-		os.RemoveAll(srvDir)
+	if started != nil {
+		started.Close()
 	}
 	os.Exit(code)
 }
@@ -63,74 +60,23 @@ func TestMain(m *testing.M) {
 func s3Server(t testing.TB) server {
 	t.Helper()
 	srvOnce.Do(func() {
-		if ep := os.Getenv(envEndpoint); ep != "" {
-			srv = server{endpoint: ep, key: os.Getenv(envKey), secret: os.Getenv(envSecret)}
-			return
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var s *s3test.Server
+		if s, srvErr = s3test.Start(ctx); srvErr == nil {
+			srv = serverOf(s)
+			if s.Started {
+				started = s
+			}
 		}
-		srv = startVersitygw()
 	})
-	if srv.err != nil {
+	if srvErr != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("no S3 server (CI=true, so this fails rather than skips): %v", srv.err)
+			t.Fatalf("no S3 server (CI=true, so this fails rather than skips): %v", srvErr)
 		}
-		t.Skipf("no S3 server: %v; install versitygw with %q or set %s, %s and %s", srv.err, installCmd, envEndpoint, envKey, envSecret)
+		t.Skipf("no S3 server: %v; install versitygw with %q or set %s, %s and %s", srvErr, s3test.InstallCmd, envEndpoint, envKey, envSecret)
 	}
 	return srv
-}
-
-func startVersitygw() server {
-	dir, err := os.MkdirTemp("", "s3store-versitygw-")
-	if err != nil {
-		return server{err: err}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return server{err: err}
-	}
-	addr := l.Addr().String()
-	l.Close()
-	s := server{endpoint: "http://" + addr, key: "s3storetest", secret: randomHex(16)}
-	cmd, err := runVersitygw(s, addr, dir)
-	if err != nil {
-		os.RemoveAll(dir)
-		return server{err: err}
-	}
-	srvCmd, srvDir = cmd, dir
-	return s
-}
-
-// runVersitygw starts versitygw on addr over dir, with s's credentials,
-// and waits until it answers.
-func runVersitygw(s server, addr, dir string) (*exec.Cmd, error) {
-	bin, err := exec.LookPath("versitygw")
-	if err != nil {
-		gopath, gerr := exec.Command("go", "env", "GOPATH").Output()
-		if gerr != nil {
-			return nil, err
-		}
-		bin = filepath.Join(strings.TrimSpace(string(gopath)), "bin", "versitygw")
-		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("versitygw not found on PATH or in GOPATH/bin")
-		}
-	}
-	cmd := exec.Command(bin, "--port", addr, "posix", dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.key, "ROOT_SECRET_ACCESS_KEY="+s.secret)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		resp, err := http.Get(s.endpoint)
-		if err == nil {
-			resp.Body.Close()
-			return cmd, nil
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return nil, fmt.Errorf("versitygw at %s did not answer: %w", addr, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling for the server to come up
-	}
 }
 
 func randomHex(n int) string {

@@ -55,26 +55,47 @@ func Start(ctx context.Context) (*Server, error) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
 		return &Server{Endpoint: ep, AccessKey: os.Getenv(EnvKey), Secret: os.Getenv(EnvSecret)}, nil
 	}
-	bin, err := versitygw()
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "s3test-versitygw-")
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := FreeAddr()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{Endpoint: "http://" + addr, AccessKey: "s3test", Secret: randomHex(16), Started: true, dir: dir}
+	s, err := Launch(ctx, addr, dir, "s3test", randomHex(16))
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.dir = dir // Close removes it
+	return s, nil
+}
+
+// FreeAddr returns a 127.0.0.1 address with a port nothing listens on.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// Launch starts versitygw on addr over the directory dir, with the
+// credentials key and secret, and waits until it answers, at most until
+// ctx ends. Close stops it and leaves dir: a test may launch it again on
+// the same addr and dir, as a server that restarts.
+func Launch(ctx context.Context, addr, dir, key, secret string) (*Server, error) {
+	bin, err := versitygw()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Endpoint: "http://" + addr, AccessKey: key, Secret: secret, Started: true}
 	s.cmd = exec.Command(bin, "--port", addr, "posix", dir)
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+s.AccessKey, "ROOT_SECRET_ACCESS_KEY="+s.Secret)
 	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start versitygw: %w", err)
 	}
 	exited := make(chan error, 1)
@@ -88,7 +109,6 @@ func Start(ctx context.Context) (*Server, error) {
 		}
 		select {
 		case err := <-exited:
-			os.RemoveAll(dir)
 			return nil, fmt.Errorf("versitygw on %s exited: %v", addr, err)
 		case <-ctx.Done():
 			s.exited = exited
@@ -120,7 +140,9 @@ func (s *Server) Close() {
 	}
 	_ = s.cmd.Process.Kill()
 	<-s.exited
-	os.RemoveAll(s.dir)
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
 	s.cmd = nil
 }
 
