@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	stdgzip "compress/gzip"
 	"encoding/json"
@@ -12,10 +11,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -26,51 +25,21 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // use a step of its own.
 type op func(i int) error
 
-// timeOp returns the mean duration of n calls of f.
-func timeOp(n int, next *int, f op) (time.Duration, error) {
-	start := time.Now()
-	for k := 0; k < n; k++ {
-		if err := f(*next); err != nil {
-			return 0, err
-		}
-		*next++
-	}
-	return time.Since(start) / time.Duration(n), nil
-}
-
-// compare times ops against each other on a shared, noisy machine: in each
-// of rounds rounds, every op runs perRound times (in a rotating order), and
-// the result for an op is the median over the rounds of its mean.
+// compare is benchkit.Compare on ops.
 func compare(rounds, perRound int, ops ...op) ([]time.Duration, error) {
-	means := make([][]time.Duration, len(ops))
-	next := make([]int, len(ops))
-	for i, f := range ops { // warm up: first calls fill caches and pools
-		if _, err := timeOp(1, &next[i], f); err != nil {
-			return nil, err
-		}
+	fs := make([]func(int) error, len(ops))
+	for i, o := range ops {
+		fs[i] = o
 	}
-	for r := 0; r < rounds; r++ {
-		for k := range ops {
-			i := (k + r) % len(ops)
-			d, err := timeOp(perRound, &next[i], ops[i])
-			if err != nil {
-				return nil, err
-			}
-			means[i] = append(means[i], d)
-		}
-	}
-	out := make([]time.Duration, len(ops))
-	for i := range means {
-		out[i] = median(means[i])
-	}
-	return out, nil
+	return benchkit.Compare(rounds, perRound, fs...)
 }
 
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
+var (
+	median      = benchkit.Median
+	machine     = benchkit.Machine
+	loadAverage = benchkit.LoadAverage
+	dur         = benchkit.Duration
+)
 
 // allocs measures what n calls of f allocate, per call, once warm, with
 // the garbage collector off and one processor, so that every pool (the
@@ -309,22 +278,6 @@ func creationCost(data []byte, n int) (fresh, reused [2]time.Duration, err error
 	return [2]time.Duration{ds[0], ds[2]}, [2]time.Duration{ds[1], ds[3]}, nil
 }
 
-// machine describes where the benchmark runs.
-func machine() string {
-	cpu := "unknown CPU"
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	return fmt.Sprintf("%s, %d cores (GOMAXPROCS %d), %s/%s, %s", cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
-}
-
 // filesystem names the file system holding dir, from /proc/mounts (Linux):
 // the mount with the longest path that contains dir.
 func filesystem(dir string) string {
@@ -355,30 +308,4 @@ func filesystem(dir string) string {
 		s += ": memory, where fsync costs nothing; use -dir for a real disk"
 	}
 	return s
-}
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// dur formats a duration for the table: 3 significant digits.
-func dur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	case d >= 10*time.Millisecond:
-		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
-	default:
-		return fmt.Sprintf("%d µs", d.Microseconds())
-	}
 }

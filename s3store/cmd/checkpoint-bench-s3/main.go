@@ -24,7 +24,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -34,7 +33,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +44,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 	"github.com/gocheckpoint/checkpoint/s3store"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
 )
@@ -582,50 +581,6 @@ func perSave(n counts, saves int) string {
 	return strings.Join(parts, ", ") + " per save"
 }
 
-// compare times ops on a shared, noisy machine: in each round every op
-// runs perRound times, in a rotating order; an op's result is the median
-// over the rounds of its mean.
-func compare(rounds, perRound int, ops ...func(i int) error) ([]time.Duration, error) {
-	means := make([][]time.Duration, len(ops))
-	next := make([]int, len(ops))
-	call := func(i, n int) (time.Duration, error) {
-		start := time.Now()
-		for k := 0; k < n; k++ {
-			if err := ops[i](next[i]); err != nil {
-				return 0, err
-			}
-			next[i]++
-		}
-		return time.Since(start) / time.Duration(n), nil
-	}
-	for i := range ops { // warm up: connections, pools
-		if _, err := call(i, 1); err != nil {
-			return nil, err
-		}
-	}
-	for r := 0; r < rounds; r++ {
-		for k := range ops {
-			i := (k + r) % len(ops)
-			d, err := call(i, perRound)
-			if err != nil {
-				return nil, err
-			}
-			means[i] = append(means[i], d)
-		}
-	}
-	out := make([]time.Duration, len(ops))
-	for i := range means {
-		out[i] = median(means[i])
-	}
-	return out, nil
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // medianOf formats the median of ds, saying of how many.
 func medianOf(ds []time.Duration) string {
 	if len(ds) == 1 {
@@ -634,6 +589,14 @@ func medianOf(ds []time.Duration) string {
 	return fmt.Sprintf("%s (median of %d)", dur(median(ds)), len(ds))
 }
 
+var (
+	compare     = benchkit.Compare
+	median      = benchkit.Median
+	machine     = benchkit.Machine
+	loadAverage = benchkit.LoadAverage
+	dur         = benchkit.Duration
+)
+
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 func yesNo(ok bool) string {
@@ -641,41 +604,4 @@ func yesNo(ok bool) string {
 		return "yes"
 	}
 	return "**no**"
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return fmt.Sprintf("%.2f s", d.Seconds())
-	case d >= time.Millisecond:
-		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
-	}
-	return fmt.Sprintf("%.0f µs", float64(d)/1e3)
-}
-
-func machine() string {
-	cpu := "unknown CPU"
-	if f, err := os.Open("/proc/cpuinfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-		f.Close()
-	}
-	return fmt.Sprintf("%s, %d cores, %s/%s, %s", cpu, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-}
-
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
