@@ -111,6 +111,7 @@ func TestDirectoryRootListsNoClaimOrTombstoneOfTheBackendPath(t *testing.T) {
 	for _, id := range []string{"7", "8"} {
 		sub, err := b.Sub(ctx, id, true)
 		require.NoError(t, err)
+		defer sub.Close()
 		op := map[string]string{"7": "fork", "8": "create"}[id]
 		_, err = sub.Create(ctx, ".session.claim", write(`{"op":"`+op+`","token":"x"}`))
 		require.NoError(t, err)

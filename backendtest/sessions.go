@@ -212,9 +212,10 @@ func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
 	g, err := r.Get(ctx, "002")
 	req.NoError(t, err)
 	req.Equal(t, map[string]string{"players": "4"}, g.Meta)
-	_, got, err = checkpoint.ResumeSession[int](ctx, r)
+	st, got, err = checkpoint.ResumeSession[int](ctx, r)
 	req.NoError(t, err)
 	req.Equal(t, "002", got.ID)
+	req.NoError(t, st.Close())
 	req.Equal(t, []string{"001", "002", "003", "run-a"}, listedIDs(t, r))
 }
 
