@@ -194,7 +194,7 @@ func (d *dirBackend) Stat(ctx context.Context, name string) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
-	fi, err := root.Lstat(name)
+	fi, err := d.lstat(root, name)
 	if err != nil {
 		return Object{}, err
 	}

@@ -264,7 +264,15 @@ func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*en
 	if !read {
 		return nil
 	}
-	return s.readIndex(ctx)
+	index := s.readIndex(ctx)
+	s.mu.Lock()
+	if len(s.headers) == 0 && len(index) > 0 {
+		// The index's headers are about to be cached: a map of their
+		// number at once, not grown step by step.
+		s.headers = make(map[string]cachedHeader, len(index))
+	}
+	s.mu.Unlock()
+	return index
 }
 
 // gone reports whether a file's header could not be read because the file

@@ -113,13 +113,15 @@ func parseIndex(data []byte) map[string]indexEntry {
 		return nil
 	}
 	body = data[len(indexMagic):last]
+	// The names are keys of one string of the whole body: one copy, not
+	// one per entry.
+	names := string(body)
 	out := make(map[string]indexEntry, min(count, len(body)/8))
-	for len(body) > 0 {
-		line, rest, _ := bytes.Cut(body, []byte{'\n'})
-		body = rest
-		name, line, ok1 := bytes.Cut(line, []byte{'\t'})
-		size, line, ok2 := bytes.Cut(line, []byte{'\t'})
-		version, h, ok3 := bytes.Cut(line, []byte{'\t'})
+	for off := 0; off < len(body); {
+		line, _, _ := bytes.Cut(body[off:], []byte{'\n'})
+		name, rest, ok1 := bytes.Cut(line, []byte{'\t'})
+		size, rest, ok2 := bytes.Cut(rest, []byte{'\t'})
+		version, h, ok3 := bytes.Cut(rest, []byte{'\t'})
 		if !ok1 || !ok2 || !ok3 {
 			return nil
 		}
@@ -127,7 +129,8 @@ func parseIndex(data []byte) map[string]indexEntry {
 		if err != nil {
 			return nil
 		}
-		out[string(name)] = indexEntry{size: n, version: version, header: h}
+		out[names[off:off+len(name)]] = indexEntry{size: n, version: version, header: h}
+		off += len(line) + 1
 	}
 	if len(out) != count {
 		return nil
