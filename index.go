@@ -99,8 +99,7 @@ func (s *Store[T]) readIndex(ctx context.Context) map[string]indexEntry {
 // entries and the CRC-32C of everything before the end line, in hex. It
 // returns nil for anything else.
 func parseIndex(data []byte) map[string]indexEntry {
-	body, ok := bytes.CutPrefix(data, []byte(indexMagic))
-	if !ok || len(data) == 0 || data[len(data)-1] != '\n' {
+	if !bytes.HasPrefix(data, []byte(indexMagic)) || data[len(data)-1] != '\n' {
 		return nil
 	}
 	last := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
@@ -112,7 +111,10 @@ func parseIndex(data []byte) map[string]indexEntry {
 	if crc32.Checksum(data[:last], indexCRC) != sum {
 		return nil
 	}
-	body = data[len(indexMagic):last]
+	if last < len(indexMagic) {
+		return nil
+	}
+	body := data[len(indexMagic):last]
 	// The names are keys of one string of the whole body: one copy, not
 	// one per entry.
 	names := string(body)

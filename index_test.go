@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -259,4 +261,71 @@ func TestTheIndexIsNoLeftoverButItsTemporaryFileIs(t *testing.T) {
 	layouts, err := DetectLayouts(dir)
 	require.NoError(t, err)
 	require.Len(t, layouts, 1)
+}
+
+// FuzzParseIndex feeds parseIndex damaged indexes: it must return nil or
+// entries, never panic, and decoding an entry must not panic either.
+func FuzzParseIndex(f *testing.F) {
+	dir := f.TempDir()
+	s, err := Open[int](dir, NoSync())
+	if err != nil {
+		f.Fatal(err)
+	}
+	for step := int64(1); step <= 3; step++ {
+		if _, err := s.Save(context.Background(), step, int(step)); err != nil {
+			f.Fatal(err)
+		}
+	}
+	s.writeIndex(context.Background())
+	s.Close()
+	good, err := os.ReadFile(filepath.Join(dir, indexName))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(indexMagic + "end 0 00000000\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fn, _ := layout{prefix: "step", digits: 8}.parse("step_00000001.json")
+		for _, x := range parseIndex(data) {
+			x.decode(fn)
+		}
+		// The same bytes as the body of an index whose checksum and count
+		// hold, so that the lines themselves are parsed and decoded.
+		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+			body := append([]byte(indexMagic), data[:i+1]...)
+			sealed := fmt.Appendf(body, "end %d %08x\n", bytes.Count(data[:i+1], []byte{'\n'}), crc32.Checksum(body, indexCRC))
+			for _, x := range parseIndex(sealed) {
+				x.decode(fn)
+			}
+		}
+	})
+}
+
+// On object storage the listing tells each object's Version: a reader's
+// first List there makes one GET, of the index, rather than one per
+// checkpoint.
+func TestFirstListOnObjectStorageGetsOnlyTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := OpenBackend[int](newCountingBackend(t, dir), NoSync())
+	require.NoError(t, err)
+	for step := int64(1); step <= indexedStoreSteps; step++ {
+		_, err := w.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	want := listWithoutIndex(t, dir)
+
+	b := newCountingBackend(t, dir)
+	r, err := OpenBackend[int](b, ReadOnly())
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	b.reset()
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, list)
+	calls := b.reset()
+	require.Equal(t, 1, calls["Open"], "%v", calls)
+	require.Zero(t, calls["Stat"], "%v", calls)
 }
