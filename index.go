@@ -87,11 +87,14 @@ func (s *Store[T]) readIndex(ctx context.Context) map[string]indexEntry {
 	if o.Size > indexMaxSize {
 		return nil
 	}
-	data, err := io.ReadAll(io.LimitReader(f, indexMaxSize+1))
-	if err != nil || len(data) > indexMaxSize {
+	// Read into a buffer of the size the open said, with room to see
+	// that the index did not grow meanwhile: io.ReadAll would grow its
+	// buffer a dozen times for an index of 10,000 entries.
+	buf := bytes.NewBuffer(make([]byte, 0, max(o.Size, 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, indexMaxSize+1)); err != nil || buf.Len() > indexMaxSize {
 		return nil
 	}
-	return parseIndex(data)
+	return parseIndex(buf.Bytes())
 }
 
 // parseIndex parses an index: indexMagic, then a line per entry (name,
