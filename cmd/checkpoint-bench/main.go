@@ -20,9 +20,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -451,7 +453,7 @@ func (b *bench) bigDirectory() ([]row, error) {
 	// Without the header index the writer's Close left (a store whose
 	// writer was killed before it wrote one): every header is read. The
 	// ReadOnly stores do not write it back; the writer below does.
-	if err := os.Remove(filepath.Join(dir, ".checkpoint.index")); err != nil {
+	if err := os.Remove(filepath.Join(dir, ".checkpoint.index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	coldRead, err := b.firstLists(dir, files, runtime.GOMAXPROCS(0))
