@@ -94,11 +94,19 @@ func (d *dirBackend) opened(create bool) (*os.Root, error) {
 }
 
 func (d *dirBackend) Create(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
-	return d.write(ctx, name, false, "", write)
+	return d.write(ctx, name, false, "", write, d.io())
 }
 
 func (d *dirBackend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error) {
-	return d.write(ctx, name, true, ifVersion, write)
+	return d.write(ctx, name, true, ifVersion, write, d.io())
+}
+
+// replaceUnsynced is an unconditional Replace without the file's and the
+// directory's syncs (see unsyncedReplacer).
+func (d *dirBackend) replaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
+	o := d.io()
+	o.noSync = true
+	return d.write(ctx, name, true, "", write, o)
 }
 
 // plainName refuses a name that is not one of the backend's flat
@@ -110,7 +118,7 @@ func plainName(name string) error {
 	return nil
 }
 
-func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVersion string, write func(io.Writer) error) (Object, error) {
+func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVersion string, write func(io.Writer) error, o fileIO) (Object, error) {
 	if err := ctx.Err(); err != nil {
 		return Object{}, err
 	}
@@ -145,7 +153,7 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 		}
 		return ctx.Err()
 	}
-	if _, err := writeFile(root, name, checked, replace, d.io()); err != nil {
+	if _, err := writeFile(root, name, checked, replace, o); err != nil {
 		return Object{}, err
 	}
 	fi, err := root.Lstat(name)
@@ -186,7 +194,7 @@ func (d *dirBackend) Stat(ctx context.Context, name string) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
-	fi, err := root.Lstat(name)
+	fi, err := d.lstat(root, name)
 	if err != nil {
 		return Object{}, err
 	}

@@ -136,16 +136,33 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 	// refuses what is not a regular file (the first List of a store reads
 	// every file so, and the stat would be a third of its system calls).
 	stat := make([]bool, len(entries))
+	index := s.fillIndex(ctx, entries, todo)
 	s.mu.Lock()
 	for i := range entries {
 		if e := &entries[i]; todo(e) && e.obj.Version == "" {
 			_, stat[i] = s.headers[e.name]
+			if _, ok := index[e.name]; ok {
+				stat[i] = true
+			}
 		}
 	}
 	s.mu.Unlock()
+	// An entry of the index is decoded beside its stat, on every
+	// processor: its header is trusted only if the Version matches.
+	var indexed []header // by entry; Format 0 where the index has none
+	if index != nil {
+		indexed = make([]header, len(entries))
+	}
 	parallel(len(entries), func(i int) {
+		e := &entries[i]
 		if stat[i] {
-			entries[i].obj, errs[i] = s.b.Stat(ctx, entries[i].name)
+			e.obj, errs[i] = s.b.Stat(ctx, e.name)
+		}
+		if index == nil || errs[i] != nil || e.obj.Version == "" || !todo(e) {
+			return
+		}
+		if x, ok := index[e.name]; ok && string(x.version) == e.obj.Version && x.size == e.obj.Size {
+			indexed[i], _ = x.decode(e.fn)
 		}
 	})
 	keep := make([]bool, len(entries))
@@ -179,7 +196,18 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 			}
 			continue
 		}
+		if indexed != nil && indexed[i].Format != 0 {
+			e.h = indexed[i]
+			s.cacheGen++
+			s.headers[e.name] = cachedHeader{obj: e.obj, h: e.h, gen: s.cacheGen}
+			continue
+		}
 		misses = append(misses, i)
+	}
+	if index != nil {
+		// The cache holds what the index does: Close need not write it
+		// again unless headers are read or written from now on.
+		s.indexGen = s.cacheGen
 	}
 	s.mu.Unlock()
 	parallel(len(misses), func(k int) {
@@ -198,6 +226,11 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 			e.setUnreadable(err, e.obj)
 		}
 	})
+	if len(misses) > indexMinWrite {
+		// A store that is killed never reaches Close: write the index
+		// now, so that its next first List reads none of these again.
+		s.writeIndex(ctx)
+	}
 	out := entries[:0]
 	for i := range entries {
 		if keep[i] {
@@ -205,6 +238,41 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 		}
 	}
 	return out
+}
+
+// fillIndex returns the entries of the store's index if fill should
+// consult it for entries: the first time that a fill has at least
+// indexMinFill headers to read that the cache does not hold (a fresh
+// store's first List). Later fills find the index's headers in the cache.
+func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*entry) bool) map[string]indexEntry {
+	s.mu.Lock()
+	unknown := 0
+	if !s.indexRead {
+		for i := range entries {
+			if e := &entries[i]; todo(e) {
+				if _, ok := s.headers[e.name]; !ok {
+					unknown++
+				}
+			}
+		}
+	}
+	read := unknown >= indexMinFill
+	if read {
+		s.indexRead = true
+	}
+	s.mu.Unlock()
+	if !read {
+		return nil
+	}
+	index := s.readIndex(ctx)
+	s.mu.Lock()
+	if len(s.headers) == 0 && len(index) > 0 {
+		// The index's headers are about to be cached: a map of their
+		// number at once, not grown step by step.
+		s.headers = make(map[string]cachedHeader, len(index))
+	}
+	s.mu.Unlock()
+	return index
 }
 
 // gone reports whether a file's header could not be read because the file

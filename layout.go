@@ -171,8 +171,8 @@ func splitTemp(name string) (final string, marked, ok bool) {
 }
 
 // isTemp reports whether name is a temporary file that a save of this store
-// left behind: tempPrefix of a checkpoint name of this layout or of a side
-// file, and random digits. A checkpoint's name followed by digits alone is
+// left behind: tempPrefix of a checkpoint name of this layout, of a side
+// file or of the index, and random digits. A checkpoint's name followed by digits alone is
 // also one (what saves wrote before the marker); a side file's name followed
 // by digits alone is not, since a user may keep such a file (.notes.json2).
 func (l layout) isTemp(name string) bool {
@@ -185,7 +185,7 @@ func (l layout) isTemp(name string) bool {
 	}
 	// session.json's temporaries belong to Sessions, which removes them
 	// under its own lock: a store's Open could race with a SetMeta.
-	return marked && l.sideName(final) == nil
+	return marked && (l.sideName(final) == nil || final == indexName)
 }
 
 // sideName checks the name of a side file: a plain name of [A-Za-z0-9._-]

@@ -30,6 +30,7 @@ type Store[T any] struct {
 	async  *asyncQueue // nil unless Async
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
+	imu sync.Mutex // serialises writes of the index (see writeIndex)
 	// written (guarded by wmu) holds the Version of each object this
 	// store replaced (the rolling file, side files), so that the next
 	// replacement is conditional on it (see replace).
@@ -50,6 +51,8 @@ type Store[T any] struct {
 	ops       sync.WaitGroup // operations in flight; Close waits for them
 	headers   map[string]cachedHeader
 	cacheGen  uint64    // counts what was put in headers: each cachedHeader has its number
+	indexGen  uint64    // the cacheGen the index on the backend was written (or read) at
+	indexRead bool      // a fill has read the index (see fill): it is read once
 	lastTime  time.Time // the latest save time written or read: save times only grow
 }
 
@@ -226,6 +229,12 @@ func (s *Store[T]) Close() error {
 	}
 	s.ops.Wait()
 	reports, failures := s.stopAsync()
+	s.mu.Lock()
+	stale := len(s.headers) >= indexMinWrite && s.cacheGen != s.indexGen
+	s.mu.Unlock()
+	if stale {
+		s.writeIndex(context.Background())
+	}
 
 	var errs []error
 	if s.unlock != nil {

@@ -20,9 +20,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -448,6 +450,16 @@ func (b *bench) bigDirectory() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Without the header index the writer's Close left (a store whose
+	// writer was killed before it wrote one): every header is read. The
+	// ReadOnly stores do not write it back; the writer below does.
+	if err := os.Remove(filepath.Join(dir, ".checkpoint.index")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	coldRead, err := b.firstLists(dir, files, runtime.GOMAXPROCS(0))
+	if err != nil {
+		return nil, err
+	}
 
 	// A fresh store, as after a restart: durable, with a retention rule
 	// that keeps everything.
@@ -476,14 +488,14 @@ func (b *bench) bigDirectory() ([]row, error) {
 	rows := []row{{
 		what:    "first List after Open, " + label,
 		result:  dur(coldList),
-		against: fmt.Sprintf("on one processor: %s; reading the names alone: %s", dur(coldListOne), dur(names)),
+		against: fmt.Sprintf("on one processor: %s; without the header index (reads every header): %s; reading the names alone: %s", dur(coldListOne), dur(coldRead), dur(names)),
 		ratio:   fmt.Sprintf("%.2f of one processor's time (%d processors)", ratio(coldList, coldListOne), runtime.GOMAXPROCS(0)),
 		target:  "≤ 40 ms",
 		met:     yesNo(coldList <= 40*time.Millisecond),
 	}, {
 		what:    "List, " + label,
 		result:  dur(list1),
-		against: fmt.Sprintf("first List of a new store (reads every header): %s; reading the names alone: %s", dur(coldList), dur(names)),
+		against: fmt.Sprintf("first List of a new store (from the header index): %s; reading the names alone: %s", dur(coldList), dur(names)),
 		ratio:   "—",
 		target:  "≤ 20 ms",
 		met:     yesNo(list1 <= listTarget),

@@ -1,0 +1,234 @@
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// indexName is the store's header index: the headers of its checkpoints as
+// its header cache last knew them, each with the Version of the object it
+// was read from. It spares the first List of a later store (a reader's, or
+// a writer's after a restart) from opening every checkpoint: a stat (on
+// object storage, the listing) tells whether a file is still the one the
+// index describes, and only the others are read. It is advisory: nothing
+// is trusted beyond a Version match, and a missing, damaged, foreign or
+// oversized index only costs the reads it would have saved. The leading
+// dot keeps it out of every layout, like the lock file.
+const indexName = ".checkpoint.index"
+
+const (
+	// indexMagic is the index's first line: its format.
+	indexMagic = "checkpoint-index 1\n"
+	// indexMaxSize bounds what a store reads of an index; a larger one is
+	// ignored, and a writer leaves out what would make its index larger.
+	indexMaxSize = 32 << 20
+	// indexMaxHeader is the longest header an index holds: a header with
+	// a long error record or much metadata is read from its file.
+	indexMaxHeader = 4 << 10
+	// indexMinFill is the number of headers a fill must otherwise read
+	// before it reads the index: for fewer, the index costs more than it
+	// saves.
+	indexMinFill = 64
+	// indexMinWrite is the number of headers a full scan must have read
+	// from their files before it writes the index, and the number of
+	// cached headers under which Close writes none: a small store's first
+	// List is fast without one.
+	indexMinWrite = 256
+)
+
+var indexCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// indexEntry is one checkpoint's line of an index: slices of the index's
+// bytes, decoded only if the file is still the one it describes.
+type indexEntry struct {
+	size    int64
+	version []byte
+	header  []byte // as encoding/json writes a header
+}
+
+// decode returns the header of the entry, if it is a well-formed one that
+// fn, the file's name, agrees with.
+func (x indexEntry) decode(fn fileName) (header, bool) {
+	var h header
+	j := x.header
+	if len(j) < 2 || j[0] != '{' || j[len(j)-1] != '}' {
+		return h, false
+	}
+	// fastHeader reads the fields of an object up to its closing brace;
+	// what it cannot read (meta, an error record), encoding/json does.
+	if !fastHeader(j[:len(j)-1], &h) {
+		h = header{}
+		if json.Unmarshal(j, &h) != nil {
+			return header{}, false
+		}
+	}
+	if h.check() != nil || fn.agrees(h) != nil {
+		return header{}, false
+	}
+	return h, true
+}
+
+// readIndex returns the entries of the store's index by name, or nil if
+// there is none or it cannot be trusted as a whole: unreadable, too large,
+// of another format, or failing its checksum.
+func (s *Store[T]) readIndex(ctx context.Context) map[string]indexEntry {
+	f, o, err := s.b.Open(ctx, indexName)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if o.Size > indexMaxSize {
+		return nil
+	}
+	// Read into a buffer of the size the open said, with room to see
+	// that the index did not grow meanwhile: io.ReadAll would grow its
+	// buffer a dozen times for an index of 10,000 entries.
+	buf := bytes.NewBuffer(make([]byte, 0, max(o.Size, 0)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, indexMaxSize+1)); err != nil || buf.Len() > indexMaxSize {
+		return nil
+	}
+	return parseIndex(buf.Bytes())
+}
+
+// parseIndex parses an index: indexMagic, then a line per entry (name,
+// size, version and header, separated by tabs), then "end", the number of
+// entries and the CRC-32C of everything before the end line, in hex. It
+// returns nil for anything else.
+func parseIndex(data []byte) map[string]indexEntry {
+	if !bytes.HasPrefix(data, []byte(indexMagic)) || data[len(data)-1] != '\n' {
+		return nil
+	}
+	last := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+	var count int
+	var sum uint32
+	if n, err := fmt.Sscanf(string(data[last:]), "end %d %08x\n", &count, &sum); n != 2 || err != nil || count < 0 {
+		return nil
+	}
+	if crc32.Checksum(data[:last], indexCRC) != sum {
+		return nil
+	}
+	if last < len(indexMagic) {
+		return nil
+	}
+	body := data[len(indexMagic):last]
+	// The names are keys of one string of the whole body: one copy, not
+	// one per entry.
+	names := string(body)
+	out := make(map[string]indexEntry, min(count, len(body)/8))
+	for off := 0; off < len(body); {
+		line, _, _ := bytes.Cut(body[off:], []byte{'\n'})
+		name, rest, ok1 := bytes.Cut(line, []byte{'\t'})
+		size, rest, ok2 := bytes.Cut(rest, []byte{'\t'})
+		version, h, ok3 := bytes.Cut(rest, []byte{'\t'})
+		if !ok1 || !ok2 || !ok3 {
+			return nil
+		}
+		n, err := strconv.ParseInt(string(size), 10, 64)
+		if err != nil {
+			return nil
+		}
+		out[names[off:off+len(name)]] = indexEntry{size: n, version: version, header: h}
+		off += len(line) + 1
+	}
+	if len(out) != count {
+		return nil
+	}
+	return out
+}
+
+// indexable reports whether a name or version can stand in an index line.
+func indexable(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "\t\n")
+}
+
+// unsyncedReplacer is a Backend that can replace an object without making
+// the replacement durable: the local directory, where the syncs would cost
+// more than writing the index. The index needs none: a crash of the program
+// leaves the old index or the new one (the kernel has made the rename), and
+// whatever a power cut leaves of it (an empty or torn file, an old one) is
+// ignored or checked entry by entry against the files' Versions.
+type unsyncedReplacer interface {
+	replaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (Object, error)
+}
+
+// writeIndex writes the index from the header cache, unless the store is
+// ReadOnly or another writeIndex is under way (which writes what this one
+// would). Only headers that read well go in: a damaged file is read again,
+// and reported again. A failure is logged, never returned: the index only
+// saves reads.
+func (s *Store[T]) writeIndex(ctx context.Context) {
+	if s.cfg.readOnly || !s.imu.TryLock() {
+		return
+	}
+	defer s.imu.Unlock()
+	type line struct {
+		name, version string
+		size          int64
+		h             header
+	}
+	s.mu.Lock()
+	lines := make([]line, 0, len(s.headers))
+	for name, c := range s.headers {
+		if c.err == nil && indexable(name) && indexable(c.obj.Version) && c.obj.Size >= 0 {
+			lines = append(lines, line{name, c.obj.Version, c.obj.Size, c.h})
+		}
+	}
+	gen := s.cacheGen
+	s.mu.Unlock()
+	write := func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 64<<10)
+		crc := crc32.New(indexCRC)
+		out := io.MultiWriter(bw, crc)
+		if _, err := io.WriteString(out, indexMagic); err != nil {
+			return err
+		}
+		n, total := 0, len(indexMagic)
+		buf := make([]byte, 0, 512)
+		for _, l := range lines {
+			j, err := json.Marshal(l.h)
+			if err != nil || len(j) > indexMaxHeader {
+				continue
+			}
+			buf = append(buf[:0], l.name...)
+			buf = append(buf, '\t')
+			buf = strconv.AppendInt(buf, l.size, 10)
+			buf = append(buf, '\t')
+			buf = append(buf, l.version...)
+			buf = append(buf, '\t')
+			buf = append(buf, j...)
+			buf = append(buf, '\n')
+			if total+len(buf)+64 > indexMaxSize {
+				break
+			}
+			if _, err := out.Write(buf); err != nil {
+				return err
+			}
+			n++
+			total += len(buf)
+		}
+		if _, err := fmt.Fprintf(bw, "end %d %08x\n", n, crc.Sum32()); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	var err error
+	if u, ok := s.b.(unsyncedReplacer); ok {
+		_, err = u.replaceUnsynced(ctx, indexName, write)
+	} else {
+		_, err = s.b.Replace(ctx, indexName, "", write)
+	}
+	if err != nil {
+		s.cfg.logger.Warn("checkpoint: cannot write the header index", "path", s.path(indexName), "error", err)
+		return
+	}
+	s.mu.Lock()
+	s.indexGen = max(s.indexGen, gen)
+	s.mu.Unlock()
+}
