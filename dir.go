@@ -201,17 +201,24 @@ func (d *dirBackend) Stat(ctx context.Context, name string) (Object, error) {
 	return objectOf(name, fi), nil
 }
 
+// existing returns the directory's root, or nil for a child whose
+// directory its first write has not made yet: such a child is empty.
+func (d *dirBackend) existing() (*os.Root, error) {
+	root, err := d.opened(false)
+	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
+		return nil, nil
+	}
+	return root, err
+}
+
 // List reads the directory's names only: statting each would cost more
 // than the read. Subdirectories are among them; Stat tells them apart.
 func (d *dirBackend) List(ctx context.Context) ([]Object, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	root, err := d.opened(false)
-	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
-		return nil, nil // a child not written yet is empty
-	}
-	if err != nil {
+	root, err := d.existing()
+	if root == nil {
 		return nil, err
 	}
 	names, err := readNames(root)
@@ -237,44 +244,40 @@ func (d *dirBackend) removeUnsynced(ctx context.Context, names []string) ([]bool
 }
 
 func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bool, error) {
+	gone := make([]bool, len(names))
 	if err := ctx.Err(); err != nil {
-		return make([]bool, len(names)), err
+		return gone, err
 	}
 	if d.cfg.readOnly {
-		return make([]bool, len(names)), ErrReadOnly
+		return gone, ErrReadOnly
 	}
-	var bad []error
+	// An invalid name is an error of its own; the others are removed.
+	var errs []error
 	valid := make([]string, 0, len(names))
-	for _, name := range names {
+	at := make([]int, 0, len(names)) // valid[k] is names[at[k]]
+	for i, name := range names {
 		if err := plainName(name); err != nil {
-			bad = append(bad, err)
+			errs = append(errs, err)
 			continue
 		}
 		valid = append(valid, name)
+		at = append(at, i)
 	}
-	if len(bad) > 0 {
-		gone, err := d.remove(ctx, valid, o)
-		out := make([]bool, len(names))
-		for i, j := 0, 0; i < len(names); i++ {
-			if plainName(names[i]) == nil {
-				out[i] = gone[j]
-				j++
-			}
-		}
-		return out, errors.Join(append(bad, err)...)
+	root, err := d.existing()
+	if err != nil {
+		return gone, errors.Join(append(errs, err)...)
 	}
-	root, err := d.opened(false)
-	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
-		gone := make([]bool, len(names))
-		for i := range gone {
+	if root == nil { // a child not written yet holds nothing
+		for _, i := range at {
 			gone[i] = true
 		}
-		return gone, nil
+		return gone, errors.Join(errs...)
 	}
-	if err != nil {
-		return make([]bool, len(names)), err
+	removed, err := removeNames(root, o, valid)
+	for k, i := range at {
+		gone[i] = removed[k]
 	}
-	return removeNames(root, o, names)
+	return gone, errors.Join(append(errs, err)...)
 }
 
 func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
@@ -371,11 +374,8 @@ func (d *dirBackend) Children(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	root, err := d.opened(false)
-	if errors.Is(err, fs.ErrNotExist) && d.parent != nil {
-		return nil, nil
-	}
-	if err != nil {
+	root, err := d.existing()
+	if root == nil {
 		return nil, err
 	}
 	ents, err := readDir(root)

@@ -235,7 +235,12 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 	}
 	s.mu.Unlock()
 	victims, protectors := s.judge(ctx, entries)
+	looked := make(map[string]bool, len(protectors)+len(victims))
 	for _, e := range slices.Concat(protectors, victims) {
+		if looked[e.name] { // a protector twice: newest good, newest clean
+			continue
+		}
+		looked[e.name] = true
 		if !s.stillCached(ctx, e.name) {
 			return nil, false
 		}

@@ -176,10 +176,13 @@ func (r *Sessions) List(ctx context.Context) ([]Session, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, opError("list sessions", r.dir, err)
 		}
-		if r.noSessionOnBackend(d.Name()) {
+		s := r.describe(ctx, d.Name())
+		// Only a directory that does not read as a session may be what
+		// the backend path leaves where there is none.
+		if s.Err != nil && r.noSessionOnBackend(d.Name()) {
 			continue
 		}
-		out = append(out, r.describe(ctx, d.Name()))
+		out = append(out, s)
 	}
 	sortSessions(out)
 	return out, nil

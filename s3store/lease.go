@@ -278,6 +278,30 @@ func (b *Backend) lockedError(st leaseState, ttl time.Duration, cause error) err
 // If-None-Match: * if there is none) with the next generation and the
 // sealed set: every object that is visible now, by st's rule. The listing
 // is made before the PUT, so nothing written after the takeover is in it.
+// putLease writes doc as the lease object, with If-Match on ifMatch, or
+// If-None-Match: * where ifMatch is "" (no lease yet), and returns the new
+// ETag.
+func (b *Backend) putLease(ctx context.Context, doc leaseDoc, ifMatch string) (string, error) {
+	body, err := json.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	in := &s3.PutObjectInput{
+		Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body),
+		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
+	}
+	if ifMatch != "" {
+		in.IfMatch = aws.String(ifMatch)
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	out, err := b.client.PutObject(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	return quoteETag(aws.ToString(out.ETag)), nil
+}
+
 func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, error) {
 	loc := b.Locate(leaseName)
 	sealed, err := b.sealedSet(ctx, st)
@@ -291,22 +315,14 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 		Renewed:    time.Now().UTC(),
 		Sealed:     sealed,
 	}
-	body, err := json.Marshal(doc)
-	if err != nil {
-		return nil, fail("lock", loc, nil, err)
-	}
-	in := &s3.PutObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json")}
+	ifMatch := ""
 	if st.exists {
-		in.IfMatch = aws.String(st.etag)
-	} else {
-		in.IfNoneMatch = aws.String("*")
+		ifMatch = st.etag
 	}
 	start := time.Now()
-	out, err := b.client.PutObject(ctx, in)
-	var etag string
+	etag, err := b.putLease(ctx, doc, ifMatch)
 	switch {
 	case err == nil:
-		etag = quoteETag(aws.ToString(out.ETag))
 	case isPrecondition(err) || isNotFound(err) || isConditionalConflict(err):
 		// Unless an earlier attempt of this PUT (an SDK retry) landed:
 		// the lease then names this takeover's holder, which is unique.
@@ -377,28 +393,16 @@ func (b *Backend) renew(l *lease) {
 		l.foldChanges()
 		doc := l.doc
 		doc.Renewed = time.Now().UTC()
-		body, err := json.Marshal(doc)
 		etag := l.etag
 		b.mu.Unlock()
 		start := time.Now()
-		if err != nil {
-			b.mu.Lock()
-			l.renewErr = err
-			b.mu.Unlock()
-			t.Reset(every / 4)
-			continue
-		}
 		rctx, rcancel := context.WithTimeout(ctx, ttl)
-		out, err := b.client.PutObject(rctx, &s3.PutObjectInput{
-			Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body),
-			ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
-			IfMatch: aws.String(etag),
-		})
+		newETag, err := b.putLease(rctx, doc, etag)
 		rcancel()
 		b.mu.Lock()
 		switch {
 		case err == nil:
-			l.etag = quoteETag(aws.ToString(out.ETag))
+			l.etag = newETag
 			l.deadline = start.Add(ttl - ttl/10)
 			l.wallDeadline = l.deadline.Round(0)
 			l.renewErr = nil
@@ -469,18 +473,9 @@ func (b *Backend) release(l *lease) error {
 	b.mu.Unlock()
 	doc.Released = true
 	doc.Renewed = time.Now().UTC()
-	body, err := json.Marshal(doc)
-	if err != nil {
-		return fail("unlock", b.Locate(leaseName), nil, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
 	defer cancel()
-	_, err = b.client.PutObject(ctx, &s3.PutObjectInput{
-		Bucket: &b.bucket, Key: aws.String(b.key(leaseName)), Body: bytes.NewReader(body),
-		ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"),
-		IfMatch: aws.String(etag),
-	})
-	if err != nil {
+	if _, err := b.putLease(ctx, doc, etag); err != nil {
 		if isPrecondition(err) || isNotFound(err) {
 			if cur, ok := b.ownLease(l); ok && cur.doc.Released {
 				return nil // an earlier attempt of this release landed
