@@ -153,10 +153,10 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 		}
 		return ctx.Err()
 	}
-	if _, err := writeFile(root, name, checked, replace, o); err != nil {
+	if _, err := d.writeFile(root, name, checked, replace, o); err != nil {
 		return Object{}, err
 	}
-	fi, err := root.Lstat(name)
+	fi, err := d.lstat(root, name)
 	if err != nil {
 		// Published and durable all the same: a failure here must not
 		// report it as not written. Its Version is unknown.

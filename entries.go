@@ -73,6 +73,11 @@ func (s *Store[T]) scan(ctx context.Context, keep func(fileName) bool) ([]entry,
 	})
 	if err == nil && keep == nil {
 		s.trimCache(entries, start)
+		var comps uint32
+		for i := range entries {
+			comps |= 1 << entries[i].fn.comp
+		}
+		s.comps.Or(comps)
 	}
 	return entries, err
 }

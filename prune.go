@@ -120,7 +120,7 @@ func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return nil, s.failed(opError("prune", s.dir, err))
 	}
-	removed, err := s.pruneLocked(ctx, false)
+	removed, err := s.pruneLocked(ctx, "")
 	s.endWrite()
 	s.prunedReport(removed)
 	return removed, s.failed(err)
@@ -143,16 +143,17 @@ func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
 }
 
 // pruneLocked applies the retention rules; it runs under the write lock,
-// after each save (afterSave) and from Prune.
+// after each save (saved is the name the save wrote) and from Prune (saved
+// is "").
 //
 // After a save, in the steady state, it prunes from the header cache
 // without reading the directory, and removes without syncing the directory
 // (see pruneFromCache): the save's own directory sync is the only one.
-func (s *Store[T]) pruneLocked(ctx context.Context, afterSave bool) ([]Info, error) {
+func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error) {
 	var victims []entry
 	cached := false
-	if afterSave && s.scanned {
-		victims, cached = s.pruneFromCache(ctx)
+	if saved != "" && s.scanned {
+		victims, cached = s.pruneFromCache(ctx, saved)
 	}
 	if !cached {
 		var err error
@@ -204,7 +205,9 @@ func (s *Store[T]) pruneLocked(ctx context.Context, afterSave bool) ([]Info, err
 // replaced by hand), so every victim and every protector (the checkpoints
 // whose presence makes the victims removable, and the safety net) is looked
 // at again: if any is no longer the file the cache describes, the cache
-// cannot judge, and the caller scans the directory.
+// cannot judge, and the caller scans the directory. The exception is saved,
+// the checkpoint the save before this prune wrote: the cache has its
+// Version from a stat made after it was published, under the same lock.
 //
 // Why the removals need no directory sync of their own: the new checkpoint
 // is durable before anything is removed (createFile synced the directory
@@ -219,7 +222,7 @@ func (s *Store[T]) pruneLocked(ctx context.Context, afterSave bool) ([]Info, err
 // prunes it again. A crash of the program loses no removal at all: the
 // kernel has made it. (Prune, and the first prune after Open, which scan
 // the directory, still sync it once at the end.)
-func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
+func (s *Store[T]) pruneFromCache(ctx context.Context, saved string) ([]entry, bool) {
 	s.mu.Lock()
 	entries := make([]entry, 0, len(s.headers))
 	for name, c := range s.headers {
@@ -241,7 +244,7 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 			continue
 		}
 		looked[e.name] = true
-		if !s.stillCached(ctx, e.name) {
+		if !s.stillCached(ctx, e.name, saved) {
 			return nil, false
 		}
 	}
@@ -249,13 +252,20 @@ func (s *Store[T]) pruneFromCache(ctx context.Context) ([]entry, bool) {
 }
 
 // stillCached reports whether name is still the object whose header the
-// cache holds (the same Version).
-func (s *Store[T]) stillCached(ctx context.Context, name string) bool {
+// cache holds (the same Version). The object saved was just written, and
+// is taken as cached if its Version is known.
+func (s *Store[T]) stillCached(ctx context.Context, name, saved string) bool {
 	if s.listed != nil { // see remote
 		s.mu.Lock()
 		_, ok := s.headers[name]
 		s.mu.Unlock()
 		return ok && s.listed[name]
+	}
+	if name == saved {
+		s.mu.Lock()
+		c, ok := s.headers[name]
+		s.mu.Unlock()
+		return ok && c.obj.Version != ""
 	}
 	o, err := s.b.Stat(ctx, name)
 	if err != nil {

@@ -674,3 +674,43 @@ func TestFaultWhilePruningAfterASave(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"c_004.json", "c_005.json"}, checkpointNames(t, dir))
 }
+
+// A writer with a retention rule stops looking for its steps in the
+// compressions its directory holds none of, once a prune has read the whole
+// directory: a step saved in another compression before it opened, or seen
+// by a List since, still blocks a save of that step.
+func TestSaveAfterAScanStillSeesOtherCompressions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	gz := openStore[gameState](t, dir, Gzip())
+	_, err := gz.Save(ctx, 5, sampleState(5))
+	require.NoError(t, err)
+	require.NoError(t, gz.Close())
+
+	plain := openStore[gameState](t, dir, KeepLast(10))
+	_, err = plain.Save(ctx, 1, sampleState(1)) // its prune reads the directory
+	require.NoError(t, err)
+	_, err = plain.Save(ctx, 5, sampleState(5))
+	require.ErrorIs(t, err, ErrExists)
+	_, err = plain.Save(ctx, 6, sampleState(6))
+	require.NoError(t, err)
+
+	// A store that found none: a zstd file of a step it has not saved,
+	// seen by a List, blocks that step too.
+	dir2 := t.TempDir()
+	w := openStore[gameState](t, dir2, KeepLast(10))
+	_, err = w.Save(ctx, 1, sampleState(1))
+	require.NoError(t, err)
+	zs := openStore[gameState](t, t.TempDir(), Zstd())
+	info, err := zs.Save(ctx, 2, sampleState(2))
+	require.NoError(t, err)
+	raw, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir2, info.Name()), raw, 0o644))
+	list, err := w.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	_, err = w.Save(ctx, 2, sampleState(2))
+	require.ErrorIs(t, err, ErrExists)
+}

@@ -192,7 +192,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		}
 		return r
 	}
-	r.pruned, r.pruneErr = s.pruneLocked(j.ctx, true)
+	r.pruned, r.pruneErr = s.pruneLocked(j.ctx, name)
 	return r
 }
 
@@ -328,7 +328,21 @@ func (s *Store[T]) observe(t time.Time) {
 // before it, as Latest makes it do, could never save that step again.
 // Anything else in the way that is not a regular file (a directory, a named
 // pipe) is an error wrapping ErrCorrupt that says what it is.
+//
+// Once a prune's full scan has read the directory (scanned), a local store
+// does not look at the names of fn in the other compressions unless that
+// scan, or one since, found a checkpoint of that compression (comps): a
+// save of a store that has only ever seen its own compression makes one
+// stat, of its own name. The cost is the one pruneFromCache accepts: a file
+// another program puts into the directory of a running writer is unknown
+// to it; such a file of another compression does not block a save of its
+// step (it is never replaced: both stay, and Load takes the one saved
+// last). An error checkpoint looks at every name.
 func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
+	var skip uint32 // bits of the compressions not looked at
+	if s.listed == nil && s.scanned && fn.kind != KindError {
+		skip = ^s.comps.Load() &^ (1 << fn.comp)
+	}
 	for {
 		name := s.cfg.layout.format(fn)
 		exists := false
@@ -336,7 +350,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if s.listed != nil && !s.listed[n] { // see remote
+			if s.listed != nil && !s.listed[n] || skip&(1<<c) != 0 { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,11 @@ type Store[T any] struct {
 	// directory into the header cache: later prunes after a save judge
 	// from the cache (see pruneFromCache).
 	scanned bool
+	// comps has a bit (1<<compression) for each compression of which a
+	// full scan of the directory found a checkpoint name: with scanned,
+	// a save need not look for its step in the compressions that have
+	// none (see freeName).
+	comps atomic.Uint32
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
