@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // dirBackend is the local directory as a Backend: every file operation goes
@@ -28,10 +29,12 @@ type dirBackend struct {
 	parent *dirBackend
 	name   string
 
-	mu   sync.Mutex
-	root *os.Root
-	dirf *os.File    // root's directory, opened by dirFile for openFile (Linux)
-	lock *writerLock // while Lock holds it
+	mu sync.Mutex
+	// root and dirf are set under mu and read without it (every Stat of
+	// a List's workers reads them).
+	root atomic.Pointer[os.Root]
+	dirf atomic.Pointer[os.File] // root's directory, opened by dirFile for the system calls on it (Linux)
+	lock *writerLock             // while Lock holds it
 }
 
 // OpenDir opens the directory dir as a Backend: the storage of Open, which
@@ -56,7 +59,9 @@ func OpenDir(dir string, opts ...Option) (Backend, error) {
 }
 
 func newDirBackend(dir string, root *os.Root, cfg config) *dirBackend {
-	return &dirBackend{dir: dir, prefix: pathPrefix(dir), cfg: cfg, root: root}
+	d := &dirBackend{dir: dir, prefix: pathPrefix(dir), cfg: cfg}
+	d.root.Store(root)
+	return d
 }
 
 func (d *dirBackend) io() fileIO { return fileIO{noSync: d.cfg.noSync, fault: d.cfg.fault} }
@@ -65,10 +70,13 @@ func (d *dirBackend) io() fileIO { return fileIO{noSync: d.cfg.noSync, fault: d.
 // exists by now, or, with create, creating it. A child's directory that does
 // not exist is fs.ErrNotExist.
 func (d *dirBackend) opened(create bool) (*os.Root, error) {
+	if root := d.root.Load(); root != nil {
+		return root, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.root != nil {
-		return d.root, nil
+	if root := d.root.Load(); root != nil {
+		return root, nil
 	}
 	if d.parent == nil {
 		return nil, fs.ErrClosed
@@ -89,7 +97,7 @@ func (d *dirBackend) opened(create bool) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.root = root
+	d.root.Store(root)
 	return root, nil
 }
 
@@ -406,16 +414,14 @@ func (d *dirBackend) Close() error {
 		lerr = d.lock.release()
 		d.lock = nil
 	}
-	if d.dirf != nil {
-		d.dirf.Close()
-		d.dirf = nil
+	if f := d.dirf.Swap(nil); f != nil {
+		f.Close()
 	}
-	if d.root == nil {
+	root := d.root.Swap(nil) // a top-level backend stays closed; a child opens again
+	if root == nil {
 		return lerr
 	}
-	err := errors.Join(lerr, d.root.Close())
-	d.root = nil // a top-level backend stays closed; a child opens again
-	return err
+	return errors.Join(lerr, root.Close())
 }
 
 // sameFile reports whether two Versions of objectOf are one file, for a

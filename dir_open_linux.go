@@ -69,19 +69,23 @@ func (d *dirBackend) openFile(root *os.Root, name string) (io.ReadCloser, fs.Fil
 // dirFile returns root's directory, opening it once: it stays open with
 // root (Close closes both).
 func (d *dirBackend) dirFile(root *os.Root) (*os.File, error) {
+	if f := d.dirf.Load(); f != nil && d.root.Load() == root {
+		return f, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.root != root {
+	if d.root.Load() != root {
 		return nil, fs.ErrClosed // closed or reopened meanwhile: use root
 	}
-	if d.dirf == nil {
-		f, err := root.Open(".")
-		if err != nil {
-			return nil, err
-		}
-		d.dirf = f
+	if f := d.dirf.Load(); f != nil {
+		return f, nil
 	}
-	return d.dirf, nil
+	f, err := root.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	d.dirf.Store(f)
+	return f, nil
 }
 
 // fdFile reads a regular file by its descriptor.

@@ -134,6 +134,58 @@ func (s *Store[T]) stepEntries(ctx context.Context, step int64) ([]entry, error)
 // one goroutine per processor, and the cache is consulted under one lock
 // for all entries.
 func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
+	return s.fillAhead(ctx, entries, nil)
+}
+
+// scanAll reads the names of the whole directory and fills their entries,
+// for List and Prune. A fresh store (no index read, no header cached) reads
+// its index meanwhile, on another processor: its first List of a large
+// directory would otherwise read the names, then the index, one after the
+// other.
+func (s *Store[T]) scanAll(ctx context.Context) ([]entry, error) {
+	ahead := s.indexAhead(ctx)
+	entries, err := s.scan(ctx, nil)
+	if err != nil {
+		ahead.wait()
+		return nil, err
+	}
+	return s.fillAhead(ctx, entries, ahead), nil
+}
+
+// pendingIndex is the index being read by indexAhead.
+type pendingIndex struct {
+	done  chan struct{}
+	index map[string]indexEntry
+}
+
+// indexAhead starts reading the store's index for a fill to come, if the
+// store is fresh and has processors to spare; nil otherwise.
+func (s *Store[T]) indexAhead(ctx context.Context) *pendingIndex {
+	s.mu.Lock()
+	fresh := !s.indexRead && len(s.headers) == 0
+	s.mu.Unlock()
+	if !fresh || runtime.GOMAXPROCS(0) == 1 {
+		return nil
+	}
+	p := &pendingIndex{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.index = s.readIndex(ctx)
+	}()
+	return p
+}
+
+// wait returns the index indexAhead read, once read (nil for a nil p).
+func (p *pendingIndex) wait() map[string]indexEntry {
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	return p.index
+}
+
+// fillAhead is fill, with the index read ahead by indexAhead (or nil).
+func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendingIndex) []entry {
 	errs := make([]error, len(entries))
 	todo := func(e *entry) bool { return e.h.Format == 0 && e.hErr == nil }
 	// A stat only tells whether a cached header still holds: a name
@@ -141,14 +193,24 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 	// refuses what is not a regular file (the first List of a store reads
 	// every file so, and the stat would be a third of its system calls).
 	stat := make([]bool, len(entries))
-	index := s.fillIndex(ctx, entries, todo)
+	index := s.fillIndex(ctx, entries, todo, ahead)
+	var inIndex []*indexEntry // by entry, if the index has it
+	if index != nil {
+		inIndex = make([]*indexEntry, len(entries))
+	}
 	s.mu.Lock()
 	for i := range entries {
-		if e := &entries[i]; todo(e) && e.obj.Version == "" {
+		e := &entries[i]
+		if !todo(e) {
+			continue
+		}
+		x, indexed := index[e.name]
+		if indexed {
+			inIndex[i] = &x
+		}
+		if e.obj.Version == "" {
 			_, stat[i] = s.headers[e.name]
-			if _, ok := index[e.name]; ok {
-				stat[i] = true
-			}
+			stat[i] = stat[i] || indexed
 		}
 	}
 	s.mu.Unlock()
@@ -166,7 +228,7 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 		if index == nil || errs[i] != nil || e.obj.Version == "" || !todo(e) {
 			return
 		}
-		if x, ok := index[e.name]; ok && string(x.version) == e.obj.Version && x.size == e.obj.Size {
+		if x := inIndex[i]; x != nil && string(x.version) == e.obj.Version && x.size == e.obj.Size {
 			indexed[i], _ = x.decode(e.fn)
 		}
 	})
@@ -249,7 +311,8 @@ func (s *Store[T]) fill(ctx context.Context, entries []entry) []entry {
 // consult it for entries: the first time that a fill has at least
 // indexMinFill headers to read that the cache does not hold (a fresh
 // store's first List). Later fills find the index's headers in the cache.
-func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*entry) bool) map[string]indexEntry {
+// An index read ahead (see indexAhead) is waited for, and used if needed.
+func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*entry) bool, ahead *pendingIndex) map[string]indexEntry {
 	s.mu.Lock()
 	unknown := 0
 	if !s.indexRead {
@@ -267,9 +330,15 @@ func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*en
 	}
 	s.mu.Unlock()
 	if !read {
+		ahead.wait()
 		return nil
 	}
-	index := s.readIndex(ctx)
+	var index map[string]indexEntry
+	if ahead != nil {
+		index = ahead.wait()
+	} else {
+		index = s.readIndex(ctx)
+	}
 	s.mu.Lock()
 	if len(s.headers) == 0 && len(index) > 0 {
 		// The index's headers are about to be cached: a map of their

@@ -608,7 +608,7 @@ func TestListRacingASaveLeftItsCheckpointUnknownToRetention(t *testing.T) {
 
 	_, err = s.Save(ctx, 6, 6)
 	require.NoError(t, err)
-	names, err := readNames(s.b.(*dirBackend).root)
+	names, err := readNames(s.b.(*dirBackend).root.Load())
 	require.NoError(t, err)
 	var left []string
 	for _, n := range names {

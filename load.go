@@ -258,10 +258,7 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
 	}
-	entries, err := s.scan(ctx, nil)
-	if err == nil {
-		entries = s.fill(ctx, entries)
-	}
+	entries, err := s.scanAll(ctx)
 	s.ops.Done()
 	if err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
@@ -270,12 +267,14 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 }
 
 // infos returns the Info of each entry, ordered as List orders them.
+// A large directory's are built on every processor.
 func (s *Store[T]) infos(entries []entry) []Info {
 	infos := make([]Info, len(entries))
-	for k, i := range sortedOrder(entries) {
-		e := &entries[i]
+	order := sortedOrder(entries)
+	parallel(len(order), func(k int) {
+		e := &entries[order[k]]
 		infos[k] = s.info(e.name, e.fn, e.size, e.h)
-	}
+	})
 	return infos
 }
 

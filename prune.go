@@ -292,11 +292,10 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, erro
 	if !s.cfg.retain.active() {
 		return nil, nil
 	}
-	entries, err := s.scan(ctx, nil)
+	entries, err := s.scanAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	entries = s.fill(ctx, entries)
 	if writer {
 		s.scanned = true
 	}
