@@ -152,6 +152,11 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 	if err := write(cw); err != nil {
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
+	if b, ok := f.(interface{ Flush() error }); ok {
+		if err := b.Flush(); err != nil {
+			return 0, fmt.Errorf("write temporary file: %w", err)
+		}
+	}
 	if !o.noSync {
 		if err := o.at("sync", name); err != nil {
 			return 0, fmt.Errorf("sync temporary file: %w", err)

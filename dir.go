@@ -35,6 +35,9 @@ type dirBackend struct {
 	root atomic.Pointer[os.Root]
 	dirf atomic.Pointer[os.File] // root's directory, opened by dirFile for the system calls on it (Linux)
 	lock *writerLock             // while Lock holds it
+	// linkOnly records that renameat2 was refused in the directory:
+	// saves publish by hard link (Linux, see fdOps.publishNew).
+	linkOnly atomic.Bool
 }
 
 // OpenDir opens the directory dir as a Backend: the storage of Open, which

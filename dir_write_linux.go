@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +33,7 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 	// Control holds the directory's descriptor open during the call,
 	// whatever a concurrent Close does.
 	cerr := conn.Control(func(dirfd uintptr) {
-		n, err = writeFile(fdOps{dirfd: int(dirfd)}, name, write, replace, o)
+		n, err = writeFile(fdOps{dirfd: int(dirfd), prefix: d.prefix, linkOnly: &d.linkOnly}, name, write, replace, o)
 	})
 	if cerr != nil { // closed meanwhile: the root says so
 		return writeFile(rootOps{root}, name, write, replace, o)
@@ -43,7 +44,11 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 // fdOps are dirOps by system calls relative to an open directory's
 // descriptor, for plain names only (see validChars): such a name cannot
 // leave the directory, and every call refuses to follow a symbolic link.
-type fdOps struct{ dirfd int }
+type fdOps struct {
+	dirfd    int
+	prefix   string       // the directory, as errors name files (see Locate)
+	linkOnly *atomic.Bool // renameat2 was refused here: publish by hard link
+}
 
 // ignoringEINTR retries f while it fails with EINTR, as package os does.
 func ignoringEINTR(f func() error) error {
@@ -66,50 +71,57 @@ func (d fdOps) createTemp(name string) (tempFile, string, error) {
 			return err
 		})
 		if err == nil {
-			return &fdTemp{fd: fd, name: tmp}, tmp, nil
+			return &fdTemp{fd: fd, name: d.prefix + tmp}, tmp, nil
 		}
 		if err != unix.EEXIST {
 			break
 		}
 	}
-	return nil, "", &fs.PathError{Op: "openat", Path: name, Err: err}
+	return nil, "", &fs.PathError{Op: "openat", Path: d.prefix + tempPrefix(name), Err: err}
 }
 
 // publishNew renames tmp to name with RENAME_NOREPLACE, which fails with
-// EEXIST instead of replacing. A file system without it (EINVAL) gets a
-// hard link instead, and tmp stays for the caller to remove.
+// EEXIST instead of replacing. If renameat2 fails otherwise (a file system
+// without RENAME_NOREPLACE, such as some FUSE and network ones, says
+// EINVAL; a kernel before 3.15 ENOSYS; a sandbox's system call filter
+// EPERM), a hard link does the same, and tmp stays for the caller to
+// remove; the directory's later saves then link at once.
 func (d fdOps) publishNew(tmp, name string) (moved bool, err error) {
-	err = ignoringEINTR(func() error { return unix.Renameat2(d.dirfd, tmp, d.dirfd, name, unix.RENAME_NOREPLACE) })
-	switch err {
-	case nil:
-		return true, nil
-	case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP:
-		err = ignoringEINTR(func() error { return unix.Linkat(d.dirfd, tmp, d.dirfd, name, 0) })
-		if err != nil {
-			return false, &fs.PathError{Op: "linkat", Path: name, Err: err}
+	if !d.linkOnly.Load() {
+		err = ignoringEINTR(func() error { return unix.Renameat2(d.dirfd, tmp, d.dirfd, name, unix.RENAME_NOREPLACE) })
+		switch err {
+		case nil:
+			return true, nil
+		case unix.EEXIST:
+			return false, &fs.PathError{Op: "renameat2", Path: d.prefix + name, Err: err}
+		case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP, unix.EPERM:
+			d.linkOnly.Store(true)
 		}
-		return false, nil
 	}
-	return false, &fs.PathError{Op: "renameat2", Path: name, Err: err}
+	err = ignoringEINTR(func() error { return unix.Linkat(d.dirfd, tmp, d.dirfd, name, 0) })
+	if err != nil {
+		return false, &fs.PathError{Op: "linkat", Path: d.prefix + name, Err: err}
+	}
+	return false, nil
 }
 
 func (d fdOps) rename(old, new string) error {
 	if err := ignoringEINTR(func() error { return unix.Renameat(d.dirfd, old, d.dirfd, new) }); err != nil {
-		return &os.LinkError{Op: "renameat", Old: old, New: new, Err: err}
+		return &os.LinkError{Op: "renameat", Old: d.prefix + old, New: d.prefix + new, Err: err}
 	}
 	return nil
 }
 
 func (d fdOps) remove(name string) error {
 	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.dirfd, name, 0) }); err != nil {
-		return &fs.PathError{Op: "unlinkat", Path: name, Err: err}
+		return &fs.PathError{Op: "unlinkat", Path: d.prefix + name, Err: err}
 	}
 	return nil
 }
 
 func (d fdOps) syncDir() error {
 	if err := ignoringEINTR(func() error { return unix.Fsync(d.dirfd) }); err != nil {
-		return &fs.PathError{Op: "fsync", Path: ".", Err: err}
+		return &fs.PathError{Op: "fsync", Path: d.prefix + ".", Err: err}
 	}
 	return nil
 }
@@ -150,6 +162,15 @@ func (f *fdTemp) Write(p []byte) (int, error) {
 	}
 	*f.buf = append(b, p...)
 	return len(p), nil
+}
+
+// Flush writes what the buffer holds: writeFile calls it once the
+// contents are written, so that a full disk is a write's error.
+func (f *fdTemp) Flush() error {
+	if f.fd < 0 {
+		return fs.ErrClosed
+	}
+	return f.flush()
 }
 
 // flush writes what the buffer holds.
