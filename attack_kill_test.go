@@ -1,0 +1,322 @@
+//go:build linux
+
+package checkpoint
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// Attack: kill -9 at random instants of saves made through the new
+// descriptor-based writer (fdOps), with states on both sides of its 64 KiB
+// buffer, in each compression, with KeepLast, the rolling file and a side
+// file; and the same with renameat2 refused by a seccomp filter, so that
+// every publish takes the linkat fallback.
+
+const (
+	attackKillDirEnv  = "ATTACK_KILL_DIR"
+	attackKillCompEnv = "ATTACK_KILL_COMP"
+	// attackNoRename2Env makes a child refuse renameat2 with this errno
+	// ("ENOSYS" or "EINVAL"), as FUSE, NFS or 9p do for RENAME_NOREPLACE.
+	attackNoRename2Env = "ATTACK_NO_RENAMEAT2"
+)
+
+// noRenameat2 installs a seccomp filter on every thread of the process that
+// fails renameat2 with errno.
+func noRenameat2(errno unix.Errno) error {
+	const archX8664 = 0xc000003e
+	if unix.SYS_RENAMEAT2 != 316 {
+		return errors.New("only amd64")
+	}
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4}, // arch
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: archX8664, Jt: 0, Jf: 3},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_RENAMEAT2, Jt: 0, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(errno)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog))); e != 0 {
+		return e
+	}
+	return nil
+}
+
+func errnoNamed(name string) unix.Errno {
+	switch name {
+	case "EINVAL":
+		return unix.EINVAL
+	case "EPERM":
+		return unix.EPERM
+	}
+	return unix.ENOSYS
+}
+
+// maybeNoRenameat2 applies attackNoRename2Env to this process, if set.
+func maybeNoRenameat2() error {
+	if v := os.Getenv(attackNoRename2Env); v != "" {
+		return noRenameat2(errnoNamed(v))
+	}
+	return nil
+}
+
+// attackState's size is chosen per step: tiny, just under, at and just over
+// the writer's 64 KiB buffer, and several times it.
+type attackState struct {
+	Step int64  `json:"step"`
+	Pad  string `json:"pad"`
+}
+
+func attackStateOf(step int64) attackState {
+	sizes := []int{10, fdTempBuffer - 200, fdTempBuffer - 60, fdTempBuffer + 1, 3 * fdTempBuffer, 700 << 10}
+	n := sizes[int(step)%len(sizes)]
+	return attackState{Step: step, Pad: randomText(step, n)}
+}
+
+func attackKillOptions(comp string) []Option {
+	opts := []Option{WithLayout("k", 6), Every(2), WithRolling(), KeepLast(3)}
+	switch comp {
+	case "gzip":
+		opts = append(opts, Gzip())
+	case "zstd":
+		opts = append(opts, Zstd())
+	}
+	return opts
+}
+
+// TestAttackKillChild is the child: it saves until its standard input
+// closes, printing "ack N" after each step returned without error.
+func TestAttackKillChild(t *testing.T) {
+	dir := os.Getenv(attackKillDirEnv)
+	if dir == "" {
+		t.Skip("the child of TestAttackKill9")
+	}
+	fail := childStart()
+	if err := maybeNoRenameat2(); err != nil {
+		fail(9, err)
+	}
+	ctx := context.Background()
+	s, err := Open[attackState](dir, attackKillOptions(os.Getenv(attackKillCompEnv))...)
+	if err != nil {
+		fail(2, err)
+	}
+	next := int64(1)
+	if _, info, err := s.Latest(ctx); err == nil {
+		next = info.Step + 1
+	} else if !errors.Is(err, ErrNotFound) {
+		fail(3, err)
+	}
+	for ; ; next++ {
+		if _, _, err := s.Tick(ctx, next, attackStateOf(next)); err != nil {
+			fail(4, err)
+		}
+		if next%3 == 0 {
+			if err := s.WriteJSON(ctx, "side.json", attackStateOf(next)); err != nil {
+				fail(6, err)
+			}
+		}
+		fmt.Printf("ack %d\n", next)
+	}
+}
+
+func TestAttackKill9FdWriter(t *testing.T) {
+	t.Parallel()
+	attackKill9(t, "")
+}
+
+// The same with renameat2 refused (ENOSYS, then EINVAL): every publish of a
+// numbered checkpoint is a linkat and an unlink.
+func TestAttackKill9LinkatFallback(t *testing.T) {
+	t.Parallel()
+	if err := probeSeccomp(t); err != nil {
+		t.Skipf("cannot install a seccomp filter here: %v", err)
+	}
+	t.Run("ENOSYS", func(t *testing.T) { attackKill9(t, "ENOSYS") })
+	t.Run("EINVAL", func(t *testing.T) { attackKill9(t, "EINVAL") })
+}
+
+// probeSeccomp checks in a throwaway child that the filter installs and
+// renameat2 then fails.
+func probeSeccomp(t *testing.T) error {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(exe, "-test.run=^TestAttackSeccompProbe$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), attackNoRename2Env+"=ENOSYS", "ATTACK_PROBE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestAttackSeccompProbe") {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+func TestAttackSeccompProbe(t *testing.T) {
+	dir := os.Getenv("ATTACK_PROBE_DIR")
+	if dir == "" {
+		t.Skip("a child")
+	}
+	require.NoError(t, maybeNoRenameat2())
+	require.NoError(t, os.WriteFile(dir+"/a", nil, 0o644))
+	err := unix.Renameat2(unix.AT_FDCWD, dir+"/a", unix.AT_FDCWD, dir+"/b", unix.RENAME_NOREPLACE)
+	require.ErrorIs(t, err, unix.ENOSYS)
+}
+
+func attackKill9(t *testing.T, noRename2 string) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	kills := killCount(t, 60)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 99))
+	ctx := context.Background()
+	for _, comp := range []string{"plain", "gzip", "zstd"} {
+		dir := t.TempDir()
+		lastAck := int64(0)
+		midWrite := 0
+		for kill := 0; kill < kills/3; kill++ {
+			env := []string{attackKillDirEnv + "=" + dir, attackKillCompEnv + "=" + comp}
+			if noRename2 != "" {
+				env = append(env, attackNoRename2Env+"="+noRename2)
+			}
+			cmd := exec.Command(exe, "-test.run=^TestAttackKillChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), env...)
+			stdin, err := cmd.StdinPipe()
+			require.NoError(t, err)
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			stderr := &strings.Builder{}
+			cmd.Stderr = stderr
+			require.NoError(t, cmd.Start())
+
+			want := 1 + rng.IntN(12)
+			sc := bufio.NewScanner(stdout)
+			for acks := 0; acks < want && sc.Scan(); {
+				if step, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+					n, err := strconv.ParseInt(step, 10, 64)
+					require.NoError(t, err)
+					lastAck = max(lastAck, n)
+					acks++
+				}
+			}
+			require.NoError(t, cmd.Process.Kill())
+			for sc.Scan() {
+				if step, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+					n, _ := strconv.ParseInt(step, 10, 64)
+					lastAck = max(lastAck, n)
+				}
+			}
+			io.Copy(io.Discard, stdout)
+			cmd.Wait()
+			stdin.Close()
+			require.Empty(t, stderr.String(), "%s kill %d: the child failed before it was killed", comp, kill)
+			require.Positive(t, lastAck, "%s kill %d: the child acknowledged nothing", comp, kill)
+
+			for _, name := range dirNames(t, dir) {
+				if strings.Contains(name, tempMarker) {
+					midWrite++
+					break
+				}
+			}
+			s, err := Open[attackState](dir, attackKillOptions(comp)...)
+			require.NoError(t, err, "%s kill %d", comp, kill)
+			for _, name := range dirNames(t, dir) {
+				require.False(t, strings.Contains(name, tempMarker), "%s kill %d: temporary file %s survived a reopen", comp, kill, name)
+			}
+			// Every name with a checkpoint's shape is whole.
+			for _, name := range dirNames(t, dir) {
+				if _, ok := s.cfg.layout.parse(name); !ok {
+					continue
+				}
+				f, err := os.Open(dir + "/" + name)
+				require.NoError(t, err)
+				env, err := readEnvelope(f, DefaultMaxReadSize)
+				f.Close()
+				require.NoError(t, err, "%s kill %d: %s is torn", comp, kill, name)
+				require.NotZero(t, env.Step)
+			}
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			for _, info := range list {
+				got, _, err := s.LoadInfo(ctx, info)
+				require.NoError(t, err, "%s kill %d: listed %s does not load", comp, kill, info.Path)
+				require.Equal(t, attackStateOf(info.Step), got)
+			}
+			got, info, err := s.Latest(ctx)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, info.Step, lastAck, "%s kill %d: acknowledged step lost", comp, kill)
+			require.Equal(t, attackStateOf(info.Step), got)
+			var side attackState
+			if err := s.ReadJSON(ctx, "side.json", &side); !errors.Is(err, ErrNotFound) {
+				require.NoError(t, err, "%s kill %d: side file", comp, kill)
+				require.Equal(t, attackStateOf(side.Step), side)
+			}
+			require.NoError(t, s.Close())
+		}
+		t.Logf("%s rename2=%q: %d kills, %d mid-write, last ack %d", comp, noRename2, kills/3, midWrite, lastAck)
+	}
+}
+
+// A sandbox whose seccomp policy refuses system calls it does not list with
+// EPERM (the default action of older Docker, Podman and systemd
+// SystemCallFilter= profiles): saving worked with link(2) before; with
+// renameat2 refused by EPERM, does it still?
+func TestAttackRenameat2RefusedWithEPERM(t *testing.T) {
+	t.Parallel()
+	if err := probeSeccomp(t); err != nil {
+		t.Skipf("cannot install a seccomp filter here: %v", err)
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	for _, errno := range []string{"ENOSYS", "EINVAL", "EPERM"} {
+		cmd := exec.Command(exe, "-test.run=^TestAttackSaveUnderFilter$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), attackNoRename2Env+"="+errno, "ATTACK_FILTER_DIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "renameat2 refused with %s:\n%s", errno, out)
+		require.Contains(t, string(out), "--- PASS: TestAttackSaveUnderFilter", "renameat2 refused with %s:\n%s", errno, out)
+	}
+}
+
+// TestAttackSaveUnderFilter is the child: saves (numbered, rolling, side
+// file, a taken step) with renameat2 refused.
+func TestAttackSaveUnderFilter(t *testing.T) {
+	dir := os.Getenv("ATTACK_FILTER_DIR")
+	if dir == "" {
+		t.Skip("a child of TestAttackRenameat2RefusedWithEPERM")
+	}
+	require.NoError(t, maybeNoRenameat2())
+	ctx := context.Background()
+	s, err := Open[int](dir, WithLayout("c", 3), WithRolling(), Every(2), KeepLast(2))
+	require.NoError(t, err)
+	for step := int64(1); step <= 6; step++ {
+		_, _, err := s.Tick(ctx, step, int(step))
+		require.NoError(t, err, "tick %d", step)
+	}
+	_, err = s.Save(ctx, 6, 66)
+	require.ErrorIs(t, err, ErrExists)
+	require.NoError(t, s.WriteJSON(ctx, "side.json", 1))
+	got, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), info.Step)
+	require.Equal(t, 6, got)
+	for _, n := range dirNames(t, dir) {
+		require.NotContains(t, n, tempMarker)
+	}
+	require.NoError(t, s.Close())
+}
