@@ -181,7 +181,7 @@ func attackKill9(t *testing.T, noRename2 string) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills := killCount(t, 60)
+	kills := killCount(t, 12)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 99))

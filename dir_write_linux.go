@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,33 +31,37 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 	if derr != nil {
 		return writeFile(rootOps{root}, name, write, replace, o)
 	}
-	// Control holds the directory's descriptor open during the call,
-	// whatever a concurrent Close does.
-	cerr := conn.Control(func(dirfd uintptr) {
-		n, err = writeFile(fdOps{dirfd: int(dirfd), prefix: d.prefix, linkOnly: &d.linkOnly}, name, write, replace, o)
-	})
-	if cerr != nil { // closed meanwhile: the root says so
-		return writeFile(rootOps{root}, name, write, replace, o)
-	}
-	return n, err
+	return writeFile(fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly}, name, write, replace, o)
 }
 
 // fdOps are dirOps by system calls relative to an open directory's
 // descriptor, for plain names only (see validChars): such a name cannot
 // leave the directory, and every call refuses to follow a symbolic link.
+// Each call holds the descriptor open for its system call only, so that
+// once the backend is closed (its lock released) a save under way fails
+// at its next step, as one through a closed os.Root does.
 type fdOps struct {
-	dirfd    int
-	prefix   string       // the directory, as errors name files (see Locate)
+	dir      syscall.RawConn
+	path     string       // the directory, as errors name it
+	prefix   string       // path as Locate joins it with a name
 	linkOnly *atomic.Bool // renameat2 was refused here: publish by hard link
 }
 
-// ignoringEINTR retries f while it fails with EINTR, as package os does.
-func ignoringEINTR(f func() error) error {
-	for {
-		if err := f(); err != unix.EINTR {
-			return err
+// at runs f, a system call on the directory's descriptor, retrying it
+// while it fails with EINTR (as package os does). A closed directory is
+// fs.ErrClosed.
+func (d fdOps) at(f func(dirfd int) error) error {
+	var err error
+	if cerr := d.dir.Control(func(fd uintptr) {
+		for {
+			if err = f(int(fd)); err != unix.EINTR {
+				return
+			}
 		}
+	}); cerr != nil {
+		return fs.ErrClosed
 	}
+	return err
 }
 
 func (d fdOps) createTemp(name string) (tempFile, string, error) {
@@ -66,8 +71,8 @@ func (d fdOps) createTemp(name string) (tempFile, string, error) {
 	for range 8 {
 		tmp := tempName(name)
 		var fd int
-		err = ignoringEINTR(func() (err error) {
-			fd, err = unix.Openat(d.dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, filePerm)
+		err = d.at(func(dirfd int) (err error) {
+			fd, err = unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, filePerm)
 			return err
 		})
 		if err == nil {
@@ -88,17 +93,17 @@ func (d fdOps) createTemp(name string) (tempFile, string, error) {
 // remove; the directory's later saves then link at once.
 func (d fdOps) publishNew(tmp, name string) (moved bool, err error) {
 	if !d.linkOnly.Load() {
-		err = ignoringEINTR(func() error { return unix.Renameat2(d.dirfd, tmp, d.dirfd, name, unix.RENAME_NOREPLACE) })
+		err = d.at(func(dirfd int) error { return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_NOREPLACE) })
 		switch err {
 		case nil:
 			return true, nil
-		case unix.EEXIST:
+		case unix.EEXIST, fs.ErrClosed:
 			return false, &fs.PathError{Op: "renameat2", Path: d.prefix + name, Err: err}
 		case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP, unix.EPERM:
 			d.linkOnly.Store(true)
 		}
 	}
-	err = ignoringEINTR(func() error { return unix.Linkat(d.dirfd, tmp, d.dirfd, name, 0) })
+	err = d.at(func(dirfd int) error { return unix.Linkat(dirfd, tmp, dirfd, name, 0) })
 	if err != nil {
 		return false, &fs.PathError{Op: "linkat", Path: d.prefix + name, Err: err}
 	}
@@ -106,22 +111,22 @@ func (d fdOps) publishNew(tmp, name string) (moved bool, err error) {
 }
 
 func (d fdOps) rename(old, new string) error {
-	if err := ignoringEINTR(func() error { return unix.Renameat(d.dirfd, old, d.dirfd, new) }); err != nil {
+	if err := d.at(func(dirfd int) error { return unix.Renameat(dirfd, old, dirfd, new) }); err != nil {
 		return &os.LinkError{Op: "renameat", Old: d.prefix + old, New: d.prefix + new, Err: err}
 	}
 	return nil
 }
 
 func (d fdOps) remove(name string) error {
-	if err := ignoringEINTR(func() error { return unix.Unlinkat(d.dirfd, name, 0) }); err != nil {
+	if err := d.at(func(dirfd int) error { return unix.Unlinkat(dirfd, name, 0) }); err != nil {
 		return &fs.PathError{Op: "unlinkat", Path: d.prefix + name, Err: err}
 	}
 	return nil
 }
 
 func (d fdOps) syncDir() error {
-	if err := ignoringEINTR(func() error { return unix.Fsync(d.dirfd) }); err != nil {
-		return &fs.PathError{Op: "fsync", Path: d.prefix + ".", Err: err}
+	if err := d.at(unix.Fsync); err != nil {
+		return &fs.PathError{Op: "fsync", Path: d.path, Err: err}
 	}
 	return nil
 }
@@ -207,7 +212,11 @@ func (f *fdTemp) Sync() error {
 	if err := f.flush(); err != nil {
 		return err
 	}
-	if err := ignoringEINTR(func() error { return unix.Fsync(f.fd) }); err != nil {
+	err := unix.Fsync(f.fd)
+	for err == unix.EINTR { // retried, as package os does
+		err = unix.Fsync(f.fd)
+	}
+	if err != nil {
 		return &fs.PathError{Op: "fsync", Path: f.name, Err: err}
 	}
 	return nil
