@@ -57,9 +57,10 @@ func (o fileIO) at(point, name string) error {
 // The bytes go to a temporary file in the same directory (named
 // tempPrefix(name) + random digits, see createTemp), are flushed and fsynced,
 // and the file is closed; only then is it published under name by an
-// operation that fails instead of replacing (see publishNew). The temporary
-// name is removed and the directory fsynced, so that the new name and the
-// removal survive a power cut together. A crash at any instant leaves no file
+// operation that fails instead of replacing (see publishNew): a rename that
+// never replaces, or a hard link after which the temporary name is removed.
+// The directory is then fsynced, so that the new name (and the removal)
+// survive a power cut. A crash at any instant leaves no file
 // called name or a complete one, and at worst a temporary file that the next
 // writer's Open removes.
 //

@@ -15,10 +15,13 @@ import (
 )
 
 // dirBackend is the local directory as a Backend: every file operation goes
-// through an os.Root opened on the directory (no name reaches outside it),
-// files are written to a temporary name, fsynced and published without
-// replacing (atomic.go), the directory is fsynced after each change unless
-// NoSync, and the writer lock is a flock (lock.go).
+// through an os.Root opened on the directory, or, on Linux, for a plain
+// name, is a system call relative to the directory's descriptor that does
+// not follow a symbolic link (dir_open_linux.go, dir_write_linux.go): no
+// name reaches outside it. Files are written to a temporary name, fsynced
+// and published without replacing (atomic.go), the directory is fsynced
+// after each change unless NoSync, and the writer lock is a flock
+// (lock.go).
 type dirBackend struct {
 	dir    string
 	prefix string // dir as Locate joins it with a name

@@ -159,12 +159,15 @@ type pendingIndex struct {
 }
 
 // indexAhead starts reading the store's index for a fill to come, if the
-// store is fresh and has processors to spare; nil otherwise.
+// store is a fresh one on a local directory with processors to spare; nil
+// otherwise.
 func (s *Store[T]) indexAhead(ctx context.Context) *pendingIndex {
 	s.mu.Lock()
 	fresh := !s.indexRead && len(s.headers) == 0
 	s.mu.Unlock()
-	if !fresh || runtime.GOMAXPROCS(0) == 1 {
+	// Only a local directory: on object storage the read is a request,
+	// which a small store (no index) would pay at every start.
+	if !fresh || s.remote() || runtime.GOMAXPROCS(0) == 1 {
 		return nil
 	}
 	p := &pendingIndex{done: make(chan struct{})}
@@ -194,9 +197,10 @@ func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendin
 	// every file so, and the stat would be a third of its system calls).
 	stat := make([]bool, len(entries))
 	index := s.fillIndex(ctx, entries, todo, ahead)
-	var inIndex []*indexEntry // by entry, if the index has it
+	var inIndex []indexEntry // by entry; has[i] if the index has it
+	var has []bool
 	if index != nil {
-		inIndex = make([]*indexEntry, len(entries))
+		inIndex, has = make([]indexEntry, len(entries)), make([]bool, len(entries))
 	}
 	s.mu.Lock()
 	for i := range entries {
@@ -206,7 +210,7 @@ func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendin
 		}
 		x, indexed := index[e.name]
 		if indexed {
-			inIndex[i] = &x
+			inIndex[i], has[i] = x, true
 		}
 		if e.obj.Version == "" {
 			_, stat[i] = s.headers[e.name]
@@ -228,7 +232,7 @@ func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendin
 		if index == nil || errs[i] != nil || e.obj.Version == "" || !todo(e) {
 			return
 		}
-		if x := inIndex[i]; x != nil && string(x.version) == e.obj.Version && x.size == e.obj.Size {
+		if x := &inIndex[i]; has[i] && string(x.version) == e.obj.Version && x.size == e.obj.Size {
 			indexed[i], _ = x.decode(e.fn)
 		}
 	})

@@ -144,7 +144,8 @@ const tempMarker = ".ckpt-tmp-"
 // tempPrefix returns the names of final's temporary files, less their random
 // digits: a dot (which keeps them out of listings and out of every layout),
 // final and tempMarker. Every writer of the library names its temporary
-// files so (renameio appends the digits; see writeFile).
+// files so (renameio, where it writes them, appends the digits; see
+// createTemp).
 func tempPrefix(final string) string { return "." + final + tempMarker }
 
 // tempName returns a new temporary name for final, for a writer that

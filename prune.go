@@ -211,7 +211,7 @@ func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error
 //
 // Why the removals need no directory sync of their own: the new checkpoint
 // is durable before anything is removed (createFile synced the directory
-// after linking it), and so is every protector, which the cache knew before
+// after publishing it), and so is every protector, which the cache knew before
 // that sync: a checkpoint this store wrote was synced by its own save, one
 // found by the full scan by the sync of any save since. A power cut then
 // leaves the new checkpoint, every protector and any subset of the victims:
