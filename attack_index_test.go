@@ -184,7 +184,7 @@ func TestAttackInPlaceRewriteRightAfterSave(t *testing.T) {
 		defer os.RemoveAll(dir)
 		s, err := Open[int](dir, WithLayout("c", 4), NoSync())
 		require.NoError(t, err)
-		for step := int64(1); step <= 300; step++ {
+		for step := int64(1); step <= 100; step++ {
 			info, err := s.Save(ctx, step, int(step), WithMeta("who", "aaaa"))
 			require.NoError(t, err)
 			_, err = s.List(ctx) // cached now
