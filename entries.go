@@ -197,42 +197,35 @@ func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendin
 	// every file so, and the stat would be a third of its system calls).
 	stat := make([]bool, len(entries))
 	index := s.fillIndex(ctx, entries, todo, ahead)
-	var inIndex []indexEntry // by entry; has[i] if the index has it
-	var has []bool
-	if index != nil {
-		inIndex, has = make([]indexEntry, len(entries)), make([]bool, len(entries))
-	}
 	s.mu.Lock()
-	for i := range entries {
-		e := &entries[i]
-		if !todo(e) {
-			continue
-		}
-		x, indexed := index[e.name]
-		if indexed {
-			inIndex[i], has[i] = x, true
-		}
-		if e.obj.Version == "" {
-			_, stat[i] = s.headers[e.name]
-			stat[i] = stat[i] || indexed
+	if len(s.headers) > 0 { // a fresh store's first List has none
+		for i := range entries {
+			if e := &entries[i]; todo(e) && e.obj.Version == "" {
+				_, stat[i] = s.headers[e.name]
+			}
 		}
 	}
 	s.mu.Unlock()
-	// An entry of the index is decoded beside its stat, on every
-	// processor: its header is trusted only if the Version matches.
+	// An entry of the index is looked up, stat'ed and decoded on every
+	// processor (the index is only read here): its header is trusted only
+	// if the Version matches.
 	var indexed []header // by entry; Format 0 where the index has none
 	if index != nil {
 		indexed = make([]header, len(entries))
 	}
 	parallel(len(entries), func(i int) {
 		e := &entries[i]
+		if !todo(e) {
+			return
+		}
+		x, inIndex := index[e.name]
+		if e.obj.Version == "" && inIndex {
+			stat[i] = true
+		}
 		if stat[i] {
 			e.obj, errs[i] = s.b.Stat(ctx, e.name)
 		}
-		if index == nil || errs[i] != nil || e.obj.Version == "" || !todo(e) {
-			return
-		}
-		if x := &inIndex[i]; has[i] && string(x.version) == e.obj.Version && x.size == e.obj.Size {
+		if inIndex && errs[i] == nil && e.obj.Version != "" && string(x.version) == e.obj.Version && x.size == e.obj.Size {
 			indexed[i], _ = x.decode(e.fn)
 		}
 	})
@@ -302,8 +295,13 @@ func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendin
 		// now, so that its next first List reads none of these again.
 		s.writeIndex(ctx)
 	}
-	out := entries[:0]
-	for i := range entries {
+	// Entries are large: only those after the first dropped one move.
+	first := slices.Index(keep, false)
+	if first < 0 {
+		return entries
+	}
+	out := entries[:first]
+	for i := first + 1; i < len(entries); i++ {
 		if keep[i] {
 			out = append(out, entries[i])
 		}
