@@ -44,15 +44,7 @@ func attackTruth(t *testing.T, dir string) []Info {
 		}
 		require.NoError(t, os.Link(filepath.Join(dir, n), filepath.Join(tmp, n)))
 	}
-	s, err := Open[int](tmp, WithLayout("c", 4), ReadOnly())
-	require.NoError(t, err)
-	defer s.Close()
-	list, err := s.List(context.Background())
-	require.NoError(t, err)
-	for i := range list {
-		list[i].Path = filepath.Base(list[i].Path)
-	}
-	return list
+	return attackFirstList(t, tmp)
 }
 
 func attackFirstList(t *testing.T, dir string) []Info {

@@ -117,12 +117,7 @@ func TestAttackKillChild(t *testing.T) {
 	if err != nil {
 		fail(2, err)
 	}
-	next := int64(1)
-	if _, info, err := s.Latest(ctx); err == nil {
-		next = info.Step + 1
-	} else if !errors.Is(err, ErrNotFound) {
-		fail(3, err)
-	}
+	next := resumeStep(ctx, s, fail)
 	for ; ; next++ {
 		if _, _, err := s.Tick(ctx, next, attackStateOf(next)); err != nil {
 			fail(4, err)

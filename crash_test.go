@@ -70,6 +70,19 @@ type crashState struct {
 // childStart makes a crash child exit when its standard input closes, so
 // that it never outlives the test, and returns how it fails: a message on
 // standard error and an exit code.
+// resumeStep returns the step a killed child resumes at: the one after
+// Latest's, or 1 in an empty store. Any other error of Latest fails it.
+func resumeStep[T any](ctx context.Context, s *Store[T], fail func(code int, err error)) int64 {
+	_, info, err := s.Latest(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return 1
+	}
+	if err != nil {
+		fail(3, err)
+	}
+	return info.Step + 1
+}
+
 func childStart() (fail func(code int, err error)) {
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
@@ -138,12 +151,7 @@ func crashChild(dir string, mode crashMode) {
 	if err != nil {
 		fail(2, err)
 	}
-	next := int64(1)
-	if _, info, err := s.Latest(ctx); err == nil {
-		next = info.Step + 1
-	} else if !errors.Is(err, ErrNotFound) {
-		fail(3, err)
-	}
+	next := resumeStep(ctx, s, fail)
 	for ; ; next++ {
 		st := newCrashState(next)
 		if _, _, err := s.Tick(ctx, next, st); err != nil {
