@@ -25,7 +25,7 @@ import (
 
 func TestAttackStoreFreeForAllThenClose(t *testing.T) {
 	t.Parallel()
-	for round := 0; round < 6; round++ {
+	for round := 0; round < 3; round++ {
 		ctx := context.Background()
 		dir := t.TempDir()
 		s, err := Open[crashState](dir, WithLayout("c", 4), KeepLast(5), WithRolling(), Every(2), NoSync())

@@ -214,12 +214,12 @@ func TestAttackFailingSavesLeakNothing(t *testing.T) {
 		}
 	}
 	before := fds()
-	for i := 0; i < 60; i++ {
+	for i := 0; i < 30; i++ {
 		_, err := s.Save(ctx, step, crashState{Step: step, Pad: randomText(step, 100<<10)})
 		require.ErrorIs(t, err, syscall.ENOSPC)
 		_, _, err = s.Tick(ctx, step, crashState{Step: step, Pad: randomText(step, 100<<10)})
 		require.Error(t, err)
 	}
 	require.LessOrEqual(t, fds(), before+2, "descriptors leaked by failing saves")
-	checkNoDebris(t, s, dir, "after 120 failing writes")
+	checkNoDebris(t, s, dir, "after 60 failing writes")
 }
