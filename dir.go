@@ -38,8 +38,13 @@ type dirBackend struct {
 	root atomic.Pointer[os.Root]
 	dirf atomic.Pointer[os.File] // root's directory, opened by dirFile for the system calls on it (Linux)
 	lock *writerLock             // while Lock holds it
+	// writing is held for reading by each write on the directory's
+	// descriptor (Linux) and taken by Close, which so waits for them: no
+	// such write goes on once Close has released the lock.
+	writing sync.RWMutex
 	// linkOnly records that renameat2 was refused in the directory:
 	// saves publish by hard link (Linux, see fdOps.publishNew).
+	//lint:ignore U1000 used on Linux only
 	linkOnly atomic.Bool
 }
 
@@ -413,6 +418,8 @@ func (d *dirBackend) Locate(name string) string {
 }
 
 func (d *dirBackend) Close() error {
+	d.writing.Lock()
+	defer d.writing.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var lerr error

@@ -23,6 +23,8 @@ import (
 // writes, and a hard link then an unlink publish what one renameat2 with
 // RENAME_NOREPLACE does.
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
+	d.writing.RLock() // Close waits for the write
+	defer d.writing.RUnlock()
 	dir, derr := d.dirFile(root)
 	if derr != nil || !validChars(name) {
 		return writeFile(rootOps{root}, name, write, replace, o)
@@ -37,9 +39,9 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 // fdOps are dirOps by system calls relative to an open directory's
 // descriptor, for plain names only (see validChars): such a name cannot
 // leave the directory, and every call refuses to follow a symbolic link.
-// Each call holds the descriptor open for its system call only, so that
-// once the backend is closed (its lock released) a save under way fails
-// at its next step, as one through a closed os.Root does.
+// The backend's Close waits for a write (see dirBackend.writing); each call
+// also holds the descriptor open for its system call, and fails with
+// fs.ErrClosed once it is closed.
 type fdOps struct {
 	dir      syscall.RawConn
 	path     string       // the directory, as errors name it
@@ -92,20 +94,29 @@ func (d fdOps) createTemp(name string) (tempFile, string, error) {
 // EPERM), a hard link does the same, and tmp stays for the caller to
 // remove; the directory's later saves then link at once.
 func (d fdOps) publishNew(tmp, name string) (moved bool, err error) {
+	var renameErr error // a failure of renameat2 other than a refusal
 	if !d.linkOnly.Load() {
 		err = d.at(func(dirfd int) error { return unix.Renameat2(dirfd, tmp, dirfd, name, unix.RENAME_NOREPLACE) })
 		switch err {
 		case nil:
 			return true, nil
 		case unix.EEXIST, fs.ErrClosed:
-			return false, &fs.PathError{Op: "renameat2", Path: d.prefix + name, Err: err}
+			return false, &os.LinkError{Op: "renameat2", Old: d.prefix + tmp, New: d.prefix + name, Err: err}
 		case unix.EINVAL, unix.ENOSYS, unix.EOPNOTSUPP, unix.EPERM:
 			d.linkOnly.Store(true)
+		default:
+			renameErr = &os.LinkError{Op: "renameat2", Old: d.prefix + tmp, New: d.prefix + name, Err: err}
 		}
 	}
 	err = d.at(func(dirfd int) error { return unix.Linkat(dirfd, tmp, dirfd, name, 0) })
 	if err != nil {
-		return false, &fs.PathError{Op: "linkat", Path: d.prefix + name, Err: err}
+		if renameErr != nil {
+			// renameat2's error says what is wrong (a full disk, a
+			// missing temporary file); the link's only that it failed
+			// too.
+			return false, renameErr
+		}
+		return false, &os.LinkError{Op: "linkat", Old: d.prefix + tmp, New: d.prefix + name, Err: err}
 	}
 	return false, nil
 }

@@ -4,10 +4,13 @@ package checkpoint
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -90,4 +93,73 @@ func testFdOpsWriteAndPublish(t *testing.T, linkOnly bool) {
 	_, _, err = ops.createTemp("step_00000003.json")
 	require.ErrorIs(t, err, fs.ErrClosed)
 	require.NoError(t, os.Remove(filepath.Join(dir, tmp)))
+}
+
+// A backend's Close waits for a write under way on the directory's
+// descriptor: once Close returns (and the writer lock is released), that
+// write has published or failed, and nothing of it goes on.
+func TestDirCloseWaitsForAWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := OpenDir(dir, NoSync())
+	require.NoError(t, err)
+	d := b.(*dirBackend)
+	_, err = b.Lock(ctx)
+	require.NoError(t, err)
+	in, release := make(chan struct{}), make(chan struct{})
+	created := make(chan error, 1)
+	go func() {
+		_, err := b.Create(ctx, "step_00000001.json", func(w io.Writer) error {
+			close(in)
+			<-release
+			_, err := w.Write([]byte("whole"))
+			return err
+		})
+		created <- err
+	}()
+	<-in
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	// Close is waiting once a reader can no longer get the lock; it must
+	// not return before the write does.
+	for {
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a write was under way")
+		default:
+		}
+		if !d.writing.TryRLock() {
+			break
+		}
+		d.writing.RUnlock()
+		runtime.Gosched()
+	}
+	close(release)
+	require.NoError(t, <-closed)
+	require.NoError(t, <-created)
+	data, err := os.ReadFile(filepath.Join(dir, "step_00000001.json"))
+	require.NoError(t, err)
+	require.Equal(t, "whole", string(data))
+	for _, n := range dirNames(t, dir) {
+		require.NotContains(t, n, tempMarker)
+	}
+}
+
+// A renameat2 that fails for a reason of its own (here: the temporary file
+// is gone) is the error reported, not the hard link's that follows it.
+func TestPublishReportsRenameat2sOwnError(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	conn, err := d.SyscallConn()
+	require.NoError(t, err)
+	ops := fdOps{dir: conn, path: dir, prefix: dir + string(filepath.Separator), linkOnly: new(atomic.Bool)}
+	_, err = ops.publishNew(".gone.ckpt-tmp-1", "step_00000001.json")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, "renameat2")
+	require.ErrorContains(t, err, filepath.Join(dir, ".gone.ckpt-tmp-1"))
+	require.False(t, ops.linkOnly.Load())
 }
