@@ -61,6 +61,11 @@ type dirBackend struct {
 // Backend but the one OpenDir returns as remote storage (see Backend): a
 // wrapper's writer trusts its own listing instead of statting before each
 // save, and syncs the directory after pruning too.
+//
+// The backend's Close waits for a Create or Replace under way (on Linux,
+// where they are system calls on the directory's descriptor; elsewhere such
+// a write fails at its next step): once Close has released the writer lock,
+// no write of the backend goes on.
 func OpenDir(dir string, opts ...Option) (Backend, error) {
 	cfg, root, err := openDir(dir, opts)
 	if err != nil {
