@@ -51,7 +51,9 @@ type fdOps struct {
 
 // at runs f, a system call on the directory's descriptor, retrying it
 // while it fails with EINTR (as package os does). A closed directory is
-// fs.ErrClosed.
+// fs.ErrClosed. (openFile and lstat, which a List calls for every file,
+// call Control on the RawConn SyscallConn has just returned instead: the
+// compiler then knows its type, and their closures are not allocated.)
 func (d fdOps) at(f func(dirfd int) error) error {
 	var err error
 	if cerr := d.dir.Control(func(fd uintptr) {
@@ -245,11 +247,9 @@ func (f *fdTemp) Close() error {
 		err = &fs.PathError{Op: "close", Path: f.name, Err: cerr}
 	}
 	f.fd = -1
-	if f.buf != nil {
-		if cap(*f.buf) == fdTempBuffer {
-			*f.buf = (*f.buf)[:0]
-			fdTempBuffers.Put(f.buf)
-		}
+	if f.buf != nil { // never grown past fdTempBuffer: see Write
+		*f.buf = (*f.buf)[:0]
+		fdTempBuffers.Put(f.buf)
 		f.buf = nil
 	}
 	return err

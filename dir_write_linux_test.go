@@ -31,14 +31,21 @@ func TestFdOpsWriteAndPublish(t *testing.T) {
 	}
 }
 
-func testFdOpsWriteAndPublish(t *testing.T, linkOnly bool) {
-	dir := t.TempDir()
+// openFdOps returns the fdOps of dir, opened until the test ends (or the
+// directory it also returns is closed).
+func openFdOps(t *testing.T, dir string) (fdOps, *os.File) {
+	t.Helper()
 	d, err := os.Open(dir)
 	require.NoError(t, err)
-	defer d.Close()
+	t.Cleanup(func() { d.Close() })
 	conn, err := d.SyscallConn()
 	require.NoError(t, err)
-	ops := fdOps{dir: conn, path: dir, prefix: dir + string(filepath.Separator), linkOnly: new(atomic.Bool)}
+	return fdOps{dir: conn, path: dir, prefix: dir + string(filepath.Separator), linkOnly: new(atomic.Bool)}, d
+}
+
+func testFdOpsWriteAndPublish(t *testing.T, linkOnly bool) {
+	dir := t.TempDir()
+	ops, d := openFdOps(t, dir)
 	ops.linkOnly.Store(linkOnly)
 
 	var want bytes.Buffer
@@ -151,13 +158,8 @@ func TestDirCloseWaitsForAWrite(t *testing.T) {
 func TestPublishReportsRenameat2sOwnError(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	d, err := os.Open(dir)
-	require.NoError(t, err)
-	defer d.Close()
-	conn, err := d.SyscallConn()
-	require.NoError(t, err)
-	ops := fdOps{dir: conn, path: dir, prefix: dir + string(filepath.Separator), linkOnly: new(atomic.Bool)}
-	_, err = ops.publishNew(".gone.ckpt-tmp-1", "step_00000001.json")
+	ops, _ := openFdOps(t, dir)
+	_, err := ops.publishNew(".gone.ckpt-tmp-1", "step_00000001.json")
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, "renameat2")
 	require.ErrorContains(t, err, filepath.Join(dir, ".gone.ckpt-tmp-1"))

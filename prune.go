@@ -255,26 +255,19 @@ func (s *Store[T]) pruneFromCache(ctx context.Context, saved string) ([]entry, b
 // cache holds (the same Version). The object saved was just written, and
 // is taken as cached if its Version is known.
 func (s *Store[T]) stillCached(ctx context.Context, name, saved string) bool {
-	if s.listed != nil { // see remote
-		s.mu.Lock()
-		_, ok := s.headers[name]
-		s.mu.Unlock()
-		return ok && s.listed[name]
-	}
-	if name == saved {
-		s.mu.Lock()
-		c, ok := s.headers[name]
-		s.mu.Unlock()
-		return ok && c.obj.Version != ""
-	}
-	o, err := s.b.Stat(ctx, name)
-	if err != nil {
-		return false
-	}
 	s.mu.Lock()
 	c, ok := s.headers[name]
 	s.mu.Unlock()
-	return ok && c.obj.Version == o.Version
+	switch {
+	case !ok:
+		return false
+	case s.listed != nil: // see remote
+		return s.listed[name]
+	case name == saved:
+		return c.obj.Version != ""
+	}
+	o, err := s.b.Stat(ctx, name)
+	return err == nil && c.obj.Version == o.Version
 }
 
 // lazyRemover is a Backend whose removals can skip making themselves

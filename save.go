@@ -21,11 +21,11 @@ import (
 // compressed) it returns an error wrapping ErrExists and the existing file is
 // left byte-for-byte unchanged. (Once it has pruned, a writer looks for
 // step in another compression only if a read of the whole directory found
-// checkpoints of that compression: see the README. A file there that is provably damaged, or holds
-// another step's checkpoint, or a symbolic link, is first moved aside to
-// name.corrupt: see the README. A directory or named pipe there is an
-// ErrCorrupt error that says so.) A negative step, an empty meta key or a
-// state that cannot be encoded (a channel, a NaN) is
+// checkpoints of that compression: see the README. A file there that is
+// provably damaged, or holds another step's checkpoint, or a symbolic link,
+// is first moved aside to name.corrupt: see the README. A directory or
+// named pipe there is an ErrCorrupt error that says so.) A negative step,
+// an empty meta key or a state that cannot be encoded (a channel, a NaN) is
 // ErrInvalid, and no file is written. If a retention rule is configured
 // (KeepLast), old checkpoints are pruned after the new one is durable; a
 // pruning failure is logged and reported to Hooks.OnError, not returned.
