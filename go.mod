@@ -3,6 +3,7 @@ module github.com/gocheckpoint/checkpoint
 go 1.26
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-cmp v0.7.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/klauspost/compress v1.20.3
@@ -10,7 +11,4 @@ require (
 	golang.org/x/sys v0.47.0
 )
 
-require (
-	github.com/go-json-experiment/json v1.27.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.5 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
