@@ -145,6 +145,7 @@ func (s *suite) cases() []testCase {
 	cs = append(cs, s.listCases()...)
 	cs = append(cs, s.subCases()...)
 	cs = append(cs, s.lockCases()...)
+	cs = append(cs, s.storeCases()...)
 	return cs
 }
 
