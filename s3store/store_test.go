@@ -1,11 +1,16 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -94,4 +99,76 @@ func TestStoreOnS3RefusesSavesAfterLosingTheLease(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrLocked)
 	err = s.Close()
 	require.True(t, err == nil || errors.Is(err, checkpoint.ErrLocked), "%v", err)
+}
+
+// A prefix is any UTF-8 text: every request that names a key reaches the
+// object under it, CopyObject too, whose x-amz-copy-source carries the
+// key URL-encoded (a '+' sent as is would be read as a space). So under a
+// prefix of '+', spaces, '%', '~', '&', '=' and non-ASCII letters a store
+// saves, prunes, moves a damaged object aside, writes side files and holds
+// sessions, which fork.
+func TestStoreKeepsItsPromisesUnderAPrefixOfAnyCharacters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for i, prefix := range []string{"runs+1", "a b/c+d", "100%/%2B", "ünïcödé/日本", "x~y", "a&b=c?d#e", "+ %~&=ü/+"} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, err := openStore(t, f, prefix, checkpoint.KeepLast(2))
+			require.NoError(t, err)
+			require.Equal(t, "s3://"+f.bucket+"/"+prefix+"/", s.Dir())
+			for step := int64(1); step <= 3; step++ {
+				_, err := s.Save(ctx, step, state{Step: step})
+				require.NoError(t, err)
+			}
+			garbage := []byte(`{"format":2,"step":4,`)
+			_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(prefix + "/step_00000004.json"), Body: bytes.NewReader(garbage)})
+			require.NoError(t, err)
+			_, err = s.Save(ctx, 4, state{Step: 4})
+			require.NoError(t, err, "the damaged object at step 4 is moved aside")
+			out, err := f.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: aws.String(prefix + "/step_00000004.json.corrupt")})
+			require.NoError(t, err)
+			moved, err := io.ReadAll(out.Body)
+			out.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, garbage, moved)
+			require.NoError(t, s.WriteJSON(ctx, "result.json", map[string]int{"steps": 4}))
+			require.NoError(t, s.Close())
+
+			r, err := openStore(t, f, prefix, checkpoint.ReadOnly())
+			require.NoError(t, err)
+			defer r.Close()
+			infos, err := r.List(ctx)
+			require.NoError(t, err)
+			var steps []int64
+			for _, in := range infos {
+				steps = append(steps, in.Step)
+			}
+			require.Equal(t, []int64{3, 4}, steps, "KeepLast(2) pruned")
+			var result map[string]int
+			require.NoError(t, r.ReadJSON(ctx, "result.json", &result))
+			require.Equal(t, 4, result["steps"])
+
+			b, err := New(f.client, f.bucket, prefix+"/sessions", LeaseTTL(testTTL))
+			require.NoError(t, err)
+			root, err := checkpoint.OpenSessionsBackend(b)
+			require.NoError(t, err)
+			defer root.Close()
+			sess, err := root.New(ctx, nil)
+			require.NoError(t, err)
+			st, err := checkpoint.OpenSession[state](root, sess.ID)
+			require.NoError(t, err)
+			for step := int64(1); step <= 2; step++ {
+				_, err := st.Save(ctx, step, state{Step: step})
+				require.NoError(t, err)
+			}
+			require.NoError(t, st.Close())
+			fork, err := root.Fork(ctx, sess.ID, 1, nil)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), fork.LastStep)
+			list, err := root.List(ctx)
+			require.NoError(t, err)
+			require.Len(t, list, 2)
+		})
+	}
 }

@@ -91,6 +91,10 @@ func newClient(ctx context.Context) (*s3.Client, error) {
 
 // parseLocation splits s3://bucket/prefix into the bucket and the key
 // prefix ("" for the bucket's root, without a trailing slash otherwise).
+// The prefix is the key prefix byte for byte, not URL-decoded (as the AWS
+// CLI reads s3:// URLs): s3://b/runs+1 is the prefix "runs+1/". Whether it
+// is a valid prefix (no empty, "." or ".." segment) is s3store.New's to
+// say.
 func parseLocation(loc string) (bucket, prefix string, err error) {
 	rest, ok := strings.CutPrefix(loc, "s3://")
 	if !ok {
@@ -100,9 +104,6 @@ func parseLocation(loc string) (bucket, prefix string, err error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	if !ok || bucket == "" {
 		return "", "", fmt.Errorf("%w: %s: want s3://BUCKET/PREFIX", checkpoint.ErrInvalid, loc)
-	}
-	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "//") {
-		return "", "", fmt.Errorf("%w: %s: the prefix has an empty segment", checkpoint.ErrInvalid, loc)
 	}
 	return bucket, prefix, nil
 }

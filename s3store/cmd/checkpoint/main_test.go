@@ -171,7 +171,9 @@ func TestMissingBucketAndBadLocationsAreNamed(t *testing.T) {
 	require.Contains(t, r.stderr, "s3://no-such-bucket-9f3a/runs/")
 	require.Contains(t, r.stderr, "NoSuchBucket")
 
-	for _, loc := range []string{"s3://", "s3:///runs", "s3://bucket//runs"} {
+	// A prefix that would leave its parent is refused, never cleaned into
+	// another one (runs/.. is not the bucket's root).
+	for _, loc := range []string{"s3://", "s3:///runs", "s3://bucket//runs", "s3://bucket/runs/..", "s3://bucket/runs/../other", "s3://bucket/./runs"} {
 		r = run(t, "ls", loc)
 		require.Equal(t, 2, r.code, loc)
 		require.Contains(t, r.stderr, loc, loc)
@@ -182,6 +184,8 @@ func TestParseLocation(t *testing.T) {
 	t.Parallel()
 	for loc, want := range map[string][2]string{
 		"s3://b": {"b", ""}, "s3://b/": {"b", ""}, "s3://b/runs/42": {"b", "runs/42"}, "s3://b/runs/42/": {"b", "runs/42"}, "S3://b/p": {"b", "p"},
+		// The prefix is the key's bytes, not URL-decoded.
+		"s3://b/runs+1/a b/100%2B/ü": {"b", "runs+1/a b/100%2B/ü"},
 	} {
 		bucket, prefix, err := parseLocation(loc)
 		require.NoError(t, err, loc)
