@@ -173,7 +173,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	s.cache(o, h)
 	if s.listed != nil {
-		s.listed[name] = true
+		s.listed[name] = o.Version
 	}
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
@@ -352,7 +352,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if s.listed != nil && !s.listed[n] || skip&(1<<c) != 0 { // see remote
+			if _, ok := s.listed[n]; s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)
@@ -397,8 +397,8 @@ func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write f
 		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries {
 			return name, o, err
 		}
-		if s.listed != nil {
-			s.listed[name] = true
+		if _, ok := s.listed[name]; s.listed != nil && !ok {
+			s.listed[name] = "" // of unknown Version: freeName stats it
 		}
 		if name, err = s.freeName(ctx, fn); err != nil {
 			return name, Object{}, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,4 +172,44 @@ func TestStoreKeepsItsPromisesUnderAPrefixOfAnyCharacters(t *testing.T) {
 			require.Len(t, list, 2)
 		})
 	}
+}
+
+// A writer's first write of the rolling file or a side file is a
+// create-if-absent where it listed no object at Open, and If-Match on the
+// listed ETag where it listed one: another program's PUT there after
+// Open is ErrConflict, and its object stays as it is.
+func TestFirstWritesAfterOpenDoNotOverwriteAnotherProgramsObjects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	put := func(key, body string) {
+		t.Helper()
+		_, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(key), Body: strings.NewReader(body)})
+		require.NoError(t, err)
+	}
+	get := func(key string) string {
+		t.Helper()
+		out, err := f.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: aws.String(key)})
+		require.NoError(t, err)
+		defer out.Body.Close()
+		p, err := io.ReadAll(out.Body)
+		require.NoError(t, err)
+		return string(p)
+	}
+	put("run/kept.json", `"before Open"`)
+	put("run/result.json", `"before Open"`)
+	s, err := openStore(t, f, "run", checkpoint.Every(10), checkpoint.WithRolling())
+	require.NoError(t, err)
+	defer s.Close()
+	put("run/step_last.json", `"another program's"`)
+	put("run/result.json", `"another program's"`)
+
+	_, _, err = s.Tick(ctx, 1, state{Step: 1})
+	require.ErrorIs(t, err, checkpoint.ErrConflict, "the rolling file put after Open")
+	require.ErrorIs(t, s.WriteJSON(ctx, "result.json", 1), checkpoint.ErrConflict, "a side file rewritten after Open")
+	require.Equal(t, `"another program's"`, get("run/step_last.json"))
+	require.Equal(t, `"another program's"`, get("run/result.json"))
+	require.NoError(t, s.WriteJSON(ctx, "kept.json", 2), "unchanged since Open")
+	require.NoError(t, s.WriteJSON(ctx, "fresh.json", 3), "absent at Open and since")
+	require.Equal(t, "2\n", get("run/kept.json"))
 }
