@@ -65,7 +65,9 @@
 // Expiry is judged without trusting any other machine's clock. A
 // contender takes a lease over only when it has seen the same ETag for a
 // full TTL by its own monotonic clock, and then with If-Match on that
-// ETag, so a renewal in between defeats it. Lock returns ErrLocked at once
+// ETag, so a renewal in between defeats it. The TTL is the one the holder
+// wrote in the lease (its LeaseTTL; DefaultLeaseTTL for a lease without
+// one), not the contender's own. Lock returns ErrLocked at once
 // when the server's own clock (its Date header minus the lease's
 // Last-Modified, whole seconds) says the lease was renewed less than a TTL
 // minus one second ago; otherwise it watches the lease for up to one TTL,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -226,4 +227,23 @@ func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
 	var infos []checkpoint.Info
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 2)
+}
+
+// The tool judges a running writer's lease by the writer's LeaseTTL, not
+// by its own default: what it says of the lease is the writer's TTL.
+func TestLockedStoreIsReportedWithTheWritersLeaseTTL(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := withBucket(t)
+	b, err := s3store.New(client, bucket, "runs/1", s3store.LeaseTTL(time.Second))
+	require.NoError(t, err)
+	st, err := checkpoint.OpenBackend[game](b)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.Save(ctx, 1, game{Turn: 1})
+	require.NoError(t, err)
+	loc := "s3://" + bucket + "/runs/1"
+	r := run(t, "gc", loc)
+	require.Equal(t, 4, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, loc+" is open by a running writer")
+	require.Contains(t, r.stderr, "it expires when it has gone 1s without renewal")
 }
