@@ -247,3 +247,16 @@ func TestLockedStoreIsReportedWithTheWritersLeaseTTL(t *testing.T) {
 	require.Contains(t, r.stderr, loc+" is open by a running writer")
 	require.Contains(t, r.stderr, "it expires when it has gone 1s without renewal")
 }
+
+// The usage of this build says that it reads s3:// locations, beside
+// directories, and how it reaches them.
+func TestUsageSaysItReadsS3Locations(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {}} {
+		r := run(t, args...)
+		out := r.stdout + r.stderr
+		require.Contains(t, out, "checkpoint inspects and maintains checkpoint directories and the stores at s3:// locations\n")
+		require.Contains(t, out, "DIR may be s3://BUCKET/PREFIX")
+		require.Contains(t, out, "AWS_ENDPOINT_URL_S3")
+		require.Contains(t, out, "DIR is a store's directory or a root of sessions.")
+	}
+}
