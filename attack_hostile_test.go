@@ -112,15 +112,34 @@ func TestAttackSomethingAtTheFinalNameAtPublish(t *testing.T) {
 				for _, n := range dirNames(t, dir) {
 					require.False(t, strings.Contains(n, tempMarker), "temporary file %s left", n)
 				}
-				if !rolling || what == "dir" {
-					// A numbered checkpoint never replaces; a directory cannot be replaced by a file.
+				switch {
+				case what == "dir" || what == "fifo" && !rolling:
+					// Not a regular file: an error saying so, and left
+					// where it is (a directory cannot be replaced by a
+					// file).
 					require.Error(t, err)
+					require.False(t, fi.Mode().IsRegular())
+				case !rolling:
+					// A numbered checkpoint never replaces. What was put
+					// at the name between the save's look and its publish
+					// is looked at as if it had been there before: a
+					// symlink, or a file that is no checkpoint, is moved
+					// aside as it is, and the step saves.
+					require.NoError(t, err)
+					require.True(t, fi.Mode().IsRegular())
+					q, err := os.Lstat(filepath.Join(dir, target+".corrupt"))
+					require.NoError(t, err)
 					if what == "file" {
-						b, _ := os.ReadFile(filepath.Join(dir, target))
+						b, err := os.ReadFile(filepath.Join(dir, target+".corrupt"))
+						require.NoError(t, err)
 						require.Equal(t, "theirs", string(b))
+					} else {
+						require.NotZero(t, q.Mode()&os.ModeSymlink, "the link is moved, not its target")
 					}
-					require.NotEqual(t, fi.Mode().IsRegular() && what != "file", true)
-				} else {
+					got, _, err := s.Load(ctx, 2)
+					require.NoError(t, err)
+					require.Equal(t, 2, got)
+				default:
 					// The rolling file replaces what is at its name
 					// (rename over it); the result must be our file.
 					require.NoError(t, err)

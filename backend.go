@@ -48,7 +48,11 @@ import (
 // removed since: it holds the lock, so no other writer's object is visible
 // (see Lock). A save there is one Create (one PUT), and pruning after a
 // save one Remove. An object put under the store by anything but the lock
-// holder is seen by the next Open.
+// holder is seen by the next Open, or when a write runs into it: a Create
+// of its name that fails with ErrExists makes the store look at it (a
+// damaged one is moved aside, see Store.Save), and the store's first
+// Replace of a name is conditional on what it listed there at Open
+// (NoObject if nothing), so another program's object is ErrConflict.
 type Backend interface {
 	// Create writes a new object called name with the bytes write
 	// produces. If name exists, or another writer creates it first, it

@@ -262,7 +262,8 @@ func (s *Store[T]) stillCached(ctx context.Context, name, saved string) bool {
 	case !ok:
 		return false
 	case s.listed != nil: // see remote
-		return s.listed[name]
+		_, ok := s.listed[name]
+		return ok
 	case name == saved:
 		return c.obj.Version != ""
 	}

@@ -169,3 +169,43 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	_, _, err = rs.Tick(ctx, 4, 4)
 	require.NoError(t, err)
 }
+
+// TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed: on a remote
+// backend a writer's first write of the rolling file or a side file is
+// conditional too, on what it listed at Open: If-None-Match (NoObject)
+// where it listed nothing, the listed Version where it listed one. Another
+// program's object put there, or rewritten, after Open is ErrConflict and
+// left as it is; an object that nobody touched since Open is replaced.
+func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, name := range []string{"result.json", "kept.json"} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(`"before Open"`), 0o644))
+	}
+	s, err := OpenBackend[int](newCountingBackend(t, dir), NoSync(), Every(10), WithRolling())
+	require.NoError(t, err)
+	defer s.Close()
+	other, err := OpenDir(dir, NoSync())
+	require.NoError(t, err)
+	defer other.Close()
+	foreign := func(w io.Writer) error { _, err := w.Write([]byte(`"another program's"`)); return err }
+	_, err = other.Create(ctx, "step_last.json", foreign)
+	require.NoError(t, err)
+	_, err = other.Replace(ctx, "result.json", "", foreign)
+	require.NoError(t, err)
+
+	_, _, err = s.Tick(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrConflict, "the rolling file put after Open")
+	require.ErrorIs(t, s.WriteJSON(ctx, "result.json", 1), ErrConflict, "a side file rewritten after Open")
+	for _, name := range []string{"step_last.json", "result.json"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, `"another program's"`, string(got), name)
+	}
+	require.NoError(t, s.WriteJSON(ctx, "kept.json", 2), "unchanged since Open")
+	require.NoError(t, s.WriteJSON(ctx, "fresh.json", 3), "absent at Open and since")
+	var v int
+	require.NoError(t, s.ReadJSON(ctx, "kept.json", &v))
+	require.Equal(t, 2, v)
+}

@@ -166,14 +166,14 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	if fn.kind == KindRolling {
 		o, err = s.replace(ctx, name, write)
 	} else {
-		o, err = s.b.Create(ctx, name, write)
+		name, o, err = s.create(ctx, fn, name, write)
 	}
 	if err != nil {
 		return fail(err)
 	}
 	s.cache(o, h)
 	if s.listed != nil {
-		s.listed[name] = true
+		s.listed[name] = o.Version
 	}
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
@@ -352,7 +352,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if s.listed != nil && !s.listed[n] || skip&(1<<c) != 0 { // see remote
+			if _, ok := s.listed[n]; s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)
@@ -373,6 +373,36 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			return name, nil
 		}
 		fn.attempt++
+	}
+}
+
+// maxTakenRetries bounds how often create looks again at a name that
+// Create found taken: each round is caused by an object put there since
+// the look before, which only another program does.
+const maxTakenRetries = 3
+
+// create publishes the checkpoint fn under name, which freeName chose. If
+// Create finds the name taken after all, the object there is looked at as
+// freeName looks at one (moved aside if provably damaged; for an error
+// checkpoint, the next attempt's name is taken) and the Create is tried
+// again. freeName can miss an object: a writer on a remote backend trusts
+// what it listed at Open (see remote), and anything put under the store
+// since (another program's PUT, a paused writer's late one) is unknown
+// to it until a Create runs into it. Without this a damaged object there
+// would block its step forever, where the local directory, which freeName
+// stats, moves it aside. It returns the name published.
+func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error) (string, Object, error) {
+	for retried := 0; ; retried++ {
+		o, err := s.b.Create(ctx, name, write)
+		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries {
+			return name, o, err
+		}
+		if _, ok := s.listed[name]; s.listed != nil && !ok {
+			s.listed[name] = "" // of unknown Version: freeName stats it
+		}
+		if name, err = s.freeName(ctx, fn); err != nil {
+			return name, Object{}, err
+		}
 	}
 }
 

@@ -16,6 +16,12 @@ import (
 // config.json. name is a plain file name of [A-Za-z0-9._-], ending in .json,
 // not starting with a dot, not a checkpoint name of the store's layout, and
 // not session.json (the metadata of a session: see Sessions.SetMeta).
+//
+// On a backend other than the local directory (object storage) the write
+// is conditional on the object the store last saw under name: the one it
+// wrote, or the one it listed at Open, or none (a create-if-absent).
+// Another program's object written there since is an error wrapping
+// ErrConflict, and is left as it is; the next WriteJSON replaces it.
 func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 	if err := s.cfg.layout.sideName(name); err != nil {
 		return s.failed(opError("write json", name, err))
@@ -88,18 +94,41 @@ func (s *Store[T]) readJSON(ctx context.Context, name string, v any) error {
 
 // replace writes the object name (the rolling file or a side file) through
 // Backend.Replace, on the condition that it is still the object this store
-// last wrote there, if it wrote one since Open: another writer's object
-// there (on object storage, one written by a writer whose lease had
-// expired, or by the one that took it over) is ErrConflict, not
+// last saw there (see expected): another writer's object there (on object
+// storage, one written by a writer whose lease had expired, or by the one
+// that took it over, or by another program) is ErrConflict, not
 // overwritten. A failed replacement may or may not have taken effect (a
 // directory sync or a response lost), so the next one is unconditional.
 // The caller holds the write lock.
 func (s *Store[T]) replace(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
-	o, err := s.b.Replace(ctx, name, s.written[name], write)
+	o, err := s.b.Replace(ctx, name, s.expected(name), write)
 	if err != nil {
-		delete(s.written, name)
+		s.written[name] = "" // unconditional next time
 		return Object{}, err
 	}
 	s.written[name] = o.Version
+	if s.listed != nil {
+		s.listed[name] = o.Version
+	}
 	return o, nil
+}
+
+// expected returns the ifVersion of the next replacement of name: the
+// Version this store wrote there last; before its first write there, on
+// a remote backend, the Version it listed at Open, or NoObject if it
+// listed none (a create-if-absent: another program's object put there
+// since Open is not overwritten); on the local directory, "" (the writer
+// lock keeps other writers out, and the directory is not listed at Open).
+// The caller holds the write lock.
+func (s *Store[T]) expected(name string) string {
+	if v, ok := s.written[name]; ok {
+		return v
+	}
+	if s.listed != nil {
+		if v, ok := s.listed[name]; ok {
+			return v
+		}
+		return NoObject
+	}
+	return ""
 }

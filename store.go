@@ -32,14 +32,16 @@ type Store[T any] struct {
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
 	imu sync.Mutex // serialises writes of the index (see writeIndex)
-	// written (guarded by wmu) holds the Version of each object this
-	// store replaced (the rolling file, side files), so that the next
-	// replacement is conditional on it (see replace).
+	// written (guarded by wmu) holds, for each object this store
+	// replaced (the rolling file, side files), the Version the next
+	// replacement is conditional on (see replace): the one written, ""
+	// after a failed replacement (unconditional), NoObject once removed.
 	written map[string]string
 	// listed (guarded by wmu), for a writer on a remote backend (see
-	// remote), holds the names of the backend's objects: listed at Open,
-	// then kept up to date by the writer's own creations and removals.
-	listed map[string]bool
+	// remote), holds the names of the backend's objects and their
+	// Versions ("" where unknown): listed at Open, then kept up to date
+	// by the writer's own writes and removals.
+	listed map[string]string
 	// scanned (guarded by wmu) records that a prune has read the whole
 	// directory into the header cache: later prunes after a save judge
 	// from the cache (see pruneFromCache).
@@ -177,9 +179,9 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 			s.Close()
 			return nil, opError("open", s.dir, err)
 		}
-		s.listed = make(map[string]bool, len(objs))
+		s.listed = make(map[string]string, len(objs))
 		for _, o := range objs {
-			s.listed[o.Name] = true
+			s.listed[o.Name] = o.Version
 		}
 	}
 	if cfg.async {
@@ -341,7 +343,8 @@ func (s *Store[T]) remote() bool {
 // write lock.
 func (s *Store[T]) exists(ctx context.Context, name string) bool {
 	if s.listed != nil {
-		return s.listed[name]
+		_, ok := s.listed[name]
+		return ok
 	}
 	_, err := s.b.Stat(ctx, name)
 	return err == nil

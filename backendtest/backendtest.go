@@ -44,6 +44,12 @@
 //   - Lock excludes a second Lock on the holder's own handle as well as on
 //     another handle, and each child store has a lock of its own.
 //
+// Run also opens a checkpoint.Store on the backend for the promises the
+// store keeps alike on every backend as long as the backend tells it the
+// truth: a damaged object put at a step's name by another handle after
+// the store opened is moved aside by a Save of that step, and an intact
+// one is never (SaveMovesDamageAtItsNameAside).
+//
 // What the suite does not check, because it cannot without the backend's
 // help: durability after a crash or power loss (the contract's "crash at
 // any instant" and NoSync), that a writer which lost its lease cannot
@@ -145,6 +151,7 @@ func (s *suite) cases() []testCase {
 	cs = append(cs, s.listCases()...)
 	cs = append(cs, s.subCases()...)
 	cs = append(cs, s.lockCases()...)
+	cs = append(cs, s.storeCases()...)
 	return cs
 }
 

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -82,19 +82,25 @@ type objectKey struct{ name, etag string }
 
 // New returns a Backend storing objects in bucket under prefix (a key
 // prefix such as "runs/42"; a "/" is added if missing; "" is the bucket's
-// root). The caller builds client (region, endpoint, credentials) the
-// usual AWS way, for example with config.LoadDefaultConfig and
-// s3.NewFromConfig; S3-compatible servers usually need UsePathStyle. New
-// sends no request.
+// root). The prefix is taken as it is, byte for byte (any UTF-8, such as
+// "runs+1/a b"), except that it is a path of segments that stays below its
+// parent: a prefix that starts with "/", or has an empty, "." or ".."
+// segment ("a//b", "runs/..", "runs/../other") is refused with an error
+// wrapping checkpoint.ErrInvalid, as a name outside an os.Root is, rather
+// than cleaned to another prefix. The caller builds client (region,
+// endpoint, credentials) the usual AWS way, for example with
+// config.LoadDefaultConfig and s3.NewFromConfig; S3-compatible servers
+// usually need UsePathStyle. New sends no request.
 func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, error) {
+	loc := "s3://" + bucket + "/" + prefix
 	if client == nil {
-		return nil, fmt.Errorf("s3store: new: nil client: %w", checkpoint.ErrInvalid)
+		return nil, fail("new", loc, checkpoint.ErrInvalid, errors.New("nil client"))
 	}
 	if bucket == "" || strings.ContainsAny(bucket, "/") {
-		return nil, fmt.Errorf("s3store: new: bucket %q is not a bucket name: %w", bucket, checkpoint.ErrInvalid)
+		return nil, fail("new", loc, checkpoint.ErrInvalid, fmt.Errorf("bucket %q is not a bucket name", bucket))
 	}
-	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "//") {
-		return nil, fmt.Errorf("s3store: new: prefix %q starts with a slash or has an empty segment: %w", prefix, checkpoint.ErrInvalid)
+	if err := checkPrefix(prefix); err != nil {
+		return nil, fail("new", loc, checkpoint.ErrInvalid, err)
 	}
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
@@ -108,6 +114,30 @@ func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, er
 	return &Backend{client: client, bucket: bucket, prefix: prefix, cfg: cfg, gens: make(map[objectKey]uint64)}, nil
 }
 
+// checkPrefix refuses a key prefix that is not a path below its parent:
+// a leading "/", an empty, "." or ".." segment, or bytes that are not
+// UTF-8 (which no S3 key holds). One trailing "/" is allowed.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return nil
+	}
+	if !utf8.ValidString(prefix) {
+		return fmt.Errorf("prefix %q is not UTF-8", prefix)
+	}
+	if strings.HasPrefix(prefix, "/") {
+		return fmt.Errorf("prefix %q starts with a slash", prefix)
+	}
+	for seg := range strings.SplitSeq(strings.TrimSuffix(prefix, "/"), "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("prefix %q has an empty segment", prefix)
+		case ".", "..":
+			return fmt.Errorf("prefix %q has a %q segment: a prefix stays below its parent", prefix, seg)
+		}
+	}
+	return nil
+}
+
 // Locate returns the URL of the object name, s3://bucket/prefix/name, or of
 // the backend itself for "".
 func (b *Backend) Locate(name string) string {
@@ -119,16 +149,25 @@ func (b *Backend) key(name string) string { return b.prefix + name }
 // checkName refuses a name outside the contract's alphabet, and the lease
 // object's name.
 func (b *Backend) checkName(op, name string) error {
+	if err := nameProblem(name); err != nil {
+		return fail(op, b.Locate(name), checkpoint.ErrInvalid, err)
+	}
+	return b.checkOpen(op, name)
+}
+
+// nameProblem says why name is not the name of an object or a child store
+// (nil if it is one).
+func nameProblem(name string) error {
 	if name == "" || name == "." || name == ".." || name == leaseName || name == markerName {
-		return fail(op, b.Locate(name), checkpoint.ErrInvalid, fmt.Errorf("name %q is reserved or empty", name))
+		return fmt.Errorf("name %q is reserved or empty", name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fail(op, b.Locate(name), checkpoint.ErrInvalid, fmt.Errorf("name %q has %q: names are [A-Za-z0-9._-]", name, c))
+			return fmt.Errorf("name %q has %q: names are [A-Za-z0-9._-]", name, c)
 		}
 	}
-	return b.checkOpen(op, name)
+	return nil
 }
 
 func (b *Backend) checkOpen(op, name string) error {
@@ -405,14 +444,23 @@ func (b *Backend) listAll(ctx context.Context) (objs []checkpoint.Object, childr
 }
 
 // Children returns the names of the child stores: the common prefixes
-// under the prefix (ListObjectsV2 with delimiter "/").
+// under the prefix (ListObjectsV2 with delimiter "/") whose names Sub
+// takes. A key put by something else may make a common prefix that is no
+// child store's ("..", "a b", ""): it is left out, so that no caller
+// builds a prefix outside the store from it.
 func (b *Backend) Children(ctx context.Context) ([]string, error) {
 	if err := b.checkOpen("children", ""); err != nil {
 		return nil, err
 	}
-	_, children, err := b.listAll(ctx)
+	_, all, err := b.listAll(ctx)
 	if err != nil {
 		return nil, requestError("children", b.Locate(""), nil, err)
+	}
+	children := all[:0]
+	for _, name := range all {
+		if nameProblem(name) == nil {
+			children = append(children, name)
+		}
 	}
 	return children, nil
 }
@@ -610,14 +658,30 @@ func (b *Backend) removeRenamed(ctx context.Context, loc, from string) error {
 	return nil
 }
 
-// copySource is CopyObject's x-amz-copy-source: bucket/key, URL-escaped
-// segment by segment.
+// copySource is CopyObject's x-amz-copy-source: bucket/key, URL-encoded
+// as S3 reads it: every byte of the key but the unreserved characters of
+// RFC 3986 (A-Z a-z 0-9 - . _ ~) and the slashes between its segments is
+// percent-encoded (the UriEncode of Signature Version 4). url.PathEscape
+// is not that encoding: it keeps '+', which S3 decodes as a space, and
+// '&', '=', '$', ... A bucket name has none of these.
 func copySource(bucket, key string) string {
-	segs := strings.Split(key, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(bucket) + 1 + 3*len(key))
+	b.WriteString(bucket)
+	b.WriteByte('/')
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9',
+			c == '-', c == '.', c == '_', c == '~', c == '/':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
 	}
-	return bucket + "/" + strings.Join(segs, "/")
+	return b.String()
 }
 
 // Close stops renewing the lease if Lock holds it (it then expires after

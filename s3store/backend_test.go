@@ -356,6 +356,53 @@ func TestSubIsAPrefixAndLocateNamesIt(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 }
 
+// A prefix is a path that stays below its parent: one that starts with a
+// slash, or has an empty, "." or ".." segment, is ErrInvalid naming it,
+// never cleaned into another prefix (runs/.. into the bucket's root,
+// runs/../other into other/). Any other UTF-8 is a prefix as it is.
+func TestPrefixThatLeavesItsParentIsInvalid(t *testing.T) {
+	t.Parallel()
+	client := s3.New(s3.Options{Region: "us-east-1"}) // New sends nothing
+	for _, prefix := range []string{"/", "/runs", "runs//x", "runs/..", "runs/../", "runs/../other", "..", ".", "./runs", "runs/./x", "a/b/../../..", "runs/\xff"} {
+		_, err := New(client, "b", prefix)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", prefix)
+		require.Contains(t, err.Error(), "s3://b/"+prefix, "the error names the location")
+	}
+	for _, prefix := range []string{"", "runs", "runs/", "runs/42", "...", "..a/b..", ".hidden/x", "runs+1/a b/100%/ünï~&=c"} {
+		b, err := New(client, "b", prefix)
+		require.NoError(t, err, "%q", prefix)
+		want := prefix
+		if want != "" && !strings.HasSuffix(want, "/") {
+			want += "/"
+		}
+		require.Equal(t, "s3://b/"+want, b.Locate(""), "%q is taken as it is", prefix)
+	}
+}
+
+// Children names only child stores that Sub opens: a common prefix made by
+// a key that something else put ("../x", "a b/x", "./y") is no child
+// store's name, so nothing builds a prefix outside the store from it.
+func TestChildrenAreNamesSubTakes(t *testing.T) {
+	f, b, ctx := setup(t, "root")
+	for _, key := range []string{"root/../x", "root/a b/x", "root/./y", "root/ok/z"} {
+		_, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(key), Body: bytes.NewReader(nil)})
+		if err != nil {
+			t.Logf("the server refuses the key %q: %v", key, err)
+		}
+	}
+	children, err := b.Children(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ok"}, children)
+}
+
+// CopyObject's x-amz-copy-source is the key URL-encoded as S3 decodes it:
+// every byte but A-Z a-z 0-9 - . _ ~ and the slashes, '+' included (S3
+// reads a bare '+' as a space).
+func TestCopySourceEncodesTheKeyAsS3DecodesIt(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "bkt/runs%2B1/a%20b/100%25/%C3%BC~%26%3D%3F%23/x-y_z.json", copySource("bkt", "runs+1/a b/100%/ü~&=?#/x-y_z.json"))
+}
+
 func TestSubWithCreateIsListedBeforeItsFirstWrite(t *testing.T) {
 	_, b, ctx := setup(t, "root")
 	_, err := b.Sub(ctx, "lazy", false)

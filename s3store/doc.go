@@ -3,10 +3,16 @@
 // prefix, for checkpoint.OpenBackend.
 //
 //	cfg, err := config.LoadDefaultConfig(ctx) // AWS_REGION, AWS_ENDPOINT_URL_S3, credentials...
-//	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+//	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = o.BaseEndpoint != nil })
 //	b, err := s3store.New(client, "my-bucket", "runs/42")
 //	store, err := checkpoint.OpenBackend[State](b) // takes the lease
 //	defer store.Close()                            // releases it
+//
+// Path-style addressing (endpoint/bucket/key) is for an S3-compatible
+// server named by an endpoint (AWS_ENDPOINT_URL_S3: MinIO, versitygw),
+// which usually has no DNS name per bucket; AWS S3 itself is addressed
+// the SDK's default way, by virtual host (bucket.s3.region.amazonaws.com),
+// and deprecates path style. The command-line tool does the same.
 //
 // A store's checkpoints are the objects directly under the prefix, named
 // as in a local directory (runs/42/step_00000042.json); a child store
@@ -65,7 +71,9 @@
 // Expiry is judged without trusting any other machine's clock. A
 // contender takes a lease over only when it has seen the same ETag for a
 // full TTL by its own monotonic clock, and then with If-Match on that
-// ETag, so a renewal in between defeats it. Lock returns ErrLocked at once
+// ETag, so a renewal in between defeats it. The TTL is the one the holder
+// wrote in the lease (its LeaseTTL; DefaultLeaseTTL for a lease without
+// one), not the contender's own. Lock returns ErrLocked at once
 // when the server's own clock (its Date header minus the lease's
 // Last-Modified, whole seconds) says the lease was renewed less than a TTL
 // minus one second ago; otherwise it watches the lease for up to one TTL,

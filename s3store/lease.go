@@ -23,13 +23,15 @@ import (
 	"github.com/gocheckpoint/checkpoint"
 )
 
-// leaseDoc is the lease object's JSON. Only Generation, Released and
-// Sealed decide anything; Holder, Renewed (the holder's wall clock) and
-// TTLMillis tell people and contenders who holds it and how long it lives.
+// leaseDoc is the lease object's JSON. Generation, Released, Sealed and
+// TTLMillis decide things; Holder and Renewed (the holder's wall clock)
+// tell people who holds it.
 type leaseDoc struct {
 	Generation uint64 `json:"generation"`
 	Holder     string `json:"holder"`
-	TTLMillis  int64  `json:"ttl_ms"`
+	// TTLMillis is the holder's LeaseTTL: every contender judges the lease
+	// by it (see ttl), whatever its own.
+	TTLMillis int64 `json:"ttl_ms"`
 	// Renewed is the holder's wall clock at its last renewal: for people
 	// reading the object. Nobody judges expiry by it.
 	Renewed  time.Time `json:"renewed"`
@@ -42,6 +44,20 @@ type leaseDoc struct {
 	// its last renewal, to their ETags: a reader knows their generation
 	// without a HeadObject (and the next takeover too).
 	Written map[string]string `json:"written,omitempty"`
+}
+
+// ttl returns the TTL the lease is judged by: the one its holder wrote,
+// which its renewals keep to, so that a contender takes over a dead
+// writer's lease when that writer's deadline has passed, not its own
+// default's (a writer with LeaseTTL(5s) is replaced after 5 to 10 s by a
+// tool that uses 30 s). A lease without one (written by hand, or by
+// another program) is judged by DefaultLeaseTTL; one below the least
+// LeaseTTL takes, by that least (one second).
+func (d leaseDoc) ttl() time.Duration {
+	if d.TTLMillis <= 0 {
+		return DefaultLeaseTTL
+	}
+	return max(time.Duration(d.TTLMillis)*time.Millisecond, minLeaseTTL)
 }
 
 // maxLeaseSize bounds the lease object a backend reads: its sealed and
@@ -210,7 +226,7 @@ func (b *Backend) Lock(ctx context.Context) (unlock func() error, err error) {
 			}
 			return unlock, err
 		}
-		ttl := max(b.cfg.ttl, time.Duration(st.doc.TTLMillis)*time.Millisecond)
+		ttl := st.doc.ttl()
 		b.mu.Lock()
 		if b.seen.etag != st.etag {
 			b.seen.etag, b.seen.at = st.etag, time.Now()

@@ -110,6 +110,42 @@ func TestLeaseOfADeadWriterIsTakenOverAfterItsTTL(t *testing.T) {
 	require.NoError(t, unlockB())
 }
 
+// A lease is judged by the TTL its holder wrote in it, not by the
+// contender's own: a contender with the default 30 s TTL reports a 1 s
+// writer's lease as expiring after 1 s, and takes it over once it has seen
+// it unchanged for 1 s. A lease without a TTL is judged by the default.
+func TestLeaseIsJudgedByTheTTLItsHolderWrote(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a, b := f.backend("run", LeaseTTL(time.Second)), f.backend("run") // DefaultLeaseTTL
+	ctx := context.Background()
+	unlockA, err := a.Lock(ctx)
+	require.NoError(t, err)
+	defer unlockA()
+	_, err = b.Lock(ctx) // a renews every third of a second
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Contains(t, err.Error(), "it expires when it has gone 1s without renewal")
+
+	die(a)
+	st, _, err := b.readLease(ctx, "")
+	require.NoError(t, err)
+	// b has watched the dead writer's last lease for longer than its TTL
+	// (the wait itself is TestLeaseOfADeadWriterIsTakenOverAfterItsTTL's).
+	b.mu.Lock()
+	b.seen.etag, b.seen.at = st.etag, time.Now().Add(-1100*time.Millisecond)
+	b.mu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	unlockB, err := b.Lock(lctx)
+	require.NoError(t, err, "a 1 s lease unchanged for 1.1 s has expired, whatever b's own TTL")
+	require.Equal(t, uint64(2), generationOf(b))
+	require.NoError(t, unlockB())
+
+	require.Equal(t, DefaultLeaseTTL, leaseDoc{Generation: 1}.ttl(), "a lease without a TTL")
+	require.Equal(t, time.Second, leaseDoc{Generation: 1, TTLMillis: 5}.ttl(), "a TTL below LeaseTTL's least")
+	require.Equal(t, 5*time.Second, leaseDoc{Generation: 1, TTLMillis: 5000}.ttl())
+}
+
 func TestReleasedLeaseIsTakenAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

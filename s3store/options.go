@@ -30,17 +30,23 @@ type config struct {
 	maxLease int64
 }
 
+// minLeaseTTL is the shortest TTL LeaseTTL takes.
+const minLeaseTTL = time.Second
+
 // LeaseTTL sets how long the single-writer lease lives without a renewal
-// (default DefaultLeaseTTL, at least one second). The holder renews it every
-// third of d, and counts it valid until d minus a tenth after the start of
-// its last successful renewal; a contender takes it over only after it has
-// seen the lease unchanged for d by its own clock. So a writer that died is
-// replaced after about d to 2d, and a writer that cannot reach the server
-// for about d loses the lease. Every process sharing a store should use the
-// same d; a contender waits for the longer of its own d and the holder's.
+// (default DefaultLeaseTTL, at least one second). The holder writes d in
+// the lease, renews it every third of d, and counts it valid until d minus
+// a tenth after the start of its last successful renewal; a contender takes
+// it over only after it has seen the lease unchanged for d by its own
+// clock. So a writer that died is replaced after about d to 2d, and a
+// writer that cannot reach the server for about d loses the lease. A
+// contender judges each lease by the d its holder wrote, not by its own
+// (a lease without one: DefaultLeaseTTL), so processes sharing a store
+// may use different TTLs, and the command-line tool judges a writer's
+// lease by the writer's.
 func LeaseTTL(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
-		if d < time.Second {
+		if d < minLeaseTTL {
 			return fmt.Errorf("s3store: lease TTL %v is shorter than one second: %w", d, checkpoint.ErrInvalid)
 		}
 		c.ttl = d

@@ -1,11 +1,17 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -94,4 +100,116 @@ func TestStoreOnS3RefusesSavesAfterLosingTheLease(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrLocked)
 	err = s.Close()
 	require.True(t, err == nil || errors.Is(err, checkpoint.ErrLocked), "%v", err)
+}
+
+// A prefix is any UTF-8 text: every request that names a key reaches the
+// object under it, CopyObject too, whose x-amz-copy-source carries the
+// key URL-encoded (a '+' sent as is would be read as a space). So under a
+// prefix of '+', spaces, '%', '~', '&', '=' and non-ASCII letters a store
+// saves, prunes, moves a damaged object aside, writes side files and holds
+// sessions, which fork.
+func TestStoreKeepsItsPromisesUnderAPrefixOfAnyCharacters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	for i, prefix := range []string{"runs+1", "a b/c+d", "100%/%2B", "ünïcödé/日本", "x~y", "a&b=c?d#e", "+ %~&=ü/+"} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, err := openStore(t, f, prefix, checkpoint.KeepLast(2))
+			require.NoError(t, err)
+			require.Equal(t, "s3://"+f.bucket+"/"+prefix+"/", s.Dir())
+			for step := int64(1); step <= 3; step++ {
+				_, err := s.Save(ctx, step, state{Step: step})
+				require.NoError(t, err)
+			}
+			garbage := []byte(`{"format":2,"step":4,`)
+			_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(prefix + "/step_00000004.json"), Body: bytes.NewReader(garbage)})
+			require.NoError(t, err)
+			_, err = s.Save(ctx, 4, state{Step: 4})
+			require.NoError(t, err, "the damaged object at step 4 is moved aside")
+			out, err := f.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: aws.String(prefix + "/step_00000004.json.corrupt")})
+			require.NoError(t, err)
+			moved, err := io.ReadAll(out.Body)
+			out.Body.Close()
+			require.NoError(t, err)
+			require.Equal(t, garbage, moved)
+			require.NoError(t, s.WriteJSON(ctx, "result.json", map[string]int{"steps": 4}))
+			require.NoError(t, s.Close())
+
+			r, err := openStore(t, f, prefix, checkpoint.ReadOnly())
+			require.NoError(t, err)
+			defer r.Close()
+			infos, err := r.List(ctx)
+			require.NoError(t, err)
+			var steps []int64
+			for _, in := range infos {
+				steps = append(steps, in.Step)
+			}
+			require.Equal(t, []int64{3, 4}, steps, "KeepLast(2) pruned")
+			var result map[string]int
+			require.NoError(t, r.ReadJSON(ctx, "result.json", &result))
+			require.Equal(t, 4, result["steps"])
+
+			b, err := New(f.client, f.bucket, prefix+"/sessions", LeaseTTL(testTTL))
+			require.NoError(t, err)
+			root, err := checkpoint.OpenSessionsBackend(b)
+			require.NoError(t, err)
+			defer root.Close()
+			sess, err := root.New(ctx, nil)
+			require.NoError(t, err)
+			st, err := checkpoint.OpenSession[state](root, sess.ID)
+			require.NoError(t, err)
+			for step := int64(1); step <= 2; step++ {
+				_, err := st.Save(ctx, step, state{Step: step})
+				require.NoError(t, err)
+			}
+			require.NoError(t, st.Close())
+			fork, err := root.Fork(ctx, sess.ID, 1, nil)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), fork.LastStep)
+			list, err := root.List(ctx)
+			require.NoError(t, err)
+			require.Len(t, list, 2)
+		})
+	}
+}
+
+// A writer's first write of the rolling file or a side file is a
+// create-if-absent where it listed no object at Open, and If-Match on the
+// listed ETag where it listed one: another program's PUT there after
+// Open is ErrConflict, and its object stays as it is.
+func TestFirstWritesAfterOpenDoNotOverwriteAnotherProgramsObjects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	put := func(key, body string) {
+		t.Helper()
+		_, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(key), Body: strings.NewReader(body)})
+		require.NoError(t, err)
+	}
+	get := func(key string) string {
+		t.Helper()
+		out, err := f.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &f.bucket, Key: aws.String(key)})
+		require.NoError(t, err)
+		defer out.Body.Close()
+		p, err := io.ReadAll(out.Body)
+		require.NoError(t, err)
+		return string(p)
+	}
+	put("run/kept.json", `"before Open"`)
+	put("run/result.json", `"before Open"`)
+	s, err := openStore(t, f, "run", checkpoint.Every(10), checkpoint.WithRolling())
+	require.NoError(t, err)
+	defer s.Close()
+	put("run/step_last.json", `"another program's"`)
+	put("run/result.json", `"another program's"`)
+
+	_, _, err = s.Tick(ctx, 1, state{Step: 1})
+	require.ErrorIs(t, err, checkpoint.ErrConflict, "the rolling file put after Open")
+	require.ErrorIs(t, s.WriteJSON(ctx, "result.json", 1), checkpoint.ErrConflict, "a side file rewritten after Open")
+	require.Equal(t, `"another program's"`, get("run/step_last.json"))
+	require.Equal(t, `"another program's"`, get("run/result.json"))
+	require.NoError(t, s.WriteJSON(ctx, "kept.json", 2), "unchanged since Open")
+	require.NoError(t, s.WriteJSON(ctx, "fresh.json", 3), "absent at Open and since")
+	require.Equal(t, "2\n", get("run/kept.json"))
 }

@@ -51,6 +51,9 @@ type Remote struct {
 	// Missing, for a binary without the scheme, is what to install to
 	// get it; not used when Open is set.
 	Missing string
+	// Usage, with Open, is the paragraph of the usage text that says what
+	// a location of the scheme is and how it is reached.
+	Usage string
 }
 
 // cli is what a running command writes to.
@@ -112,20 +115,20 @@ func Run(args []string, stdout, stderr io.Writer, remotes ...Remote) int {
 // runAt is Run with the time that save times' ages are counted from.
 func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
 	if len(args) == 0 {
-		usage(stderr)
+		usage(stderr, remotes)
 		return exitUsage
 	}
 	name, args := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
 		if len(args) == 0 {
-			usage(stdout)
+			usage(stdout, remotes)
 			return exitOK
 		}
 		cmd, ok := lookup(args[0])
 		if !ok {
 			fmt.Fprintf(stderr, "checkpoint help: unknown command %q\n", args[0])
-			usage(stderr)
+			usage(stderr, remotes)
 			return exitUsage
 		}
 		fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
@@ -136,7 +139,7 @@ func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Rem
 	cmd, ok := lookup(name)
 	if !ok {
 		fmt.Fprintf(stderr, "checkpoint: unknown command %q\n", name)
-		usage(stderr)
+		usage(stderr, remotes)
 		return exitUsage
 	}
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
@@ -259,12 +262,23 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	return append(pos, more...), nil
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `checkpoint inspects and maintains checkpoint directories
-(github.com/gocheckpoint/checkpoint).
-
-Usage:
-`)
+// usage writes the tool's usage: its commands, and what DIR may be, which
+// the remotes that open locations add to.
+func usage(w io.Writer, remotes []Remote) {
+	var schemes, paragraphs []string
+	for _, r := range remotes {
+		if r.Open != nil {
+			schemes = append(schemes, r.Scheme+"://")
+			if r.Usage != "" {
+				paragraphs = append(paragraphs, r.Usage)
+			}
+		}
+	}
+	what := "checkpoint directories"
+	if len(schemes) > 0 {
+		what = "checkpoint directories and the stores at " + strings.Join(schemes, ", ") + " locations"
+	}
+	fmt.Fprintf(w, "checkpoint inspects and maintains %s\n(github.com/gocheckpoint/checkpoint).\n\nUsage:\n", what)
 	for _, c := range commands {
 		fmt.Fprintf(w, "  checkpoint %-6s %-22s %s\n", c.name, c.args, c.summary)
 	}
@@ -273,7 +287,11 @@ Usage:
 DIR is a store's directory or a root of sessions. Flags may come before or
 after the arguments. Only prune and gc write, and they take the store's
 writer lock; the others open stores read-only, safe beside a running program.
-
+`)
+	for _, p := range paragraphs {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(p, "\n"))
+	}
+	fmt.Fprint(w, `
 Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
 2 usage error; 3 failure (missing directory or step, I/O, unloadable
 checkpoint); 4 a writer holds the store's lock (prune, gc), or a session

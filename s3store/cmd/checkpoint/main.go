@@ -57,7 +57,7 @@ func main() {
 // from the environment on first use.
 func s3Remote() cli.Remote {
 	client := sync.OnceValues(func() (*s3.Client, error) { return newClient(context.Background()) })
-	return cli.Remote{Scheme: "s3", Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
+	return cli.Remote{Scheme: "s3", Usage: s3Usage, Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
 		bucket, prefix, err := parseLocation(loc)
 		if err != nil {
 			return nil, err
@@ -69,6 +69,16 @@ func s3Remote() cli.Remote {
 		return s3store.New(c, bucket, prefix)
 	}}
 }
+
+// s3Usage is what the usage text says of s3:// locations.
+const s3Usage = `This build also reads and maintains stores in S3 and S3-compatible object
+storage: DIR may be s3://BUCKET/PREFIX, the store (or root of sessions)
+under that key prefix, taken byte for byte (not URL-decoded). The client is
+configured the AWS SDK's default way: AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (default us-east-1),
+AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (an S3-compatible
+server, addressed by path), then the shared config and credentials files.
+prune and gc take the store's lease as its writer does.`
 
 // newClient builds the S3 client the AWS SDK's default way: environment,
 // then shared files. An endpoint (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or
@@ -91,6 +101,10 @@ func newClient(ctx context.Context) (*s3.Client, error) {
 
 // parseLocation splits s3://bucket/prefix into the bucket and the key
 // prefix ("" for the bucket's root, without a trailing slash otherwise).
+// The prefix is the key prefix byte for byte, not URL-decoded (as the AWS
+// CLI reads s3:// URLs): s3://b/runs+1 is the prefix "runs+1/". Whether it
+// is a valid prefix (no empty, "." or ".." segment) is s3store.New's to
+// say.
 func parseLocation(loc string) (bucket, prefix string, err error) {
 	rest, ok := strings.CutPrefix(loc, "s3://")
 	if !ok {
@@ -100,9 +114,6 @@ func parseLocation(loc string) (bucket, prefix string, err error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	if !ok || bucket == "" {
 		return "", "", fmt.Errorf("%w: %s: want s3://BUCKET/PREFIX", checkpoint.ErrInvalid, loc)
-	}
-	if strings.HasPrefix(prefix, "/") || strings.Contains(prefix, "//") {
-		return "", "", fmt.Errorf("%w: %s: the prefix has an empty segment", checkpoint.ErrInvalid, loc)
 	}
 	return bucket, prefix, nil
 }

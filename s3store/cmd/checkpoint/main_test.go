@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -171,7 +172,9 @@ func TestMissingBucketAndBadLocationsAreNamed(t *testing.T) {
 	require.Contains(t, r.stderr, "s3://no-such-bucket-9f3a/runs/")
 	require.Contains(t, r.stderr, "NoSuchBucket")
 
-	for _, loc := range []string{"s3://", "s3:///runs", "s3://bucket//runs"} {
+	// A prefix that would leave its parent is refused, never cleaned into
+	// another one (runs/.. is not the bucket's root).
+	for _, loc := range []string{"s3://", "s3:///runs", "s3://bucket//runs", "s3://bucket/runs/..", "s3://bucket/runs/../other", "s3://bucket/./runs"} {
 		r = run(t, "ls", loc)
 		require.Equal(t, 2, r.code, loc)
 		require.Contains(t, r.stderr, loc, loc)
@@ -182,6 +185,8 @@ func TestParseLocation(t *testing.T) {
 	t.Parallel()
 	for loc, want := range map[string][2]string{
 		"s3://b": {"b", ""}, "s3://b/": {"b", ""}, "s3://b/runs/42": {"b", "runs/42"}, "s3://b/runs/42/": {"b", "runs/42"}, "S3://b/p": {"b", "p"},
+		// The prefix is the key's bytes, not URL-decoded.
+		"s3://b/runs+1/a b/100%2B/ü": {"b", "runs+1/a b/100%2B/ü"},
 	} {
 		bucket, prefix, err := parseLocation(loc)
 		require.NoError(t, err, loc)
@@ -222,4 +227,36 @@ func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
 	var infos []checkpoint.Info
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 2)
+}
+
+// The tool judges a running writer's lease by the writer's LeaseTTL, not
+// by its own default: what it says of the lease is the writer's TTL.
+func TestLockedStoreIsReportedWithTheWritersLeaseTTL(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := withBucket(t)
+	b, err := s3store.New(client, bucket, "runs/1", s3store.LeaseTTL(time.Second))
+	require.NoError(t, err)
+	st, err := checkpoint.OpenBackend[game](b)
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.Save(ctx, 1, game{Turn: 1})
+	require.NoError(t, err)
+	loc := "s3://" + bucket + "/runs/1"
+	r := run(t, "gc", loc)
+	require.Equal(t, 4, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stderr, loc+" is open by a running writer")
+	require.Contains(t, r.stderr, "it expires when it has gone 1s without renewal")
+}
+
+// The usage of this build says that it reads s3:// locations, beside
+// directories, and how it reaches them.
+func TestUsageSaysItReadsS3Locations(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {}} {
+		r := run(t, args...)
+		out := r.stdout + r.stderr
+		require.Contains(t, out, "checkpoint inspects and maintains checkpoint directories and the stores at s3:// locations\n")
+		require.Contains(t, out, "DIR may be s3://BUCKET/PREFIX")
+		require.Contains(t, out, "AWS_ENDPOINT_URL_S3")
+		require.Contains(t, out, "DIR is a store's directory or a root of sessions.")
+	}
 }
