@@ -592,11 +592,12 @@ func TestPruneDryRunThenPrune(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
 		would remove:
-		  STEP  KIND  TIME                              SIZE   FILE
-		  1     step  2026-11-21T10:01:00Z (2h ago)     376 B  turn_001.json
-		  2     step  2026-11-21T10:02:00Z (1h59m ago)  349 B  turn_002.json
-		  3     step  2026-11-21T10:03:00Z (1h58m ago)  290 B  turn_003.json.gz
-		dry run: would remove 3 of 8 checkpoints (1015 B) and keep 5; nothing was removed
+		  STEP  KIND   TIME                              SIZE   FILE
+		  1     step   2026-11-21T10:01:00Z (2h ago)     376 B  turn_001.json
+		  2     step   2026-11-21T10:02:00Z (1h59m ago)  349 B  turn_002.json
+		  3     step   2026-11-21T10:03:00Z (1h58m ago)  290 B  turn_003.json.gz
+		  4     error  2026-11-21T10:04:00Z (1h57m ago)  495 B  turn_004.error.json
+		dry run: would remove 4 of 8 checkpoints (1.5 KiB) and keep 4; nothing was removed
 	`), r.stdout)
 	require.Equal(t, before, names(t, dir), "a dry run changes nothing, not even a lock file")
 
@@ -604,18 +605,19 @@ func TestPruneDryRunThenPrune(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
 		removed:
-		  STEP  KIND  TIME                              SIZE  FILE
-		  1     step  2026-11-21T10:01:00Z (2h ago)     376   turn_001.json
-		  2     step  2026-11-21T10:02:00Z (1h59m ago)  349   turn_002.json
-		  3     step  2026-11-21T10:03:00Z (1h58m ago)  290   turn_003.json.gz
-		removed 3 of 8 checkpoints (1015 bytes) from `+dir+`; kept 5
+		  STEP  KIND   TIME                              SIZE  FILE
+		  1     step   2026-11-21T10:01:00Z (2h ago)     376   turn_001.json
+		  2     step   2026-11-21T10:02:00Z (1h59m ago)  349   turn_002.json
+		  3     step   2026-11-21T10:03:00Z (1h58m ago)  290   turn_003.json.gz
+		  4     error  2026-11-21T10:04:00Z (1h57m ago)  495   turn_004.error.json
+		removed 4 of 8 checkpoints (1510 bytes) from `+dir+`; kept 4
 	`), r.stdout)
 	require.NoFileExists(t, filepath.Join(dir, "turn_001.json"))
-	require.FileExists(t, filepath.Join(dir, "turn_004.error.json"), "error checkpoints are kept unless --prune-kinds")
+	require.NoFileExists(t, filepath.Join(dir, "turn_004.error.json"), "step 4, saved after it, superseded the error checkpoint")
 
 	r = runCLI(t, "prune", dir, "--keep-last", "2")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "nothing to prune in "+dir+": the rules keep all 5 checkpoints (layout turn/3)\n", r.stdout)
+	require.Equal(t, "nothing to prune in "+dir+": the rules keep all 4 checkpoints (layout turn/3)\n", r.stdout)
 }
 
 func TestPruneRules(t *testing.T) {
@@ -627,8 +629,9 @@ func TestPruneRules(t *testing.T) {
   STEP +KIND +TIME +SIZE +FILE
   1 .* turn_001.json
   3 .* turn_003.json.gz
+  4 +error .* turn_004.error.json
   5 .* turn_005.json
-dry run: would remove 3 of 8 checkpoints`, r.stdout)
+dry run: would remove 4 of 8 checkpoints`, r.stdout)
 
 	// All in one UTC day: the newest of the day is the final checkpoint,
 	// once final and error checkpoints are subject to the rules.
