@@ -354,7 +354,7 @@ func TestShowFailures(t *testing.T) {
 	}{
 		{[]string{"show", "testdata/game", "5"}, exitFailed,
 			"checkpoint: load step 5 testdata/game/turn_005.json: corrupt checkpoint: checksum mismatch: file says sha256:"},
-		{[]string{"show", "testdata/game", "9"}, exitFailed, "checkpoint: load step 9 testdata/game: checkpoint not found\n"},
+		{[]string{"show", "testdata/game", "9"}, exitFailed, "checkpoint: load step 9 testdata/game: checkpoint not found; the nearest kept step is 7 (below; none above)\n"},
 		{[]string{"show", "testdata/game", "3", "--kind", "final"}, exitFailed, "checkpoint: show step 3 testdata/game: checkpoint not found: no final checkpoint\n"},
 		{[]string{"show", "testdata/game", "--file", "turn_009.json"}, exitFailed,
 			"checkpoint: show testdata/game/turn_009.json: checkpoint not found: no checkpoint file of that name (layout turn/3)\n"},
@@ -531,10 +531,6 @@ func TestDiff(t *testing.T) {
 		- .whispers: ["turn 1: the bells ring for someone still alive"]
 	`)), r.stdout)
 
-	r = runCLI(t, "diff", "testdata/game", "4", "4")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Empty(t, r.stdout)
-
 	r = runCLI(t, "diff", "testdata/game", "2", "latest")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Contains(t, r.stdout, osPaths("+++ step 7 (final) testdata/game/turn_007.final.json\n"))
@@ -546,6 +542,40 @@ func TestDiff(t *testing.T) {
 	r = runCLI(t, "diff", "testdata/game", "4")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "checkpoint diff: missing B\n")
+}
+
+func TestDiffOfEqualStatesSaysTheyAreEqual(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "diff", "testdata/game", "4", "4")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	require.Equal(t, osPaths("equal: step 4 (step) testdata/game/turn_004.json and step 4 (step) testdata/game/turn_004.json hold the same state\n"), r.stdout)
+}
+
+func TestShowOfAMissingStepNamesTheNearestKeptSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := checkpoint.Open[map[string]int](dir, checkpoint.NoSync(), checkpoint.KeepEvery(4), checkpoint.KeepLast(1))
+	require.NoError(t, err)
+	for step := int64(17); step <= 25; step++ {
+		_, err := st.Save(ctx, step, map[string]int{"step": int(step)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	for _, tc := range []struct{ step, want string }{
+		{"21", "the nearest kept steps are 20 (below) and 24 (above)"},
+		{"3", "the nearest kept step is 20 (above; none below)"},
+		{"26", "the nearest kept step is 25 (below; none above)"},
+	} {
+		r := runCLI(t, "show", dir, tc.step)
+		require.Equal(t, exitFailed, r.code, r.stderr)
+		require.Empty(t, r.stdout)
+		require.Equal(t, "checkpoint: load step "+tc.step+" "+dir+": checkpoint not found; "+tc.want+"\n", r.stderr)
+	}
+	r := runCLI(t, "diff", dir, "20", "21")
+	require.Equal(t, exitFailed, r.code, r.stderr)
+	require.Contains(t, r.stderr, "checkpoint not found; the nearest kept steps are 20 (below) and 24 (above)\n")
 }
 
 func TestDiffStates(t *testing.T) {
