@@ -226,6 +226,49 @@ func TestLsEmptyAndMissingDirectories(t *testing.T) {
 	require.Contains(t, r.stderr, "result.json: not a directory")
 }
 
+func TestLsAboveStoresPointsAtTheDirectoriesThatHoldCheckpoints(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	file := func(path ...string) string { return filepath.Join(append([]string{parent}, path...)...) }
+	step := envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1))
+	writeFile(t, file("runs", "2026", "run1", "step_00000001.json"), step) // three levels down
+	writeFile(t, file("campaign", ".sessions.lock"), nil)                  // a root of sessions
+	writeFile(t, file("campaign", "001", "step_00000001.json"), step)
+	writeFile(t, file("a", "b", "c", "too-deep", "step_00000001.json"), step)
+	writeFile(t, file(".hidden", "step_00000001.json"), step)
+	if err := os.Symlink(file("runs", "2026", "run1"), file("link")); err != nil {
+		t.Logf("no symbolic link: %v", err)
+	}
+	r := runCLI(t, "ls", parent)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "no checkpoints in "+parent+" (layout step/8)\n", r.stdout)
+	require.Equal(t, "checkpoint ls: note: these subdirectories hold checkpoints: "+
+		file("campaign")+" (sessions), "+file("runs", "2026", "run1")+"\n", r.stderr,
+		"shallowest first, a root of sessions once, no link followed, nothing hidden or deeper than three levels")
+
+	// One level above a store, as before.
+	r = runCLI(t, "ls", file("runs", "2026"))
+	require.Equal(t, "checkpoint ls: note: these subdirectories hold checkpoints: "+file("runs", "2026", "run1")+"\n", r.stderr)
+}
+
+func TestStoresBelowReadsABoundedNumberOfEntries(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 10 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("f%02d", i)), nil)
+	}
+	budget := 4
+	dirents, complete := readDirBounded(dir, &budget)
+	require.Len(t, dirents, 4)
+	require.False(t, complete)
+	require.Zero(t, budget)
+	budget = 100
+	dirents, complete = readDirBounded(dir, &budget)
+	require.Len(t, dirents, 10)
+	require.True(t, complete)
+	require.Equal(t, "f00", dirents[0].Name(), "sorted")
+}
+
 func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
