@@ -772,7 +772,7 @@ func TestGC(t *testing.T) {
 	r := runCLI(t, "gc", dir, "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, osPaths(dedent(`
-		would remove `+dir+`/.turn_006.json8675309 (temporary file of an interrupted save)
+		would remove `+dir+`/.turn_006.json8675309 (`+dryRunTemp(false)+`)
 		would remove `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
 		dry run: would remove 2 files; nothing was removed
 	`)), r.stdout)
@@ -792,6 +792,38 @@ func TestGC(t *testing.T) {
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "nothing to remove in "+dir+" (layout turn/3)\n", r.stdout)
+}
+
+// dryRunTemp is what gc --dry-run says of a temporary file when a writer
+// of this process holds the store's lock (live) or none does, where the
+// system tells (Linux).
+func dryRunTemp(live bool) string {
+	switch {
+	case runtime.GOOS != "linux":
+		return "temporary file of an interrupted save, or of a save in progress if a writer is running"
+	case live:
+		return "temporary file of a save in progress: a live writer holds the lock (this process); gc without --dry-run leaves the store alone while it runs"
+	}
+	return "temporary file of an interrupted save"
+}
+
+func TestGCDryRunBesideALiveWriterSaysItsTempFileIsASaveInProgress(t *testing.T) {
+	t.Parallel()
+	dir := copyFixture(t, "game")
+	require.NoError(t, os.Remove(filepath.Join(dir, "turn_002.json.corrupt")))
+	w, err := checkpoint.Open[json.RawMessage](dir, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	temp := filepath.Join(dir, ".turn_008.json.ckpt-tmp-42")
+	writeFile(t, temp, []byte("{")) // the writer's save in progress
+	r := runCLI(t, "gc", dir, "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "would remove "+temp+" ("+dryRunTemp(true)+")\ndry run: would remove 1 file; nothing was removed\n", r.stdout)
+
+	require.NoError(t, w.Close())
+	r = runCLI(t, "gc", dir, "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "would remove "+temp+" ("+dryRunTemp(false)+")\ndry run: would remove 1 file; nothing was removed\n", r.stdout,
+		"with the writer gone, it was left by an interrupted save")
 }
 
 func TestGCSessions(t *testing.T) {
