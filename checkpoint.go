@@ -36,14 +36,14 @@
 //			return err
 //		}
 //		if _, _, err := store.Tick(ctx, turn, game); err != nil { ... }
-//		if turn == info.Step && info.Kind == checkpoint.KindError {
-//			store.ClearError(ctx, turn) // redone: its error checkpoint can go
-//		}
 //	}
 //
 // A checkpoint of a failed turn holds the game as it was when the turn
 // failed (partial work included), so the loop above plays that turn again
-// from it; examples/onerror finishes the step from its partial output.
+// from it; examples/onerror finishes the step from its partial output. Once
+// the turn is redone and saved, that clean checkpoint supersedes the error
+// checkpoint: Latest no longer resumes from it, and the store removes it
+// (see [Store.SaveError]), wherever a kill interrupts the loop.
 //
 // Retention rules ([KeepLast], [KeepEvery], [KeepWithin], [KeepOnePer]) keep
 // a store small without ever removing its newest good checkpoint (nor the

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,6 +58,10 @@ func TestMain(m *testing.M) {
 	}
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		crashChild(dir, crashMode(os.Getenv(crashModeEnv)))
+		return
+	}
+	if dir := os.Getenv(errorLoopEnv); dir != "" {
+		errorLoopChild(dir)
 		return
 	}
 	os.Exit(m.Run())
@@ -474,4 +479,229 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 		require.False(t, strings.HasPrefix(name, stagingPrefix), name)
 	}
 	t.Logf("%d kills, %d sessions finished, %d half-made sessions left in staging and never listed", kills, len(acked), leftovers)
+}
+
+// The error-loop kill test runs the README's loop in a child that stops
+// after each call of the store (Latest, Tick, SaveError, ClearError,
+// SaveFinal), prints what it did and waits for a line on its standard input
+// before going on; the test kills it at each of those points in turn.
+const (
+	errorLoopEnv     = "CHECKPOINT_ERROR_LOOP"       // the child's store directory
+	errorLoopFailEnv = "CHECKPOINT_ERROR_LOOP_FAIL"  // the step that fails, or none
+	errorLoopClear   = "CHECKPOINT_ERROR_LOOP_CLEAR" // set: the loop calls ClearError after the redone step
+	errorLoopFailAt  = 5
+	errorLoopLast    = 8
+)
+
+// errorLoopSum is the state after steps 1 to step: each step adds itself,
+// so a step skipped or played twice shows.
+func errorLoopSum(step int64) int64 { return step * (step + 1) / 2 }
+
+func errorLoopOptions() []Option {
+	return []Option{WithLayout("e", 4), Every(3), WithRolling(), NoSync()}
+}
+
+// errorLoopChild is the loop of the README's quick-start: resume from
+// Latest (redoing a failed step), save an error checkpoint and stop when a
+// step fails, Tick after each step, SaveFinal at the end.
+func errorLoopChild(dir string) {
+	ctx := context.Background()
+	in := bufio.NewScanner(os.Stdin)
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	point := func(what string, step int64) {
+		fmt.Printf("%s %d\n", what, step)
+		if !in.Scan() {
+			os.Exit(0) // the test is gone
+		}
+	}
+	failAt, _ := strconv.ParseInt(os.Getenv(errorLoopFailEnv), 10, 64)
+	s, err := Open[int64](dir, errorLoopOptions()...)
+	if err != nil {
+		fail(err)
+	}
+	state, info, err := s.Latest(ctx)
+	if errors.Is(err, ErrNotFound) {
+		state = 0
+	} else if err != nil {
+		fail(err)
+	}
+	point("latest", info.Step)
+	if info.Kind == KindFinal {
+		os.Exit(0) // the run is over
+	}
+	step := info.Step + 1
+	if info.Kind == KindError {
+		step = info.Step
+	}
+	for ; step <= errorLoopLast; step++ {
+		if step == failAt {
+			if _, err := s.SaveError(ctx, step, state, errors.New("simulated failure")); err != nil {
+				fail(err)
+			}
+			point("save-error", step)
+			os.Exit(1)
+		}
+		state += step
+		if _, _, err := s.Tick(ctx, step, state); err != nil {
+			fail(err)
+		}
+		point("tick", step)
+		if os.Getenv(errorLoopClear) != "" && info.Kind == KindError && step == info.Step {
+			if err := s.ClearError(ctx, step); err != nil {
+				fail(err)
+			}
+			point("clear-error", step)
+		}
+	}
+	if _, err := s.SaveFinal(ctx, errorLoopLast, state); err != nil {
+		fail(err)
+	}
+	point("final", errorLoopLast)
+	if err := s.Close(); err != nil {
+		fail(err)
+	}
+	os.Exit(0)
+}
+
+// TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind kills the README's
+// loop with SIGKILL at every point between its calls (after Latest, each
+// Tick, SaveError, ClearError and SaveFinal), in a run whose step 5 fails
+// and in the run that resumes, with and without the ClearError the loop used
+// to call. After each kill it proves that the failure is never lost nor
+// resumed past (Latest is the error checkpoint, or a clean checkpoint saved
+// after it, holding the right state), that once a numbered checkpoint after
+// the redone step is saved no error checkpoint is left, and, after the loop
+// is run again to its end, that the final state counts every step once and
+// no error checkpoint is left.
+func TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	ctx := context.Background()
+	// run runs one child to its end, answering each of its points, and
+	// returns them; with killAt > 0, it kills the child when it reaches
+	// its killAt-th point (counted by *seen) instead.
+	run := func(dir, clear string, failAt int64, seen *int, killAt int) (points []string, killed bool) {
+		env := []string{errorLoopEnv + "=" + dir, errorLoopFailEnv + "=" + strconv.FormatInt(failAt, 10),
+			// These children exit by themselves: under -race, without
+			// this, each would sleep a second as it exits.
+			"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
+		if clear != "" {
+			env = append(env, errorLoopClear+"=1")
+		}
+		cmd, stdin, stdout, stderr := startChild(t, exe, env...)
+		defer stdin.Close()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			points = append(points, sc.Text())
+			*seen++
+			if *seen == killAt {
+				require.NoError(t, cmd.Process.Kill())
+				cmd.Wait()
+				return points, true
+			}
+			_, err := io.WriteString(stdin, "go\n")
+			require.NoError(t, err)
+		}
+		err := cmd.Wait()
+		require.Empty(t, stderr.String(), "the child failed")
+		if failAt > 0 && len(points) > 0 && strings.HasPrefix(points[len(points)-1], "save-error") {
+			require.Error(t, err, "the loop stops after SaveError")
+		} else {
+			require.NoError(t, err)
+		}
+		return points, false
+	}
+	// check proves the invariants of a store killed after points.
+	check := func(dir string, clear bool, points []string) {
+		t.Helper()
+		r, err := Open[int64](dir, append(errorLoopOptions(), ReadOnly())...)
+		require.NoError(t, err)
+		defer r.Close()
+		list, err := r.List(ctx)
+		require.NoError(t, err)
+		failed := slices.ContainsFunc(points, func(p string) bool { return strings.HasPrefix(p, "save-error") })
+		var errorAt *Info
+		for i, info := range list {
+			if info.Kind == KindError {
+				require.Equal(t, int64(errorLoopFailAt), info.Step, "%v", points)
+				errorAt = &list[i]
+			}
+		}
+		numberedAfter := slices.ContainsFunc(list, func(i Info) bool { return i.Kind == KindStep && i.Step > errorLoopFailAt })
+		if errorAt != nil {
+			require.False(t, numberedAfter, "after %v: %s is left beside a numbered checkpoint after it", points, errorAt.Path)
+		}
+		v, info, err := r.Latest(ctx)
+		if failed {
+			// A ClearError removes the record as soon as the redone step
+			// is saved (to the rolling file); without it, the record stays
+			// until the next retention pass.
+			redone := err == nil && info.Kind != KindError && info.Step >= errorLoopFailAt
+			require.True(t, errorAt != nil || numberedAfter || clear && redone,
+				"after %v: the failure is lost before a clean checkpoint superseded it", points)
+		}
+		if len(list) == 0 {
+			require.ErrorIs(t, err, ErrNotFound)
+			return
+		}
+		require.NoError(t, err)
+		if info.Kind == KindError {
+			require.Equal(t, errorLoopSum(info.Step-1), v, "the error checkpoint holds the state before the failed step")
+			return
+		}
+		require.Equal(t, errorLoopSum(info.Step), v, "after %v: Latest %s", points, info.Path)
+		if errorAt != nil {
+			require.True(t, info.Time.After(errorAt.Time), "after %v: Latest %s resumes past the error checkpoint without superseding it", points, info.Path)
+		}
+	}
+	for _, clear := range []string{"", "with ClearError"} {
+		// The points of an uninterrupted pair of runs: the one that fails,
+		// and the one that resumes and finishes.
+		total := 0
+		p1, _ := run(t.TempDir(), clear, errorLoopFailAt, &total, 0)
+		dir := t.TempDir()
+		run(dir, clear, errorLoopFailAt, new(int), 0)
+		p2, _ := run(dir, clear, 0, &total, 0)
+		require.Contains(t, p2, "tick 5", "the failed step is redone")
+		if clear != "" {
+			require.Contains(t, p2, "clear-error 5")
+		}
+		check(dir, clear != "", slices.Concat(p1, p2))
+		for killAt := 1; killAt <= total; killAt++ {
+			dir := t.TempDir()
+			seen := 0
+			points, killed := run(dir, clear, errorLoopFailAt, &seen, killAt)
+			failed := slices.ContainsFunc(points, func(p string) bool { return strings.HasPrefix(p, "save-error") })
+			if !killed {
+				more, _ := run(dir, clear, 0, &seen, killAt)
+				points = append(points, more...)
+			}
+			check(dir, clear != "", points)
+			// Run the loop again to its end: a run killed before step 5
+			// failed fails there now.
+			failAt := int64(0)
+			if !failed {
+				failAt = errorLoopFailAt
+				run(dir, clear, failAt, new(int), 0)
+			}
+			rest, _ := run(dir, clear, 0, new(int), 0)
+			r := openStore[int64](t, dir, append(errorLoopOptions(), ReadOnly())...)
+			v, info, err := r.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, KindFinal, info.Kind, "%s, killed after %v, then %v", clear, points, rest)
+			require.Equal(t, errorLoopSum(errorLoopLast), v, "every step counted once")
+			list, err := r.List(ctx)
+			require.NoError(t, err)
+			for _, info := range list {
+				require.NotEqual(t, KindError, info.Kind, "%s, killed after %v, then %v: %s is left", clear, points, rest, info.Path)
+			}
+		}
+	}
 }

@@ -102,7 +102,8 @@ func ExampleStore_Tick() {
 }
 
 // An error checkpoint keeps the partial work and what went wrong; the next
-// run resumes from it and clears it once the step is redone.
+// run resumes from it, and once the step is redone and saved, the clean
+// checkpoint supersedes it: the store removes it.
 func ExampleStore_SaveError() {
 	ctx := context.Background()
 	dir := tempDir()
@@ -127,20 +128,22 @@ func ExampleStore_SaveError() {
 	if info.Kind == checkpoint.KindError {
 		fmt.Printf("step %d failed: %s (%s)\n", info.Step, info.Error.Message, info.Error.Types[len(info.Error.Types)-1])
 		fmt.Println("partial output:", resumed.Log[len(resumed.Log)-1])
-		// ... redo the step, save it, then:
+		// ... redo the step and save it:
 		if _, err := store.Save(ctx, 3, resumed); err != nil {
 			log.Fatal(err)
 		}
-		if err := store.ClearError(ctx, info.Step); err != nil {
-			log.Fatal(err)
-		}
 	}
-	_, info, _ = store.Latest(ctx)
-	fmt.Println("latest:", info.Kind, info.Step)
+	list, err := store.List(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, info := range list {
+		fmt.Println("kept:", info.Kind, info.Step)
+	}
 	// Output:
 	// step 3 failed: turn 3: context deadline exceeded (context.deadlineExceededError)
 	// partial output: turn 3: the dragon
-	// latest: step 3
+	// kept: step 3
 }
 
 // A panic inside the loop saves the state as it was, then goes on panicking.

@@ -21,6 +21,36 @@ type Leftovers struct {
 	// it found at a checkpoint's name and moved aside the same way, kept
 	// for inspection. Nothing ever reads or removes them but RemoveLeftovers.
 	Quarantined []string
+	// Lock says whether a writer held the store's writer lock just after
+	// Leftovers listed the directory, as far as the system tells without
+	// taking the lock (which would make a writer starting meanwhile fail
+	// with ErrLocked): if held, a temporary file may be that writer's save
+	// in progress; if free, every one was left by a save that a crash
+	// interrupted (a writer finishes its saves before it lets go of the
+	// lock). Only a local directory on Linux tells, from /proc/locks;
+	// elsewhere Lock is LockUnknown. RemoveLeftovers leaves it zero.
+	Lock LockState
+	// LockHolder is the process that holds the lock, when Lock is
+	// LockHeld and the system names it; else 0.
+	LockHolder int
+}
+
+// A LockState says whether a store's writer lock is held.
+type LockState int
+
+const (
+	// LockUnknown means the system cannot tell without taking the lock.
+	LockUnknown LockState = iota
+	// LockFree means no writer holds the lock.
+	LockFree
+	// LockHeld means a writer, of this process or another, holds the lock.
+	LockHeld
+)
+
+// lockProber is a Backend that can tell whether its writer lock is held
+// without taking it: the local directory.
+type lockProber interface {
+	lockState() (LockState, int)
 }
 
 // Leftovers lists the store's temporary files and quarantined checkpoints.
@@ -34,7 +64,15 @@ func (s *Store[T]) Leftovers(ctx context.Context) (Leftovers, error) {
 	if err != nil {
 		return Leftovers{}, s.failed(opError("leftovers", s.dir, err))
 	}
-	return Leftovers{Temps: s.paths(temps), Quarantined: s.paths(quarantined)}, nil
+	// The lock is looked at after the listing: a writer finishes its saves
+	// before it lets go of the lock, so a temporary file listed while a
+	// writer held it and still there once the lock is free was left by a
+	// save that a crash interrupted.
+	lock, holder := LockUnknown, 0
+	if p, ok := s.b.(lockProber); ok {
+		lock, holder = p.lockState()
+	}
+	return Leftovers{Temps: s.paths(temps), Quarantined: s.paths(quarantined), Lock: lock, LockHolder: holder}, nil
 }
 
 // RemoveLeftovers removes the store's temporary files and quarantined

@@ -94,7 +94,11 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 
 // Latest returns the newest checkpoint that loads: the highest step, and
 // within a step the checkpoint saved last. The rolling file (WithRolling)
-// counts like any other. Checkpoints that fail to load are skipped; each
+// counts like any other. So it never resumes from an error checkpoint that
+// a clean checkpoint of the same step saved after it, or of a later step,
+// supersedes (see SaveError), unless that clean checkpoint does not load;
+// it resumes from an error checkpoint only when the failure is the newest
+// thing that happened, and the loop is to redo that step. Checkpoints that fail to load are skipped; each
 // skipped one is logged at Warn and reported to Hooks.OnError, and if none
 // loads, the error joins every failure (so errors.Is(err, ErrCorrupt) holds
 // when damage was the cause; the text lists the first few). A checkpoint of

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -13,13 +15,42 @@ import (
 // its process and the file's device and inode: one small read, done only
 // after a lock was refused, so that ErrLocked can name who holds it.
 func lockHolder(root *os.Root, name string) int {
+	_, pid, _ := flockHolder(root, name)
+	return pid
+}
+
+// lockState says whether a writer holds the lock of the directory, without
+// taking it: from /proc/locks (see lockHolder).
+func (d *dirBackend) lockState() (LockState, int) {
+	root, err := d.existing()
+	if root == nil || err != nil {
+		return LockUnknown, 0
+	}
+	held, pid, known := flockHolder(root, lockName)
+	switch {
+	case !known:
+		return LockUnknown, 0
+	case held:
+		return LockHeld, pid
+	}
+	return LockFree, 0
+}
+
+// flockHolder reports whether an exclusive flock is held on the file name
+// in root, by which process (0 if /proc/locks does not say: a process of
+// another PID namespace), and whether it could tell at all. A file that
+// does not exist is not locked: a writer creates it before locking it.
+func flockHolder(root *os.Root, name string) (held bool, pid int, known bool) {
 	fi, err := root.Stat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, 0, true
+	}
 	if err != nil {
-		return 0
+		return false, 0, false
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return 0
+		return false, 0, false
 	}
 	dev := uint64(st.Dev)
 	major := (dev>>8)&0xfff | (dev>>32)&^0xfff
@@ -27,7 +58,7 @@ func lockHolder(root *os.Root, name string) int {
 	want := strconv.FormatUint(major, 16) + ":" + strconv.FormatUint(minor, 16) + ":" + strconv.FormatUint(st.Ino, 10)
 	f, err := os.Open("/proc/locks")
 	if err != nil {
-		return 0
+		return false, 0, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -41,11 +72,16 @@ func lockHolder(root *os.Root, name string) int {
 		if !sameDevIno(fields[5], want) {
 			continue
 		}
-		if pid, err := strconv.Atoi(fields[4]); err == nil && pid > 0 {
-			return pid
+		pid, err := strconv.Atoi(fields[4])
+		if err != nil || pid < 0 {
+			pid = 0
 		}
+		return true, pid, true
 	}
-	return 0
+	if sc.Err() != nil {
+		return false, 0, false
+	}
+	return false, 0, true
 }
 
 // sameDevIno compares two "major:minor:inode" fields, major and minor in

@@ -285,15 +285,16 @@ func WithRolling() Option {
 //
 // Retention rules (KeepLast, KeepEvery, KeepWithin, KeepOnePer) combine: a
 // checkpoint survives if any rule keeps it. They apply to step checkpoints
-// only, unless PruneKinds says otherwise; final and error checkpoints and
-// the rolling file are always kept. A checkpoint whose header cannot be read
+// only, unless PruneKinds says otherwise; final checkpoints and the rolling
+// file are always kept, and error checkpoints until a clean checkpoint saved
+// after them supersedes them (see Store.SaveError). A checkpoint whose header cannot be read
 // is neither counted nor removed. Whatever the rules (PruneKinds included),
 // two checkpoints are never removed: the newest that loads (what Latest
 // returns) and the newest that loads and is not an error checkpoint (what
-// LatestClean returns). When a store has a rule, it prunes after each
-// numbered save (Save, a due Tick, SaveFinal, SaveError; not a rolling
-// write), once the new checkpoint is durable, and on Prune; with no rule it
-// never removes anything.
+// LatestClean returns). A store prunes after each numbered save (Save, a
+// due Tick, SaveFinal, SaveError; not a rolling write), once the new
+// checkpoint is durable, and on Prune; with no rule it removes nothing but
+// superseded error checkpoints.
 func KeepLast(n int) Option {
 	return optionFunc(func(c *config) { c.retain.last = n })
 }
@@ -326,7 +327,8 @@ func KeepOnePer(d time.Duration) Option {
 // PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,
 // to the retention rules like step checkpoints: they count toward KeepLast
 // and are removed when no rule keeps them. By default the rules never remove
-// a final or error checkpoint. Any other kind is ErrInvalid: step
+// a final checkpoint, nor an error checkpoint that no clean checkpoint
+// supersedes (see Store.SaveError). Any other kind is ErrInvalid: step
 // checkpoints are always subject to the rules, and the rolling file is never
 // pruned.
 func PruneKinds(kinds ...Kind) Option {

@@ -50,8 +50,21 @@ func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, er
 // in its chain, the step and the time, returned in Info.Error. It never
 // replaces a checkpoint: beside a clean checkpoint of the same step it is a
 // file of its own, and a second failure of the same step is saved as the next
-// attempt (prefix_<step>.error-2.json, ...). Retention keeps error
-// checkpoints; remove one with ClearError once the step has been redone.
+// attempt (prefix_<step>.error-2.json, ...).
+//
+// An error checkpoint stays until a clean checkpoint (step, final or
+// rolling) saved after it, of the same step or a later one, supersedes it:
+// then the run is past the failure, Latest resumes from the clean one, and
+// the store removes the error checkpoint at its next retention pass (after
+// the next step, final or error save, or on Prune), whatever the retention
+// rules, even with none. Never before: the clean checkpoint must be durable
+// and load, so the failure's record stays findable while Latest could still
+// resume from it. A loop therefore needs no ClearError, and a kill at any
+// instant (before the redone step is saved, between that save and a
+// ClearError) leaves either the error checkpoint Latest resumes from or a
+// clean checkpoint that supersedes it. Without PruneKinds(KindError), the
+// rules never remove an error checkpoint that is not superseded.
+//
 // The record keeps the first 32 KiB of the message (and SaveOnPanic's, 64 KiB
 // of the stack) and marks the cut, so that the header stays small enough
 // for List to read.
@@ -178,10 +191,19 @@ func (s *Store[T]) LatestClean(ctx context.Context) (T, Info, error) {
 	return v, info, err
 }
 
-// ClearError removes the error checkpoints of step (every attempt), leaving
-// its other checkpoints alone. Call it once a run resumed from an error
-// checkpoint has redone the step. A step with no error checkpoint is
-// ErrNotFound.
+// ClearError removes the error checkpoints of step (every attempt) now,
+// leaving its other checkpoints alone. A loop need not call it: the store
+// removes an error checkpoint by itself once a clean checkpoint supersedes
+// it (see SaveError). Call it to drop the record sooner, say to give up on
+// a step instead of redoing it (then Latest resumes from the newest
+// checkpoint before it). A step with no error checkpoint left, such as one
+// the store has removed already, is no error: ClearError is idempotent, so
+// a program that calls it after redoing a step may call it again after a
+// crash.
 func (s *Store[T]) ClearError(ctx context.Context, step int64) error {
-	return s.deleteWhere(ctx, "clear error", step, func(k Kind) bool { return k == KindError })
+	err := s.deleteWhere(ctx, "clear error", step, func(k Kind) bool { return k == KindError })
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }

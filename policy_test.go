@@ -235,7 +235,7 @@ func TestSaveErrorRecordsChain(t *testing.T) {
 
 	// After the step is redone, the error checkpoints are cleared.
 	require.NoError(t, s.ClearError(ctx, 4))
-	require.ErrorIs(t, s.ClearError(ctx, 4), ErrNotFound)
+	require.NoError(t, s.ClearError(ctx, 4), "nothing left to clear")
 	require.Equal(t, []string{".checkpoint.lock", "turn_004.json"}, dirNames(t, dir))
 }
 
@@ -423,7 +423,8 @@ func TestOnErrorHookMayUseStore(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Save(ctx, 1, 1)
 	require.ErrorIs(t, err, ErrExists)
-	require.ErrorIs(t, s.ClearError(ctx, 1), ErrNotFound) // not reported: ErrNotFound
+	_, _, err = s.Load(ctx, 7)
+	require.ErrorIs(t, err, ErrNotFound) // not reported: ErrNotFound
 	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "bad.json"), []byte("{"), 0o644))
 	var v int
 	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &v), ErrCorrupt)
@@ -487,9 +488,9 @@ func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
 	s := openStore[int](t, t.TempDir(), WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }}))
 	_, err := s.Save(ctx, 1, 1)
 	require.ErrorIs(t, err, context.Canceled, "an ordinary save honours ctx")
-	_, err = s.SaveError(ctx, 1, 1, ctx.Err())
+	_, err = s.SaveFinal(ctx, 1, 1)
 	require.NoError(t, err)
-	_, err = s.SaveFinal(ctx, 2, 2)
+	_, err = s.SaveError(ctx, 2, 2, ctx.Err())
 	require.NoError(t, err)
 	func() {
 		defer func() { recover() }()
@@ -508,11 +509,11 @@ func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
 	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), WithRolling(), Every(2), withClock(newClock().now))
 	_, err := s.Save(ctx, 4, 40)
 	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 4, 41, errors.New("first"))
+	_, err = s.SaveFinal(ctx, 4, 41)
 	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 4, 42, errors.New("second"))
+	_, err = s.SaveError(ctx, 4, 42, errors.New("first"))
 	require.NoError(t, err)
-	_, err = s.SaveFinal(ctx, 4, 43)
+	_, err = s.SaveError(ctx, 4, 43, errors.New("second"))
 	require.NoError(t, err)
 	_, _, err = s.Tick(ctx, 5, 50)
 	require.NoError(t, err)
@@ -580,4 +581,21 @@ func TestLoadInfoOfReplacedRollingFileIsNotFound(t *testing.T) {
 	_, _, err = s.LoadInfo(ctx, list[0])
 	require.ErrorIs(t, err, ErrNotFound)
 	require.ErrorContains(t, err, "now holds the checkpoint of step 2")
+}
+
+func TestClearErrorIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), NoSync())
+	_, err := s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 5, 5, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.ClearError(ctx, 5))
+	require.NoError(t, s.ClearError(ctx, 5), "nothing left to clear is no error")
+	require.NoError(t, s.ClearError(ctx, 9), "nor is a step without checkpoints")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{5}, steps(list))
+	require.Equal(t, KindStep, list[0].Kind, "its other checkpoints stay")
 }

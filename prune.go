@@ -109,7 +109,8 @@ func (r retention) victims(entries []entry, now time.Time) (victims, protectors 
 }
 
 // Prune applies the store's retention rules now and returns the checkpoints
-// it removed, oldest first. With no rule configured it removes nothing.
+// it removed, oldest first. With no rule configured it removes only error
+// checkpoints that a clean checkpoint superseded (see SaveError).
 //
 // Pruning removes files one at a time, oldest first, and syncs the directory
 // at the end. A crash midway leaves some of the files it meant to remove;
@@ -150,6 +151,20 @@ func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
 // without reading the directory, and removes without syncing the directory
 // (see pruneFromCache): the save's own directory sync is the only one.
 func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error) {
+	if !s.cfg.retain.active() {
+		// Without rules only superseded error checkpoints go: none to
+		// judge, no pass (and, after a save, no listing either).
+		if saved != "" && s.noErrors {
+			return nil, nil
+		}
+		has, err := s.hasErrorCheckpoint(ctx)
+		if err != nil {
+			return nil, opError("prune", s.dir, err)
+		}
+		if s.noErrors = !has; !has {
+			return nil, nil
+		}
+	}
 	var victims []entry
 	cached := false
 	if saved != "" && s.scanned {
@@ -279,12 +294,24 @@ type lazyRemover interface {
 	removeUnsynced(ctx context.Context, names []string) ([]bool, error)
 }
 
-// pruneVictims returns the entries the rules would remove now, oldest first,
-// sparing the safety net (see spared), from a scan of the directory. The
-// writer (writer) records that the cache now holds every checkpoint.
+// hasErrorCheckpoint reports whether the directory holds a file named as
+// an error checkpoint: without retention rules, the only kind a pass can
+// remove. It reads names only.
+func (s *Store[T]) hasErrorCheckpoint(ctx context.Context) (bool, error) {
+	ns, err := s.names(ctx, func(fn fileName) bool { return fn.kind == KindError })
+	return len(ns) > 0, err
+}
+
+// pruneVictims returns the entries a retention pass would remove now,
+// oldest first, sparing the safety net (see spared), from a scan of the
+// directory. The writer (writer) records that the cache now holds every
+// checkpoint.
 func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, error) {
-	if !s.cfg.retain.active() {
-		return nil, nil
+	if !s.cfg.retain.active() && !writer {
+		// (pruneLocked has looked already.)
+		if has, err := s.hasErrorCheckpoint(ctx); err != nil || !has {
+			return nil, err
+		}
 	}
 	entries, err := s.scanAll(ctx)
 	if err != nil {
@@ -299,7 +326,9 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, erro
 
 // judge sorts entries and applies the rules to them now: it returns the
 // victims, oldest first, sparing the safety net (see spared), and their
-// protectors (see victims), the safety net among them.
+// protectors (see victims), the safety net among them. Error checkpoints
+// that a clean checkpoint superseded are victims whatever the rules (see
+// supersedes); the clean checkpoint that supersedes them is a protector.
 func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protectors []entry) {
 	sortEntries(entries)
 	var now time.Time
@@ -307,17 +336,82 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protect
 		now = s.cfg.now()
 	}
 	victims, protectors = s.cfg.retain.victims(entries, now)
+	if len(victims) == 0 && !errorBeforeClean(entries) {
+		return nil, nil
+	}
+	keep, clean := s.spared(ctx, entries)
+	if n := len(victims); clean >= 0 {
+		for _, e := range entries[:clean] {
+			if supersedes(entries[clean], e) && !slices.ContainsFunc(victims[:n], func(v entry) bool { return v.name == e.name }) {
+				victims = append(victims, e)
+			}
+		}
+		if len(victims) > n {
+			sortEntries(victims) // removed oldest first
+		}
+	}
+	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
 	if len(victims) == 0 {
 		return nil, nil
 	}
-	keep := s.spared(ctx, entries)
-	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
 	for _, e := range entries {
 		if slices.Contains(keep, e.name) {
 			protectors = append(protectors, e)
 		}
 	}
 	return victims, protectors
+}
+
+// supersedes reports whether clean, a clean checkpoint that loads, supersedes
+// e, an entry sorted before it: e is an error checkpoint saved before clean.
+//
+// An error checkpoint records that its step failed. A clean checkpoint
+// (a step, final or rolling one) saved after it, of the same step or of
+// any later step, proves the run got past the failure: Latest resumes
+// from it, never from the error checkpoint, so the failure needs no
+// redoing and the record no keeping. That holds however the loop got
+// there (a redone step saved by Tick to the rolling file only, with
+// Every(n); a resume from LatestClean that replayed past the step) and
+// wherever it was killed (before or after a ClearError it meant to call).
+// A clean checkpoint saved before the error one supersedes nothing: not one
+// of the same step (the step saved, then a failure after it), nor one of a
+// later step (a run gone back to an earlier step without Truncate that
+// failed there), nor, therefore, anything when an error checkpoint has just
+// been saved. "Saved after" compares save times, which grow within a store
+// (see saveTime); a clock stepped back far makes a later save look older,
+// which keeps an error checkpoint. (Only a run gone back to an earlier step
+// below checkpoints stamped by a clock that ran far ahead would see its new
+// error checkpoint superseded by them.)
+//
+// Until the clean checkpoint loads (written by this store, whose save made
+// it durable before any prune, or verified), the error checkpoint stays:
+// the failure's evidence is never removed on the strength of a file that
+// may not be there after a power cut, or may be damaged. An error
+// checkpoint whose header does not read is left alone, like any such file.
+func supersedes(clean, e entry) bool {
+	return e.fn.kind == KindError && e.hErr == nil && clean.h.Time.After(e.h.Time)
+}
+
+// errorBeforeClean reports whether sorted entries hold an error checkpoint
+// with a clean one after it, saved after it: only then can an error
+// checkpoint be superseded, and is the safety net worth finding (it may
+// load files).
+func errorBeforeClean(entries []entry) bool {
+	var oldest time.Time // the oldest error checkpoint's save time so far
+	seen := false
+	for _, e := range entries {
+		switch {
+		case e.hErr != nil:
+		case e.fn.kind == KindError:
+			if !seen || e.h.Time.Before(oldest) {
+				oldest = e.h.Time
+			}
+			seen = true
+		case seen && e.h.Time.After(oldest):
+			return true
+		}
+	}
+	return false
 }
 
 // spared returns the names no rule may remove, from sorted entries: the
@@ -327,16 +421,17 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protect
 // last make every clean one removable. A newer checkpoint that cannot be
 // checked here (larger than the read limit, compressed with parameters
 // this store does not decode) may be good: it is spared too, and the
-// search goes on past it.
-func (s *Store[T]) spared(ctx context.Context, entries []entry) []string {
-	var keep []string
+// search goes on past it. clean is the index in entries of the newest
+// clean checkpoint that loads, or -1: the one that supersedes the error
+// checkpoints before it.
+func (s *Store[T]) spared(ctx context.Context, entries []entry) (keep []string, clean int) {
 	found := false // the newest checkpoint that loads is kept
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		if found && e.fn.kind == KindError {
 			continue
 		}
-		loads, unchecked := s.loadable(ctx, e)
+		loads, proven, unchecked := s.loadable(ctx, e)
 		if unchecked {
 			keep = append(keep, e.name)
 			continue
@@ -347,30 +442,34 @@ func (s *Store[T]) spared(ctx context.Context, entries []entry) []string {
 		keep = append(keep, e.name)
 		found = true
 		if e.fn.kind != KindError {
-			return keep
+			if !proven {
+				return keep, -1 // it may be good: it supersedes nothing
+			}
+			return keep, i
 		}
 	}
-	return keep
+	return keep, -1
 }
 
 // loadable reports whether e counts as a checkpoint that loads for the
-// safety net, trusting files this store wrote or verified, and whether it
+// safety net, trusting files this store wrote or verified, whether it was
+// proven to (it was read whole and verified, now or before), and whether it
 // could not be checked here (it may load with a larger read limit or
 // decoder). Only a header that does not read or an ErrCorrupt load (proven
 // damage, a state that does not decode into T) disqualifies it; anything
 // else counts as loading (a permission error, a cancelled ctx, and
 // ErrNewerSchema or ErrMigration, where Latest stops): pruning must not
-// guess.
-func (s *Store[T]) loadable(ctx context.Context, e entry) (loads, unchecked bool) {
+// guess. Only a proven load supersedes an error checkpoint.
+func (s *Store[T]) loadable(ctx context.Context, e entry) (loads, proven, unchecked bool) {
 	if e.hErr != nil {
-		return false, false
+		return false, false, false
 	}
 	if e.verified {
-		return true, false
+		return true, true, false
 	}
 	_, _, err := s.loadEntry(ctx, "prune", e, false)
 	if errors.Is(err, errTooLarge) || errors.Is(err, errUnsupported) {
-		return false, true
+		return false, false, true
 	}
-	return err == nil || !errors.Is(err, ErrCorrupt), false
+	return err == nil || !errors.Is(err, ErrCorrupt), err == nil, false
 }

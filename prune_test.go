@@ -37,9 +37,10 @@ func TestKeepLastPrunesAfterSave(t *testing.T) {
 	}
 	_, err := s.SaveFinal(ctx, 2, 2)
 	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 1, 1, errors.New("x"))
-	require.NoError(t, err)
 	_, err = s.Save(ctx, 11, 11)
+	require.NoError(t, err)
+	// Saved last, the error checkpoint is superseded by no clean one.
+	_, err = s.SaveError(ctx, 1, 1, errors.New("x"))
 	require.NoError(t, err)
 	list, err := s.List(ctx)
 	require.NoError(t, err)
@@ -263,15 +264,14 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 		for step := int64(1); step <= 6; step++ {
 			_, err := s.Save(ctx, step, int(step))
 			require.NoError(t, err)
-			if step == 2 {
-				_, err = s.SaveError(ctx, step, int(step), errors.New("boom"))
-				require.NoError(t, err)
-			}
 			if step == 3 {
 				_, err = s.SaveFinal(ctx, step, int(step))
 				require.NoError(t, err)
 			}
 		}
+		// Saved last, so that no clean checkpoint supersedes it.
+		_, err := s.SaveError(ctx, 2, 2, errors.New("boom"))
+		require.NoError(t, err)
 	}
 	kinds := func(list []Info) []string {
 		var out []string
@@ -327,12 +327,11 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 	for step := int64(1); step <= 9; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
 		require.NoError(t, err)
-		if step == 7 {
-			_, err = s.SaveError(ctx, step, int(step), errors.New("boom"))
-			require.NoError(t, err)
-		}
 	}
 	_, err := s.SaveFinal(ctx, 9, 9)
+	require.NoError(t, err)
+	// Saved last, so that no clean checkpoint supersedes it.
+	_, err = s.SaveError(ctx, 7, 7, errors.New("boom"))
 	require.NoError(t, err)
 
 	removed, err := s.Truncate(ctx, 5)
@@ -512,12 +511,13 @@ func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
 	require.NoError(t, err, "the newest clean checkpoint was pruned")
 	require.Equal(t, 3, v)
 
-	// A clean step saved now takes over: the old one goes.
+	// A clean step saved now takes over: the old one goes, and so does
+	// the error checkpoint it supersedes.
 	_, err = s.Save(ctx, 5, 5)
 	require.NoError(t, err)
 	list, err = s.List(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int64{4, 5}, steps(list))
+	require.Equal(t, []int64{5}, steps(list))
 }
 
 // countPoints counts the fault points a store passes, failing none.
@@ -743,4 +743,166 @@ func TestPruneTrustsTheSavedFileOnlyWithItsVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	require.Equal(t, int64(3), list[0].Step)
+}
+
+// kindsOf lists each checkpoint as its step and kind's initial: 5e, 6s.
+func kindsOf(list []Info) []string {
+	var out []string
+	for _, i := range list {
+		out = append(out, fmt.Sprintf("%d%s", i.Step, string(i.Kind)[:1]))
+	}
+	return out
+}
+
+func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fail := errors.New("boom")
+	for _, tc := range []struct {
+		name string
+		do   func(s *Store[int]) error
+		want []string
+	}{
+		{"the step redone", func(s *Store[int]) error {
+			_, err := s.SaveError(ctx, 5, 4, fail)
+			if err == nil {
+				_, err = s.Save(ctx, 5, 5)
+			}
+			return err
+		}, []string{"5s"}},
+		{"a later step", func(s *Store[int]) error {
+			_, err := s.SaveError(ctx, 5, 4, fail)
+			if err == nil {
+				_, err = s.Save(ctx, 6, 6)
+			}
+			return err
+		}, []string{"6s"}},
+		{"a final checkpoint", func(s *Store[int]) error {
+			_, err := s.SaveError(ctx, 5, 4, fail)
+			if err == nil {
+				_, err = s.SaveFinal(ctx, 5, 5)
+			}
+			return err
+		}, []string{"5f"}},
+		{"every attempt", func(s *Store[int]) error {
+			for range 2 {
+				if _, err := s.SaveError(ctx, 5, 4, fail); err != nil {
+					return err
+				}
+			}
+			_, err := s.Save(ctx, 5, 5)
+			return err
+		}, []string{"5s"}},
+		{"not a clean checkpoint saved before it, of its step", func(s *Store[int]) error {
+			_, err := s.Save(ctx, 5, 5)
+			if err == nil {
+				_, err = s.SaveError(ctx, 5, 5, fail)
+			}
+			return err
+		}, []string{"5s", "5e"}},
+		{"not one saved before it, of a later step", func(s *Store[int]) error {
+			_, err := s.Save(ctx, 6, 6)
+			if err == nil {
+				_, err = s.SaveError(ctx, 5, 4, fail)
+			}
+			return err
+		}, []string{"5e", "6s"}},
+		{"not an error checkpoint", func(s *Store[int]) error {
+			_, err := s.SaveError(ctx, 5, 4, fail)
+			if err == nil {
+				_, err = s.SaveError(ctx, 6, 5, fail)
+			}
+			return err
+		}, []string{"5e", "6e"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStore[int](t, t.TempDir(), NoSync())
+			require.NoError(t, tc.do(s))
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, kindsOf(list), "without any retention rule")
+		})
+	}
+}
+
+func TestRollingFileSupersedesAnErrorCheckpointAtTheNextNumberedSave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), Every(3), WithRolling(), NoSync())
+	_, err := s.SaveError(ctx, 4, 3, errors.New("boom"))
+	require.NoError(t, err)
+	_, _, err = s.Tick(ctx, 4, 4) // the failed step redone, saved to the rolling file only
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"4e", "4r"}, kindsOf(list), "a rolling write prunes nothing")
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindRolling, info.Kind, "Latest resumes past a superseded error checkpoint")
+	require.Equal(t, 4, v)
+	plan, err := s.PruneDryRun(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"4e"}, kindsOf(plan))
+
+	_, _, err = s.Tick(ctx, 5, 5)
+	require.NoError(t, err)
+	_, _, err = s.Tick(ctx, 6, 6) // numbered
+	require.NoError(t, err)
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"5r", "6s"}, kindsOf(list), "the numbered save's retention pass removes it")
+}
+
+func TestErrorCheckpointStaysWhileTheCleanOneAfterItDoesNotLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, other := t.TempDir(), t.TempDir()
+	clock := newClock()
+	s := openStore[int](t, dir, NoSync(), withClock(clock.now))
+	_, err := s.SaveError(ctx, 5, 4, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	// A clean step 6 saved after it, by another store.
+	o := openStore[int](t, other, NoSync(), withClock(clock.now))
+	info, err := o.Save(ctx, 6, 6)
+	require.NoError(t, err)
+	good, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	damaged := bytes.Replace(good, []byte(`"state":6`), []byte(`"state":7`), 1)
+	require.NotEqual(t, good, damaged)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, info.Name()), damaged, 0o644))
+
+	s = openStore[int](t, dir, NoSync(), withClock(clock.now))
+	removed, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed, "a damaged clean checkpoint supersedes nothing")
+	_, latest, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindError, latest.Kind, "Latest falls back to the error checkpoint")
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, info.Name()), good, 0o644))
+	removed, err = s.Prune(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"5e"}, kindsOf(removed), "once it loads, it does")
+}
+
+func TestKeepLastKeepsAnErrorCheckpointUntilSuperseded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), KeepLast(2), NoSync())
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	_, err := s.SaveError(ctx, 4, 3, errors.New("boom"))
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"2s", "3s", "4e"}, kindsOf(list), "not counted by KeepLast, not superseded")
+	_, err = s.Save(ctx, 4, 4)
+	require.NoError(t, err)
+	list, err = s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"3s", "4s"}, kindsOf(list))
 }

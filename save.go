@@ -175,6 +175,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	if s.listed != nil {
 		s.listed[name] = o.Version
 	}
+	if fn.kind == KindError {
+		s.noErrors = false
+	}
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so

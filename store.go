@@ -46,6 +46,12 @@ type Store[T any] struct {
 	// directory into the header cache: later prunes after a save judge
 	// from the cache (see pruneFromCache).
 	scanned bool
+	// noErrors (guarded by wmu) records that the directory held no error
+	// checkpoint when a prune last listed it, and that this store has
+	// written none since: a store without retention rules, which removes
+	// only superseded error checkpoints, then skips the listing after a
+	// save. Files added by hand wait for Prune, which always lists.
+	noErrors bool
 	// comps has a bit (1<<compression) for each compression of which a
 	// full scan of the directory found a checkpoint name: with scanned,
 	// a save need not look for its step in the compressions that have

@@ -39,7 +39,10 @@
 // its age, size, compression, file, meta), ascending by step, reading
 // headers only; or of the sessions, the most recently active first. Sizes
 // are for a person (4.2 KiB); --bytes prints them exactly. --json prints the
-// same as a JSON array, with sizes in bytes and times in full.
+// same as a JSON array, with sizes in bytes and times in full. In a
+// directory with no checkpoint, ls names the directories below it, up to
+// three levels down, that hold checkpoints or sessions (it follows no
+// symbolic link and reads a bounded number of entries).
 //
 // show prints a checkpoint's header (file, format, step, kind, time, size,
 // compression, checksum, meta, error record) and its state as indented JSON,
@@ -48,7 +51,9 @@
 // the directory would get). A step with several files (a step checkpoint and
 // a final or error one, the rolling file) shows the one saved last, as Load
 // does; --kind step|final|error|rolling picks the newest of that kind, and
-// --file NAME one file by its name (then STEP may be left out).
+// --file NAME one file by its name (then STEP may be left out). A step with
+// no checkpoint (pruned, or not due) names the nearest kept steps below and
+// above it.
 //
 // verify reads every checkpoint in full and checks its checksum, format
 // version, header and state, and prints each bad file with the reason (-v
@@ -66,6 +71,8 @@
 //	+ .inventory[3]: "rope"
 //	- .whispers: ["the bells ring for someone still alive"]
 //
+// Two equal states print one line that says so.
+//
 // prune applies retention rules, as the library's KeepLast, KeepEvery,
 // KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
 // removed. At least one --keep rule is required. Durations are Go durations
@@ -76,7 +83,9 @@
 // checkpoints (name.corrupt, name.corrupt-N); on a root of sessions, it also
 // removes sessions left half-made by a crash, and cleans every session; a
 // session whose writer is running is skipped (exit code 4) and the others are
-// cleaned all the same. --dry-run lists what would go and removes nothing.
+// cleaned all the same. --dry-run lists what would go and removes nothing;
+// beside a running writer it calls a temporary file that writer's save in
+// progress (where the system tells who holds the lock: Linux).
 //
 // # Layouts
 //

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return errors.New("-new starts a fresh game: it cannot be combined with -session or -restore")
 	}
 
-	campaign, err := checkpoint.OpenSessions(*dir, campaignOptions()...)
+	campaign, err := checkpoint.OpenSessions(*dir, append(campaignOptions(), warnOnError(stdout))...)
 	if err != nil {
 		return err
 	}
@@ -167,6 +167,15 @@ type table struct {
 	id    string
 	store *checkpoint.Store[GameState]
 	game  GameState
+}
+
+// warnOnError prints every failure the stores meet, and every damaged turn
+// that Latest passes over to resume from the turn before it: without it, a
+// run would resume from an older turn without a word.
+func warnOnError(stdout io.Writer) checkpoint.Option {
+	return checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) {
+		fmt.Fprintf(stdout, "warning: %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}})
 }
 
 // resumeLatest opens the most recently active session at its latest turn.

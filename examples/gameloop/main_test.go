@@ -383,3 +383,17 @@ func TestCancelledRunWritesNothing(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, listSessions(t, dir))
 }
+
+func TestResumingPastADamagedTurnSaysSo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mustPlay(t, "-dir", dir, "-turns", "3")
+	name := turnFile(dir, "001", 3)
+	data, err := os.ReadFile(name)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(name, data[:len(data)/2], 0o644))
+
+	out := mustPlay(t, "-dir", dir, "-turns", "1")
+	require.Contains(t, out, "warning: checkpoint: latest step 3 "+name+": corrupt checkpoint")
+	require.Contains(t, out, "resuming session 001 from turn 2")
+}

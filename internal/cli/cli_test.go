@@ -226,6 +226,49 @@ func TestLsEmptyAndMissingDirectories(t *testing.T) {
 	require.Contains(t, r.stderr, "result.json: not a directory")
 }
 
+func TestLsAboveStoresPointsAtTheDirectoriesThatHoldCheckpoints(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	file := func(path ...string) string { return filepath.Join(append([]string{parent}, path...)...) }
+	step := envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1))
+	writeFile(t, file("runs", "2026", "run1", "step_00000001.json"), step) // three levels down
+	writeFile(t, file("campaign", ".sessions.lock"), nil)                  // a root of sessions
+	writeFile(t, file("campaign", "001", "step_00000001.json"), step)
+	writeFile(t, file("a", "b", "c", "too-deep", "step_00000001.json"), step)
+	writeFile(t, file(".hidden", "step_00000001.json"), step)
+	if err := os.Symlink(file("runs", "2026", "run1"), file("link")); err != nil {
+		t.Logf("no symbolic link: %v", err)
+	}
+	r := runCLI(t, "ls", parent)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "no checkpoints in "+parent+" (layout step/8)\n", r.stdout)
+	require.Equal(t, "checkpoint ls: note: these subdirectories hold checkpoints: "+
+		file("campaign")+" (sessions), "+file("runs", "2026", "run1")+"\n", r.stderr,
+		"shallowest first, a root of sessions once, no link followed, nothing hidden or deeper than three levels")
+
+	// One level above a store, as before.
+	r = runCLI(t, "ls", file("runs", "2026"))
+	require.Equal(t, "checkpoint ls: note: these subdirectories hold checkpoints: "+file("runs", "2026", "run1")+"\n", r.stderr)
+}
+
+func TestStoresBelowReadsABoundedNumberOfEntries(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i := range 10 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("f%02d", i)), nil)
+	}
+	budget := 4
+	dirents, complete := readDirBounded(dir, &budget)
+	require.Len(t, dirents, 4)
+	require.False(t, complete)
+	require.Zero(t, budget)
+	budget = 100
+	dirents, complete = readDirBounded(dir, &budget)
+	require.Len(t, dirents, 10)
+	require.True(t, complete)
+	require.Equal(t, "f00", dirents[0].Name(), "sorted")
+}
+
 func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
@@ -354,7 +397,7 @@ func TestShowFailures(t *testing.T) {
 	}{
 		{[]string{"show", "testdata/game", "5"}, exitFailed,
 			"checkpoint: load step 5 testdata/game/turn_005.json: corrupt checkpoint: checksum mismatch: file says sha256:"},
-		{[]string{"show", "testdata/game", "9"}, exitFailed, "checkpoint: load step 9 testdata/game: checkpoint not found\n"},
+		{[]string{"show", "testdata/game", "9"}, exitFailed, "checkpoint: load step 9 testdata/game: checkpoint not found; the nearest kept step is 7 (below; none above)\n"},
 		{[]string{"show", "testdata/game", "3", "--kind", "final"}, exitFailed, "checkpoint: show step 3 testdata/game: checkpoint not found: no final checkpoint\n"},
 		{[]string{"show", "testdata/game", "--file", "turn_009.json"}, exitFailed,
 			"checkpoint: show testdata/game/turn_009.json: checkpoint not found: no checkpoint file of that name (layout turn/3)\n"},
@@ -531,10 +574,6 @@ func TestDiff(t *testing.T) {
 		- .whispers: ["turn 1: the bells ring for someone still alive"]
 	`)), r.stdout)
 
-	r = runCLI(t, "diff", "testdata/game", "4", "4")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Empty(t, r.stdout)
-
 	r = runCLI(t, "diff", "testdata/game", "2", "latest")
 	require.Equal(t, exitFound, r.code, r.stderr)
 	require.Contains(t, r.stdout, osPaths("+++ step 7 (final) testdata/game/turn_007.final.json\n"))
@@ -546,6 +585,40 @@ func TestDiff(t *testing.T) {
 	r = runCLI(t, "diff", "testdata/game", "4")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "checkpoint diff: missing B\n")
+}
+
+func TestDiffOfEqualStatesSaysTheyAreEqual(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "diff", "testdata/game", "4", "4")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	require.Equal(t, osPaths("equal: step 4 (step) testdata/game/turn_004.json and step 4 (step) testdata/game/turn_004.json hold the same state\n"), r.stdout)
+}
+
+func TestShowOfAMissingStepNamesTheNearestKeptSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := checkpoint.Open[map[string]int](dir, checkpoint.NoSync(), checkpoint.KeepEvery(4), checkpoint.KeepLast(1))
+	require.NoError(t, err)
+	for step := int64(17); step <= 25; step++ {
+		_, err := st.Save(ctx, step, map[string]int{"step": int(step)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	for _, tc := range []struct{ step, want string }{
+		{"21", "the nearest kept steps are 20 (below) and 24 (above)"},
+		{"3", "the nearest kept step is 20 (above; none below)"},
+		{"26", "the nearest kept step is 25 (below; none above)"},
+	} {
+		r := runCLI(t, "show", dir, tc.step)
+		require.Equal(t, exitFailed, r.code, r.stderr)
+		require.Empty(t, r.stdout)
+		require.Equal(t, "checkpoint: load step "+tc.step+" "+dir+": checkpoint not found; "+tc.want+"\n", r.stderr)
+	}
+	r := runCLI(t, "diff", dir, "20", "21")
+	require.Equal(t, exitFailed, r.code, r.stderr)
+	require.Contains(t, r.stderr, "checkpoint not found; the nearest kept steps are 20 (below) and 24 (above)\n")
 }
 
 func TestDiffStates(t *testing.T) {
@@ -592,11 +665,12 @@ func TestPruneDryRunThenPrune(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
 		would remove:
-		  STEP  KIND  TIME                              SIZE   FILE
-		  1     step  2026-11-21T10:01:00Z (2h ago)     376 B  turn_001.json
-		  2     step  2026-11-21T10:02:00Z (1h59m ago)  349 B  turn_002.json
-		  3     step  2026-11-21T10:03:00Z (1h58m ago)  290 B  turn_003.json.gz
-		dry run: would remove 3 of 8 checkpoints (1015 B) and keep 5; nothing was removed
+		  STEP  KIND   TIME                              SIZE   FILE
+		  1     step   2026-11-21T10:01:00Z (2h ago)     376 B  turn_001.json
+		  2     step   2026-11-21T10:02:00Z (1h59m ago)  349 B  turn_002.json
+		  3     step   2026-11-21T10:03:00Z (1h58m ago)  290 B  turn_003.json.gz
+		  4     error  2026-11-21T10:04:00Z (1h57m ago)  495 B  turn_004.error.json
+		dry run: would remove 4 of 8 checkpoints (1.5 KiB) and keep 4; nothing was removed
 	`), r.stdout)
 	require.Equal(t, before, names(t, dir), "a dry run changes nothing, not even a lock file")
 
@@ -604,18 +678,19 @@ func TestPruneDryRunThenPrune(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, dedent(`
 		removed:
-		  STEP  KIND  TIME                              SIZE  FILE
-		  1     step  2026-11-21T10:01:00Z (2h ago)     376   turn_001.json
-		  2     step  2026-11-21T10:02:00Z (1h59m ago)  349   turn_002.json
-		  3     step  2026-11-21T10:03:00Z (1h58m ago)  290   turn_003.json.gz
-		removed 3 of 8 checkpoints (1015 bytes) from `+dir+`; kept 5
+		  STEP  KIND   TIME                              SIZE  FILE
+		  1     step   2026-11-21T10:01:00Z (2h ago)     376   turn_001.json
+		  2     step   2026-11-21T10:02:00Z (1h59m ago)  349   turn_002.json
+		  3     step   2026-11-21T10:03:00Z (1h58m ago)  290   turn_003.json.gz
+		  4     error  2026-11-21T10:04:00Z (1h57m ago)  495   turn_004.error.json
+		removed 4 of 8 checkpoints (1510 bytes) from `+dir+`; kept 4
 	`), r.stdout)
 	require.NoFileExists(t, filepath.Join(dir, "turn_001.json"))
-	require.FileExists(t, filepath.Join(dir, "turn_004.error.json"), "error checkpoints are kept unless --prune-kinds")
+	require.NoFileExists(t, filepath.Join(dir, "turn_004.error.json"), "step 4, saved after it, superseded the error checkpoint")
 
 	r = runCLI(t, "prune", dir, "--keep-last", "2")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, "nothing to prune in "+dir+": the rules keep all 5 checkpoints (layout turn/3)\n", r.stdout)
+	require.Equal(t, "nothing to prune in "+dir+": the rules keep all 4 checkpoints (layout turn/3)\n", r.stdout)
 }
 
 func TestPruneRules(t *testing.T) {
@@ -627,8 +702,9 @@ func TestPruneRules(t *testing.T) {
   STEP +KIND +TIME +SIZE +FILE
   1 .* turn_001.json
   3 .* turn_003.json.gz
+  4 +error .* turn_004.error.json
   5 .* turn_005.json
-dry run: would remove 3 of 8 checkpoints`, r.stdout)
+dry run: would remove 4 of 8 checkpoints`, r.stdout)
 
 	// All in one UTC day: the newest of the day is the final checkpoint,
 	// once final and error checkpoints are subject to the rules.
@@ -696,7 +772,7 @@ func TestGC(t *testing.T) {
 	r := runCLI(t, "gc", dir, "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, osPaths(dedent(`
-		would remove `+dir+`/.turn_006.json8675309 (temporary file of an interrupted save)
+		would remove `+dir+`/.turn_006.json8675309 (`+dryRunTemp(false)+`)
 		would remove `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
 		dry run: would remove 2 files; nothing was removed
 	`)), r.stdout)
@@ -716,6 +792,38 @@ func TestGC(t *testing.T) {
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "nothing to remove in "+dir+" (layout turn/3)\n", r.stdout)
+}
+
+// dryRunTemp is what gc --dry-run says of a temporary file when a writer
+// of this process holds the store's lock (live) or none does, where the
+// system tells (Linux).
+func dryRunTemp(live bool) string {
+	switch {
+	case runtime.GOOS != "linux":
+		return "temporary file of an interrupted save, or of a save in progress if a writer is running"
+	case live:
+		return "temporary file of a save in progress: a live writer holds the lock (this process); gc without --dry-run leaves the store alone while it runs"
+	}
+	return "temporary file of an interrupted save"
+}
+
+func TestGCDryRunBesideALiveWriterSaysItsTempFileIsASaveInProgress(t *testing.T) {
+	t.Parallel()
+	dir := copyFixture(t, "game")
+	require.NoError(t, os.Remove(filepath.Join(dir, "turn_002.json.corrupt")))
+	w, err := checkpoint.Open[json.RawMessage](dir, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	temp := filepath.Join(dir, ".turn_008.json.ckpt-tmp-42")
+	writeFile(t, temp, []byte("{")) // the writer's save in progress
+	r := runCLI(t, "gc", dir, "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "would remove "+temp+" ("+dryRunTemp(true)+")\ndry run: would remove 1 file; nothing was removed\n", r.stdout)
+
+	require.NoError(t, w.Close())
+	r = runCLI(t, "gc", dir, "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "would remove "+temp+" ("+dryRunTemp(false)+")\ndry run: would remove 1 file; nothing was removed\n", r.stdout,
+		"with the writer gone, it was left by an interrupted save")
 }
 
 func TestGCSessions(t *testing.T) {

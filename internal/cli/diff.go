@@ -52,6 +52,9 @@ var diffCommand = command{
 			c.noteSkipped()
 			lines := diffStates(states[0], states[1])
 			if len(lines) == 0 {
+				// Silence would read as a failure to compare.
+				fmt.Fprintf(c.stdout, "equal: step %d (%s) %s and step %d (%s) %s hold the same state\n",
+					infos[0].Step, infos[0].Kind, printable(infos[0].Path), infos[1].Step, infos[1].Kind, printable(infos[1].Path))
 				return nil
 			}
 			fmt.Fprintf(c.stdout, "--- step %d (%s) %s\n+++ step %d (%s) %s\n",

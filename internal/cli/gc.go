@@ -56,6 +56,12 @@ const (
 	whatTemp        = "temporary file of an interrupted save"
 	whatQuarantined = "damaged checkpoint moved aside"
 	whatStaging     = "session left half-made by a crash"
+	// What a --dry-run says of a temporary file when the writer lock is
+	// held (whatLiveTemp, with the holder where known), or when the
+	// system cannot tell whether it is (whatMaybeTemp). gc without
+	// --dry-run takes the lock: every temporary file it finds is stale.
+	whatLiveTemp  = "temporary file of a save in progress: a live writer holds the lock%s; gc without --dry-run leaves the store alone while it runs"
+	whatMaybeTemp = "temporary file of an interrupted save, or of a save in progress if a writer is running"
 )
 
 func (g *gc) report(path, what string) {
@@ -86,7 +92,7 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 		if err != nil {
 			return err
 		}
-		g.reportLeftovers(left)
+		g.reportLeftovers(left, tempWhat(left))
 		return nil
 	}
 	rec := &pathRecorder{}
@@ -106,13 +112,31 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 	if err != nil {
 		return err
 	}
-	g.reportLeftovers(left)
+	g.reportLeftovers(left, whatTemp)
 	return st.Close()
 }
 
-func (g *gc) reportLeftovers(left checkpoint.Leftovers) {
+// tempWhat says what the temporary files of left, listed by a dry run
+// beside a writer that may be running, are.
+func tempWhat(left checkpoint.Leftovers) string {
+	switch left.Lock {
+	case checkpoint.LockFree:
+		return whatTemp
+	case checkpoint.LockHeld:
+		holder := ""
+		if left.LockHolder == os.Getpid() {
+			holder = " (this process)"
+		} else if left.LockHolder > 0 {
+			holder = fmt.Sprintf(" (process %d)", left.LockHolder)
+		}
+		return fmt.Sprintf(whatLiveTemp, holder)
+	}
+	return whatMaybeTemp
+}
+
+func (g *gc) reportLeftovers(left checkpoint.Leftovers, temp string) {
 	for _, p := range left.Temps {
-		g.report(p, whatTemp)
+		g.report(p, temp)
 	}
 	for _, p := range left.Quarantined {
 		g.report(p, whatQuarantined)

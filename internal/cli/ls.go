@@ -298,26 +298,105 @@ func reason(err error) string {
 	return err.Error()
 }
 
-// storesBelow returns the subdirectories of dir that hold checkpoint files,
-// at most a few, as a hint for a user one level too high.
+// The search for stores below a directory without checkpoints is a hint:
+// it looks a few levels down, names a few, and reads a bounded number of
+// directory entries in all, so that ls of a home directory stays quick.
+const (
+	hintDepth   = 3     // levels below the directory given
+	hintStores  = 5     // stores named before "..."
+	hintEntries = 20000 // directory entries read in all
+)
+
+// storesBelow returns the directories below dir, down to hintDepth levels
+// and shallowest first, that hold checkpoint files or sessions (a root of
+// sessions is named once, marked, not each of its sessions), at most
+// hintStores of them and then "...", as a hint for a user a level or a few
+// too high. It never follows a symbolic link and skips hidden directories
+// (a crashed fork's staging among them). It stops, ending with "...", once
+// it has read hintEntries directory entries.
 func storesBelow(dir string) []string {
-	dirents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
+	budget := hintEntries
 	var out []string
-	for _, d := range dirents {
-		if !d.IsDir() || strings.HasPrefix(d.Name(), ".") {
-			continue
-		}
-		sub := filepath.Join(dir, d.Name())
-		if found, err := checkpoint.DetectLayouts(sub); err == nil && len(found) > 0 {
-			if out = append(out, sub); len(out) == 5 {
+	level := []string{dir}
+	for depth := 0; depth < hintDepth && len(level) > 0; depth++ {
+		var next []string
+		for _, d := range level {
+			dirents, complete := readDirBounded(d, &budget)
+			for _, de := range dirents {
+				// A DirEntry's type is the entry's own (Lstat's): a
+				// symbolic link to a directory is no directory here.
+				if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
+					continue
+				}
+				sub := filepath.Join(d, de.Name())
+				subents, whole := readDirBounded(sub, &budget)
+				switch {
+				case !whole:
+					return append(out, "...")
+				case isSessionsRoot(sub, subents):
+					out = append(out, sub+" (sessions)")
+				case holdsCheckpoints(sub):
+					out = append(out, sub)
+				default:
+					next = append(next, sub)
+					continue
+				}
+				if len(out) == hintStores {
+					return append(out, "...")
+				}
+			}
+			if !complete {
 				return append(out, "...")
 			}
 		}
+		level = next
 	}
 	return out
+}
+
+// readDirBounded returns the entries of dir, sorted by name, reading no
+// more than *budget of them and taking what it read from *budget; complete
+// is false if it stopped before the end. An unreadable directory has none.
+func readDirBounded(dir string, budget *int) (dirents []os.DirEntry, complete bool) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, true
+	}
+	defer f.Close()
+	for *budget > 0 {
+		batch, err := f.ReadDir(min(*budget, 256))
+		*budget -= len(batch)
+		dirents = append(dirents, batch...)
+		if err != nil { // io.EOF at the end
+			slices.SortFunc(dirents, func(a, b os.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+			return dirents, true
+		}
+	}
+	return dirents, false
+}
+
+// holdsCheckpoints reports whether dir holds a checkpoint file of any
+// layout. The caller has read dir whole within its budget: DetectLayouts
+// reads it again, and no more than that.
+func holdsCheckpoints(dir string) bool {
+	found, err := checkpoint.DetectLayouts(dir)
+	return err == nil && len(found) > 0
+}
+
+// isSessionsRoot reports whether dir, whose entries are dirents, is a root
+// of sessions, as sessionDirs decides it.
+func isSessionsRoot(dir string, dirents []os.DirEntry) bool {
+	for _, d := range dirents {
+		switch {
+		case d.Name() == ".sessions.lock" && d.Type().IsRegular():
+			return true
+		case d.IsDir() && checkpoint.ValidSessionID(d.Name()) == nil:
+			if fi, err := os.Lstat(filepath.Join(dir, d.Name(), "session.json")); err == nil && fi.Mode().IsRegular() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // remoteStoresBelow is storesBelow for a remote location: the child

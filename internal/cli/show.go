@@ -118,7 +118,11 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 	case sel.file == "" && sel.kind == "" && sel.latest:
 		return st.Latest(ctx)
 	case sel.file == "" && sel.kind == "":
-		return st.Load(ctx, sel.step)
+		state, info, err := st.Load(ctx, sel.step)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			err = nearestKept(ctx, st, sel.step, err)
+		}
+		return state, info, err
 	}
 	infos, err := st.List(ctx)
 	if err != nil {
@@ -166,6 +170,42 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 	c.skipped = nil // the error names them
 	return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: st.Dir(),
 		Err: fmt.Errorf("none of the %s checkpoints loads: %w", sel.kind, errors.Join(errs...))}
+}
+
+// nearestKept adds to err, the ErrNotFound of a Load of step, the kept
+// steps nearest to it, below and above: a step pruned by retention (or
+// never saved, with Every) is most often looked at for what is around it.
+// A store without checkpoints, or one that cannot be listed, leaves err as
+// it is.
+func nearestKept(ctx context.Context, st *checkpoint.Store[json.RawMessage], step int64, err error) error {
+	e, ok := err.(*checkpoint.Error)
+	if !ok {
+		return err
+	}
+	infos, lerr := st.List(ctx)
+	if lerr != nil || len(infos) == 0 {
+		return err
+	}
+	below, above := int64(-1), int64(-1)
+	for _, info := range infos { // ascending by step
+		if info.Step < step {
+			below = info.Step
+		} else if info.Step > step && above < 0 {
+			above = info.Step
+		}
+	}
+	var near string
+	switch {
+	case below >= 0 && above >= 0:
+		near = fmt.Sprintf("the nearest kept steps are %d (below) and %d (above)", below, above)
+	case below >= 0:
+		near = fmt.Sprintf("the nearest kept step is %d (below; none above)", below)
+	default:
+		near = fmt.Sprintf("the nearest kept step is %d (above; none below)", above)
+	}
+	wrapped := *e
+	wrapped.Err = fmt.Errorf("%w; %s", e.Err, near)
+	return &wrapped
 }
 
 // checksumName names the checksum of a checkpoint of format: SHA-256 in
