@@ -23,17 +23,33 @@ import (
 // writes, and a hard link then an unlink publish what one renameat2 with
 // RENAME_NOREPLACE does.
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
+	err = d.withOps(root, func(ops dirOps) error {
+		n, err = writeFile(ops, name, write, replace, o)
+		return err
+	}, name)
+	return n, err
+}
+
+// withOps calls f with the dirOps of the directory for the names f uses:
+// fdOps if every one is a plain name (see validChars), else rootOps. Close
+// waits for f.
+func (d *dirBackend) withOps(root *os.Root, f func(dirOps) error, names ...string) error {
 	d.writing.RLock() // Close waits for the write
 	defer d.writing.RUnlock()
-	dir, derr := d.dirFile(root)
-	if derr != nil || !validChars(name) {
-		return writeFile(rootOps{root}, name, write, replace, o)
+	dir, err := d.dirFile(root)
+	if err != nil {
+		return f(rootOps{root})
 	}
-	conn, derr := dir.SyscallConn()
-	if derr != nil {
-		return writeFile(rootOps{root}, name, write, replace, o)
+	for _, name := range names {
+		if !validChars(name) {
+			return f(rootOps{root})
+		}
 	}
-	return writeFile(fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly}, name, write, replace, o)
+	conn, err := dir.SyscallConn()
+	if err != nil {
+		return f(rootOps{root})
+	}
+	return f(fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly})
 }
 
 // fdOps are dirOps by system calls relative to an open directory's

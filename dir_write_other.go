@@ -9,3 +9,9 @@ import "os"
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (int64, error) {
 	return writeFile(rootOps{root}, name, write, replace, o)
 }
+
+// withOps calls f with the dirOps of the directory: rootOps (Linux has
+// faster ones).
+func (d *dirBackend) withOps(root *os.Root, f func(dirOps) error, _ ...string) error {
+	return f(rootOps{root})
+}
