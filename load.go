@@ -210,8 +210,10 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 // opened with the wrong WithLayout would otherwise report a fresh start
 // beside its own saves. It returns nil if a file has the store's layout, or
 // no other layout is confirmed by a header that reads (a side file named
-// like a checkpoint, report_2024.json, is no checkpoint). It costs a
-// directory read, on the way to ErrNotFound only.
+// like a checkpoint, report_2024.json, is no checkpoint). Every file of a
+// layout is evidence, newest name first, until one header reads: a damaged
+// newest file (or rolling file) does not hide the others. It costs a
+// directory read and a header read or more, on the way to ErrNotFound only.
 func (s *Store[T]) foreignLayout(ctx context.Context) error {
 	objs, err := s.b.List(ctx)
 	if err != nil {
@@ -222,7 +224,7 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 			return nil // error checkpoints only, for LatestClean
 		}
 		// A listing that says no types (a local directory's): only
-		// regular files are evidence, and the greatest name is read.
+		// regular files are evidence.
 		if o.Version == "" {
 			if _, _, _, ok := layoutEvidence(o.Name); ok {
 				if st, err := s.b.Stat(ctx, o.Name); err == nil {
@@ -233,15 +235,21 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 	}
 	for _, found := range detectLayouts(objs, true) {
 		l := layout{prefix: found.Prefix, digits: found.Digits}
-		fn, ok := l.parse(found.sample)
-		if !ok {
-			continue
+		slices.SortFunc(found.names, func(a, b string) int { return strings.Compare(b, a) })
+		for _, name := range found.names {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			fn, ok := l.parse(name)
+			if !ok {
+				continue
+			}
+			if _, _, err := s.readHeaderFile(ctx, name, fn); err != nil {
+				continue
+			}
+			return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
+				ErrInvalid, s.cfg.layout.prefix, s.cfg.layout.digits, found.Files, found.Layout, name, found.Prefix, found.Digits)
 		}
-		if _, _, err := s.readHeaderFile(ctx, found.sample, fn); err != nil {
-			continue
-		}
-		return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
-			ErrInvalid, s.cfg.layout.prefix, s.cfg.layout.digits, found.Files, found.Layout, found.sample, found.Prefix, found.Digits)
 	}
 	return nil
 }
