@@ -163,6 +163,14 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			group[0].h = header{Step: group[0].fn.step, Kind: group[0].fn.kind}
 		} else {
 			group = s.fill(ctx, group)
+			// fill drops what is not a regular file; at a checkpoint's
+			// name it is damage (Save moves a symbolic link aside as
+			// such, and refuses the others), never skipped silently.
+			if len(group) < end-start {
+				bad := s.notRegularAmong(ctx, op, ns[start:end], group)
+				tried += len(bad)
+				skipped = append(skipped, bad...)
+			}
 		}
 		end = start
 		sortEntries(group)
@@ -195,6 +203,13 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		}
 	}
 	if len(skipped) == 0 {
+		// The rolling file's name is dropped before the walk if it is
+		// not a regular file (its step is in its header): what is there
+		// is no fresh start either.
+		skipped = s.notRegularAmong(ctx, op, s.rollingNames(ctx, want), nil)
+		tried += len(skipped)
+	}
+	if len(skipped) == 0 {
 		if len(ns) == 0 {
 			if err := s.foreignLayout(ctx); err != nil {
 				return zero, Info{}, nil, opError(op, s.dir, err)
@@ -203,6 +218,42 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		return zero, Info{}, nil, opError(op, s.dir, ErrNotFound)
 	}
 	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
+}
+
+// notRegularAmong returns an error wrapping ErrCorrupt, which says what is
+// there, for each of ns that is not among filled (fill dropped it) and is
+// there but not a regular file: a directory, a named pipe, a symbolic link
+// (never followed).
+func (s *Store[T]) notRegularAmong(ctx context.Context, op string, ns []named, filled []entry) []error {
+	var errs []error
+	for _, n := range ns {
+		if slices.ContainsFunc(filled, func(e entry) bool { return e.name == n.name }) {
+			continue
+		}
+		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
+			errs = append(errs, stepError(op, n.fn.step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, o.Mode))))
+		}
+	}
+	return errs
+}
+
+// rollingNames returns the names of the rolling file among the directory's
+// names, if want keeps the rolling kind.
+func (s *Store[T]) rollingNames(ctx context.Context, want func(fileName) bool) []named {
+	if !want(fileName{kind: KindRolling}) {
+		return nil
+	}
+	objs, err := s.b.List(ctx)
+	if err != nil {
+		return nil // the scan read it; the caller's ErrNotFound stands
+	}
+	var out []named
+	for _, o := range objs {
+		if fn, ok := s.cfg.layout.parse(o.Name); ok && fn.kind == KindRolling {
+			out = append(out, named{name: o.Name, fn: fn, obj: o})
+		}
+	}
+	return out
 }
 
 // foreignLayout returns an ErrInvalid error when the directory holds no
