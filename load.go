@@ -101,8 +101,13 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // a newer schema (ErrNewerSchema) or whose migration fails (ErrMigration) is
 // not skipped: Latest stops there and returns that error (see WithSchema). A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
-// start. A directory that holds checkpoints of another layout and none of
-// the store's is not a fresh start: it is ErrInvalid, naming the layout found.
+// start, and it is never the answer beside the store's own saves. A
+// directory that holds checkpoints of another layout and none of the
+// store's is ErrInvalid, naming the layout found (any of its files whose
+// header reads shows it, not only its newest). Something at a checkpoint's
+// name that is not a regular file (a directory, a named pipe, a symbolic
+// link, which is never followed) is damage like a file that fails to load:
+// if it is all there is, the error wraps ErrCorrupt and says what is there.
 func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
 	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
 	if err == nil {
