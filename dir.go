@@ -331,7 +331,10 @@ func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
 	}
 	// Published as a save publishes, never replacing: a file another
 	// program creates at to meanwhile is left as it is (ErrExists).
-	if err := d.withOps(root, func(ops dirOps) error { return moveNew(ops, from, to) }, from, to); err != nil {
+	d.writing.RLock() // Close waits for the move
+	err = moveNew(d.ops(root, from, to), from, to)
+	d.writing.RUnlock()
+	if err != nil {
 		return err
 	}
 	return o.syncDir(root)

@@ -23,33 +23,30 @@ import (
 // writes, and a hard link then an unlink publish what one renameat2 with
 // RENAME_NOREPLACE does.
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
-	err = d.withOps(root, func(ops dirOps) error {
-		n, err = writeFile(ops, name, write, replace, o)
-		return err
-	}, name)
-	return n, err
-}
-
-// withOps calls f with the dirOps of the directory for the names f uses:
-// fdOps if every one is a plain name (see validChars), else rootOps. Close
-// waits for f.
-func (d *dirBackend) withOps(root *os.Root, f func(dirOps) error, names ...string) error {
 	d.writing.RLock() // Close waits for the write
 	defer d.writing.RUnlock()
+	return writeFile(d.ops(root, name), name, write, replace, o)
+}
+
+// ops returns the dirOps of the directory for an operation on names:
+// fdOps if every one is a plain name (see validChars), else rootOps. The
+// caller holds d.writing for reading while it uses them, so that Close
+// waits for it.
+func (d *dirBackend) ops(root *os.Root, names ...string) dirOps {
 	dir, err := d.dirFile(root)
 	if err != nil {
-		return f(rootOps{root})
+		return rootOps{root}
 	}
 	for _, name := range names {
 		if !validChars(name) {
-			return f(rootOps{root})
+			return rootOps{root}
 		}
 	}
 	conn, err := dir.SyscallConn()
 	if err != nil {
-		return f(rootOps{root})
+		return rootOps{root}
 	}
-	return f(fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly})
+	return fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly}
 }
 
 // fdOps are dirOps by system calls relative to an open directory's

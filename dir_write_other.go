@@ -10,8 +10,8 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 	return writeFile(rootOps{root}, name, write, replace, o)
 }
 
-// withOps calls f with the dirOps of the directory: rootOps (Linux has
-// faster ones).
-func (d *dirBackend) withOps(root *os.Root, f func(dirOps) error, _ ...string) error {
-	return f(rootOps{root})
+// ops returns the dirOps of the directory: rootOps (Linux has faster
+// ones).
+func (d *dirBackend) ops(root *os.Root, _ ...string) dirOps {
+	return rootOps{root}
 }
