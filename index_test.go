@@ -380,7 +380,7 @@ func TestFirstListAllocationIsBoundedByTheIndexSizeNotItsClaims(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist, "the store is too small to write an index of its own")
 	base := firstListAlloc(t, dir)
 
-	const size = 4 << 20
+	const size = 2 << 20
 	for _, c := range []struct {
 		what  string
 		index []byte
