@@ -219,6 +219,29 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 	return cw.n, nil
 }
 
+// moveNew renames from to to in dir without ever replacing a file: if to
+// exists, or another writer creates it first, it returns an error wrapping
+// ErrExists and changes nothing. It publishes as a save does (publishNew:
+// a rename that refuses to replace, or a hard link), and where that was a
+// link, removes from; should that removal fail, to is taken back, so that
+// the file is under one name or the other.
+func moveNew(dir dirOps, from, to string) error {
+	moved, err := dir.publishNew(from, to)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	}
+	if err != nil || moved {
+		return err
+	}
+	if err := dir.remove(from); err != nil {
+		if rerr := dir.remove(to); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("take back %s: %w", to, rerr))
+		}
+		return err
+	}
+	return nil
+}
+
 // mkdirDurable creates dir and any missing parents, and fsyncs the parent of
 // each directory it created, so that the new directories survive a power cut
 // with the checkpoints written into them.

@@ -34,10 +34,14 @@ import (
 //     visible under name; a crash at any instant leaves the old object or
 //     the new one, never a torn one.
 //   - Every object a backend returns has a Version that changes whenever
-//     other bytes are put under the name (object storage may give
-//     identical bytes the same Version: an S3 ETag is their MD5): a store
-//     caches what it read of an object and trusts the cache while the
-//     Version is the same.
+//     other bytes are put under the name, by the backend or behind it (a
+//     file rewritten in place, even with its size and modification time
+//     kept); object storage may give identical bytes the same Version (an
+//     S3 ETag is their MD5). A store caches what it read of an object and
+//     trusts the cache while the Version is the same. A Version may change
+//     when the bytes did not (a local file's on chmod): that costs a read
+//     or a conflict, never a wrong answer. Where a platform cannot see a
+//     change, the backend says so (see OpenDir).
 //   - Errors wrap the package's sentinels where one applies (ErrExists,
 //     ErrConflict, ErrLocked, ErrReadOnly), fs.ErrNotExist for a missing
 //     name, and otherwise say what failed and where (Locate's form).
@@ -102,7 +106,9 @@ type Backend interface {
 
 	// Rename moves the object from to the name to, which must be free
 	// (ErrExists otherwise): a store moves a damaged checkpoint aside this
-	// way. On object storage it is a copy followed by a delete, which a
+	// way. It never replaces an object: one that another writer creates
+	// at to while Rename runs is left as it is, and then either Rename or
+	// that Create fails with ErrExists. On object storage it is a copy followed by a delete, which a
 	// store may repeat after a crash between the two.
 	Rename(ctx context.Context, from, to string) error
 

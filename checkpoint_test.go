@@ -725,8 +725,12 @@ func TestStoreNeverLeavesItsDirectory(t *testing.T) {
 	_, _, err = s.Load(ctx, 5)
 	require.ErrorIs(t, err, ErrCorrupt, "a symlink is not followed")
 	require.ErrorContains(t, err, "symbolic link")
+	// Symbolic links at checkpoint names are damage, never followed and
+	// never a fresh start.
 	_, _, err = s.Latest(ctx)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.NotErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, "symbolic link")
 
 	// Side-file names cannot climb out either.
 	for _, name := range []string{"../secret.json", "/etc/x.json", "a/b.json", ".hidden.json", "x.txt", "turn_001.json", "turn_last.json"} {

@@ -62,6 +62,13 @@ type dirBackend struct {
 // wrapper's writer trusts its own listing instead of statting before each
 // save, and syncs the directory after pruning too.
 //
+// An Object's Version is the file's device and inode, size, modification
+// time and inode change time, so a file rewritten in place by another
+// program gets a new one. Windows' file information has no inode change
+// time: there a rewrite in place that keeps the size and restores the
+// modification time keeps the Version (a store's header cache may then
+// list the old header; loading a checkpoint verifies it whole regardless).
+//
 // The backend's Close waits for a Create or Replace under way (on Linux,
 // where they are system calls on the directory's descriptor; elsewhere such
 // a write fails at its next step): once Close has released the writer lock,
@@ -167,7 +174,7 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 			}
 		case err != nil:
 			return Object{}, err
-		case !sameFile(cur.Version, ifVersion):
+		case cur.Version != ifVersion:
 			return Object{}, fmt.Errorf("%w: %s was changed since the store last saw it", ErrConflict, name)
 		}
 	}
@@ -318,16 +325,15 @@ func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := root.Lstat(to); err == nil {
-		return fmt.Errorf("%w: %s", ErrExists, to)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	o := d.io()
+	if err := o.at("quarantine", from); err != nil {
 		return err
 	}
-	o := d.io()
-	err = o.at("quarantine", from)
-	if err == nil {
-		err = renameFile(root, from, to)
-	}
+	// Published as a save publishes, never replacing: a file another
+	// program creates at to meanwhile is left as it is (ErrExists).
+	d.writing.RLock() // Close waits for the move
+	err = moveNew(d.ops(root, from, to), from, to)
+	d.writing.RUnlock()
 	if err != nil {
 		return err
 	}
@@ -442,28 +448,22 @@ func (d *dirBackend) Close() error {
 	return errors.Join(lerr, root.Close())
 }
 
-// sameFile reports whether two Versions of objectOf are one file, for a
-// conditional Replace: the same device and inode where the system has them
-// (a hard link, as Sessions.Fork makes, or a chmod changes the inode's
-// change time but not the file), else the same size and times.
-func sameFile(a, b string) bool {
-	ia, ra, _ := strings.Cut(a, ";")
-	ib, rb, _ := strings.Cut(b, ";")
-	if ia != "0:0" && ib != "0:0" {
-		// The inode and the modification time: an inode number is reused
-		// once the file is replaced, its times are not.
-		sa, _, _ := strings.Cut(ra[strings.Index(ra, ":")+1:], ":")
-		sb, _, _ := strings.Cut(rb[strings.Index(rb, ":")+1:], ":")
-		return ia == ib && sa == sb
-	}
-	return ia == ib && ra == rb
-}
-
 // objectOf describes the file name by its Lstat. The version is the file's
 // identity (device and inode, where the system has them), size,
 // modification time and inode change time: a file replaced, or rewritten
 // in place even with its size and modification time restored (cp -p, rsync
-// -t, a restore from backup), gets a new one.
+// -t, a restore from backup), gets a new one. A conditional Replace
+// compares all of it, so anything that changes the inode change time
+// without touching the bytes (chmod, a hard link made or removed) is a
+// conflict too: the contract allows a needless conflict, never a missed
+// one.
+//
+// The limits: where Lstat carries no inode change time (Windows, Plan 9,
+// AIX, wasm: see ctime_other.go), a rewrite in place that keeps the size
+// and restores the modification time keeps the Version. Where the file
+// system stamps times from a coarse clock (Linux before multigrain
+// timestamps, 6.13, gives the tick of a few milliseconds), a rewrite
+// within the same tick as the file's last change does too.
 func objectOf(name string, fi fs.FileInfo) Object {
 	dev, ino := fileID(fi)
 	b := make([]byte, 0, 64)

@@ -25,15 +25,28 @@ import (
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
 	d.writing.RLock() // Close waits for the write
 	defer d.writing.RUnlock()
-	dir, derr := d.dirFile(root)
-	if derr != nil || !validChars(name) {
-		return writeFile(rootOps{root}, name, write, replace, o)
+	return writeFile(d.ops(root, name), name, write, replace, o)
+}
+
+// ops returns the dirOps of the directory for an operation on names:
+// fdOps if every one is a plain name (see validChars), else rootOps. The
+// caller holds d.writing for reading while it uses them, so that Close
+// waits for it.
+func (d *dirBackend) ops(root *os.Root, names ...string) dirOps {
+	dir, err := d.dirFile(root)
+	if err != nil {
+		return rootOps{root}
 	}
-	conn, derr := dir.SyscallConn()
-	if derr != nil {
-		return writeFile(rootOps{root}, name, write, replace, o)
+	for _, name := range names {
+		if !validChars(name) {
+			return rootOps{root}
+		}
 	}
-	return writeFile(fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly}, name, write, replace, o)
+	conn, err := dir.SyscallConn()
+	if err != nil {
+		return rootOps{root}
+	}
+	return fdOps{dir: conn, path: d.dir, prefix: d.prefix, linkOnly: &d.linkOnly}
 }
 
 // fdOps are dirOps by system calls relative to an open directory's

@@ -9,3 +9,9 @@ import "os"
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (int64, error) {
 	return writeFile(rootOps{root}, name, write, replace, o)
 }
+
+// ops returns the dirOps of the directory: rootOps (Linux has faster
+// ones).
+func (d *dirBackend) ops(root *os.Root, _ ...string) dirOps {
+	return rootOps{root}
+}

@@ -155,7 +155,7 @@ func (s *Store[T]) scanAll(ctx context.Context) ([]entry, error) {
 // pendingIndex is the index being read by indexAhead.
 type pendingIndex struct {
 	done  chan struct{}
-	index map[string]indexEntry
+	index *indexFile
 }
 
 // indexAhead starts reading the store's index for a fill to come, if the
@@ -179,7 +179,7 @@ func (s *Store[T]) indexAhead(ctx context.Context) *pendingIndex {
 }
 
 // wait returns the index indexAhead read, once read (nil for a nil p).
-func (p *pendingIndex) wait() map[string]indexEntry {
+func (p *pendingIndex) wait() *indexFile {
 	if p == nil {
 		return nil
 	}
@@ -335,12 +335,27 @@ func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*en
 		ahead.wait()
 		return nil
 	}
-	var index map[string]indexEntry
+	var file *indexFile
 	if ahead != nil {
-		index = ahead.wait()
+		file = ahead.wait()
 	} else {
-		index = s.readIndex(ctx)
+		file = s.readIndex(ctx)
 	}
+	// Only the entries of names this fill reads are kept: what the index
+	// costs is bounded by what the directory holds, whatever it claims.
+	var want map[string]string
+	if file != nil {
+		want = make(map[string]string, len(entries))
+		for i := range entries {
+			if e := &entries[i]; todo(e) {
+				want[e.name] = e.name
+			}
+		}
+	}
+	index := file.entries(func(name []byte) (string, bool) {
+		key, ok := want[string(name)]
+		return key, ok
+	})
 	s.mu.Lock()
 	if len(s.headers) == 0 && len(index) > 0 {
 		// The index's headers are about to be cached: a map of their

@@ -89,6 +89,62 @@ func TestLoadOfAStepWhoseNameIsNotARegularFileSaidNotFound(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotFound)
 }
 
+// Latest where the only things at checkpoint names are not regular files
+// is no fresh start: ErrCorrupt, saying what is there. A symbolic link is
+// such damage too (Save moves it aside), never followed.
+func TestLatestBesideOnlyNonRegularFilesIsNoFreshStart(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, what string
+		make       func(t *testing.T, path string)
+	}{
+		{"step_00000007.json", "named pipe", func(t *testing.T, path string) { require.NoError(t, syscall.Mkfifo(path, 0o644)) }},
+		{"step_00000007.json", "a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
+		{"step_00000007.json", "symbolic link", func(t *testing.T, path string) {
+			require.NoError(t, os.WriteFile(path+".real", []byte("{}"), 0o644))
+			require.NoError(t, os.Symlink(filepath.Base(path)+".real", path))
+		}},
+		{"step_last.json", "symbolic link", func(t *testing.T, path string) { require.NoError(t, os.Symlink("/nonexistent", path)) }},
+		{"step_last.json", "a directory", func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) }},
+	} {
+		t.Run(c.name+" "+c.what, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			c.make(t, filepath.Join(dir, c.name))
+			s := openStore[int](t, dir, NoSync(), ReadOnly())
+			for op, latest := range map[string]func(context.Context) (int, Info, error){"Latest": s.Latest, "LatestClean": s.LatestClean} {
+				err := returnsWithin(t, dir, func() error { _, _, err := latest(ctx); return err })
+				require.ErrorIs(t, err, ErrCorrupt, op)
+				require.NotErrorIs(t, err, ErrNotFound, "%s: ErrNotFound would mean a fresh start", op)
+				require.ErrorContains(t, err, c.what, op)
+				require.ErrorContains(t, err, c.name, op)
+			}
+		})
+	}
+}
+
+// Beside a checkpoint that loads, something at a newer checkpoint's name
+// that is not a regular file is passed over as damage is: Latest returns
+// the older checkpoint and reports what it passed.
+func TestLatestReportsANonRegularFileItPassesOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	var reported []error
+	s := openStore[int](t, dir, NoSync(), WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000002.json"), 0o755))
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, v)
+	require.Equal(t, int64(1), info.Step)
+	require.Len(t, reported, 1)
+	require.ErrorIs(t, reported[0], ErrCorrupt)
+	require.ErrorContains(t, reported[0], "a directory")
+}
+
 func TestFIFOSideFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

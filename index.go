@@ -75,10 +75,18 @@ func (x indexEntry) decode(fn fileName) (header, bool) {
 	return h, true
 }
 
-// readIndex returns the entries of the store's index by name, or nil if
-// there is none or it cannot be trusted as a whole: unreadable, too large,
-// of another format, or failing its checksum.
-func (s *Store[T]) readIndex(ctx context.Context) map[string]indexEntry {
+// indexFile is an index read whole and checked as a whole (its format,
+// end line and checksum), not yet parsed: entries keeps of it only the
+// lines of names a fill asks for.
+type indexFile struct {
+	body  []byte // the entry lines
+	count int    // how many there are, as the end line says
+}
+
+// readIndex returns the store's index, or nil if there is none or it
+// cannot be trusted as a whole: unreadable, too large, of another format,
+// or failing its checksum.
+func (s *Store[T]) readIndex(ctx context.Context) *indexFile {
 	f, o, err := s.b.Open(ctx, indexName)
 	if err != nil {
 		return nil
@@ -94,18 +102,24 @@ func (s *Store[T]) readIndex(ctx context.Context) map[string]indexEntry {
 	if _, err := buf.ReadFrom(io.LimitReader(f, indexMaxSize+1)); err != nil || buf.Len() > indexMaxSize {
 		return nil
 	}
-	return parseIndex(buf.Bytes())
+	return checkIndex(buf.Bytes())
 }
 
-// parseIndex parses an index: indexMagic, then a line per entry (name,
+// indexEndMax is the longest end line an index can have.
+const indexEndMax = len("end 18446744073709551615 ffffffff\n")
+
+// checkIndex checks an index: indexMagic, then a line per entry (name,
 // size, version and header, separated by tabs), then "end", the number of
 // entries and the CRC-32C of everything before the end line, in hex. It
-// returns nil for anything else.
-func parseIndex(data []byte) map[string]indexEntry {
+// returns nil for anything else. The lines are parsed by entries.
+func checkIndex(data []byte) *indexFile {
 	if !bytes.HasPrefix(data, []byte(indexMagic)) || data[len(data)-1] != '\n' {
 		return nil
 	}
 	last := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+	if last < len(indexMagic) || len(data)-last > indexEndMax {
+		return nil
+	}
 	var count int
 	var sum uint32
 	if n, err := fmt.Sscanf(string(data[last:]), "end %d %08x\n", &count, &sum); n != 2 || err != nil || count < 0 {
@@ -114,30 +128,50 @@ func parseIndex(data []byte) map[string]indexEntry {
 	if crc32.Checksum(data[:last], indexCRC) != sum {
 		return nil
 	}
-	if last < len(indexMagic) {
+	return &indexFile{body: data[len(indexMagic):last], count: count}
+}
+
+// entries parses the index's lines and returns the entries of the names
+// want asks for (want returns the name as the map's key), or nil if a line
+// is malformed or the lines are not as many as the end line says. What it
+// allocates is bounded by what want asks for, not by what the index
+// claims: a hostile index of a million tiny lines, or an end line that
+// claims billions, costs its own bytes and no more. A nil index has none.
+func (x *indexFile) entries(want func(name []byte) (key string, ok bool)) map[string]indexEntry {
+	if x == nil {
 		return nil
 	}
-	body := data[len(indexMagic):last]
-	// The names are keys of one string of the whole body: one copy, not
-	// one per entry.
-	names := string(body)
-	out := make(map[string]indexEntry, min(count, len(body)/8))
-	for off := 0; off < len(body); {
-		line, _, _ := bytes.Cut(body[off:], []byte{'\n'})
+	var out map[string]indexEntry
+	lines := 0
+	for off := 0; off < len(x.body); {
+		line, _, _ := bytes.Cut(x.body[off:], []byte{'\n'})
+		off += len(line) + 1
+		if lines++; lines > x.count {
+			return nil
+		}
 		name, rest, ok1 := bytes.Cut(line, []byte{'\t'})
 		size, rest, ok2 := bytes.Cut(rest, []byte{'\t'})
 		version, h, ok3 := bytes.Cut(rest, []byte{'\t'})
 		if !ok1 || !ok2 || !ok3 {
 			return nil
 		}
+		key, ok := want(name)
+		if !ok {
+			continue
+		}
 		n, err := strconv.ParseInt(string(size), 10, 64)
 		if err != nil {
 			return nil
 		}
-		out[names[off:off+len(name)]] = indexEntry{size: n, version: version, header: h}
-		off += len(line) + 1
+		if _, dup := out[key]; dup {
+			return nil
+		}
+		if out == nil {
+			out = make(map[string]indexEntry)
+		}
+		out[key] = indexEntry{size: n, version: version, header: h}
 	}
-	if len(out) != count {
+	if lines != x.count {
 		return nil
 	}
 	return out

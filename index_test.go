@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -263,8 +264,9 @@ func TestTheIndexIsNoLeftoverButItsTemporaryFileIs(t *testing.T) {
 	require.Len(t, layouts, 1)
 }
 
-// FuzzParseIndex feeds parseIndex damaged indexes: it must return nil or
-// entries, never panic, and decoding an entry must not panic either.
+// FuzzParseIndex feeds checkIndex and entries damaged indexes: they must
+// return nil or entries, never panic, and decoding an entry must not panic
+// either.
 func FuzzParseIndex(f *testing.F) {
 	dir := f.TempDir()
 	s, err := Open[int](dir, NoSync())
@@ -286,7 +288,8 @@ func FuzzParseIndex(f *testing.F) {
 	f.Add([]byte(indexMagic + "end 0 00000000\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fn, _ := layout{prefix: "step", digits: 8}.parse("step_00000001.json")
-		for _, x := range parseIndex(data) {
+		every := func(name []byte) (string, bool) { return string(name), true }
+		for _, x := range checkIndex(data).entries(every) {
 			x.decode(fn)
 		}
 		// The same bytes as the body of an index whose checksum and count
@@ -294,7 +297,7 @@ func FuzzParseIndex(f *testing.F) {
 		if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
 			body := append([]byte(indexMagic), data[:i+1]...)
 			sealed := fmt.Appendf(body, "end %d %08x\n", bytes.Count(data[:i+1], []byte{'\n'}), crc32.Checksum(body, indexCRC))
-			for _, x := range parseIndex(sealed) {
+			for _, x := range checkIndex(sealed).entries(every) {
 				x.decode(fn)
 			}
 		}
@@ -328,4 +331,66 @@ func TestFirstListOnObjectStorageGetsOnlyTheIndex(t *testing.T) {
 	calls := b.reset()
 	require.Equal(t, 1, calls["Open"], "%v", calls)
 	require.Zero(t, calls["Stat"], "%v", calls)
+}
+
+// hostileIndex returns a checksummed index of about size bytes made of
+// tiny lines that name no file of the store, whose end line claims count
+// lines (-1: as many as there are).
+func hostileIndex(size, count int) []byte {
+	data := []byte(indexMagic)
+	lines := 0
+	for len(data) < size {
+		data = fmt.Appendf(data, "%x\t1\tv\t{}\n", lines)
+		lines++
+	}
+	if count < 0 {
+		count = lines
+	}
+	return fmt.Appendf(data, "end %d %08x\n", count, crc32.Checksum(data, indexCRC))
+}
+
+// firstListAlloc returns the bytes a fresh store's first List of dir
+// allocates.
+func firstListAlloc(t *testing.T, dir string) uint64 {
+	t.Helper()
+	s := openStore[int](t, dir, ReadOnly())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	list, err := s.List(context.Background())
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.Len(t, list, 100)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// What an index costs the first List is bounded by the index's own size
+// and the directory's contents, not by what the index claims: a checksummed
+// index of a million tiny lines, or one whose end line claims billions of
+// entries, costs about its bytes. Not parallel: it measures the process's
+// allocations.
+func TestFirstListAllocationIsBoundedByTheIndexSizeNotItsClaims(t *testing.T) {
+	dir := t.TempDir()
+	w := openStore[int](t, dir, NoSync())
+	for step := int64(1); step <= 100; step++ { // past indexMinFill, under indexMinWrite
+		_, err := w.Save(context.Background(), step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	_, err := os.Stat(filepath.Join(dir, indexName))
+	require.ErrorIs(t, err, os.ErrNotExist, "the store is too small to write an index of its own")
+	base := firstListAlloc(t, dir)
+
+	const size = 2 << 20
+	for _, c := range []struct {
+		what  string
+		index []byte
+	}{
+		{"180,000 tiny entries", hostileIndex(size, -1)},
+		{"an end line claiming 2^40 entries", hostileIndex(size, 1<<40)},
+	} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, indexName), c.index, 0o644))
+		got := firstListAlloc(t, dir)
+		limit := base + 2*uint64(len(c.index))
+		require.LessOrEqual(t, got, limit, "%s: the first List allocated %d MiB for an index of %d MiB (%d KiB without it)", c.what, got>>20, len(c.index)>>20, base>>10)
+	}
 }

@@ -304,11 +304,11 @@ func layoutsOf(objs []Object) []Layout {
 	return out
 }
 
-// detectedLayout is a layout DetectLayouts found, with the greatest name
-// among the files it names.
+// detectedLayout is a layout DetectLayouts found, with the names of the
+// files it names.
 type detectedLayout struct {
 	Layout
-	sample string
+	names []string
 }
 
 // detectLayouts is DetectLayouts on a backend's objects: those known not to
@@ -352,8 +352,8 @@ func detectLayouts(objs []Object, checkpointsOnly bool) []detectedLayout {
 			d := detectedLayout{Layout: Layout{Prefix: prefix, Digits: best, Files: bestN}}
 			spans = slices.DeleteFunc(spans, func(s span) bool {
 				named := s.lo <= best && best <= s.hi
-				if named && s.name > d.sample {
-					d.sample = s.name
+				if named {
+					d.names = append(d.names, s.name)
 				}
 				return named
 			})

@@ -105,8 +105,13 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // a newer schema (ErrNewerSchema) or whose migration fails (ErrMigration) is
 // not skipped: Latest stops there and returns that error (see WithSchema). A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
-// start. A directory that holds checkpoints of another layout and none of
-// the store's is not a fresh start: it is ErrInvalid, naming the layout found.
+// start, and it is never the answer beside the store's own saves. A
+// directory that holds checkpoints of another layout and none of the
+// store's is ErrInvalid, naming the layout found (any of its files whose
+// header reads shows it, not only its newest). Something at a checkpoint's
+// name that is not a regular file (a directory, a named pipe, a symbolic
+// link, which is never followed) is damage like a file that fails to load:
+// if it is all there is, the error wraps ErrCorrupt and says what is there.
 func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
 	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
 	if err == nil {
@@ -167,6 +172,14 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			group[0].h = header{Step: group[0].fn.step, Kind: group[0].fn.kind}
 		} else {
 			group = s.fill(ctx, group)
+			// fill drops what is not a regular file; at a checkpoint's
+			// name it is damage (Save moves a symbolic link aside as
+			// such, and refuses the others), never skipped silently.
+			if len(group) < end-start {
+				bad := s.notRegularAmong(ctx, op, ns[start:end], group)
+				tried += len(bad)
+				skipped = append(skipped, bad...)
+			}
 		}
 		end = start
 		sortEntries(group)
@@ -199,6 +212,13 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		}
 	}
 	if len(skipped) == 0 {
+		// The rolling file's name is dropped before the walk if it is
+		// not a regular file (its step is in its header): what is there
+		// is no fresh start either.
+		skipped = s.notRegularAmong(ctx, op, s.rollingNames(ctx, want), nil)
+		tried += len(skipped)
+	}
+	if len(skipped) == 0 {
 		if len(ns) == 0 {
 			if err := s.foreignLayout(ctx); err != nil {
 				return zero, Info{}, nil, opError(op, s.dir, err)
@@ -209,13 +229,51 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
 }
 
+// notRegularAmong returns an error wrapping ErrCorrupt, which says what is
+// there, for each of ns that is not among filled (fill dropped it) and is
+// there but not a regular file: a directory, a named pipe, a symbolic link
+// (never followed).
+func (s *Store[T]) notRegularAmong(ctx context.Context, op string, ns []named, filled []entry) []error {
+	var errs []error
+	for _, n := range ns {
+		if slices.ContainsFunc(filled, func(e entry) bool { return e.name == n.name }) {
+			continue
+		}
+		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
+			errs = append(errs, stepError(op, n.fn.step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, o.Mode))))
+		}
+	}
+	return errs
+}
+
+// rollingNames returns the names of the rolling file among the directory's
+// names, if want keeps the rolling kind.
+func (s *Store[T]) rollingNames(ctx context.Context, want func(fileName) bool) []named {
+	if !want(fileName{kind: KindRolling}) {
+		return nil
+	}
+	objs, err := s.b.List(ctx)
+	if err != nil {
+		return nil // the scan read it; the caller's ErrNotFound stands
+	}
+	var out []named
+	for _, o := range objs {
+		if fn, ok := s.cfg.layout.parse(o.Name); ok && fn.kind == KindRolling {
+			out = append(out, named{name: o.Name, fn: fn, obj: o})
+		}
+	}
+	return out
+}
+
 // foreignLayout returns an ErrInvalid error when the directory holds no
 // checkpoint of the store's layout but checkpoints of another: a store
 // opened with the wrong WithLayout would otherwise report a fresh start
 // beside its own saves. It returns nil if a file has the store's layout, or
 // no other layout is confirmed by a header that reads (a side file named
-// like a checkpoint, report_2024.json, is no checkpoint). It costs a
-// directory read, on the way to ErrNotFound only.
+// like a checkpoint, report_2024.json, is no checkpoint). Every file of a
+// layout is evidence, newest name first, until one header reads: a damaged
+// newest file (or rolling file) does not hide the others. It costs a
+// directory read and a header read or more, on the way to ErrNotFound only.
 func (s *Store[T]) foreignLayout(ctx context.Context) error {
 	objs, err := s.b.List(ctx)
 	if err != nil {
@@ -226,7 +284,7 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 			return nil // error checkpoints only, for LatestClean
 		}
 		// A listing that says no types (a local directory's): only
-		// regular files are evidence, and the greatest name is read.
+		// regular files are evidence.
 		if o.Version == "" {
 			if _, _, _, ok := layoutEvidence(o.Name); ok {
 				if st, err := s.b.Stat(ctx, o.Name); err == nil {
@@ -237,15 +295,21 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 	}
 	for _, found := range detectLayouts(objs, true) {
 		l := layout{prefix: found.Prefix, digits: found.Digits}
-		fn, ok := l.parse(found.sample)
-		if !ok {
-			continue
+		slices.SortFunc(found.names, func(a, b string) int { return strings.Compare(b, a) })
+		for _, name := range found.names {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			fn, ok := l.parse(name)
+			if !ok {
+				continue
+			}
+			if _, _, err := s.readHeaderFile(ctx, name, fn); err != nil {
+				continue
+			}
+			return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
+				ErrInvalid, s.cfg.layout.prefix, s.cfg.layout.digits, found.Files, found.Layout, name, found.Prefix, found.Digits)
 		}
-		if _, _, err := s.readHeaderFile(ctx, found.sample, fn); err != nil {
-			continue
-		}
-		return fmt.Errorf("%w: no checkpoint of this store's layout %s/%d, but %d files of layout %s (%s): open the store with WithLayout(%q, %d)",
-			ErrInvalid, s.cfg.layout.prefix, s.cfg.layout.digits, found.Files, found.Layout, found.sample, found.Prefix, found.Digits)
 	}
 	return nil
 }

@@ -88,6 +88,42 @@ func TestWrongLayoutIsNotAFreshStart(t *testing.T) {
 	require.Equal(t, 3, v)
 }
 
+// The other layout is recognised from every file it names, not from its
+// newest alone: a truncated newest checkpoint, or a damaged rolling file,
+// beside good ones is still no fresh start.
+func TestWrongLayoutWithADamagedNewestFileIsNotAFreshStart(t *testing.T) {
+	t.Parallel()
+	for damaged, good := range map[string]string{"turn_020.json": "turn_019.json", "turn_last.json": "turn_020.json"} {
+		t.Run(damaged, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			w := openStore[int](t, dir, WithLayout("turn", 3), Every(1), WithRolling(), NoSync())
+			for turn := int64(1); turn <= 20; turn++ {
+				_, err := w.Save(ctx, turn, int(turn))
+				require.NoError(t, err)
+			}
+			if damaged == "turn_last.json" {
+				require.NoError(t, w.Close())
+				w = openStore[int](t, dir, WithLayout("turn", 3), Every(100), WithRolling(), NoSync())
+				_, _, err := w.Tick(ctx, 21, 21)
+				require.NoError(t, err)
+			}
+			require.NoError(t, w.Close())
+			path := filepath.Join(dir, damaged)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, data[:len(data)/3], 0o644))
+
+			s := openStore[int](t, dir, NoSync())
+			_, _, err = s.Latest(ctx)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.NotErrorIs(t, err, ErrNotFound, "ErrNotFound would mean a fresh start")
+			require.ErrorContains(t, err, `files of layout turn/3 (`+good+`): open the store with WithLayout("turn", 3)`)
+		})
+	}
+}
+
 func TestFreshStoreWithSideFileNamedLikeACheckpointStartsFresh(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -693,7 +693,7 @@ func sessionNumber(name string) (string, bool) {
 
 // copyCheckpoints puts the checkpoints of session from with steps up to step
 // into the staging directory: a hard link each, or a copy where linking
-// fails. The checkpoint of step must load.
+// fails, and a copy of the rolling file. The checkpoint of step must load.
 func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64, staging string) error {
 	src, err := r.root.OpenRoot(from)
 	if err != nil {
@@ -728,8 +728,14 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 			return err
 		}
 		name := filepath.Base(info.Path)
-		err := r.link(from+"/"+name, staging+"/"+name)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		// The rolling file is copied: a link would change its inode
+		// change time, and so its Version, under the session's writer,
+		// whose next conditional Replace of it would fail.
+		var err error
+		if info.Kind != KindRolling {
+			err = r.link(from+"/"+name, staging+"/"+name)
+		}
+		if info.Kind == KindRolling || err != nil && !errors.Is(err, fs.ErrNotExist) {
 			err = copyFile(src, name, dst, r.fileIO())
 		}
 		if errors.Is(err, fs.ErrNotExist) {

@@ -51,7 +51,8 @@
 // one is never (SaveMovesDamageAtItsNameAside).
 //
 // What the suite does not check, because it cannot without the backend's
-// help: durability after a crash or power loss (the contract's "crash at
+// help: that a change made behind the backend changes the Version (unless
+// given RewriteInPlace), durability after a crash or power loss (the contract's "crash at
 // any instant" and NoSync), that a writer which lost its lease cannot
 // publish (that needs a paused process: see s3store's fencing test), that
 // a failed removal does not stop the others, ReadOnly backends, and the
@@ -87,6 +88,7 @@ type Option interface {
 type config struct {
 	leaseTTL     time.Duration
 	replaceWaits bool
+	rewrite      func(t *testing.T, b checkpoint.Backend, name string, p []byte)
 }
 
 type optionFunc func(*config)
@@ -111,6 +113,19 @@ func LeaseTTL(ttl time.Duration) Option {
 // an open stream.
 func ReplaceWaitsForReaders() Option {
 	return optionFunc(func(c *config) { c.replaceWaits = true })
+}
+
+// RewriteInPlace gives Run a way to change an object behind the backend's
+// back, as another program with access to the storage would: rewrite
+// writes p as the object name of b's store in place, keeping all it can of
+// what the backend may make its Version of (for a local directory: the
+// same file, p of the same size as before, the modification time restored,
+// as cp -p or a restore from backup leaves it). Run then checks that the
+// object's Version changes, so that a conditional Replace on the Version it
+// had fails with ErrConflict and changes nothing. Without RewriteInPlace,
+// Run has no way to write behind a backend and does not check this.
+func RewriteInPlace(rewrite func(t *testing.T, b checkpoint.Backend, name string, p []byte)) Option {
+	return optionFunc(func(c *config) { c.rewrite = rewrite })
 }
 
 // Run checks that the backends newStore makes keep the contract of

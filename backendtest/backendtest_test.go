@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
 )
 
@@ -20,7 +21,11 @@ func memOpener(mutant string) func(t *testing.T) backendtest.Opener {
 
 // A backend that keeps the contract and is no directory passes.
 func TestMemBackendConforms(t *testing.T) {
-	backendtest.Run(t, memOpener(""), backendtest.LeaseTTL(leaseTTL))
+	backendtest.Run(t, memOpener(""), backendtest.LeaseTTL(leaseTTL), backendtest.RewriteInPlace(memRewrite))
+}
+
+func memRewrite(t *testing.T, b checkpoint.Backend, name string, p []byte) {
+	b.(*memBackend).rewrite(name, p)
 }
 
 // mutantEnv names the broken backend TestMutantHost runs the suite on, in
@@ -32,7 +37,7 @@ func TestMutantHost(t *testing.T) {
 	if mutant == "" {
 		t.Skip("run by TestSuiteFailsBrokenBackends")
 	}
-	backendtest.Run(t, memOpener(mutant), backendtest.LeaseTTL(leaseTTL))
+	backendtest.Run(t, memOpener(mutant), backendtest.LeaseTTL(leaseTTL), backendtest.RewriteInPlace(memRewrite))
 }
 
 // Each broken promise fails the subtest that checks it: the suite cannot
@@ -56,6 +61,8 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 		{"children-lists-lazy", "ChildrenListsChildStores"},
 		{"remove-missing-fails", "RemoveReportsEachName"},
 		{"rename-overwrites", "RenameRefusesExisting"},
+		{"rename-checks-then-moves", "RenameNeverReplacesACreate"},
+		{"version-kept-on-rewrite", "VersionChangesOnRewriteBehindTheBackend"},
 		{"lock-per-handle", "LockExcludesOtherWriters"},
 		{"lock-per-handle", "LockRaceHasOneWinner"},
 		{"lease-never-expires", "AbandonedLeaseExpires"},

@@ -16,6 +16,7 @@ func (s *suite) listCases() []testCase {
 		{"RemoveReportsEachName", s.testRemoveReportsEachName},
 		{"RenameMoves", s.testRenameMoves},
 		{"RenameRefusesExisting", s.testRenameRefusesExisting},
+		{"RenameNeverReplacesACreate", s.testRenameNeverReplacesACreate},
 		{"LocateIsDistinct", s.testLocateIsDistinct},
 		{"NamesOutsideTheNamespaceRefused", s.testNamesOutsideTheNamespaceRefused},
 	}
@@ -171,6 +172,49 @@ func (s *suite) testRenameRefusesExisting(t *testing.T) {
 	requireErr(t, "Rename of a missing name", err, fs.ErrNotExist)
 	requireMissing(t, b, "somewhere.json")
 	requireAdded(t, b, before)
+}
+
+// renameRaces is how many times RenameNeverReplacesACreate races a Rename
+// against a Create of its destination: a check of the destination before
+// an overwriting move loses some races, not all.
+const renameRaces = 100
+
+// A Rename racing a Create of its destination never destroys the created
+// object: of the two, exactly one succeeds and the other fails with
+// ErrExists. If the Create wins, the destination holds its bytes and the
+// source is as it was; if the Rename wins, the destination holds the
+// source's bytes and the source is gone.
+func (s *suite) testRenameNeverReplacesACreate(t *testing.T) {
+	bs := s.handles(t, 2)
+	moved, created := payload(1, 300), payload(2, 300)
+	wins := [2]int{}
+	for i := range renameRaces {
+		from, to := fmt.Sprintf("race-%03d.json", i), fmt.Sprintf("race-%03d.json.corrupt", i)
+		create(t, bs[0], from, moved)
+		errs := parallel(2, func(k int) error {
+			if k == 0 {
+				return bs[0].Rename(t.Context(), from, to)
+			}
+			_, err := bs[1].Create(t.Context(), to, writeBytes(created))
+			return err
+		})
+		renamed, made := errs[0] == nil, errs[1] == nil
+		switch {
+		case renamed == made:
+			t.Fatalf("race %d: Rename %q to %q returned %v and Create %q returned %v; want exactly one to succeed", i, from, to, errs[0], to, errs[1])
+		case made:
+			requireErr(t, fmt.Sprintf("race %d: Rename to %q, which a Create made first", i, to), errs[0], checkpoint.ErrExists)
+			requireBytes(t, bs[0], to, created)
+			requireBytes(t, bs[0], from, moved)
+			wins[1]++
+		default:
+			requireErr(t, fmt.Sprintf("race %d: Create %q, which a Rename made first", i, to), errs[1], checkpoint.ErrExists)
+			requireBytes(t, bs[0], to, moved)
+			requireMissing(t, bs[0], from)
+			wins[0]++
+		}
+	}
+	t.Logf("of %d races, Rename won %d and Create %d", renameRaces, wins[0], wins[1])
 }
 
 // Locate names every object differently, and the backend itself

@@ -288,11 +288,33 @@ func (b *memBackend) Rename(ctx context.Context, from, to string) error {
 	if _, taken := b.s.objs[b.prefix+to]; taken && !b.s.is("rename-overwrites") {
 		return fmt.Errorf("mem: rename to %s: %w", b.Locate(to), checkpoint.ErrExists)
 	}
+	if b.s.is("rename-checks-then-moves") {
+		// The destination was free when checked; the move replaces
+		// whatever is there by the time it happens.
+		b.s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		b.s.mu.Lock()
+	}
 	b.s.objs[b.prefix+to] = o
 	if !b.s.is("rename-copies") {
 		delete(b.s.objs, b.prefix+from)
 	}
 	return nil
+}
+
+// rewrite puts p under name in place, as a program writing behind the
+// backend would: a new object, with the old modification time, and the
+// old Version under the mutant version-kept-on-rewrite.
+func (b *memBackend) rewrite(name string, p []byte) {
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	old := b.s.objs[b.prefix+name]
+	o := b.s.newObject(slices.Clone(p))
+	o.mod = old.mod
+	if b.s.is("version-kept-on-rewrite") {
+		o.version = old.version
+	}
+	b.s.objs[b.prefix+name] = o
 }
 
 func (b *memBackend) Lock(ctx context.Context) (func() error, error) {

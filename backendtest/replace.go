@@ -20,6 +20,7 @@ func (s *suite) replaceCases() []testCase {
 		{"FailedReplaceKeepsOld", s.testFailedReplaceKeepsOld},
 		{"ReplaceIsAtomicToReaders", s.testReplaceIsAtomicToReaders},
 		{"VersionChangesOnEveryWrite", s.testVersionChangesOnEveryWrite},
+		{"VersionChangesOnRewriteBehindTheBackend", s.testVersionChangesOnRewriteBehindTheBackend},
 	}
 }
 
@@ -249,4 +250,27 @@ func (s *suite) testVersionChangesOnEveryWrite(t *testing.T) {
 		}
 		note(i, create(t, b, name, payload(uint64(i), 500)).Version)
 	}
+}
+
+// An object rewritten behind the backend (see RewriteInPlace), with its
+// size kept and what else can be restored restored, has a new Version: a
+// conditional Replace on the Version it had fails with ErrConflict and
+// leaves the rewrite's bytes.
+func (s *suite) testVersionChangesOnRewriteBehindTheBackend(t *testing.T) {
+	if s.cfg.rewrite == nil {
+		t.Skip("no RewriteInPlace: the suite cannot write behind the backend")
+	}
+	bs := s.handles(t, 2)
+	const name = "rolling.json"
+	obj := create(t, bs[0], name, payload(1, 500))
+	rewritten := payload(2, 500)
+	s.cfg.rewrite(t, bs[0], name, rewritten)
+	for _, b := range bs {
+		if st := stat(t, b, name); st.Version == obj.Version {
+			t.Fatalf("%q rewritten behind the backend kept its Version %q", name, obj.Version)
+		}
+	}
+	_, err := bs[0].Replace(t.Context(), name, obj.Version, writeBytes(payload(3, 500)))
+	requireErr(t, fmt.Sprintf("Replace %q on the Version it had before a rewrite behind the backend", name), err, checkpoint.ErrConflict)
+	requireBytes(t, bs[1], name, rewritten)
 }
