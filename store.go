@@ -47,10 +47,11 @@ type Store[T any] struct {
 	// from the cache (see pruneFromCache).
 	scanned bool
 	// noErrors (guarded by wmu) records that the directory held no error
-	// checkpoint when a prune last listed it, and that this store has
-	// written none since: a store without retention rules, which removes
-	// only superseded error checkpoints, then skips the listing after a
-	// save. Files added by hand wait for Prune, which always lists.
+	// checkpoint when a prune (or, on a remote backend, Open) last listed
+	// it, and that this store has written none since: a store without
+	// retention rules, which removes only superseded error checkpoints,
+	// then skips the listing after a save. Files added by hand wait for
+	// Prune, which always lists.
 	noErrors bool
 	// comps has a bit (1<<compression) for each compression of which a
 	// full scan of the directory found a checkpoint name: with scanned,
@@ -186,8 +187,12 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 			return nil, opError("open", s.dir, err)
 		}
 		s.listed = make(map[string]string, len(objs))
+		s.noErrors = true // known from the listing: no request at the first save
 		for _, o := range objs {
 			s.listed[o.Name] = o.Version
+			if fn, ok := cfg.layout.parse(o.Name); ok && fn.kind == KindError {
+				s.noErrors = false
+			}
 		}
 	}
 	if cfg.async {
