@@ -74,11 +74,22 @@ func run(repo, rev, subdir, modPath, version, out string) error {
 	if err != nil {
 		return err
 	}
+	// CreateFromVCS wants the directory that holds .git; in a linked
+	// worktree that is the main worktree, which shares its commits. The
+	// revision is resolved here first: HEAD is this worktree's.
+	hash, err := git(repo, "rev-parse", "--verify", rev+"^{commit}")
+	if err != nil {
+		return err
+	}
+	common, err := git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	if err != nil {
+		return err
+	}
 	zf, err := os.Create(filepath.Join(dir, escVersion+".zip"))
 	if err != nil {
 		return err
 	}
-	if err := modzip.CreateFromVCS(zf, m, repo, rev, subdir); err != nil {
+	if err := modzip.CreateFromVCS(zf, m, filepath.Dir(strings.TrimSpace(string(common))), strings.TrimSpace(string(hash)), subdir); err != nil {
 		zf.Close()
 		return fmt.Errorf("zip %s: %w", m, err)
 	}
