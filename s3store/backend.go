@@ -587,11 +587,14 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 // is replaced. The new object carries this writer's generation, not the
 // source's (the fencing rule would hide it), and no other metadata of the
 // source. A source that changed after its HeadObject is ErrConflict; one
-// larger than MaxObjectSize (or the limit New was given) is ErrInvalid and
-// nothing is written: its bytes are held in memory, as a Create's are, so
-// that the SDK can send the PUT again. Repeating a Rename that was
-// interrupted between the PUT and the delete finishes it: an object at to
-// with the source's ETag and size is taken for its copy.
+// larger than MaxObjectSize is ErrInvalid and nothing is written. The
+// source's bytes are held in memory, as a Create's are, so that the SDK
+// can send the PUT again and recognise an attempt that landed (a streamed
+// body could be sent once only, and over plain HTTP not at all without
+// giving up its signed payload hash); what a store moves aside is a
+// checkpoint it has just read whole under its read limit. Repeating a
+// Rename that was interrupted between the PUT and the delete finishes it:
+// an object at to with the source's ETag and size is taken for its copy.
 func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	if err := b.checkName("rename", from); err != nil {
 		return err
