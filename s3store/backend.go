@@ -591,8 +591,9 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 // source's bytes are held in memory, as a Create's are, so that the SDK
 // can send the PUT again and recognise an attempt that landed (a streamed
 // body could be sent once only, and over plain HTTP not at all without
-// giving up its signed payload hash); what a store moves aside is a
-// checkpoint it has just read whole under its read limit. Repeating a
+// giving up its signed payload hash). The memory is bounded as a save's
+// is, by MaxObjectSize: a store moves aside only an object at a
+// checkpoint's name, which one PUT could have written. Repeating a
 // Rename that was interrupted between the PUT and the delete finishes it:
 // an object at to with the source's ETag and size is taken for its copy.
 func (b *Backend) Rename(ctx context.Context, from, to string) error {
