@@ -213,7 +213,14 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 	if err := ctx.Err(); err != nil {
 		return checkpoint.Object{}, fail(op, loc, nil, err)
 	}
-	body := buf.Bytes()
+	return b.putBody(ctx, op, loc, name, ifVersion, ifFailed, buf.Bytes())
+}
+
+// putBody puts body under name with one PutObject stamped with this
+// writer's generation, on ifVersion's condition (see Create and Replace);
+// errors name loc and wrap ifFailed when the condition fails. The body is
+// in memory so that the SDK can send the PUT again.
+func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, ifFailed error, body []byte) (checkpoint.Object, error) {
 	cond := ifVersion
 	// A fenced object under name is absent for a store: Create and
 	// Replace(NoObject) replace it with If-Match on its ETag, so that of
@@ -565,12 +572,30 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 	return gone, errors.Join(errs...)
 }
 
-// Rename copies from to to (CopyObject, If-Match on the source's ETag)
-// and then deletes from. The destination must be free: it is checked with
-// HeadObject first and the copy also carries If-None-Match: * for servers
-// that honour it on CopyObject (AWS does; versitygw 1.8.0 ignores it).
-// Repeating a Rename that was interrupted between the copy and the delete
-// finishes it.
+// Rename moves from to to: it reads from (GetObject with If-Match on the
+// ETag of the HeadObject that found it visible), puts its bytes under to
+// with one PutObject with If-None-Match: *, as Create does, and then
+// deletes from. It never replaces an object: if one is at to, or another
+// writer creates one while Rename runs, it returns an error wrapping
+// checkpoint.ErrExists and leaves both objects as they are. The
+// conditional PUT is what makes that hold on any server Create works on: a
+// HeadObject of the destination leaves a window before the write, and
+// CopyObject's If-None-Match is ignored by some servers (versitygw 1.8.0),
+// which then overwrite.
+//
+// As for Create, an object at to hidden by the fencing rule is absent and
+// is replaced. The new object carries this writer's generation, not the
+// source's (the fencing rule would hide it), and no other metadata of the
+// source. A source that changed after its HeadObject is ErrConflict; one
+// larger than MaxObjectSize is ErrInvalid and nothing is written. The
+// source's bytes are held in memory, as a Create's are, so that the SDK
+// can send the PUT again and recognise an attempt that landed (a streamed
+// body could be sent once only, and over plain HTTP not at all without
+// giving up its signed payload hash). The memory is bounded as a save's
+// is, by MaxObjectSize: a store moves aside only an object at a
+// checkpoint's name, which one PUT could have written. Repeating a
+// Rename that was interrupted between the PUT and the delete finishes it:
+// an object at to with the source's ETag and size is taken for its copy.
 func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	if err := b.checkName("rename", from); err != nil {
 		return err
@@ -588,6 +613,11 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	} else if !ok {
 		return fail("rename", loc, fs.ErrNotExist, errHidden)
 	}
+	if src.Size > b.cfg.maxSize {
+		return fail("rename", loc, checkpoint.ErrInvalid, fmt.Errorf("the source is %d bytes, more than %d, the limit of one PutObject", src.Size, b.cfg.maxSize))
+	}
+	// A destination that is taken is refused before the source is read;
+	// the PUT's condition alone makes the refusal race-free.
 	dst, dstGen, err := b.head(ctx, to)
 	switch {
 	case isNotFound(err):
@@ -607,43 +637,37 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 			return fail("rename", loc, checkpoint.ErrExists, nil)
 		}
 	}
-	gen, err := b.beginWrite("rename", loc)
+	body, err := b.readVersion(ctx, loc, from, src)
 	if err != nil {
 		return err
 	}
-	in := &s3.CopyObjectInput{
-		Bucket:            &b.bucket,
-		Key:               aws.String(b.key(to)),
-		CopySource:        aws.String(copySource(b.bucket, b.key(from))),
-		CopySourceIfMatch: aws.String(src.Version),
-		// The copy is written by this writer: it carries this writer's
-		// generation, not the source's, or the fencing rule would hide it.
-		MetadataDirective: types.MetadataDirectiveReplace,
-		Metadata:          map[string]string{},
-	}
-	if gen != 0 {
-		in.Metadata[genKey] = strconv.FormatUint(gen, 10)
-	}
-	if dst.Version != "" {
-		in.IfMatch = aws.String(dst.Version) // replace the fenced object only
-	} else {
-		in.IfNoneMatch = aws.String("*")
-	}
-	out, err := b.client.CopyObject(ctx, in)
-	if err != nil {
-		if isPrecondition(err) {
-			return fail("rename", loc, checkpoint.ErrConflict, fmt.Errorf("source or destination changed: %w", err))
-		}
-		return requestError("rename", loc, nil, err)
-	}
-	etag := src.Version
-	if out.CopyObjectResult != nil && out.CopyObjectResult.ETag != nil {
-		etag = quoteETag(*out.CopyObjectResult.ETag)
-	}
-	if err := b.endWrite("rename", loc, to, etag, gen); err != nil {
+	if _, err := b.putBody(ctx, "rename", loc, to, checkpoint.NoObject, checkpoint.ErrExists, body); err != nil {
 		return err
 	}
 	return b.removeRenamed(ctx, loc, from)
+}
+
+// readVersion reads the whole object name, which must still be the
+// version o (GetObject with If-Match on its ETag): it is ErrConflict if
+// the object changed since o was read, fs.ErrNotExist if it is gone.
+func (b *Backend) readVersion(ctx context.Context, loc, name string, o checkpoint.Object) ([]byte, error) {
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name)), IfMatch: aws.String(o.Version)})
+	if err != nil {
+		if isPrecondition(err) {
+			return nil, fail("rename", loc, checkpoint.ErrConflict, fmt.Errorf("the source changed since its HEAD: %w", err))
+		}
+		return nil, requestError("rename", loc, nil, err)
+	}
+	defer out.Body.Close()
+	// A server that ignored If-Match is caught here.
+	if etag, size := quoteETag(aws.ToString(out.ETag)), aws.ToInt64(out.ContentLength); etag != o.Version || size != o.Size {
+		return nil, fail("rename", loc, checkpoint.ErrConflict, fmt.Errorf("the source changed since its HEAD (which said ETag %s, %d bytes; the GET says %s, %d bytes)", o.Version, o.Size, etag, size))
+	}
+	body := make([]byte, o.Size)
+	if _, err := io.ReadFull(out.Body, body); err != nil {
+		return nil, fail("rename", loc, nil, fmt.Errorf("read the source: %w", err))
+	}
+	return body, nil
 }
 
 func (b *Backend) removeRenamed(ctx context.Context, loc, from string) error {
@@ -652,36 +676,10 @@ func (b *Backend) removeRenamed(ctx context.Context, loc, from string) error {
 	}
 	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from))})
 	if err != nil && !isNotFound(err) {
-		return requestError("rename", loc, nil, fmt.Errorf("copied, but deleting the source: %w", err))
+		return requestError("rename", loc, nil, fmt.Errorf("written to the destination, but deleting the source: %w", err))
 	}
 	b.forget(from)
 	return nil
-}
-
-// copySource is CopyObject's x-amz-copy-source: bucket/key, URL-encoded
-// as S3 reads it: every byte of the key but the unreserved characters of
-// RFC 3986 (A-Z a-z 0-9 - . _ ~) and the slashes between its segments is
-// percent-encoded (the UriEncode of Signature Version 4). url.PathEscape
-// is not that encoding: it keeps '+', which S3 decodes as a space, and
-// '&', '=', '$', ... A bucket name has none of these.
-func copySource(bucket, key string) string {
-	const hex = "0123456789ABCDEF"
-	var b strings.Builder
-	b.Grow(len(bucket) + 1 + 3*len(key))
-	b.WriteString(bucket)
-	b.WriteByte('/')
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; {
-		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9',
-			c == '-', c == '.', c == '_', c == '~', c == '/':
-			b.WriteByte(c)
-		default:
-			b.WriteByte('%')
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		}
-	}
-	return b.String()
 }
 
 // Close stops renewing the lease if Lock holds it (it then expires after

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -320,10 +321,125 @@ func TestRenameMovesAndRefusesATakenName(t *testing.T) {
 	err = b.Rename(ctx, "bad", "taken")
 	require.ErrorIs(t, err, checkpoint.ErrExists)
 	data, _ := readAll(t, b, "taken")
-	require.Equal(t, "keep me", string(data), "versitygw ignores If-None-Match on CopyObject: the HEAD must have stopped it")
+	require.Equal(t, "keep me", string(data), "the destination is never replaced")
 
 	require.NoError(t, b.Rename(ctx, "bad", "bad.corrupt"))
 	data, _ = readAll(t, b, "bad.corrupt")
+	require.Equal(t, "damaged", string(data))
+	_, err = b.Stat(ctx, "bad")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// beforeFirst runs do once, just before the first request with method
+// whose path ends in suffix goes on: another writer acting at the worst
+// instant, after a check the request relies on.
+type beforeFirst struct {
+	rt             http.RoundTripper
+	method, suffix string
+	do             func(ctx context.Context) error
+	once           sync.Once
+	err            error
+}
+
+func (w *beforeFirst) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == w.method && strings.HasSuffix(r.URL.Path, w.suffix) {
+		w.once.Do(func() { w.err = w.do(r.Context()) })
+	}
+	return w.rt.RoundTrip(r)
+}
+
+func (f *fixture) put(ctx context.Context, key string, data []byte) error {
+	_, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String(key), Body: bytes.NewReader(data)})
+	return err
+}
+
+// A Rename whose destination is created after its check found it free
+// fails with ErrExists naming both objects, and leaves the created object
+// and the source as they were, on a server that honours If-None-Match: *
+// on PutObject only (versitygw ignores it on CopyObject).
+func TestRenameOntoANameCreatedMeanwhileIsErrExistsAndReplacesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	// Any write of the destination: a PutObject or a CopyObject.
+	take := &beforeFirst{rt: http0(), method: http.MethodPut, suffix: "/p/bad.corrupt", do: func(ctx context.Context) error {
+		return f.put(ctx, "p/bad.corrupt", []byte("created meanwhile"))
+	}}
+	b, err := New(f.clientThrough(take), f.bucket, "p")
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Create(ctx, "bad", bytesOf([]byte("damaged")))
+	require.NoError(t, err)
+
+	err = b.Rename(ctx, "bad", "bad.corrupt")
+	require.NoError(t, take.err, "the racing create")
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	require.Contains(t, err.Error(), b.Locate("bad")+" to "+b.Locate("bad.corrupt"))
+	data, _ := readAll(t, b, "bad.corrupt")
+	require.Equal(t, "created meanwhile", string(data))
+	data, _ = readAll(t, b, "bad")
+	require.Equal(t, "damaged", string(data))
+}
+
+// A Rename moves the source as its HeadObject saw it, or nothing: a source
+// replaced before it is read is ErrConflict, and nothing is written.
+func TestRenameOfASourceReplacedMeanwhileIsErrConflictAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	replace := &beforeFirst{rt: http0(), method: http.MethodGet, suffix: "/p/bad", do: func(ctx context.Context) error {
+		return f.put(ctx, "p/bad", []byte("replaced meanwhile"))
+	}}
+	b, err := New(f.clientThrough(replace), f.bucket, "p")
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, f.put(ctx, "p/bad", []byte("damaged")))
+
+	err = b.Rename(ctx, "bad", "bad.corrupt")
+	require.NoError(t, replace.err)
+	require.ErrorIs(t, err, checkpoint.ErrConflict)
+	require.Contains(t, err.Error(), b.Locate("bad")+" to "+b.Locate("bad.corrupt"))
+	_, err = b.Stat(ctx, "bad.corrupt")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	data, _ := readAll(t, b, "bad")
+	require.Equal(t, "replaced meanwhile", string(data))
+}
+
+// A Rename holds the source in memory, as Create holds its bytes: a source
+// larger than one PUT takes is ErrInvalid before it is read.
+func TestRenameOfASourceLargerThanOnePutIsInvalidAndReadsNothing(t *testing.T) {
+	f, _, ctx := setup(t, "p")
+	require.NoError(t, f.put(ctx, "p/big", make([]byte, 11)))
+	b := f.backend("p", maxObjectSize(10))
+	f.count.take()
+	err := b.Rename(ctx, "big", "big.corrupt")
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.Contains(t, err.Error(), "more than 10")
+	n := f.count.take()
+	require.Zero(t, n["GET"]+n["PUT"], "requests: %v", n)
+}
+
+// The SDK sends a Rename's PUT again when the answer to its first attempt
+// is lost: the object that attempt left is the writer's own (its bytes and
+// generation), so the Rename succeeds rather than refuse it as taken.
+func TestRenameRetriedAfterItsPutLandedSucceeds(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	lose := &landThenLose{rt: http0(), suffix: "/p/bad.corrupt"}
+	lose.n.Store(1)
+	b, err := New(f.clientThrough(lose), f.bucket, "p", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	defer b.Close()
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	_, err = b.Create(ctx, "bad", bytesOf([]byte("damaged")))
+	require.NoError(t, err)
+
+	require.NoError(t, b.Rename(ctx, "bad", "bad.corrupt"))
+	require.Equal(t, int32(1), lose.lost.Load(), "one answer lost")
+	data, _ := readAll(t, b, "bad.corrupt")
 	require.Equal(t, "damaged", string(data))
 	_, err = b.Stat(ctx, "bad")
 	require.ErrorIs(t, err, fs.ErrNotExist)
@@ -333,9 +449,8 @@ func TestRenameRepeatedAfterACrashBetweenCopyAndDeleteFinishes(t *testing.T) {
 	f, b, ctx := setup(t, "p")
 	_, err := b.Create(ctx, "bad", bytesOf([]byte("damaged")))
 	require.NoError(t, err)
-	// The copy of an interrupted Rename: the source is still there.
-	_, err = f.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &f.bucket, Key: aws.String("p/bad.corrupt"), CopySource: aws.String(f.bucket + "/p/bad")})
-	require.NoError(t, err)
+	// The PUT of an interrupted Rename: the source is still there.
+	require.NoError(t, f.put(ctx, "p/bad.corrupt", []byte("damaged")))
 	require.NoError(t, b.Rename(ctx, "bad", "bad.corrupt"))
 	objs, err := b.List(ctx)
 	require.NoError(t, err)
@@ -393,14 +508,6 @@ func TestChildrenAreNamesSubTakes(t *testing.T) {
 	children, err := b.Children(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"ok"}, children)
-}
-
-// CopyObject's x-amz-copy-source is the key URL-encoded as S3 decodes it:
-// every byte but A-Z a-z 0-9 - . _ ~ and the slashes, '+' included (S3
-// reads a bare '+' as a space).
-func TestCopySourceEncodesTheKeyAsS3DecodesIt(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "bkt/runs%2B1/a%20b/100%25/%C3%BC~%26%3D%3F%23/x-y_z.json", copySource("bkt", "runs+1/a b/100%/ü~&=?#/x-y_z.json"))
 }
 
 func TestSubWithCreateIsListedBeforeItsFirstWrite(t *testing.T) {

@@ -35,8 +35,14 @@
 //   - A PUT that returned success is durable and visible to every reader:
 //     there are no temporary files and no directory fsync. A kill -9 at
 //     any instant leaves the object or nothing.
-//   - Moving a damaged checkpoint aside is CopyObject then DeleteObject;
-//     repeating it after a crash between the two finishes it.
+//   - Moving a damaged checkpoint aside (Rename) is a GetObject of it
+//     (If-Match on its ETag), a PutObject of its bytes with
+//     If-None-Match: *, and a DeleteObject: it never replaces an object,
+//     one created meanwhile included (that is ErrExists), on any server
+//     that honours the condition on PutObject, as saving requires. Not
+//     CopyObject, whose destination conditions some servers ignore. The
+//     bytes are held in memory, as a save's are. Repeating it after a crash
+//     between the PUT and the DELETE finishes it.
 //   - A read is one GET, streamed: the object as it was when opened, even
 //     if it is replaced or removed meanwhile (as an open file), never a
 //     mix. The store's read limits apply as locally.
@@ -135,6 +141,8 @@
 //     then cached by name and ETag) for each object that is neither sealed
 //     nor in the written set: what the writer wrote since its last renewal.
 //   - Store.Latest on the writer: one LIST and one GET.
+//   - Moving a damaged checkpoint aside (Rename): a HEAD of it and of the
+//     destination, a GET and a PUT of its bytes, a DELETE.
 //   - The lease: one PUT per third of the TTL (0.1 a second by default).
 //     Lock: a GET, a LIST of the store and a HEAD per object the previous
 //     holder wrote since its last renewal, then a PUT. The lease lists every
@@ -152,16 +160,14 @@
 // on a missing key) when the condition fails, atomically with respect to
 // other conditional PUTs; GET with If-None-Match (304);
 // ListObjectsV2 with delimiter and continuation token; user metadata kept
-// and returned by HEAD and GET; CopyObject with x-amz-copy-source-if-match;
-// DeleteObjects; and an ETag that differs for different bytes (the MD5 of
-// a single-part upload). AWS S3 has provided all of these since conditional
+// and returned by HEAD and GET; GET with If-Match; DeleteObjects; and an
+// ETag that differs for different bytes (the MD5 of a single-part upload). AWS S3 has provided all of these since conditional
 // writes arrived in 2024.
 //
 // Checked: versitygw v1.8.0 (posix backend), by this package's tests and
 // the conformance suite checkpoint/backendtest (.ci/s3-test runs them).
-// It ignores If-None-Match on CopyObject, so Rename checks
-// the destination with a HEAD first (a race only with the store's own
-// writer, which holds the lease); it answers If-Match on a missing key
-// with 404 rather than 412, which is handled. AWS
+// It ignores the destination's If-None-Match and If-Match on CopyObject,
+// which is why Rename does not use CopyObject; it answers If-Match on a
+// missing key with 404 rather than 412, which is handled. AWS
 // S3 itself, MinIO, Ceph RGW, R2 and GCS's XML API were not checked here.
 package s3store

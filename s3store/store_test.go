@@ -103,11 +103,9 @@ func TestStoreOnS3RefusesSavesAfterLosingTheLease(t *testing.T) {
 }
 
 // A prefix is any UTF-8 text: every request that names a key reaches the
-// object under it, CopyObject too, whose x-amz-copy-source carries the
-// key URL-encoded (a '+' sent as is would be read as a space). So under a
-// prefix of '+', spaces, '%', '~', '&', '=' and non-ASCII letters a store
-// saves, prunes, moves a damaged object aside, writes side files and holds
-// sessions, which fork.
+// object under it. So under a prefix of '+', spaces, '%', '~', '&', '='
+// and non-ASCII letters a store saves, prunes, moves a damaged object
+// aside, writes side files and holds sessions, which fork.
 func TestStoreKeepsItsPromisesUnderAPrefixOfAnyCharacters(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
