@@ -51,8 +51,10 @@ func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
 	if err := s.begin(ctx); err != nil {
 		return s.failed(opError("read json", path, err))
 	}
-	err := s.readJSON(ctx, name, v)
-	s.ops.Done()
+	err := func() error {
+		defer s.ops.Done() // as in load: v's UnmarshalJSON may panic
+		return s.readJSON(ctx, name, v)
+	}()
 	if err != nil {
 		return s.failed(opError("read json", path, err))
 	}
