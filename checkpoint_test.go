@@ -1225,6 +1225,12 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Contains(t, err.Error(), "unlucky turn")
 	require.FileExists(t, filepath.Join(dir, "step_00000001.json"))
+	// A side file read into such a type too.
+	require.NoError(t, s.WriteJSON(ctx, "side.json", panickyState{Turn: 13}))
+	var side panickyState
+	require.NotPanics(t, func() { err = s.ReadJSON(ctx, "side.json", &side) })
+	require.ErrorIs(t, err, errHostBug)
+	require.ErrorIs(t, err, ErrCorrupt)
 
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()

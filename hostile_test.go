@@ -719,6 +719,10 @@ func TestSaveRefusesACheckpointNoLoadCouldRead(t *testing.T) {
 		require.NoError(t, err, name)
 		require.Equal(t, int64(1), info.Step, name)
 		require.Len(t, got, limit-200, name)
+		// A side file that ReadJSON would refuse is refused too.
+		err = s.WriteJSON(ctx, "side.json", strings.Repeat("s", limit))
+		require.ErrorIs(t, err, ErrInvalid, name)
+		require.NoFileExists(t, filepath.Join(dir, "side.json"), name)
 	}
 }
 

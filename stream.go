@@ -47,7 +47,7 @@ import (
 //     the tag options that differ among them); the gate refuses the rest
 //     (a ",string" option, a tag option encoding/json ignores and v2 does
 //     not, such as ",embed" or "case:strict", a name v2 parses otherwise,
-//     []byte, json.Number, a map whose keys are not strings). Where the
+//     []byte, json.Number, a map of float keys). Where the
 //     stream fails on a plain type (v2 refuses a type declaration
 //     encoding/json tolerates, fields in conflict over a name, or the
 //     input), the file is read again the buffered way (errStreamUnsure),
@@ -425,14 +425,14 @@ var (
 // and run none of the host's code: what FuzzStreamedLoadMeansWhatEncoding-
 // JSONMeans proves. Plain are booleans, integers (not uintptr), floats,
 // strings, the empty interface, and pointers, slices, arrays, maps with
-// string keys, and structs of plain types, where no type (nor a pointer to
+// string or integer keys, and structs of plain types, where no type (nor a pointer to
 // it) has an UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method.
 // A struct field's tag may give a name of the characters encoding/json
 // accepts (one starting with a quote v2 reads otherwise) and the options
 // omitempty and omitzero only; an embedded field must be a struct, without
 // a tag. Not plain, and read the buffered way: []byte and byte arrays
 // (base64 and its tolerances), json.Number, json.RawMessage, maps of other
-// keys, a ",string" option or any option encoding/json ignores and v2 does
+// keys (floats, booleans), a ",string" option or any option encoding/json ignores and v2 does
 // not (",embed", "case:strict", "format:..."), an unexported field with a
 // tag, an embedded pointer. seen holds the types being judged: a type that
 // refers to itself is judged by its other parts.
@@ -461,7 +461,12 @@ func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case reflect.Slice, reflect.Array:
 		return t.Elem().Kind() != reflect.Uint8 && plainType(t.Elem(), seen)
 	case reflect.Map:
-		return t.Key().Kind() == reflect.String && plainType(t.Key(), seen) && plainType(t.Elem(), seen)
+		switch t.Key().Kind() {
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			return plainType(t.Key(), seen) && plainType(t.Elem(), seen)
+		}
+		return false
 	case reflect.Struct:
 		for i := range t.NumField() {
 			if !plainField(t.Field(i), seen) {

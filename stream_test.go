@@ -489,6 +489,8 @@ const (
 	fuzzSlice
 	fuzzArray
 	fuzzStringMap
+	fuzzIntMap
+	fuzzUintMap
 	fuzzStruct
 	fuzzKinds
 )
@@ -518,6 +520,10 @@ func fuzzType(spec *[]byte, depth int) reflect.Type {
 		return reflect.ArrayOf(2, fuzzType(spec, depth+1))
 	case fuzzStringMap:
 		return reflect.MapOf(reflect.TypeFor[string](), fuzzType(spec, depth+1))
+	case fuzzIntMap:
+		return reflect.MapOf(reflect.TypeFor[int8](), fuzzType(spec, depth+1))
+	case fuzzUintMap:
+		return reflect.MapOf(reflect.TypeFor[uint](), fuzzType(spec, depth+1))
 	}
 	fields := make([]reflect.StructField, next()%5)
 	for i := range fields {
@@ -602,6 +608,13 @@ func meaningSeeds() []struct {
 		{fuzzSpec([]byte{tag(``), byte(len(fuzzLeaves) + fuzzPointer), intLeaf}), []byte(`{"F0":null,"F0":1e2}`), false},
 		{fuzzSpec([]byte{tag(``), leaf(reflect.TypeFor[float32]())}), []byte(`{"F0":1e39}`), false},
 		{fuzzSpec([]byte{tag(``), strLeaf}), []byte("{\"F0\":\"a\xffb\\ud800\"}"), false},
+		// v2 unquotes a time before parsing it, encoding/json does not.
+		{fuzzSpec([]byte{tag(``), leaf(reflect.TypeFor[time.Time]())}), []byte(`{"F0":"2026-11-21T10:00:00\u005a"}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"+3":1,"03":2,"-0":3,"-128":4,"127":5}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"128":1}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"1e2":1," 1":2}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzUintMap), strLeaf}, []byte(`{"+3":"a","-0":"b"}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzUintMap), strLeaf}, []byte(`{"18446744073709551615":"a","00":"b","0x10":"c"}`), false},
 	}
 }
 
