@@ -42,25 +42,27 @@ import (
 //     (jsonv1.DefaultOptionsV1) less ReportErrorsWithLegacySemantics,
 //     whose first effect is to check the whole value's syntax before
 //     decoding it, which needs the whole value in memory. The two decoders
-//     are proven to agree only on plain types (FuzzStreamedLoadMeansWhat-
-//     EncodingJSONMeans builds struct types from the fuzzer's bytes, with
-//     the tag options that differ among them); the gate refuses the rest
-//     (a ",string" option, a tag option encoding/json ignores and v2 does
-//     not, such as ",embed" or "case:strict", a name v2 parses otherwise,
-//     []byte, json.Number, a map of float keys). Where the
-//     stream fails on a plain type (v2 refuses a type declaration
-//     encoding/json tolerates, fields in conflict over a name, or the
-//     input), the file is read again the buffered way (errStreamUnsure),
-//     and encoding/json gives the answer and the error; such a store then
-//     reads the buffered way from then on (codec.noStream). So the stream
-//     is trusted only when it succeeds, on a type where it agrees.
+//     are proven to agree on plain types only: the fuzz target
+//     FuzzStreamedLoadMeansWhatEncodingJSONMeans builds struct types from
+//     the fuzzer's bytes, with the tag options the two read differently.
+//     The gate (plainType) refuses the rest: a ",string" option, an option
+//     encoding/json ignores and v2 does not (",embed", "case:strict"), a
+//     name v2 parses otherwise, []byte, json.Number, time.Time (v2 unquotes
+//     it before parsing), a map of float keys. Where the stream fails on a
+//     plain type (v2 refuses a declaration encoding/json tolerates, such
+//     as two fields of one tag name, or an input, such as a name that
+//     matches two fields in other cases), the file is read again the
+//     buffered way (errStreamUnsure), and encoding/json gives the answer
+//     and the error; if it decodes the state, the store reads the buffered
+//     way from then on (codec.noStream). So the stream is trusted only
+//     when it succeeds, on a type where it agrees.
 //
 //   - A streamed read costs at most what a buffered read costs and a few
 //     MiB. The decoder holds a whole JSON token (a string) in its buffer,
 //     which doubles: the reader under it refuses to fill a buffer larger
 //     than maxStreamBuffer (errLargeValue), and the file is read the
-//     buffered way, within the read limit, as is every later load of that
-//     store.
+//     buffered way, within the read limit (and, if that read decodes the
+//     state, every later load of the store).
 //
 // Files of format 1 (a SHA-256 trailer) and files that do not begin as this
 // package writes format 2 (streamPrefix) read the whole file first.
@@ -205,9 +207,9 @@ func (c *checksumReader) verify() (ok bool, err error) {
 //
 // A file of format 2 of a plain state type is streamed (see streamPrefix
 // and streams); where the stream cannot conclude, the file is read again
-// from reopen, the buffered way, and that read's answer is returned. reopen's reader is closed before
-// loadState returns. v holds the state only if the error is nil: it is
-// zeroed otherwise.
+// from reopen, the buffered way, and that read's answer is returned.
+// reopen's reader is closed before loadState returns. v holds the state
+// only if the error is nil: it is zeroed otherwise.
 func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ header, err error) {
 	defer func() {
 		if err != nil {
