@@ -124,7 +124,7 @@ func (c *codec) checkFits(h header, n int) error {
 	}
 	size += int64(len(head) - 1 + len(`,"state":`))
 	if size > c.maxRead {
-		return fmt.Errorf("%w: the checkpoint would take up to %d bytes (a state of %d), more than the read limit of %d bytes: no load could read it back (see WithMaxReadSize)", ErrInvalid, size, n, c.maxRead)
+		return fmt.Errorf("%w: the checkpoint would hold up to %d bytes before compression (a state of %d), more than the read limit of %d bytes: no load could read it back (see WithMaxReadSize)", ErrInvalid, size, n, c.maxRead)
 	}
 	return nil
 }
