@@ -1175,3 +1175,73 @@ func TestReaderCacheFollowsTheDirectory(t *testing.T) {
 	defer r.mu.Unlock()
 	require.LessOrEqual(t, len(r.headers), 3)
 }
+
+// errHostBug is what panickyState's decoder panics with.
+var errHostBug = errors.New("the host's decoder is broken")
+
+// panickyState's decoder panics on some states: with an error on turn 13,
+// with a string on turn 14.
+type panickyState struct{ Turn int }
+
+func (p *panickyState) UnmarshalJSON(b []byte) error {
+	var v struct{ Turn int }
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v.Turn {
+	case 13:
+		panic(errHostBug)
+	case 14:
+		panic("unlucky turn")
+	}
+	p.Turn = v.Turn
+	return nil
+}
+
+// A panic in the state type's decoder, on a file that verified, fails that
+// load with an error wrapping the panic's value (an ErrCorrupt error, as a
+// decode failure is; the file is not moved aside): Latest falls back past
+// it, and the store goes on and closes.
+func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open[panickyState](dir, NoSync())
+	require.NoError(t, err)
+	for step, turn := range []int{1, 13, 14} {
+		_, err := s.Save(ctx, int64(step), panickyState{Turn: turn})
+		require.NoError(t, err)
+	}
+	var got panickyState
+	var info Info
+	require.NotPanics(t, func() { got, info, err = s.Latest(ctx) })
+	require.NoError(t, err)
+	require.Equal(t, int64(0), info.Step)
+	require.Equal(t, 1, got.Turn)
+
+	require.NotPanics(t, func() { got, _, err = s.Load(ctx, 1) })
+	require.ErrorIs(t, err, errHostBug)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.False(t, isDamage(err), "a host's panic is no proof of damage: %v", err)
+	require.Contains(t, err.Error(), "panic")
+	require.Zero(t, got)
+	require.NotPanics(t, func() { _, _, err = s.Load(ctx, 2) })
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "unlucky turn")
+	require.FileExists(t, filepath.Join(dir, "step_00000001.json"))
+	// A side file read into such a type too.
+	require.NoError(t, s.WriteJSON(ctx, "side.json", panickyState{Turn: 13}))
+	var side panickyState
+	require.NotPanics(t, func() { err = s.ReadJSON(ctx, "side.json", &side) })
+	require.ErrorIs(t, err, errHostBug)
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after a load whose decoder panicked")
+	}
+}

@@ -101,6 +101,34 @@ type header struct {
 	Error  *ErrorRecord      `json:"error,omitempty"`
 }
 
+// longestSaveTime is a save time of the longest text a header holds: a
+// store stamps saves in UTC (a "Z"), and JSON writes up to nine digits of
+// a fraction and no year past 9999.
+var longestSaveTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+
+// checkFits returns an ErrInvalid error if the checkpoint of h, whose save
+// time is not known yet, and of a state of n bytes would hold more bytes
+// than a load of this codec reads (maxRead, which counts decompressed
+// bytes: the compression of the file does not matter). It takes the
+// longest save time, so it may refuse a checkpoint within ten bytes of the
+// limit that would have fit.
+func (c *codec) checkFits(h header, n int) error {
+	size := int64(n) + int64(trailerOf(h.Format).size())
+	if size+maxHeaderSize <= c.maxRead {
+		return nil // every header the library writes is smaller
+	}
+	h.Time = longestSaveTime
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil // the write reports it
+	}
+	size += int64(len(head) - 1 + len(`,"state":`))
+	if size > c.maxRead {
+		return fmt.Errorf("%w: the checkpoint would hold up to %d bytes before compression (a state of %d), more than the read limit of %d bytes: no load could read it back (see WithMaxReadSize)", ErrInvalid, size, n, c.maxRead)
+	}
+	return nil
+}
+
 // errFormat marks a file of a format version this package cannot read: it
 // may be perfectly good for a newer version, so it is never quarantined.
 var errFormat = errors.New("unsupported format version")

@@ -131,10 +131,11 @@ const maxZstdWindow = 8 << 20
 //
 // A codec is safe for concurrent use.
 type codec struct {
-	comp      compression  // what new checkpoints are written with
-	maxRead   int64        // the most decompressed bytes a read accepts
-	lastState atomic.Int64 // the size of the last state encoded
-	noStream  atomic.Bool  // loads read the whole file first (see loadState)
+	comp      compression                  // what new checkpoints are written with
+	maxRead   int64                        // the most decompressed bytes a read accepts
+	lastState atomic.Int64                 // the size of the last state encoded
+	noStream  atomic.Bool                  // loads read the whole file first (see loadState)
+	plain     atomic.Pointer[plainVerdict] // the last state type judged (see streams)
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,5 +239,78 @@ func TestLoadInfoNeverLeavesTheDirectory(t *testing.T) {
 		_, _, err = s.LoadInfo(ctx, Info{Step: 5, Path: path, Format: 1})
 		require.Error(t, err, path)
 		require.True(t, errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid), "%s: %v", path, err)
+	}
+}
+
+// fussyState has a decoder of its own, which records the bytes it is given
+// and, like many hand-written decoders, trusts their shape: a byte the
+// writer never puts there makes it index past its input.
+type fussyState struct{ Turn int }
+
+// fussySeen collects every input fussyState.UnmarshalJSON was given, by
+// the test that set it (the key: a marker inside the state).
+var fussySeen sync.Map
+
+func (f *fussyState) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Turn int    `json:"turn"`
+		Mark string `json:"mark"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if seen, ok := fussySeen.Load(v.Mark[:4]); ok {
+		seen.(*sync.Map).Store(string(b), true)
+	}
+	if v.Mark[4] != 'z' {
+		_ = b[len(b)] // the host's own bug: index out of range
+	}
+	f.Turn = v.Turn
+	return nil
+}
+
+func (f fussyState) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"turn":%d,"mark":"%sz"}`, f.Turn, fussyMark(f.Turn)), nil
+}
+
+func fussyMark(turn int) string { return fmt.Sprintf("m%03d", turn%1000) }
+
+// A flipped byte inside the state of the newest checkpoint keeps it valid
+// JSON: only the checksum tells. The state type's UnmarshalJSON must never
+// see those bytes (it would panic on them), and Latest falls back past the
+// file.
+func TestDamagedBytesNeverReachTheStateTypesDecoder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for i, opts := range [][]Option{nil, {Gzip()}, {Zstd()}} {
+		seen := new(sync.Map)
+		base := 100 + i*10
+		for turn := base; turn < base+2; turn++ {
+			fussySeen.Store(fussyMark(turn), seen)
+		}
+		dir := t.TempDir()
+		s := openStore[fussyState](t, dir, opts...)
+		_, err := s.Save(ctx, 1, fussyState{Turn: base})
+		require.NoError(t, err)
+		info, err := s.Save(ctx, 2, fussyState{Turn: base + 1})
+		require.NoError(t, err)
+		raw := decompress(t, mustRead(t, info.Path))
+		k := bytes.Index(raw, []byte(`z"}`))
+		require.Positive(t, k)
+		raw[k] = 'y' // the marker byte the decoder trusts
+		require.NoError(t, os.WriteFile(info.Path, compressLike(t, info.Compression, raw), 0o644))
+
+		var got fussyState
+		require.NotPanics(t, func() { got, info, err = s.Latest(ctx) })
+		require.NoError(t, err)
+		require.Equal(t, int64(1), info.Step)
+		require.Equal(t, base, got.Turn)
+		require.NotPanics(t, func() { _, _, err = s.Load(ctx, 2) })
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.True(t, isDamage(err), "%v", err)
+		seen.Range(func(k, _ any) bool {
+			require.NotContains(t, k.(string), `y"}`, "the state type's decoder saw a file whose checksum fails")
+			return true
+		})
 	}
 }

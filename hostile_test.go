@@ -619,3 +619,123 @@ func TestListRacingASaveLeftItsCheckpointUnknownToRetention(t *testing.T) {
 	slices.Sort(left)
 	require.Equal(t, []string{"step_00000002.json", "step_00000004.json", "step_00000006.json"}, left, "step 5 is removed by the next save's prune")
 }
+
+// stringBomb returns a gzip file of a few KiB that a streamed load takes
+// for a checkpoint of format 2 whose state is one string of n bytes, and
+// that has no end.
+func stringBomb(t testing.TB, n int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestSpeed)
+	require.NoError(t, err)
+	_, err = zw.Write([]byte(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":"`))
+	require.NoError(t, err)
+	chunk := bytes.Repeat([]byte("A"), 1<<20)
+	for w := 0; w < n; w += len(chunk) {
+		_, err := zw.Write(chunk[:min(len(chunk), n-w)])
+		require.NoError(t, err)
+	}
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// TestStreamedLoadOfAStringBombCostsAtMostTheLimit measures every byte a
+// load of a string bomb allocates, for a state type that streams: one JSON
+// string longer than the limit, which a streaming decoder would hold whole
+// in a buffer that doubles (five times the limit). The streamed read gives
+// up once its buffer passes a small bound, and the buffered read costs the
+// limit. It is not parallel: it reads the process's allocation counter.
+func TestStreamedLoadOfAStringBombCostsAtMostTheLimit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const limit = 8 << 20
+	bomb := stringBomb(t, limit+2<<20)
+	require.Less(t, len(bomb), 64<<10)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), bomb, 0o644))
+	s := openStore[string](t, dir, WithMaxReadSize(limit), NoSync())
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, _, err := s.Load(ctx, 1)
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, errTooLarge)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+6<<20), "bytes allocated by one load of a string bomb")
+}
+
+// A state of one long string loads whole, whichever way it is read.
+func TestStateOfOneLongStringLoads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, opts := range [][]Option{nil, {Zstd()}} {
+		s := openStore[[]string](t, t.TempDir(), opts...)
+		want := []string{"a", strings.Repeat("x", maxStreamBuffer+maxStreamBuffer/2), "b"}
+		_, err := s.Save(ctx, 1, want)
+		require.NoError(t, err)
+		for range 2 {
+			got, _, err := s.Load(ctx, 1)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		}
+	}
+}
+
+// TestSaveRefusesACheckpointNoLoadCouldRead: a checkpoint whose bytes
+// (decompressed: what a load counts) would pass the read limit could be
+// saved but never loaded. Save refuses it before anything is written, with
+// an ErrInvalid error that names the step, the size and the limit, for a
+// plain, gzip or zstd store, an Async one and the rolling file; the
+// checkpoints already there are untouched.
+func TestSaveRefusesACheckpointNoLoadCouldRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit = 64 << 10
+	for name, opts := range map[string][]Option{
+		"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "async": {Async(2)}, "rolling": {WithRolling(), Every(10)},
+	} {
+		dir := t.TempDir()
+		s := openStore[string](t, dir, append(opts, WithMaxReadSize(limit))...)
+		save := func(step int64, state string) error {
+			if name == "rolling" {
+				_, _, err := s.Tick(ctx, step, state)
+				return err
+			}
+			_, err := s.Save(ctx, step, state)
+			return err
+		}
+		// Fits with the envelope: saves and loads.
+		require.NoError(t, save(1, strings.Repeat("s", limit-200)), name)
+		require.NoError(t, s.Flush(ctx))
+		before := snapshotDir(t, dir)
+		// The state alone fits; with the envelope, not.
+		err := save(2, strings.Repeat("s", limit-40))
+		require.ErrorIs(t, err, ErrInvalid, name)
+		require.NotErrorIs(t, err, ErrCorrupt, name)
+		for _, want := range []string{"step 2", fmt.Sprint(limit), "read limit"} {
+			require.Contains(t, err.Error(), want, name)
+		}
+		require.NoError(t, s.Flush(ctx), name)
+		require.Equal(t, before, snapshotDir(t, dir), "%s: the refused save changed the directory", name)
+		got, info, err := s.Latest(ctx)
+		require.NoError(t, err, name)
+		require.Equal(t, int64(1), info.Step, name)
+		require.Len(t, got, limit-200, name)
+		// A side file that ReadJSON would refuse is refused too.
+		err = s.WriteJSON(ctx, "side.json", strings.Repeat("s", limit))
+		require.ErrorIs(t, err, ErrInvalid, name)
+		require.NoFileExists(t, filepath.Join(dir, "side.json"), name)
+	}
+}
+
+// snapshotDir returns every file name in dir with its bytes.
+func snapshotDir(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}

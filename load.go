@@ -17,7 +17,11 @@ import (
 // the one saved last; LoadInfo reaches the others. A step with no checkpoint
 // is ErrNotFound; a checkpoint that fails verification is ErrCorrupt, and no
 // state is returned. A state saved at an older schema is migrated (see
-// WithSchema); one of a newer schema is ErrNewerSchema.
+// WithSchema); one of a newer schema is ErrNewerSchema. No byte of a file
+// that fails verification reaches T's UnmarshalJSON or UnmarshalText
+// methods or a migration; a panic in them is recovered and fails the load
+// as a decode failure does (ErrCorrupt, or ErrMigration after a
+// migration), the error wrapping the panic's value.
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
@@ -83,8 +87,14 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 	if err := s.begin(ctx); err != nil {
 		return zero, Info{}, s.failed(stepError("load", step, s.dir, err))
 	}
-	v, info, err := do()
-	s.ops.Done()
+	// Done runs even if do panics (a host's code under a load recovers its
+	// own panics, but a missed Done would make Close wait forever); the
+	// hooks below run once the operation no longer counts, so that one may
+	// call Close.
+	v, info, err := func() (T, Info, error) {
+		defer s.ops.Done()
+		return do()
+	}()
 	if err != nil {
 		return zero, Info{}, s.failed(err)
 	}
@@ -101,7 +111,9 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // thing that happened, and the loop is to redo that step. Checkpoints that fail to load are skipped; each
 // skipped one is logged at Warn and reported to Hooks.OnError, and if none
 // loads, the error joins every failure (so errors.Is(err, ErrCorrupt) holds
-// when damage was the cause; the text lists the first few). A checkpoint of
+// when damage was the cause; the text lists the first few). A checkpoint
+// whose state T's own decoder panics on is skipped like one that does not
+// decode (see Load). A checkpoint of
 // a newer schema (ErrNewerSchema) or whose migration fails (ErrMigration) is
 // not skipped: Latest stops there and returns that error (see WithSchema). A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
@@ -127,8 +139,10 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	if err := s.begin(ctx); err != nil {
 		return zero, Info{}, s.failed(opError(op, s.dir, err))
 	}
-	v, info, skipped, err := s.latestLocked(ctx, op, want)
-	s.ops.Done()
+	v, info, skipped, err := func() (T, Info, []error, error) {
+		defer s.ops.Done() // as in load
+		return s.latestLocked(ctx, op, want)
+	}()
 	for _, e := range skipped {
 		s.failed(e)
 	}
@@ -326,8 +340,10 @@ func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
 	}
-	entries, err := s.scanAll(ctx)
-	s.ops.Done()
+	entries, err := func() ([]entry, error) {
+		defer s.ops.Done() // as in load
+		return s.scanAll(ctx)
+	}()
 	if err != nil {
 		return nil, s.failed(opError("list", s.dir, err))
 	}

@@ -25,8 +25,10 @@ import (
 // provably damaged, or holds another step's checkpoint, or a symbolic link,
 // is first moved aside to name.corrupt: see the README. A directory or
 // named pipe there is an ErrCorrupt error that says so.) A negative step,
-// an empty meta key or a state that cannot be encoded (a channel, a NaN) is
-// ErrInvalid, and no file is written. If a retention rule is configured
+// an empty meta key, a state that cannot be encoded (a channel, a NaN) or a
+// checkpoint larger than the read limit (WithMaxReadSize: the state and
+// its envelope, before compression, as a load counts them), which no load
+// could read back, is ErrInvalid, and no file is written. If a retention rule is configured
 // (KeepLast), old checkpoints are pruned after the new one is durable; a
 // pruning failure is logged and reported to Hooks.OnError, not returned.
 //
@@ -105,6 +107,13 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 	}
 	var err error
 	if j.state, err = s.codec.encodeState(state); err != nil {
+		return fail(err)
+	}
+	// A checkpoint no load could read is refused before anything is
+	// written (or queued): saved, it would only be ErrCorrupt later.
+	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: step, Kind: kind, Meta: meta, Error: j.rec}
+	if err := s.codec.checkFits(h, j.state.Len()); err != nil {
+		s.codec.putBuffer(j.state)
 		return fail(err)
 	}
 	return j, nil

@@ -111,7 +111,7 @@ func (sc *schema) decode(from int, state []byte, v any) error {
 func migrate(m Migration, in json.RawMessage) (out json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("panic: %v", r)
+			out, err = nil, panicked(r)
 		}
 	}()
 	out, err = m.Migrate(in)
@@ -126,9 +126,28 @@ func migrate(m Migration, in json.RawMessage) (out json.RawMessage, err error) {
 	return out, nil
 }
 
+// panicked returns the error of a panic recovered with r: r wrapped if it
+// is an error (a runtime error, say), else its text.
+func panicked(r any) error {
+	if err, ok := r.(error); ok {
+		return fmt.Errorf("panic: %w", err)
+	}
+	return fmt.Errorf("panic: %v", r)
+}
+
 // unmarshal decodes data into v like json.Unmarshal; with strict, a field
-// v's type does not have is an error.
-func unmarshal(data []byte, v any, strict bool) error {
+// v's type does not have is an error. A panic in the state type's own code
+// (UnmarshalJSON, UnmarshalText) is recovered and returned as an error
+// (see panicked): it fails the load of that file, as any decode failure
+// does, instead of the program, and never leaves the store in a state its
+// Close would wait on. data has verified by then: no byte of a file whose
+// checksum fails reaches the host's code.
+func unmarshal(data []byte, v any, strict bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicked(r)
+		}
+	}()
 	if !strict {
 		return json.Unmarshal(data, v)
 	}

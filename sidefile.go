@@ -15,7 +15,9 @@ import (
 // beside the checkpoints, such as a run's result.json or a session's
 // config.json. name is a plain file name of [A-Za-z0-9._-], ending in .json,
 // not starting with a dot, not a checkpoint name of the store's layout, and
-// not session.json (the metadata of a session: see Sessions.SetMeta).
+// not session.json (the metadata of a session: see Sessions.SetMeta). A v
+// whose JSON is larger than the read limit (WithMaxReadSize), which
+// ReadJSON would refuse, is ErrInvalid, and nothing is written.
 //
 // On a backend other than the local directory (object storage) the write
 // is conditional on the object the store last saw under name: the one it
@@ -32,6 +34,10 @@ func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 		return s.failed(opError("write json", path, fmt.Errorf("%w: encode: %w", ErrInvalid, err)))
 	}
 	data = append(data, '\n')
+	if int64(len(data)) > s.cfg.maxRead {
+		// ReadJSON would refuse it: refuse it now, before anything is written.
+		return s.failed(opError("write json", path, fmt.Errorf("%w: %d bytes, more than the read limit of %d bytes: ReadJSON could not read it back (see WithMaxReadSize)", ErrInvalid, len(data), s.cfg.maxRead)))
+	}
 	if err := s.beginWrite(ctx); err != nil {
 		return s.failed(opError("write json", path, err))
 	}
@@ -47,8 +53,9 @@ func (s *Store[T]) WriteJSON(ctx context.Context, name string, v any) error {
 }
 
 // ReadJSON decodes the side file name, written by WriteJSON, into v. A missing
-// file is ErrNotFound; a file that does not decode, or is larger than the
-// store's read limit, is ErrCorrupt.
+// file is ErrNotFound; a file that does not decode (v's UnmarshalJSON
+// failed or panicked: the error wraps the panic's value), or is larger
+// than the store's read limit, is ErrCorrupt.
 func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
 	if err := s.cfg.layout.sideName(name); err != nil {
 		return s.failed(opError("read json", name, err))
@@ -57,8 +64,10 @@ func (s *Store[T]) ReadJSON(ctx context.Context, name string, v any) error {
 	if err := s.begin(ctx); err != nil {
 		return s.failed(opError("read json", path, err))
 	}
-	err := s.readJSON(ctx, name, v)
-	s.ops.Done()
+	err := func() error {
+		defer s.ops.Done() // as in load: v's UnmarshalJSON may panic
+		return s.readJSON(ctx, name, v)
+	}()
 	if err != nil {
 		return s.failed(opError("read json", path, err))
 	}
@@ -86,7 +95,7 @@ func (s *Store[T]) readJSON(ctx context.Context, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := unmarshal(data, v, false); err != nil { // a panic in v's methods too
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -10,39 +11,61 @@ import (
 	"hash/crc32"
 	"io"
 	"reflect"
+	"strings"
+	"unicode"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
-// A Load streams a checkpoint of format 2: the state is decoded from the
-// file's bytes as they are read, and the CRC-32C is computed on the same
-// bytes, so that no buffer holds the file beside the decoded state (a
-// buffered load holds both: encoding/json decodes a value only from its
-// whole bytes). The state is returned only once the trailer has verified
-// every byte; a state decoded from a file whose checksum fails is dropped.
+// A Load streams a checkpoint of format 2 whose state type is plain (see
+// plainType): the state is decoded from the file's bytes as they are read,
+// and the CRC-32C is computed on the same bytes, so that no buffer holds
+// the file beside the decoded state (a buffered load holds both:
+// encoding/json decodes a value only from its whole bytes). The state is
+// returned only once the trailer has verified every byte; a state decoded
+// from a file whose checksum fails is dropped.
 //
-// The decoder is github.com/go-json-experiment/json, the upstream of Go's
-// encoding/json/v2, with the options that give encoding/json's meaning
-// (jsonv1.DefaultOptionsV1: names matched regardless of case,
-// UnmarshalJSON and UnmarshalText methods called, the same handling of
-// numbers, nulls and merging) less one: ReportErrorsWithLegacySemantics,
-// whose first effect is to check the whole value's syntax before decoding
-// it, which needs the whole value in memory. Without it the decoder only
-// refuses more: it reports some type declarations encoding/json tolerates
-// (fields in conflict over a name, a misplaced `string` option), a name
-// that matches several fields in a different case, a std json.Number, and
-// reports every error in its own types. So the stream is trusted only
-// when it succeeds: when it fails where encoding/json could decide
-// otherwise, the load reads the file again the buffered way
-// (errStreamUnsure), and encoding/json gives the answer and the error, as
-// before. Such a state type then loads the buffered way from then on
-// (codec.noStream).
+// The contract, in three parts:
 //
-// Files of format 1 (a SHA-256 trailer), files that do not begin as this
-// package writes format 2 (streamPrefix), and loads that migrate still read
-// the whole file first; a migration gets the state's bytes anyway.
+//   - Host code never sees damaged bytes. A plain type is decoded by the
+//     library alone (no UnmarshalJSON, UnmarshalText or other method of the
+//     host's), so streaming it before the checksum runs no host code. Every
+//     other type reads the whole file and verifies its checksum before any
+//     of the host's code sees a byte; a migration gets the state's bytes
+//     once the trailer has verified them.
+//
+//   - A streamed load means what encoding/json means. The decoder is
+//     github.com/go-json-experiment/json, the upstream of Go's
+//     encoding/json/v2, with the options that give encoding/json's meaning
+//     (jsonv1.DefaultOptionsV1) less ReportErrorsWithLegacySemantics,
+//     whose first effect is to check the whole value's syntax before
+//     decoding it, which needs the whole value in memory. The two decoders
+//     are proven to agree on plain types only: the fuzz target
+//     FuzzStreamedLoadMeansWhatEncodingJSONMeans builds struct types from
+//     the fuzzer's bytes, with the tag options the two read differently.
+//     The gate (plainType) refuses the rest: a ",string" option, an option
+//     encoding/json ignores and v2 does not (",embed", "case:strict"), a
+//     name v2 parses otherwise, []byte, json.Number, time.Time (v2 unquotes
+//     it before parsing), a map of float keys. Where the stream fails on a
+//     plain type (v2 refuses a declaration encoding/json tolerates, such
+//     as two fields of one tag name, or an input, such as a name that
+//     matches two fields in other cases), the file is read again the
+//     buffered way (errStreamUnsure), and encoding/json gives the answer
+//     and the error; if it decodes the state, the store reads the buffered
+//     way from then on (codec.noStream). So the stream is trusted only
+//     when it succeeds, on a type where it agrees.
+//
+//   - A streamed read costs at most what a buffered read costs and a few
+//     MiB. The decoder holds a whole JSON token (a string) in its buffer,
+//     which doubles: the reader under it refuses to fill a buffer larger
+//     than maxStreamBuffer (errLargeValue), and the file is read the
+//     buffered way, within the read limit (and, if that read decodes the
+//     state, every later load of the store).
+//
+// Files of format 1 (a SHA-256 trailer) and files that do not begin as this
+// package writes format 2 (streamPrefix) read the whole file first.
 
 // streamPrefix is how every envelope of format 2 that this package writes
 // begins: the header is marshalled from a struct whose first field is the
@@ -54,6 +77,20 @@ const streamPrefix = `{"format":2,`
 // with codec.read, whose answer is the load's. It is returned only for a
 // file whose bytes are not proven damaged and read within the limit.
 var errStreamUnsure = errors.New("the streamed decode needs the buffered one")
+
+// errLargeValue means that the streaming decoder asked for a buffer larger
+// than maxStreamBuffer: the file is read the buffered way instead.
+var errLargeValue = errors.New("a JSON value too large to stream")
+
+// maxStreamBuffer bounds the buffer of the streaming decoder. It holds a
+// whole token (a string, a number) and, for some types, a whole value, and
+// doubles to fit one: a state of plain structs, numbers and short strings
+// needs a few KiB, and a string of a few MiB would cost several times its
+// size before its decoded copy (a bomb: five times the read limit). The
+// reader refuses to fill a buffer whose free space alone is larger, which
+// bounds the buffer to a little over twice this (see
+// jsontext.Decoder's fetch) and all its growth to about four times.
+const maxStreamBuffer = 1 << 20
 
 // trailerLenV2 is the length of format 2's trailer.
 var trailerLenV2 = trailerV2.size()
@@ -69,7 +106,10 @@ var strictOptions = jsonv2.JoinOptions(decodeOptions, jsonv2.RejectUnknownMember
 // CRC-32C of every byte but the last trailerLenV2, which it holds back: at
 // the end of the stream, they are the trailer, and the CRC covers exactly
 // the bytes before it. It counts the bytes and fails once there are more
-// than limit. Its first error other than io.EOF sticks.
+// than limit, and with errLargeValue when asked to fill more than
+// maxStreamBuffer bytes at once: its reader is a streaming decoder's, which
+// asks to fill the free part of its buffer. Its first error other than
+// io.EOF sticks.
 type checksumReader struct {
 	r     io.Reader
 	limit int64
@@ -90,6 +130,9 @@ func (c *checksumReader) Read(p []byte) (int, error) {
 		return 0, c.err
 	case c.eof:
 		return 0, io.EOF
+	case len(p) > maxStreamBuffer:
+		c.err = errLargeValue
+		return 0, c.err
 	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
@@ -162,11 +205,11 @@ func (c *checksumReader) verify() (ok bool, err error) {
 // (marked as damage when it proves them damaged), an operating system's
 // error as it is, check's and sc.decode's errors.
 //
-// A file of format 2 is streamed (see streamPrefix); where the stream
-// cannot conclude, the file is read again from reopen, the buffered way,
-// and that read's answer is returned. reopen's reader is closed before
-// loadState returns. v holds the state only if the error is nil: it is
-// zeroed otherwise.
+// A file of format 2 of a plain state type is streamed (see streamPrefix
+// and streams); where the stream cannot conclude, the file is read again
+// from reopen, the buffered way, and that read's answer is returned.
+// reopen's reader is closed before loadState returns. v holds the state
+// only if the error is nil: it is zeroed otherwise.
 func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ header, err error) {
 	defer func() {
 		if err != nil {
@@ -195,7 +238,7 @@ func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header
 		return h, corruptIO(err)
 	}
 	rest := io.MultiReader(bytes.NewReader(pre[:n]), st.r)
-	if c.noStream.Load() || string(pre[:n]) != streamPrefix || st.comp == compressNone && st.hint > c.maxRead {
+	if c.noStream.Load() || !c.streams(reflect.TypeOf(v).Elem()) || string(pre[:n]) != streamPrefix || st.comp == compressNone && st.hint > c.maxRead {
 		err := buffered(rest, st)
 		st.release()
 		return h, err
@@ -218,8 +261,9 @@ func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header
 	h = header{}
 	err = buffered(st.r, st)
 	if err == nil && decodeFailed {
-		// encoding/json decoded what the stream refused: this state
-		// type needs its tolerance (see the comment at the top).
+		// encoding/json decoded what the stream refused, or what the
+		// stream would have needed too large a buffer for: this state
+		// type needs the buffered read (see the comment at the top).
 		c.noStream.Store(true)
 	}
 	return h, err
@@ -262,6 +306,11 @@ func (c *codec) stream(r io.Reader, sc *schema, check func(header) error, v any)
 		unsure = unsure || !trailerFollows(dec)
 	}
 	if err := cr.drain(); err != nil {
+		if errors.Is(err, errLargeValue) {
+			// Not the file's fault: the buffered read decides. A state
+			// that needed so large a buffer will again.
+			return h, decodeFailed, errStreamUnsure
+		}
 		if errors.Is(err, errTooLarge) {
 			return h, false, fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
 		}
@@ -344,4 +393,129 @@ func trailerFollows(dec *jsontext.Decoder) bool {
 	}
 	_, err := dec.ReadToken()
 	return err == io.EOF
+}
+
+// plainVerdict is plainType's answer for one type.
+type plainVerdict struct {
+	t     reflect.Type
+	plain bool
+}
+
+// streams reports whether a state of type t may be streamed: whether it is
+// plain (see plainType). The answer is kept for the last type asked about:
+// a store asks about its own type only.
+func (c *codec) streams(t reflect.Type) bool {
+	if p := c.plain.Load(); p != nil && p.t == t {
+		return p.plain
+	}
+	p := &plainVerdict{t: t, plain: plainType(t, make(map[reflect.Type]bool))}
+	c.plain.Store(p)
+	return p.plain
+}
+
+var (
+	jsonUnmarshaler   = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler   = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonv2Unmarshaler = reflect.TypeFor[jsonv2.Unmarshaler]()
+	jsonv2From        = reflect.TypeFor[jsonv2.UnmarshalerFrom]()
+	jsonNumber        = reflect.TypeFor[json.Number]()
+	jsonRawMessage    = reflect.TypeFor[json.RawMessage]()
+)
+
+// plainType reports whether values of t are decoded by the streaming
+// decoder with encoding/json's meaning on every input where it succeeds,
+// and run none of the host's code: what FuzzStreamedLoadMeansWhatEncoding-
+// JSONMeans proves. Plain are booleans, integers (not uintptr), floats,
+// strings, the empty interface, and pointers, slices, arrays, maps with
+// string or integer keys, and structs of plain types, where no type (nor a pointer to
+// it) has an UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method.
+// A struct field's tag may give a name of the characters encoding/json
+// accepts (one starting with a quote v2 reads otherwise) and the options
+// omitempty and omitzero only; an embedded field must be a struct, without
+// a tag. Not plain, and read the buffered way: []byte and byte arrays
+// (base64 and its tolerances), json.Number, json.RawMessage, maps of other
+// keys (floats, booleans), a ",string" option or any option encoding/json ignores and v2 does
+// not (",embed", "case:strict", "format:..."), an unexported field with a
+// tag, an embedded pointer. seen holds the types being judged: a type that
+// refers to itself is judged by its other parts.
+func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	if t == jsonNumber || t == jsonRawMessage {
+		return false
+	}
+	for _, m := range [...]reflect.Type{jsonUnmarshaler, textUnmarshaler, jsonv2Unmarshaler, jsonv2From} {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return false
+		}
+	}
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return true
+	case reflect.Interface:
+		return t.NumMethod() == 0
+	case reflect.Pointer:
+		return plainType(t.Elem(), seen)
+	case reflect.Slice, reflect.Array:
+		return t.Elem().Kind() != reflect.Uint8 && plainType(t.Elem(), seen)
+	case reflect.Map:
+		switch t.Key().Kind() {
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			return plainType(t.Key(), seen) && plainType(t.Elem(), seen)
+		}
+		return false
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !plainField(t.Field(i), seen) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// plainField reports whether the struct field f is plain (see plainType).
+func plainField(f reflect.StructField, seen map[reflect.Type]bool) bool {
+	tag, tagged := f.Tag.Lookup("json")
+	switch {
+	case tag == "-":
+		return true // ignored by both
+	case f.Anonymous:
+		return !tagged && f.Type.Kind() == reflect.Struct && plainType(f.Type, seen)
+	case !f.IsExported():
+		return !tagged // ignored by both; v2 refuses a tag there
+	}
+	name, opts, _ := strings.Cut(tag, ",")
+	if name != "" && !validTagName(name) {
+		return false
+	}
+	if opts != "" {
+		for o := range strings.SplitSeq(opts, ",") {
+			if o != "omitempty" && o != "omitzero" {
+				return false
+			}
+		}
+	}
+	return plainType(f.Type, seen)
+}
+
+// validTagName reports whether encoding/json takes name from a tag as the
+// field's name (else it uses the field's Go name): letters, digits and
+// the punctuation it allows, with neither a quote nor a backslash. v2
+// reads a name starting with a single quote as a quoted string.
+func validTagName(name string) bool {
+	for _, c := range name {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
 }

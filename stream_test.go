@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -341,21 +342,31 @@ func TestStreamedLoadDecodesAsEncodingJSON(t *testing.T) {
 		if streamed.err == nil {
 			require.False(t, streamed.reread, "%s: streamed load needed the buffered one", name)
 		}
+		// The same inputs into a plain type, which streams.
+		plain := newCodec(compressNone, DefaultMaxReadSize)
+		streamedPlain := loadStreamed[plainState](plain, data, &schema{}, stepIs(1))
+		sameOutcome(t, name, loadBuffered[plainState](data, &schema{}, DefaultMaxReadSize, stepIs(1)), streamedPlain)
+		if streamedPlain.err == nil {
+			require.False(t, streamedPlain.reread, "%s: streamed load of a plain type needed the buffered one", name)
+		}
 	}
 	require.False(t, c.noStream.Load())
+	require.False(t, c.streams(reflect.TypeFor[meaningState]()), "a type with methods of its own streams")
+	require.True(t, c.streams(reflect.TypeFor[plainState]()))
 }
 
-// Types whose declarations encoding/json tolerates and the streamed
-// decoder refuses, and a std json.Number, which the streamed decoder does
-// not know: each loads as encoding/json decodes it, by a second read, and
-// the store then reads the buffered way.
-
-type conflictA struct{ ID int }
-type conflictB struct{ ID string }
+// A plain type and an input the streamed decoder refuses and
+// encoding/json decodes (a name that matches two fields in other cases:
+// encoding/json takes the first): it loads as encoding/json decodes it, by
+// a second read, and the store then reads the buffered way. Types that are
+// not plain (a misplaced ",string", a json.Number) never stream.
 
 type tolerated struct {
-	conflictA
-	conflictB
+	Lower string `json:"name"`
+	Upper string `json:"NAME"`
+}
+
+type notPlain struct {
 	Name string `json:"name"`
 	//lint:ignore SA5008 misplaced on purpose: encoding/json ignores it, the streamed decoder refuses it
 	List  []int       `json:"list,string"`
@@ -365,18 +376,43 @@ type tolerated struct {
 func TestStateTypesOnlyEncodingJSONAcceptsLoadAsBefore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	want := tolerated{Name: "n", List: []int{1, 2}, Count: "12.50"}
-	s := openStore[tolerated](t, t.TempDir())
-	_, err := s.Save(ctx, 1, want)
+	c := newCodec(compressNone, DefaultMaxReadSize)
+	data := withTrailerV2(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"Name":"x"}`)
+	streamed := loadStreamed[tolerated](c, data, &schema{}, stepIs(1))
+	require.NoError(t, streamed.err)
+	require.Equal(t, tolerated{Lower: "x"}, streamed.v)
+	require.True(t, streamed.reread)
+	require.True(t, c.noStream.Load(), "the store kept streaming a type its decoder refuses")
+	streamed = loadStreamed[tolerated](c, data, &schema{}, stepIs(1))
+	require.NoError(t, streamed.err)
+	require.Equal(t, tolerated{Lower: "x"}, streamed.v)
+	require.False(t, streamed.reread)
+
+	wantNP := notPlain{Name: "n", List: []int{1, 2}, Count: "12.50"}
+	np := openStore[notPlain](t, t.TempDir())
+	_, err := np.Save(ctx, 1, wantNP)
 	require.NoError(t, err)
-	require.False(t, s.codec.noStream.Load())
-	got, _, err := s.Load(ctx, 1)
+	gotNP, _, err := np.Load(ctx, 1)
 	require.NoError(t, err)
-	require.Equal(t, want, got)
-	require.True(t, s.codec.noStream.Load(), "the store kept streaming a type its decoder refuses")
-	got, _, err = s.Load(ctx, 1)
-	require.NoError(t, err)
-	require.Equal(t, want, got)
+	require.Equal(t, wantNP, gotNP)
+	require.False(t, np.codec.noStream.Load(), "a type that is not plain was streamed")
+	require.False(t, np.codec.streams(reflect.TypeFor[notPlain]()))
+}
+
+// plainState is a state type that streams (see plainType), with the
+// fields of meaningState that are plain.
+type plainState struct {
+	innerPart
+	Name   string            `json:"name"`
+	Path   [][2]int          `json:"path,omitempty"`
+	Tags   map[label]label   `json:"tags"`
+	Any    any               `json:"any"`
+	Ptr    *int              `json:"ptr,omitzero"`
+	Skip   string            `json:"-"`
+	Fixed  [2]int            `json:"fixed"`
+	Nested map[string][]bool `json:"nested"`
+	Small  *uint8            `json:"small"`
+	Float  float32           `json:"float"`
 }
 
 // FuzzStreamedLoadAgreesWithBuffered feeds arbitrary bytes, and the same
@@ -399,6 +435,225 @@ func FuzzStreamedLoadAgreesWithBuffered(f *testing.F) {
 			buffered := loadBuffered[meaningState](b, &schema{}, limit, stepIs(1))
 			streamed := loadStreamed[meaningState](c, b, &schema{}, stepIs(1))
 			sameOutcome(t, fmt.Sprintf("%q", b), buffered, streamed)
+			// A plain type: this one streams.
+			sameOutcome(t, fmt.Sprintf("%q", b), loadBuffered[plainState](b, &schema{}, limit, stepIs(1)), loadStreamed[plainState](c, b, &schema{}, stepIs(1)))
 		}
+	})
+}
+
+// label is a named string: plain.
+type label string
+
+// ambiguousNames has two fields whose names differ only in case.
+type ambiguousNames struct {
+	Lower string `json:"name"`
+	Upper string `json:"NAME"`
+}
+
+// embedsPlain embeds a struct, whose fields are promoted.
+type embedsPlain struct {
+	innerPart
+	Name label `json:"name"`
+}
+
+// fuzzLeaves are the types FuzzStreamedLoadMeansWhatEncodingJSONMeans
+// builds from: plain ones, and ones the gate must refuse.
+var fuzzLeaves = []reflect.Type{
+	reflect.TypeFor[bool](), reflect.TypeFor[int](), reflect.TypeFor[int8](), reflect.TypeFor[uint8](),
+	reflect.TypeFor[uint16](), reflect.TypeFor[int32](), reflect.TypeFor[int64](), reflect.TypeFor[uint](),
+	reflect.TypeFor[uint64](), reflect.TypeFor[float32](), reflect.TypeFor[float64](), reflect.TypeFor[string](),
+	reflect.TypeFor[any](), reflect.TypeFor[label](), reflect.TypeFor[embedsPlain](), reflect.TypeFor[ambiguousNames](),
+	// Not plain.
+	reflect.TypeFor[json.Number](), reflect.TypeFor[[]byte](), reflect.TypeFor[time.Time](), reflect.TypeFor[upper](),
+	reflect.TypeFor[point](), reflect.TypeFor[map[float64]int](), reflect.TypeFor[[2]byte](), reflect.TypeFor[uintptr](),
+	reflect.TypeFor[json.RawMessage](), reflect.TypeFor[map[int]string](), reflect.TypeFor[fmt.Stringer](),
+}
+
+// fuzzTags are the struct tags its struct types take: those encoding/json
+// and v2 read alike, those they read differently (the options v2 adds,
+// quoted names, names v1 refuses), and names that differ in case, in
+// their delimiters or by Unicode folding.
+var fuzzTags = []string{
+	``, `json:"name"`, `json:"NAME"`, `json:"name,omitempty"`, `json:",omitzero"`,
+	`json:",string"`, `json:",embed"`, `json:"name,case:strict"`, `json:"name,case:ignore"`, `json:",inline"`,
+	`json:",unknown"`, `json:"'x'"`, `json:"-"`, `json:"-,"`, `json:"name,"`,
+	`json:"name, omitempty"`, `json:",format:RFC3339"`, `json:"na_me"`, `json:"k"`, "json:\"\u212a\"",
+	`json:"s"`, `json:"x,omitempty,string"`, `json:"a b"`, `json:"a\\b"`, `json:"F0"`,
+	`json:"f1"`, `json:",case:strict"`, `json:"name,omitempty,omitzero"`, `json:"é"`, `json:"name" yaml:"x"`,
+	`json:"Name"`, `json:"na-me"`, `json:"F0,omitempty"`, `json:"x"`,
+}
+
+// Kinds of types fuzzType builds besides the leaves.
+const (
+	fuzzPointer = iota
+	fuzzSlice
+	fuzzArray
+	fuzzStringMap
+	fuzzIntMap
+	fuzzUintMap
+	fuzzStruct
+	fuzzKinds
+)
+
+// fuzzType builds a type from spec's bytes (see fuzzLeaves, fuzzTags,
+// fuzzKinds): a byte picks a leaf or a kind; a struct's next byte is its
+// number of fields, each a byte for its tag and a type.
+func fuzzType(spec *[]byte, depth int) reflect.Type {
+	next := func() int {
+		if len(*spec) == 0 {
+			return 0
+		}
+		c := (*spec)[0]
+		*spec = (*spec)[1:]
+		return int(c)
+	}
+	k := next() % (len(fuzzLeaves) + fuzzKinds)
+	if k < len(fuzzLeaves) || depth > 3 {
+		return fuzzLeaves[k%len(fuzzLeaves)]
+	}
+	switch k - len(fuzzLeaves) {
+	case fuzzPointer:
+		return reflect.PointerTo(fuzzType(spec, depth+1))
+	case fuzzSlice:
+		return reflect.SliceOf(fuzzType(spec, depth+1))
+	case fuzzArray:
+		return reflect.ArrayOf(2, fuzzType(spec, depth+1))
+	case fuzzStringMap:
+		return reflect.MapOf(reflect.TypeFor[string](), fuzzType(spec, depth+1))
+	case fuzzIntMap:
+		return reflect.MapOf(reflect.TypeFor[int8](), fuzzType(spec, depth+1))
+	case fuzzUintMap:
+		return reflect.MapOf(reflect.TypeFor[uint](), fuzzType(spec, depth+1))
+	}
+	fields := make([]reflect.StructField, next()%5)
+	for i := range fields {
+		tag := fuzzTags[next()%len(fuzzTags)]
+		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Tag: reflect.StructTag(tag), Type: fuzzType(spec, depth+1)}
+	}
+	return reflect.StructOf(fields)
+}
+
+// fuzzSpec returns the spec of a struct of the given fields, each a tag
+// index and a type's spec, for seeds.
+func fuzzSpec(fields ...[]byte) []byte {
+	spec := []byte{byte(len(fuzzLeaves) + fuzzStruct), byte(len(fields))}
+	for _, f := range fields {
+		spec = append(spec, f...)
+	}
+	return spec
+}
+
+// leaf returns the spec byte of the leaf type t.
+func leaf(t reflect.Type) byte { return byte(slices.Index(fuzzLeaves, t)) }
+
+// checkMeaning fails t unless a load of state, inside a checkpoint with a
+// correct checksum, as type typ means what encoding/json means: the same
+// value, or an error from both. encoding/json decodes the state as the
+// buffered read finds it in the file.
+func checkMeaning(t *testing.T, typ reflect.Type, state []byte, strict bool) {
+	t.Helper()
+	data := withTrailerV2(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":` + string(state))
+	sc := &schema{strict: strict}
+	const limit = 1 << 20
+	v := reflect.New(typ)
+	reopen := func() (io.ReadCloser, int64, error) {
+		return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+	}
+	_, err := newCodec(compressNone, limit).loadState(bytes.NewReader(data), int64(len(data)), sc, stepIs(1), v.Interface(), reopen)
+	got := v.Elem()
+	want := reflect.New(typ)
+	werr := newCodec(compressNone, limit).read(bytes.NewReader(data), int64(len(data)), func(h header, state []byte) error {
+		return unmarshal(state, want.Interface(), strict)
+	})
+	if (err == nil) != (werr == nil) {
+		t.Fatalf("%v of %s (strict %v): the load says %v, encoding/json says %v", typ, state, strict, err, werr)
+	}
+	if err == nil && !reflect.DeepEqual(got.Interface(), want.Elem().Interface()) {
+		t.Fatalf("%v of %s (strict %v): the load decoded %#v, encoding/json %#v", typ, state, strict, got.Interface(), want.Elem().Interface())
+	}
+}
+
+// meaningSeeds are the inputs where the two decoders were seen to differ,
+// and others where they might: a type's spec, a state, strictness.
+func meaningSeeds() []struct {
+	spec, state []byte
+	strict      bool
+} {
+	tag := func(s string) byte { return byte(slices.Index(fuzzTags, s)) }
+	intLeaf, strLeaf, f64Leaf, anyLeaf := leaf(reflect.TypeFor[int]()), leaf(reflect.TypeFor[string]()), leaf(reflect.TypeFor[float64]()), leaf(reflect.TypeFor[any]())
+	embedded := fuzzSpec([]byte{tag(`json:",embed"`), byte(len(fuzzLeaves) + fuzzStruct), 1, tag(``), intLeaf})
+	type seed = struct {
+		spec, state []byte
+		strict      bool
+	}
+	return []seed{
+		{embedded, []byte(`{"F0":{"F0":1}}`), false},
+		{embedded, []byte(`{"F0":1}`), false},
+		{fuzzSpec([]byte{tag(`json:"name,case:strict"`), strLeaf}), []byte(`{"NAME":"x"}`), false},
+		{fuzzSpec([]byte{tag(`json:",string"`), f64Leaf}), []byte(`{"F0":"NaN"}`), false},
+		{fuzzSpec([]byte{tag(`json:",string"`), f64Leaf}), []byte(`{"F0":"Inf"}`), false},
+		{fuzzSpec([]byte{tag(`json:",string"`), f64Leaf}), []byte(`{"F0":"+3"}`), false},
+		{[]byte{leaf(reflect.TypeFor[map[float64]int]())}, []byte(`{"1.5":1}`), false},
+		{[]byte{leaf(reflect.TypeFor[ambiguousNames]())}, []byte(`{"Name":"x"}`), false},
+		{fuzzSpec([]byte{tag(`json:"'x'"`), intLeaf}), []byte(`{"x":1,"'x'":2}`), false},
+		{fuzzSpec([]byte{tag(`json:"k"`), intLeaf}), []byte("{\"\u212a\":1}"), false},
+		{fuzzSpec([]byte{tag(`json:"na_me"`), intLeaf}), []byte(`{"NAME":1,"na-me":2}`), false},
+		{fuzzSpec([]byte{tag(`json:"name"`), intLeaf}, []byte{tag(`json:"NAME"`), intLeaf}), []byte(`{"Name":1}`), true},
+		{fuzzSpec([]byte{tag(`json:"a\\b"`), intLeaf}), []byte(`{"F0":1,"a\\b":2}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzStringMap), anyLeaf}, []byte(`{"a":[1,{"b":null}],"a":2,"c":1e400}`), false},
+		{fuzzSpec([]byte{tag(``), byte(len(fuzzLeaves) + fuzzStringMap), intLeaf}), []byte(`{"F0":{"a":1},"F0":{"b":2},"f0":null}`), false},
+		{fuzzSpec([]byte{tag(``), byte(len(fuzzLeaves) + fuzzArray), intLeaf}), []byte(`{"F0":[1,2,3],"x":1}`), true},
+		{[]byte{leaf(reflect.TypeFor[embedsPlain]())}, []byte(`{"depth":1,"NOTE":"n","name":"a","Depth":2}`), false},
+		{fuzzSpec([]byte{tag(`json:"x,omitempty,string"`), intLeaf}), []byte(`{"x":"12"}`), false},
+		{fuzzSpec([]byte{tag(``), byte(len(fuzzLeaves) + fuzzPointer), intLeaf}), []byte(`{"F0":null,"F0":1e2}`), false},
+		{fuzzSpec([]byte{tag(``), leaf(reflect.TypeFor[float32]())}), []byte(`{"F0":1e39}`), false},
+		{fuzzSpec([]byte{tag(``), strLeaf}), []byte("{\"F0\":\"a\xffb\\ud800\"}"), false},
+		// v2 unquotes a time before parsing it, encoding/json does not.
+		{fuzzSpec([]byte{tag(``), leaf(reflect.TypeFor[time.Time]())}), []byte(`{"F0":"2026-11-21T10:00:00\u005a"}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"+3":1,"03":2,"-0":3,"-128":4,"127":5}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"128":1}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"1e2":1," 1":2}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzUintMap), strLeaf}, []byte(`{"+3":"a","-0":"b"}`), false},
+		{[]byte{byte(len(fuzzLeaves) + fuzzUintMap), strLeaf}, []byte(`{"18446744073709551615":"a","00":"b","0x10":"c"}`), false},
+	}
+}
+
+// The inputs where encoding/json and the streaming decoder were seen to
+// differ: a load means what encoding/json means on each.
+func TestStreamedLoadMeansWhatEncodingJSONMeans(t *testing.T) {
+	t.Parallel()
+	for _, s := range meaningSeeds() {
+		spec := bytes.Clone(s.spec)
+		checkMeaning(t, fuzzType(&spec, 0), s.state, s.strict)
+	}
+	// A store's own file of a type with an ",embed" tag loads whole.
+	type inner struct{ A int }
+	type embedTagged struct {
+		Inner inner `json:",embed"`
+	}
+	ctx := context.Background()
+	s := openStore[embedTagged](t, t.TempDir())
+	_, err := s.Save(ctx, 1, embedTagged{inner{7}})
+	require.NoError(t, err)
+	got, _, err := s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, embedTagged{inner{7}}, got)
+}
+
+// FuzzStreamedLoadMeansWhatEncodingJSONMeans builds a state type from the
+// fuzzer's bytes (struct types by reflect.StructOf, their fields' tags
+// from fuzzTags) and loads a state of arbitrary bytes into it: the load,
+// streamed where the gate (plainType) lets it, must end as encoding/json
+// does, with the same value or an error from both. The seed corpus is in
+// testdata/fuzz/FuzzStreamedLoadMeansWhatEncodingJSONMeans.
+//
+//	go test -run '^$' -fuzz FuzzStreamedLoadMeansWhatEncodingJSONMeans -fuzztime 60s .
+func FuzzStreamedLoadMeansWhatEncodingJSONMeans(f *testing.F) {
+	for _, s := range meaningSeeds() {
+		f.Add(s.spec, s.state, s.strict)
+	}
+	f.Fuzz(func(t *testing.T, spec, state []byte, strict bool) {
+		typ := fuzzType(&spec, 0)
+		checkMeaning(t, typ, state, strict)
 	})
 }
