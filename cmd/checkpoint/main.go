@@ -85,7 +85,10 @@
 // session whose writer is running is skipped (exit code 4) and the others are
 // cleaned all the same. --dry-run lists what would go and removes nothing;
 // beside a running writer it calls a temporary file that writer's save in
-// progress (where the system tells who holds the lock: Linux).
+// progress (where the system tells who holds the lock: Linux). With no
+// writer in sight it says an interrupted save left the file, unless a
+// writer the system cannot show holds the lock: Linux's /proc/locks leaves
+// out writers in other containers (PID namespaces) and on other hosts.
 //
 // # Layouts
 //

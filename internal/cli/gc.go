@@ -57,11 +57,14 @@ const (
 	whatQuarantined = "damaged checkpoint moved aside"
 	whatStaging     = "session left half-made by a crash"
 	// What a --dry-run says of a temporary file when the writer lock is
-	// held (whatLiveTemp, with the holder where known), or when the
-	// system cannot tell whether it is (whatMaybeTemp). gc without
-	// --dry-run takes the lock: every temporary file it finds is stale.
-	whatLiveTemp  = "temporary file of a save in progress: a live writer holds the lock%s; gc without --dry-run leaves the store alone while it runs"
-	whatMaybeTemp = "temporary file of an interrupted save, or of a save in progress if a writer is running"
+	// held (whatLiveTemp, with the holder where known), when the system
+	// shows no holder (whatUnseenTemp: a writer in another container or
+	// on another host would not be shown), or when it cannot tell
+	// (whatMaybeTemp). gc without --dry-run takes the lock: every
+	// temporary file it finds is stale.
+	whatLiveTemp   = "temporary file of a save in progress: a live writer holds the lock%s; gc without --dry-run leaves the store alone while it runs"
+	whatUnseenTemp = "temporary file of an interrupted save, unless a writer this system cannot see (in another container, or on another host) holds the lock"
+	whatMaybeTemp  = "temporary file of an interrupted save, or of a save in progress if a writer is running"
 )
 
 func (g *gc) report(path, what string) {
@@ -120,8 +123,8 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 // beside a writer that may be running, are.
 func tempWhat(left checkpoint.Leftovers) string {
 	switch left.Lock {
-	case checkpoint.LockFree:
-		return whatTemp
+	case checkpoint.LockNotSeen:
+		return whatUnseenTemp
 	case checkpoint.LockHeld:
 		holder := ""
 		if left.LockHolder == os.Getpid() {
