@@ -774,20 +774,23 @@ func TestGC(t *testing.T) {
 	require.Equal(t, osPaths(dedent(`
 		would remove `+dir+`/.turn_006.json8675309 (`+dryRunTemp(false)+`)
 		would remove `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
-		dry run: would remove 2 files; nothing was removed
+		would remove `+dir+`/turn_004.error.json (error checkpoint superseded by a clean checkpoint saved after it)
+		dry run: would remove 3 files; nothing was removed
 	`)), r.stdout)
 	require.FileExists(t, filepath.Join(dir, "turn_002.json.corrupt"))
+	require.FileExists(t, filepath.Join(dir, "turn_004.error.json"))
 
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, osPaths(dedent(`
 		removed `+dir+`/.turn_006.json8675309 (temporary file of an interrupted save)
 		removed `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
-		removed 2 files
+		removed `+dir+`/turn_004.error.json (error checkpoint superseded by a clean checkpoint saved after it)
+		removed 3 files
 	`)), r.stdout)
 	require.ElementsMatch(t, []string{".checkpoint.lock", "result.json", "turn_001.json", "turn_002.json", "turn_003.json.gz",
-		"turn_004.error.json", "turn_004.json", "turn_005.json", "turn_007.final.json", "turn_last.json"}, names(t, dir),
-		"checkpoints, damaged or not, and side files stay")
+		"turn_004.json", "turn_005.json", "turn_007.final.json", "turn_last.json"}, names(t, dir),
+		"checkpoints, damaged or not, and side files stay; a superseded error checkpoint goes, as a writer's Close would remove it")
 
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -812,6 +815,7 @@ func TestGCDryRunBesideALiveWriterSaysItsTempFileIsASaveInProgress(t *testing.T)
 	t.Parallel()
 	dir := copyFixture(t, "game")
 	require.NoError(t, os.Remove(filepath.Join(dir, "turn_002.json.corrupt")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "turn_004.error.json"))) // superseded: the writer's Close would remove it
 	w, err := checkpoint.Open[json.RawMessage](dir, checkpoint.WithLayout("turn", 3))
 	require.NoError(t, err)
 	temp := filepath.Join(dir, ".turn_008.json.ckpt-tmp-42")

@@ -56,6 +56,7 @@ const (
 	whatTemp        = "temporary file of an interrupted save"
 	whatQuarantined = "damaged checkpoint moved aside"
 	whatStaging     = "session left half-made by a crash"
+	whatSuperseded  = "error checkpoint superseded by a clean checkpoint saved after it"
 	// What a --dry-run says of a temporary file when the writer lock is
 	// held (whatLiveTemp, with the holder where known), when the system
 	// shows no holder (whatUnseenTemp: a writer in another container or
@@ -96,6 +97,13 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 			return err
 		}
 		g.reportLeftovers(left, tempWhat(left))
+		// With no retention rule, what Prune would remove is the error
+		// checkpoints that a clean checkpoint superseded.
+		superseded, err := st.PruneDryRun(ctx)
+		if err != nil {
+			return err
+		}
+		g.reportSuperseded(superseded)
 		return nil
 	}
 	rec := &pathRecorder{}
@@ -116,7 +124,20 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 		return err
 	}
 	g.reportLeftovers(left, whatTemp)
+	// A writer removes the error checkpoints that a clean checkpoint
+	// superseded (at the latest when it closes): gc does it here, to say so.
+	superseded, err := st.Prune(ctx)
+	g.reportSuperseded(superseded)
+	if err != nil {
+		return err
+	}
 	return st.Close()
+}
+
+func (g *gc) reportSuperseded(infos []checkpoint.Info) {
+	for _, info := range infos {
+		g.report(info.Path, whatSuperseded)
+	}
 }
 
 // tempWhat says what the temporary files of left, listed by a dry run
