@@ -269,6 +269,25 @@ func TestStoresBelowReadsABoundedNumberOfEntries(t *testing.T) {
 	require.Equal(t, "f00", dirents[0].Name(), "sorted")
 }
 
+// TestStoresBelowReadsEachDirectoryOnceWithinItsBudget: the hint reads
+// each directory once, and every entry it reads counts toward its budget.
+// dir/a/b/c/step_00000001.json is 4 entries in 4 directories: a budget of
+// 5 (the 4, and room left to see the last directory's end) finds the store
+// three levels down; reading a directory twice, or once more to look for
+// checkpoints, would not fit.
+func TestStoresBelowReadsEachDirectoryOnceWithinItsBudget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := filepath.Join(dir, "a", "b", "c")
+	writeFile(t, filepath.Join(store, "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
+	require.Equal(t, []string{store}, storesBelow(dir, 5))
+	require.Equal(t, []string{"..."}, storesBelow(dir, 4), "one entry fewer: it stops, and says so")
+
+	root := filepath.Join(dir, "a", "b", "r")
+	writeFile(t, filepath.Join(root, ".sessions.lock"), nil)
+	require.Equal(t, []string{store, root + " (sessions)"}, storesBelow(dir, 7), "a root of sessions, told as sessionDirs tells it")
+}
+
 func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
