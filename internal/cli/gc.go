@@ -16,7 +16,7 @@ import (
 var gcCommand = command{
 	name:    "gc",
 	args:    "DIR",
-	summary: "remove temporary files of interrupted saves and quarantined checkpoints",
+	summary: "remove temporary files of interrupted saves, quarantined checkpoints and superseded error checkpoints",
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
 		layout := layoutFlag(fs)
