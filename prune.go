@@ -165,7 +165,7 @@ func (s *Store[T]) pass(ctx context.Context, saved string, at time.Time, r reten
 			return nil, nil
 		}
 		if saved == "" || !s.errs.known {
-			has, err := s.hasErrorCheckpoint(ctx)
+			has, err := s.hasErrorCheckpoint(ctx, saved != "")
 			if err != nil {
 				s.errs.known = false
 				return nil, opError("prune", s.dir, err)
@@ -315,8 +315,18 @@ type lazyRemover interface {
 
 // hasErrorCheckpoint reports whether the directory holds a file named as
 // an error checkpoint: without retention rules, the only kind a pass can
-// remove. It reads names only.
-func (s *Store[T]) hasErrorCheckpoint(ctx context.Context) (bool, error) {
+// remove. It reads names only; after a save (afterSave) on a remote
+// backend, where the writer keeps what its Open listed up to date (see
+// listed), it asks the backend nothing.
+func (s *Store[T]) hasErrorCheckpoint(ctx context.Context, afterSave bool) (bool, error) {
+	if afterSave && s.listed != nil {
+		for name := range s.listed {
+			if fn, ok := s.cfg.layout.parse(name); ok && fn.kind == KindError {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 	ns, err := s.names(ctx, func(fn fileName) bool { return fn.kind == KindError })
 	return len(ns) > 0, err
 }
@@ -328,7 +338,7 @@ func (s *Store[T]) hasErrorCheckpoint(ctx context.Context) (bool, error) {
 func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (victims, entries []entry, err error) {
 	if !r.active() && !writer {
 		// (A writer's pass has looked already.)
-		if has, err := s.hasErrorCheckpoint(ctx); err != nil || !has {
+		if has, err := s.hasErrorCheckpoint(ctx, false); err != nil || !has {
 			return nil, nil, err
 		}
 	}
