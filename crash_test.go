@@ -694,6 +694,7 @@ func TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind(t *testing.T) {
 			require.Contains(t, p2, "clear-error 7")
 		}
 		check(dir, clear != "", slices.Concat(p1, p2))
+		t.Logf("%q: %d kill points", clear, total)
 		for killAt := 1; killAt <= total; killAt++ {
 			dir := t.TempDir()
 			seen := 0
