@@ -489,8 +489,10 @@ const (
 	errorLoopEnv     = "CHECKPOINT_ERROR_LOOP"       // the child's store directory
 	errorLoopFailEnv = "CHECKPOINT_ERROR_LOOP_FAIL"  // the step that fails, or none
 	errorLoopClear   = "CHECKPOINT_ERROR_LOOP_CLEAR" // set: the loop calls ClearError after the redone step
-	errorLoopFailAt  = 5
-	errorLoopLast    = 8
+	// Step 7 fails: steps 7 and 8 are redone to the rolling file
+	// (Every(3)), so the first pass after the failure is SaveFinal's.
+	errorLoopFailAt = 7
+	errorLoopLast   = 8
 )
 
 // errorLoopSum is the state after steps 1 to step: each step adds itself,
@@ -518,7 +520,15 @@ func errorLoopChild(dir string) {
 		}
 	}
 	failAt, _ := strconv.ParseInt(os.Getenv(errorLoopFailEnv), 10, 64)
-	s, err := Open[int64](dir, errorLoopOptions()...)
+	// A point inside a save (or Close), between publishing a clean
+	// checkpoint and removing the error checkpoint it superseded.
+	removing := func(p, name string) error {
+		if p == "remove" && strings.Contains(name, ".error") {
+			point("remove-error", errorLoopFailAt)
+		}
+		return nil
+	}
+	s, err := Open[int64](dir, append(errorLoopOptions(), withFaults(removing))...)
 	if err != nil {
 		fail(err)
 	}
@@ -530,7 +540,13 @@ func errorLoopChild(dir string) {
 	}
 	point("latest", info.Step)
 	if info.Kind == KindFinal {
-		os.Exit(0) // the run is over
+		// The run is over. Close (deferred in the README's loop) removes
+		// an error checkpoint that a kill between SaveFinal's publish and
+		// its pass left.
+		if err := s.Close(); err != nil {
+			fail(err)
+		}
+		os.Exit(0)
 	}
 	step := info.Step + 1
 	if info.Kind == KindError {
@@ -568,7 +584,10 @@ func errorLoopChild(dir string) {
 
 // TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind kills the README's
 // loop with SIGKILL at every point between its calls (after Latest, each
-// Tick, SaveError, ClearError and SaveFinal), in a run whose step 5 fails
+// Tick, SaveError, ClearError and SaveFinal) and inside a save or
+// ClearError, just before the error checkpoint's removal (SaveFinal's
+// checkpoint is then published, and the next run saves nothing: only its
+// Close can remove it), in a run whose step 7 fails
 // and in the run that resumes, with and without the ClearError the loop used
 // to call. After each kill it proves that the failure is never lost nor
 // resumed past (Latest is the error checkpoint, or a clean checkpoint saved
@@ -644,7 +663,8 @@ func TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind(t *testing.T) {
 			// is saved (to the rolling file); without it, the record stays
 			// until the next retention pass.
 			redone := err == nil && info.Kind != KindError && info.Step >= errorLoopFailAt
-			require.True(t, errorAt != nil || numberedAfter || clear && redone,
+			final := slices.ContainsFunc(list, func(i Info) bool { return i.Kind == KindFinal })
+			require.True(t, errorAt != nil || numberedAfter || final || clear && redone,
 				"after %v: the failure is lost before a clean checkpoint superseded it", points)
 		}
 		if len(list) == 0 {
@@ -669,11 +689,12 @@ func TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind(t *testing.T) {
 		dir := t.TempDir()
 		run(dir, clear, errorLoopFailAt, new(int), 0)
 		p2, _ := run(dir, clear, 0, &total, 0)
-		require.Contains(t, p2, "tick 5", "the failed step is redone")
+		require.Contains(t, p2, "tick 7", "the failed step is redone")
 		if clear != "" {
-			require.Contains(t, p2, "clear-error 5")
+			require.Contains(t, p2, "clear-error 7")
 		}
 		check(dir, clear != "", slices.Concat(p1, p2))
+		t.Logf("%q: %d kill points", clear, total)
 		for killAt := 1; killAt <= total; killAt++ {
 			dir := t.TempDir()
 			seen := 0
@@ -684,7 +705,7 @@ func TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind(t *testing.T) {
 				points = append(points, more...)
 			}
 			check(dir, clear != "", points)
-			// Run the loop again to its end: a run killed before step 5
+			// Run the loop again to its end: a run killed before step 7
 			// failed fails there now.
 			failAt := int64(0)
 			if !failed {

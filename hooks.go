@@ -29,12 +29,15 @@ type Hooks struct {
 	// OnLoad is called after Load, Latest or LatestClean returns a
 	// checkpoint, with its age: the time since it was saved.
 	OnLoad func(info Info, age time.Duration)
-	// OnPrune is called with the checkpoints a retention rule removed.
+	// OnPrune is called with the checkpoints a retention pass removed (a
+	// rule's, or a superseded error checkpoint, after a save, on Prune or
+	// at a writer's Close).
 	OnPrune func(removed []Info)
 	// OnError is called with every error the store returns, except
-	// ErrNotFound results and context cancellations, and with every
-	// checkpoint that Latest skipped because it did not load. The error is an *Error naming the operation,
-	// the step and the file.
+	// ErrNotFound results and context cancellations, with every
+	// checkpoint that Latest skipped because it did not load, and with the
+	// failures of retention passes that a save or Close does not return.
+	// The error is an *Error naming the operation, the step and the file.
 	OnError func(err error)
 }
 

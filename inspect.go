@@ -22,13 +22,15 @@ type Leftovers struct {
 	// for inspection. Nothing ever reads or removes them but RemoveLeftovers.
 	Quarantined []string
 	// Lock says whether a writer held the store's writer lock just after
-	// Leftovers listed the directory, as far as the system tells without
+	// Leftovers listed the directory, as far as the system shows without
 	// taking the lock (which would make a writer starting meanwhile fail
 	// with ErrLocked): if held, a temporary file may be that writer's save
-	// in progress; if free, every one was left by a save that a crash
-	// interrupted (a writer finishes its saves before it lets go of the
-	// lock). Only a local directory on Linux tells, from /proc/locks;
-	// elsewhere Lock is LockUnknown. RemoveLeftovers leaves it zero.
+	// in progress. If no holder is seen (LockNotSeen), each was left by a
+	// save that a crash interrupted (a writer finishes its saves before it
+	// lets go of the lock) unless a writer the system cannot show holds
+	// it: the absence of a holder proves no writer is gone. Only a local
+	// directory on Linux tells, from /proc/locks; elsewhere Lock is
+	// LockUnknown. RemoveLeftovers leaves it zero.
 	Lock LockState
 	// LockHolder is the process that holds the lock, when Lock is
 	// LockHeld and the system names it; else 0.
@@ -41,8 +43,11 @@ type LockState int
 const (
 	// LockUnknown means the system cannot tell without taking the lock.
 	LockUnknown LockState = iota
-	// LockFree means no writer holds the lock.
-	LockFree
+	// LockNotSeen means the system shows no holder of the lock. That is
+	// no proof that none exists: Linux's /proc/locks leaves out the locks
+	// of processes in other PID namespaces (a writer in another container
+	// sharing the directory) and of other hosts on a network file system.
+	LockNotSeen
 	// LockHeld means a writer, of this process or another, holds the lock.
 	LockHeld
 )

@@ -192,7 +192,7 @@ func TestLeftoversSaysWhetherAWriterHoldsTheLock(t *testing.T) {
 	r := openStore[int](t, dir, ReadOnly())
 	left, err := r.Leftovers(ctx)
 	require.NoError(t, err)
-	free, held, holder := LockFree, LockHeld, os.Getpid()
+	free, held, holder := LockNotSeen, LockHeld, os.Getpid()
 	if runtime.GOOS != "linux" {
 		free, held, holder = LockUnknown, LockUnknown, 0
 	}

@@ -33,13 +33,17 @@ func (d *dirBackend) lockState() (LockState, int) {
 	case held:
 		return LockHeld, pid
 	}
-	return LockFree, 0
+	// Not listed proves nothing: see LockNotSeen.
+	return LockNotSeen, 0
 }
 
-// flockHolder reports whether an exclusive flock is held on the file name
-// in root, by which process (0 if /proc/locks does not say: a process of
-// another PID namespace), and whether it could tell at all. A file that
-// does not exist is not locked: a writer creates it before locking it.
+// flockHolder reports whether /proc/locks lists an exclusive flock on the
+// file name in root, by which process (0 if its line names none), and
+// whether it could read that at all. A file that does not exist is not
+// locked: a writer creates it before locking it. Not listed is not proof
+// of not held: the kernel leaves out the locks of processes outside the
+// PID namespace of /proc, and a network file system's locks of other
+// hosts are not there.
 func flockHolder(root *os.Root, name string) (held bool, pid int, known bool) {
 	fi, err := root.Stat(name)
 	if errors.Is(err, fs.ErrNotExist) {

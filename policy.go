@@ -56,14 +56,17 @@ func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, er
 // rolling) saved after it, of the same step or a later one, supersedes it:
 // then the run is past the failure, Latest resumes from the clean one, and
 // the store removes the error checkpoint at its next retention pass (after
-// the next step, final or error save, or on Prune), whatever the retention
-// rules, even with none. Never before: the clean checkpoint must be durable
-// and load, so the failure's record stays findable while Latest could still
-// resume from it. A loop therefore needs no ClearError, and a kill at any
-// instant (before the redone step is saved, between that save and a
-// ClearError) leaves either the error checkpoint Latest resumes from or a
-// clean checkpoint that supersedes it. Without PruneKinds(KindError), the
-// rules never remove an error checkpoint that is not superseded.
+// the next step or final save, at a writer's Close, or on Prune), whatever
+// the retention rules, even with none. Never before: the clean checkpoint
+// must be durable and load, so the failure's record stays findable while
+// Latest could still resume from it. A loop therefore needs no ClearError,
+// and a kill at any instant (before the redone step is saved, between that
+// save and a ClearError) leaves either the error checkpoint Latest resumes
+// from or a clean checkpoint that supersedes it; one between a save and its
+// pass leaves the removal to the next writer's save or Close. Without
+// PruneKinds(KindError), the rules never remove an error checkpoint that is
+// not superseded. To keep the record of a failure, copy it out: Hooks.OnSave
+// gets the error checkpoint's Info, Info.Error included, as it is saved.
 //
 // The record keeps the first 32 KiB of the message (and SaveOnPanic's, 64 KiB
 // of the stack) and marks the cut, so that the header stays small enough

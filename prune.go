@@ -121,7 +121,7 @@ func (s *Store[T]) Prune(ctx context.Context) ([]Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return nil, s.failed(opError("prune", s.dir, err))
 	}
-	removed, err := s.pruneLocked(ctx, "")
+	removed, err := s.pruneLocked(ctx, "", time.Time{})
 	s.endWrite()
 	s.prunedReport(removed)
 	return removed, s.failed(err)
@@ -136,7 +136,7 @@ func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
 		return nil, s.failed(opError("prune dry run", s.dir, err))
 	}
 	defer s.ops.Done()
-	victims, err := s.pruneVictims(ctx, false)
+	victims, _, err := s.pruneVictims(ctx, false, s.cfg.retain)
 	if err != nil {
 		return nil, s.failed(opError("prune dry run", s.dir, err))
 	}
@@ -144,39 +144,53 @@ func (s *Store[T]) PruneDryRun(ctx context.Context) ([]Info, error) {
 }
 
 // pruneLocked applies the retention rules; it runs under the write lock,
-// after each save (saved is the name the save wrote) and from Prune (saved
-// is "").
+// after each save (saved is the name the save wrote, at its save time) and
+// from Prune (saved is "").
 //
 // After a save, in the steady state, it prunes from the header cache
 // without reading the directory, and removes without syncing the directory
 // (see pruneFromCache): the save's own directory sync is the only one.
-func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error) {
-	if !s.cfg.retain.active() {
-		// Without rules only superseded error checkpoints go: none to
-		// judge, no pass (and, after a save, no listing either).
-		if saved != "" && s.noErrors {
+func (s *Store[T]) pruneLocked(ctx context.Context, saved string, at time.Time) ([]Info, error) {
+	return s.pass(ctx, saved, at, s.cfg.retain)
+}
+
+// pass is pruneLocked with the rules r. Without rules only superseded
+// error checkpoints go, and what the writer knows of them (s.errs) spares
+// most passes their listing: after a save that cannot supersede any error
+// checkpoint known to be there, nothing is listed; otherwise names are
+// listed first, and headers read only if error checkpoints are named.
+func (s *Store[T]) pass(ctx context.Context, saved string, at time.Time, r retention) ([]Info, error) {
+	if !r.active() {
+		if saved != "" && !s.errs.supersedable(at) {
 			return nil, nil
 		}
-		has, err := s.hasErrorCheckpoint(ctx)
-		if err != nil {
-			return nil, opError("prune", s.dir, err)
-		}
-		if s.noErrors = !has; !has {
-			return nil, nil
+		if saved == "" || !s.errs.known {
+			has, err := s.hasErrorCheckpoint(ctx, saved != "")
+			if err != nil {
+				s.errs.known = false
+				return nil, opError("prune", s.dir, err)
+			}
+			if !has {
+				s.errs.known, s.errs.oldest = true, time.Time{}
+				return nil, nil
+			}
 		}
 	}
+	var entries []entry
 	var victims []entry
 	cached := false
 	if saved != "" && s.scanned {
-		victims, cached = s.pruneFromCache(ctx, saved)
+		victims, entries, cached = s.pruneFromCache(ctx, saved, r)
 	}
 	if !cached {
 		var err error
-		if victims, err = s.pruneVictims(ctx, true); err != nil {
+		if victims, entries, err = s.pruneVictims(ctx, true, r); err != nil {
+			s.errs.known = false
 			return nil, opError("prune", s.dir, err)
 		}
 	}
 	if len(victims) == 0 {
+		s.errs.learn(entries, nil)
 		return nil, nil
 	}
 	// Remove oldest first, then (but from the cache) sync the directory
@@ -194,6 +208,10 @@ func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error
 		gone, err = s.b.Remove(ctx, names...)
 	}
 	s.unlisted(names, gone)
+	s.errs.learn(entries, func(name string) bool {
+		i := slices.Index(names, name)
+		return i >= 0 && gone[i]
+	})
 	var removed []Info
 	for i, e := range victims {
 		if gone[i] {
@@ -209,8 +227,9 @@ func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error
 	return removed, nil
 }
 
-// pruneFromCache returns the entries the rules would remove now, oldest
-// first, judged from the header cache alone, and whether it could judge.
+// pruneFromCache returns the entries the rules r would remove now, oldest
+// first, judged from the header cache alone, the entries it judged, and
+// whether it could judge.
 // It runs after a save, under the write lock, once a full scan (s.scanned)
 // has put every checkpoint of the directory in the cache; since then the
 // cache has learnt every checkpoint this store wrote and forgotten every one
@@ -237,9 +256,9 @@ func (s *Store[T]) pruneLocked(ctx context.Context, saved string) ([]Info, error
 // prunes it again. A crash of the program loses no removal at all: the
 // kernel has made it. (Prune, and the first prune after Open, which scan
 // the directory, still sync it once at the end.)
-func (s *Store[T]) pruneFromCache(ctx context.Context, saved string) ([]entry, bool) {
+func (s *Store[T]) pruneFromCache(ctx context.Context, saved string, r retention) (victims, entries []entry, ok bool) {
 	s.mu.Lock()
-	entries := make([]entry, 0, len(s.headers))
+	entries = make([]entry, 0, len(s.headers))
 	for name, c := range s.headers {
 		fn, ok := s.cfg.layout.parse(name)
 		if !ok {
@@ -252,7 +271,7 @@ func (s *Store[T]) pruneFromCache(ctx context.Context, saved string) ([]entry, b
 		entries = append(entries, e)
 	}
 	s.mu.Unlock()
-	victims, protectors := s.judge(ctx, entries)
+	victims, protectors := s.judge(ctx, entries, r)
 	looked := make(map[string]bool, len(protectors)+len(victims))
 	for _, e := range slices.Concat(protectors, victims) {
 		if looked[e.name] { // a protector twice: newest good, newest clean
@@ -260,10 +279,10 @@ func (s *Store[T]) pruneFromCache(ctx context.Context, saved string) ([]entry, b
 		}
 		looked[e.name] = true
 		if !s.stillCached(ctx, e.name, saved) {
-			return nil, false
+			return nil, nil, false
 		}
 	}
-	return victims, true
+	return victims, entries, true
 }
 
 // stillCached reports whether name is still the object whose header the
@@ -296,46 +315,55 @@ type lazyRemover interface {
 
 // hasErrorCheckpoint reports whether the directory holds a file named as
 // an error checkpoint: without retention rules, the only kind a pass can
-// remove. It reads names only.
-func (s *Store[T]) hasErrorCheckpoint(ctx context.Context) (bool, error) {
+// remove. It reads names only; after a save (afterSave) on a remote
+// backend, where the writer keeps what its Open listed up to date (see
+// listed), it asks the backend nothing.
+func (s *Store[T]) hasErrorCheckpoint(ctx context.Context, afterSave bool) (bool, error) {
+	if afterSave && s.listed != nil {
+		for name := range s.listed {
+			if fn, ok := s.cfg.layout.parse(name); ok && fn.kind == KindError {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 	ns, err := s.names(ctx, func(fn fileName) bool { return fn.kind == KindError })
 	return len(ns) > 0, err
 }
 
-// pruneVictims returns the entries a retention pass would remove now,
-// oldest first, sparing the safety net (see spared), from a scan of the
-// directory. The writer (writer) records that the cache now holds every
-// checkpoint.
-func (s *Store[T]) pruneVictims(ctx context.Context, writer bool) ([]entry, error) {
-	if !s.cfg.retain.active() && !writer {
-		// (pruneLocked has looked already.)
-		if has, err := s.hasErrorCheckpoint(ctx); err != nil || !has {
-			return nil, err
+// pruneVictims returns the entries a pass with the rules r would remove
+// now, oldest first, sparing the safety net (see spared), from a scan of
+// the directory, and the entries it judged. The writer (writer) records
+// that the cache now holds every checkpoint.
+func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (victims, entries []entry, err error) {
+	if !r.active() && !writer {
+		// (A writer's pass has looked already.)
+		if has, err := s.hasErrorCheckpoint(ctx, false); err != nil || !has {
+			return nil, nil, err
 		}
 	}
-	entries, err := s.scanAll(ctx)
-	if err != nil {
-		return nil, err
+	if entries, err = s.scanAll(ctx); err != nil {
+		return nil, nil, err
 	}
 	if writer {
 		s.scanned = true
 	}
-	victims, _ := s.judge(ctx, entries)
-	return victims, nil
+	victims, _ = s.judge(ctx, entries, r)
+	return victims, entries, nil
 }
 
-// judge sorts entries and applies the rules to them now: it returns the
+// judge sorts entries and applies the rules r to them now: it returns the
 // victims, oldest first, sparing the safety net (see spared), and their
 // protectors (see victims), the safety net among them. Error checkpoints
 // that a clean checkpoint superseded are victims whatever the rules (see
 // supersedes); the clean checkpoint that supersedes them is a protector.
-func (s *Store[T]) judge(ctx context.Context, entries []entry) (victims, protectors []entry) {
+func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (victims, protectors []entry) {
 	sortEntries(entries)
 	var now time.Time
-	if s.cfg.retain.within > 0 {
+	if r.within > 0 {
 		now = s.cfg.now()
 	}
-	victims, protectors = s.cfg.retain.victims(entries, now)
+	victims, protectors = r.victims(entries, now)
 	if len(victims) == 0 && !errorBeforeClean(entries) {
 		return nil, nil
 	}
@@ -472,4 +500,57 @@ func (s *Store[T]) loadable(ctx context.Context, e entry) (loads, proven, unchec
 		return false, false, true
 	}
 	return err == nil || !errors.Is(err, ErrCorrupt), err == nil, false
+}
+
+// errorWatch is what a writer knows of the error checkpoints that a clean
+// checkpoint saved later could supersede: those whose header reads (see
+// supersedes). A torn error checkpoint is superseded by nothing, so it
+// never calls for a pass; Prune, which always lists, still judges it.
+//
+// It is learnt from each pass's entries (and, on a remote backend, from
+// the listing of Open when it names no error checkpoint), and kept up to
+// date by the writer's own saves. Until it is known, a pass lists the
+// names first. Files added by hand since are not in it: they wait for
+// Prune, or for the next Open.
+type errorWatch struct {
+	known bool
+	// oldest is the oldest save time among those error checkpoints; zero
+	// if there are none. A clean save at a time not after it supersedes
+	// none of them, and needs no pass.
+	oldest time.Time
+	// clean is the newest save time of a clean checkpoint this writer
+	// saved: Close runs a pass if it may supersede one (see Close).
+	clean time.Time
+}
+
+// saved notes a checkpoint of kind saved at t.
+func (w *errorWatch) saved(kind Kind, t time.Time) {
+	switch {
+	case kind != KindError:
+		if t.After(w.clean) {
+			w.clean = t
+		}
+	case w.known && (w.oldest.IsZero() || t.Before(w.oldest)):
+		w.oldest = t
+	}
+}
+
+// supersedable reports whether a clean checkpoint saved at t may supersede
+// an error checkpoint: whether a pass could remove one.
+func (w errorWatch) supersedable(t time.Time) bool {
+	return !w.known || !w.oldest.IsZero() && t.After(w.oldest)
+}
+
+// learn sets what w knows from the entries a pass judged, less those it
+// removed (gone, if not nil).
+func (w *errorWatch) learn(entries []entry, gone func(name string) bool) {
+	w.known, w.oldest = true, time.Time{}
+	for _, e := range entries {
+		if e.fn.kind != KindError || e.hErr != nil || gone != nil && gone(e.name) {
+			continue
+		}
+		if w.oldest.IsZero() || e.h.Time.Before(w.oldest) {
+			w.oldest = e.h.Time
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -905,4 +906,110 @@ func TestKeepLastKeepsAnErrorCheckpointUntilSuperseded(t *testing.T) {
 	list, err = s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"3s", "4s"}, kindsOf(list))
+}
+
+// TestSavesBesideAnErrorCheckpointNoSaveCanSupersedeListNothing: without
+// retention rules a pass removes only superseded error checkpoints, so a
+// save that cannot supersede any error checkpoint left (a torn one, which
+// nothing supersedes; one stamped after every later save, by a clock that
+// was far ahead) makes no pass: on object storage a save stays one PUT,
+// with no LIST, however many saves follow. A SaveError then a clean save
+// still makes one, and removes only what that save superseded.
+func TestSavesBesideAnErrorCheckpointNoSaveCanSupersedeListNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	errName := defaultConfig().layout.format(fileName{step: 5, kind: KindError, attempt: 1})
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, dir string)
+	}{
+		{"torn", func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, errName), []byte(`{"format":1,"st`), 0o644))
+		}},
+		{"stamped ahead", func(t *testing.T, dir string) {
+			ahead := func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }
+			o := openStore[int](t, t.TempDir(), NoSync(), withClock(ahead))
+			info, err := o.SaveError(ctx, 5, 4, errors.New("boom"))
+			require.NoError(t, err)
+			b, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(dir, errName), b, 0o644))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			tc.plant(t, dir)
+			b := newCountingBackend(t, dir)
+			s, err := OpenBackend[int](b, NoSync())
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			b.reset()
+			_, err = s.Save(ctx, 6, 6)
+			require.NoError(t, err)
+			calls := b.reset()
+			require.Equal(t, 1, calls["List"], "the first save reads the error checkpoint's header, Open having listed its name: %v", calls)
+			const saves = 20
+			for step := int64(7); step < 7+saves; step++ {
+				_, err := s.Save(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+			require.Equal(t, map[string]int{"Create": saves}, b.reset(), "a save is one PUT")
+
+			_, err = s.SaveError(ctx, 30, 29, errors.New("boom"))
+			require.NoError(t, err)
+			_, err = s.Save(ctx, 30, 30)
+			require.NoError(t, err)
+			calls = b.reset()
+			require.Equal(t, 1, calls["Remove"], "the clean save's pass removes the error checkpoint it superseded: %v", calls)
+			list, err := s.List(ctx)
+			require.NoError(t, err)
+			require.NotContains(t, kindsOf(list), "30e")
+			_, err = os.Stat(filepath.Join(dir, errName))
+			require.NoError(t, err, "the error checkpoint no save superseded stays")
+			b.reset()
+			_, err = s.Save(ctx, 31, 31)
+			require.NoError(t, err)
+			require.Equal(t, map[string]int{"Create": 1}, b.reset(), "and the next save is one PUT again")
+		})
+	}
+}
+
+// TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded: a save whose
+// pass did not remove the error checkpoint it superseded (a kill, here a
+// removal that fails) leaves it to a later run, which may save nothing:
+// its SaveFinal is ErrExists. That run's Close removes it. A failure of
+// Close's pass goes to the logger and Hooks.OnError, not to Close's
+// result: the checkpoints are all in place.
+func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	var failing atomic.Bool // removals fail
+	fault := withFaults(func(point, name string) error {
+		if point == "remove" && failing.Load() {
+			return fmt.Errorf("remove %s: %w", name, errInjected)
+		}
+		return nil
+	})
+	failing.Store(true)
+	var reported []error
+	hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
+	s := openStore[int](t, dir, NoSync(), fault, hooks)
+	_, err := s.SaveError(ctx, 5, 4, errors.New("boom"))
+	require.NoError(t, err)
+	_, err = s.SaveFinal(ctx, 5, 5)
+	require.NoError(t, err, "the pass's failure is not the save's")
+	require.NoError(t, s.Close(), "nor Close's")
+	require.Len(t, reported, 2, "the save's pass and Close's both failed, and said so: %v", reported)
+	require.ErrorIs(t, reported[1], errInjected)
+
+	failing.Store(false)
+	s = openStore[int](t, dir, NoSync(), fault)
+	_, err = s.SaveFinal(ctx, 5, 5)
+	require.ErrorIs(t, err, ErrExists, "the next run saves nothing")
+	require.NoError(t, s.Close())
+	list, err := openStore[int](t, dir, ReadOnly()).List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"5f"}, kindsOf(list), "its Close removed the superseded error checkpoint")
 }

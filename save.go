@@ -184,9 +184,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	if s.listed != nil {
 		s.listed[name] = o.Version
 	}
-	if fn.kind == KindError {
-		s.noErrors = false
-	}
+	s.errs.saved(fn.kind, h.Time)
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so
@@ -206,7 +204,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		}
 		return r
 	}
-	r.pruned, r.pruneErr = s.pruneLocked(j.ctx, name)
+	r.pruned, r.pruneErr = s.pruneLocked(j.ctx, name, h.Time)
 	return r
 }
 

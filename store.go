@@ -46,13 +46,11 @@ type Store[T any] struct {
 	// directory into the header cache: later prunes after a save judge
 	// from the cache (see pruneFromCache).
 	scanned bool
-	// noErrors (guarded by wmu) records that the directory held no error
-	// checkpoint when a prune (or, on a remote backend, Open) last listed
-	// it, and that this store has written none since: a store without
-	// retention rules, which removes only superseded error checkpoints,
-	// then skips the listing after a save. Files added by hand wait for
-	// Prune, which always lists.
-	noErrors bool
+	// errs (guarded by wmu) is what the writer knows of the error
+	// checkpoints a clean save could supersede: it decides, without a
+	// listing, whether a save or Close needs a superseded-error pass
+	// (see errorWatch).
+	errs errorWatch
 	// comps has a bit (1<<compression) for each compression of which a
 	// full scan of the directory found a checkpoint name: with scanned,
 	// a save need not look for its step in the compressions that have
@@ -187,11 +185,14 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 			return nil, opError("open", s.dir, err)
 		}
 		s.listed = make(map[string]string, len(objs))
-		s.noErrors = true // known from the listing: no request at the first save
+		// Known from the listing when it names no error checkpoint: no
+		// request at the first save. (With some, their save times are
+		// not: the first pass reads them.)
+		s.errs.known = true
 		for _, o := range objs {
 			s.listed[o.Name] = o.Version
 			if fn, ok := cfg.layout.parse(o.Name); ok && fn.kind == KindError {
-				s.noErrors = false
+				s.errs.known = false
 			}
 		}
 	}
@@ -229,6 +230,18 @@ func (s *Store[T]) Dir() string { return s.dir }
 // or a later one, returns once the store is closed, with the result of the
 // first.
 //
+// A writer's Close removes the error checkpoints that a clean checkpoint
+// superseded (see SaveError) if it cannot rule out that one is left: a
+// save killed between publishing its checkpoint and removing them leaves
+// them to the next run, which may save nothing (its SaveFinal is
+// ErrExists) and relies on its Close. Before any pass of its own, a
+// writer on a local directory lists the names there once; otherwise Close
+// goes by what the writer knows, and lists nothing unless it saved a clean
+// checkpoint after an error checkpoint that is still there. A failure of
+// that pass is logged and reported to Hooks.OnError, not returned: the
+// store's checkpoints are all in place, and an error from Close means the
+// writer lock or background saves failed.
+//
 // With Async, when Close returns the store's goroutine is gone and every
 // hook it ran, and every hook of the saves Close published, has returned:
 // a hook may write what the caller reads after Close. A hook may call Close
@@ -248,6 +261,7 @@ func (s *Store[T]) Close() error {
 	}
 	s.ops.Wait()
 	reports, failures := s.stopAsync()
+	pruned, pruneErr := s.closingPass()
 	s.mu.Lock()
 	stale := len(s.headers) >= indexMinWrite && s.cacheGen != s.indexGen
 	s.mu.Unlock()
@@ -272,8 +286,26 @@ func (s *Store[T]) Close() error {
 	for _, r := range reports {
 		s.report(r)
 	}
+	s.prunedReport(pruned)
+	s.failed(pruneErr)
 	s.awaitWorker()
 	return s.closeErr
+}
+
+// closingPass is Close's superseded-error pass (see Close), with no
+// retention rule: Close applies no rule of its own accord. It runs after
+// the last save, under the write lock, and returns what it removed and its
+// failure.
+func (s *Store[T]) closingPass() ([]Info, error) {
+	if s.cfg.readOnly {
+		return nil, nil
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if !s.errs.supersedable(s.errs.clean) {
+		return nil, nil
+	}
+	return s.pass(context.Background(), "", time.Time{}, retention{})
 }
 
 // begin admits an operation unless ctx is done or the store is closed; every

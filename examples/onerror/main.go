@@ -6,8 +6,11 @@
 // workflow saves an error checkpoint (store.SaveError) holding every completed
 // output, the partial output of the failed step and the error; a panic does
 // the same through a deferred store.SaveOnPanic. The next run finds the error
-// checkpoint with store.Latest, says what went wrong, finishes the failed step
-// from its partial output, and clears the error checkpoint (store.ClearError).
+// checkpoint with store.Latest, says what went wrong (the error checkpoint is
+// the record of the failure: read or copy it before the next save), and
+// finishes the failed step from its partial output. The clean checkpoint of
+// the redone step supersedes the error checkpoint, and the store removes it
+// by itself: no store.ClearError is needed.
 //
 // Usage:
 //
@@ -86,7 +89,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
-	store, err := openStore(*dir)
+	// The store removes an error checkpoint once a clean checkpoint saved
+	// after it supersedes it; OnPrune says so.
+	store, err := openStore(*dir, checkpoint.WithHooks(checkpoint.Hooks{OnPrune: func(removed []checkpoint.Info) {
+		for _, info := range removed {
+			if info.Kind == checkpoint.KindError {
+				fmt.Fprintf(stdout, "the store removed %s: the redone step's checkpoint superseded it\n", info.Name())
+			}
+		}
+	}}))
 	if err != nil {
 		return err
 	}
@@ -107,12 +118,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	default:
 		fmt.Fprintf(stdout, "resuming at step %q after %s\n", steps[state.Current], info.Name())
 	}
-	// A step redone after a failure has an error checkpoint to clear.
-	failed := int64(-1)
-	if info.Kind == checkpoint.KindError {
-		failed = info.Step
-	}
-
 	// Work done is saved even when a signal has cancelled ctx.
 	saveCtx := context.WithoutCancel(ctx)
 	// The panic path: whatever the step was doing when it panicked is saved
@@ -158,15 +163,6 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "step %q done; saved %s\n", name, saved.Name())
-		if step == failed {
-			// The clean checkpoint is durable, so the error checkpoint has
-			// served its purpose. Were the run to die before this line, Latest
-			// would still pick the clean checkpoint: it was saved last.
-			if err := store.ClearError(saveCtx, step); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "cleared the error checkpoint of step %q\n", name)
-		}
 	}
 
 	fmt.Fprintln(stdout, "workflow complete:")

@@ -269,6 +269,25 @@ func TestStoresBelowReadsABoundedNumberOfEntries(t *testing.T) {
 	require.Equal(t, "f00", dirents[0].Name(), "sorted")
 }
 
+// TestStoresBelowReadsEachDirectoryOnceWithinItsBudget: the hint reads
+// each directory once, and every entry it reads counts toward its budget.
+// dir/a/b/c/step_00000001.json is 4 entries in 4 directories: a budget of
+// 5 (the 4, and room left to see the last directory's end) finds the store
+// three levels down; reading a directory twice, or once more to look for
+// checkpoints, would not fit.
+func TestStoresBelowReadsEachDirectoryOnceWithinItsBudget(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	store := filepath.Join(dir, "a", "b", "c")
+	writeFile(t, filepath.Join(store, "step_00000001.json"), envelope(t, 1, checkpoint.KindStep, minute(1), nil, nil, gameState(1)))
+	require.Equal(t, []string{store}, storesBelow(dir, 5))
+	require.Equal(t, []string{"..."}, storesBelow(dir, 4), "one entry fewer: it stops, and says so")
+
+	root := filepath.Join(dir, "a", "b", "r")
+	writeFile(t, filepath.Join(root, ".sessions.lock"), nil)
+	require.Equal(t, []string{store, root + " (sessions)"}, storesBelow(dir, 7), "a root of sessions, told as sessionDirs tells it")
+}
+
 func TestVerifyOfDirectoryWithoutCheckpointsFailsWithTheHintOfLs(t *testing.T) {
 	t.Parallel()
 	parent := t.TempDir()
@@ -774,20 +793,23 @@ func TestGC(t *testing.T) {
 	require.Equal(t, osPaths(dedent(`
 		would remove `+dir+`/.turn_006.json8675309 (`+dryRunTemp(false)+`)
 		would remove `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
-		dry run: would remove 2 files; nothing was removed
+		would remove `+dir+`/turn_004.error.json (error checkpoint superseded by a clean checkpoint saved after it)
+		dry run: would remove 3 files; nothing was removed
 	`)), r.stdout)
 	require.FileExists(t, filepath.Join(dir, "turn_002.json.corrupt"))
+	require.FileExists(t, filepath.Join(dir, "turn_004.error.json"))
 
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, osPaths(dedent(`
 		removed `+dir+`/.turn_006.json8675309 (temporary file of an interrupted save)
 		removed `+dir+`/turn_002.json.corrupt (damaged checkpoint moved aside)
-		removed 2 files
+		removed `+dir+`/turn_004.error.json (error checkpoint superseded by a clean checkpoint saved after it)
+		removed 3 files
 	`)), r.stdout)
 	require.ElementsMatch(t, []string{".checkpoint.lock", "result.json", "turn_001.json", "turn_002.json", "turn_003.json.gz",
-		"turn_004.error.json", "turn_004.json", "turn_005.json", "turn_007.final.json", "turn_last.json"}, names(t, dir),
-		"checkpoints, damaged or not, and side files stay")
+		"turn_004.json", "turn_005.json", "turn_007.final.json", "turn_last.json"}, names(t, dir),
+		"checkpoints, damaged or not, and side files stay; a superseded error checkpoint goes, as a writer's Close would remove it")
 
 	r = runCLI(t, "gc", dir)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -796,7 +818,8 @@ func TestGC(t *testing.T) {
 
 // dryRunTemp is what gc --dry-run says of a temporary file when a writer
 // of this process holds the store's lock (live) or none does, where the
-// system tells (Linux).
+// system tells (Linux): even then, it does not claim that no writer holds
+// it, since /proc/locks shows no writer of another PID namespace or host.
 func dryRunTemp(live bool) string {
 	switch {
 	case runtime.GOOS != "linux":
@@ -804,13 +827,14 @@ func dryRunTemp(live bool) string {
 	case live:
 		return "temporary file of a save in progress: a live writer holds the lock (this process); gc without --dry-run leaves the store alone while it runs"
 	}
-	return "temporary file of an interrupted save"
+	return "temporary file of an interrupted save, unless a writer this system cannot see (in another container, or on another host) holds the lock"
 }
 
 func TestGCDryRunBesideALiveWriterSaysItsTempFileIsASaveInProgress(t *testing.T) {
 	t.Parallel()
 	dir := copyFixture(t, "game")
 	require.NoError(t, os.Remove(filepath.Join(dir, "turn_002.json.corrupt")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "turn_004.error.json"))) // superseded: the writer's Close would remove it
 	w, err := checkpoint.Open[json.RawMessage](dir, checkpoint.WithLayout("turn", 3))
 	require.NoError(t, err)
 	temp := filepath.Join(dir, ".turn_008.json.ckpt-tmp-42")
@@ -823,7 +847,7 @@ func TestGCDryRunBesideALiveWriterSaysItsTempFileIsASaveInProgress(t *testing.T)
 	r = runCLI(t, "gc", dir, "--dry-run")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "would remove "+temp+" ("+dryRunTemp(false)+")\ndry run: would remove 1 file; nothing was removed\n", r.stdout,
-		"with the writer gone, it was left by an interrupted save")
+		"with no writer seen, an interrupted save left it, unless a writer the system cannot show holds the lock")
 }
 
 func TestGCSessions(t *testing.T) {

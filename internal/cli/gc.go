@@ -16,7 +16,7 @@ import (
 var gcCommand = command{
 	name:    "gc",
 	args:    "DIR",
-	summary: "remove temporary files of interrupted saves and quarantined checkpoints",
+	summary: "remove temporary files of interrupted saves, quarantined checkpoints and superseded error checkpoints",
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		dryRun := fs.Bool("dry-run", false, "print what would be removed and remove nothing (takes no lock)")
 		layout := layoutFlag(fs)
@@ -56,12 +56,16 @@ const (
 	whatTemp        = "temporary file of an interrupted save"
 	whatQuarantined = "damaged checkpoint moved aside"
 	whatStaging     = "session left half-made by a crash"
+	whatSuperseded  = "error checkpoint superseded by a clean checkpoint saved after it"
 	// What a --dry-run says of a temporary file when the writer lock is
-	// held (whatLiveTemp, with the holder where known), or when the
-	// system cannot tell whether it is (whatMaybeTemp). gc without
-	// --dry-run takes the lock: every temporary file it finds is stale.
-	whatLiveTemp  = "temporary file of a save in progress: a live writer holds the lock%s; gc without --dry-run leaves the store alone while it runs"
-	whatMaybeTemp = "temporary file of an interrupted save, or of a save in progress if a writer is running"
+	// held (whatLiveTemp, with the holder where known), when the system
+	// shows no holder (whatUnseenTemp: a writer in another container or
+	// on another host would not be shown), or when it cannot tell
+	// (whatMaybeTemp). gc without --dry-run takes the lock: every
+	// temporary file it finds is stale.
+	whatLiveTemp   = "temporary file of a save in progress: a live writer holds the lock%s; gc without --dry-run leaves the store alone while it runs"
+	whatUnseenTemp = "temporary file of an interrupted save, unless a writer this system cannot see (in another container, or on another host) holds the lock"
+	whatMaybeTemp  = "temporary file of an interrupted save, or of a save in progress if a writer is running"
 )
 
 func (g *gc) report(path, what string) {
@@ -93,6 +97,13 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 			return err
 		}
 		g.reportLeftovers(left, tempWhat(left))
+		// With no retention rule, what Prune would remove is the error
+		// checkpoints that a clean checkpoint superseded.
+		superseded, err := st.PruneDryRun(ctx)
+		if err != nil {
+			return err
+		}
+		g.reportSuperseded(superseded)
 		return nil
 	}
 	rec := &pathRecorder{}
@@ -113,15 +124,28 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 		return err
 	}
 	g.reportLeftovers(left, whatTemp)
+	// A writer removes the error checkpoints that a clean checkpoint
+	// superseded (at the latest when it closes): gc does it here, to say so.
+	superseded, err := st.Prune(ctx)
+	g.reportSuperseded(superseded)
+	if err != nil {
+		return err
+	}
 	return st.Close()
+}
+
+func (g *gc) reportSuperseded(infos []checkpoint.Info) {
+	for _, info := range infos {
+		g.report(info.Path, whatSuperseded)
+	}
 }
 
 // tempWhat says what the temporary files of left, listed by a dry run
 // beside a writer that may be running, are.
 func tempWhat(left checkpoint.Leftovers) string {
 	switch left.Lock {
-	case checkpoint.LockFree:
-		return whatTemp
+	case checkpoint.LockNotSeen:
+		return whatUnseenTemp
 	case checkpoint.LockHeld:
 		holder := ""
 		if left.LockHolder == os.Getpid() {

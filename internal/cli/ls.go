@@ -94,7 +94,7 @@ func (c *cli) noCheckpoints(ctx context.Context, w io.Writer, format string, t t
 		if subs := c.remoteStoresBelow(ctx, t); len(subs) > 0 {
 			c.notef("these prefixes hold checkpoints: %s", strings.Join(subs, ", "))
 		}
-	} else if subs := storesBelow(t.dir); len(subs) > 0 {
+	} else if subs := storesBelow(t.dir, hintEntries); len(subs) > 0 {
 		c.notef("these subdirectories hold checkpoints: %s", strings.Join(subs, ", "))
 	}
 }
@@ -312,42 +312,48 @@ const (
 // sessions is named once, marked, not each of its sessions), at most
 // hintStores of them and then "...", as a hint for a user a level or a few
 // too high. It never follows a symbolic link and skips hidden directories
-// (a crashed fork's staging among them). It stops, ending with "...", once
-// it has read hintEntries directory entries.
-func storesBelow(dir string) []string {
-	budget := hintEntries
+// (a crashed fork's staging among them). It reads each directory once, and
+// stops, ending with "...", once it has read budget directory entries in
+// all (hintEntries for ls).
+func storesBelow(dir string, budget int) []string {
+	// A directory read, kept for the next level down: what tells whether
+	// it holds checkpoints or sessions also lists its subdirectories.
+	type listing struct {
+		dir     string
+		dirents []os.DirEntry
+	}
+	top, complete := readDirBounded(dir, &budget)
+	level := []listing{{dir, top}}
 	var out []string
-	level := []string{dir}
 	for depth := 0; depth < hintDepth && len(level) > 0; depth++ {
-		var next []string
-		for _, d := range level {
-			dirents, complete := readDirBounded(d, &budget)
-			for _, de := range dirents {
+		var next []listing
+		for _, l := range level {
+			for _, de := range l.dirents {
 				// A DirEntry's type is the entry's own (Lstat's): a
 				// symbolic link to a directory is no directory here.
 				if !de.IsDir() || strings.HasPrefix(de.Name(), ".") {
 					continue
 				}
-				sub := filepath.Join(d, de.Name())
+				sub := filepath.Join(l.dir, de.Name())
 				subents, whole := readDirBounded(sub, &budget)
 				switch {
 				case !whole:
 					return append(out, "...")
-				case isSessionsRoot(sub, subents):
+				case sessionsIn(sub, subents, true).root:
 					out = append(out, sub+" (sessions)")
-				case holdsCheckpoints(sub):
+				case holdsCheckpoints(subents):
 					out = append(out, sub)
 				default:
-					next = append(next, sub)
+					next = append(next, listing{sub, subents})
 					continue
 				}
 				if len(out) == hintStores {
 					return append(out, "...")
 				}
 			}
-			if !complete {
-				return append(out, "...")
-			}
+		}
+		if !complete { // dir itself was not read whole
+			return append(out, "...")
 		}
 		level = next
 	}
@@ -375,29 +381,32 @@ func readDirBounded(dir string, budget *int) (dirents []os.DirEntry, complete bo
 	return dirents, false
 }
 
-// holdsCheckpoints reports whether dir holds a checkpoint file of any
-// layout. The caller has read dir whole within its budget: DetectLayouts
-// reads it again, and no more than that.
-func holdsCheckpoints(dir string) bool {
-	found, err := checkpoint.DetectLayouts(dir)
+// holdsCheckpoints reports whether dirents, a directory's entries, name a
+// checkpoint file of any layout, as checkpoint.DetectLayouts decides it,
+// without reading the directory again.
+func holdsCheckpoints(dirents []os.DirEntry) bool {
+	objs := make([]checkpoint.Object, len(dirents))
+	for i, d := range dirents {
+		// As DetectLayouts describes a directory entry: a Version set
+		// says the listing tells what the object is, so nothing is
+		// asked of the backend but its listing.
+		objs[i] = checkpoint.Object{Name: d.Name(), Size: -1, Version: "dirent", Mode: d.Type()}
+	}
+	found, err := checkpoint.DetectBackendLayouts(context.Background(), listed(objs))
 	return err == nil && len(found) > 0
 }
 
-// isSessionsRoot reports whether dir, whose entries are dirents, is a root
-// of sessions, as sessionDirs decides it.
-func isSessionsRoot(dir string, dirents []os.DirEntry) bool {
-	for _, d := range dirents {
-		switch {
-		case d.Name() == ".sessions.lock" && d.Type().IsRegular():
-			return true
-		case d.IsDir() && checkpoint.ValidSessionID(d.Name()) == nil:
-			if fi, err := os.Lstat(filepath.Join(dir, d.Name(), "session.json")); err == nil && fi.Mode().IsRegular() {
-				return true
-			}
-		}
-	}
-	return false
+// listedObjects is a Backend that is only a listing, for DetectBackendLayouts,
+// which lists once and, given a Version for each object, asks nothing
+// else: any other method is a nil Backend's, and would panic.
+type listedObjects struct {
+	checkpoint.Backend
+	objs []checkpoint.Object
 }
+
+func listed(objs []checkpoint.Object) listedObjects { return listedObjects{objs: objs} }
+
+func (l listedObjects) List(context.Context) ([]checkpoint.Object, error) { return l.objs, nil }
 
 // remoteStoresBelow is storesBelow for a remote location: the child
 // prefixes of t that hold checkpoints, at most a few. It is a hint, so a

@@ -329,27 +329,47 @@ func files(n int) string {
 }
 
 // sessionDirs returns the session directories of dir and whether dir is a
-// root of sessions: it holds the sessions lock file or a session directory
-// with a session.json file.
+// root of sessions (see sessionsIn).
 func sessionDirs(dir string) ([]string, bool) {
 	dirents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, false
 	}
-	var ids []string
-	root := false
+	s := sessionsIn(dir, dirents, false)
+	return s.ids, s.root
+}
+
+// sessions is what a directory's entries say of it as a root of sessions.
+type sessions struct {
+	ids  []string // the session directories' names
+	root bool     // the sessions lock file, or a session directory with a session.json file
+}
+
+// sessionsIn decides, from dirents, the entries of dir, whether dir is a
+// root of sessions and, unless rootOnly, which session directories it has.
+// It stats session.json in session directories until one makes dir a root.
+func sessionsIn(dir string, dirents []os.DirEntry, rootOnly bool) sessions {
+	var s sessions
 	for _, d := range dirents {
 		switch {
 		case d.Name() == ".sessions.lock" && d.Type().IsRegular():
-			root = true
+			s.root = true
 		case d.IsDir() && checkpoint.ValidSessionID(d.Name()) == nil:
-			ids = append(ids, d.Name())
+			if !rootOnly {
+				s.ids = append(s.ids, d.Name())
+			}
+			if s.root {
+				continue
+			}
 			if fi, err := os.Lstat(filepath.Join(dir, d.Name(), "session.json")); err == nil && fi.Mode().IsRegular() {
-				root = true
+				s.root = true
 			}
 		}
+		if s.root && rootOnly {
+			return s
+		}
 	}
-	return ids, root
+	return s
 }
 
 // rootLayouts adds up the layouts of the sessions ids of a root, each found
