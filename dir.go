@@ -39,8 +39,9 @@ type dirBackend struct {
 	dirf atomic.Pointer[os.File] // root's directory, opened by dirFile for the system calls on it (Linux)
 	lock *writerLock             // while Lock holds it
 	// writing is held for reading by each write on the directory's
-	// descriptor (Linux) and taken by Close, which so waits for them: no
-	// such write goes on once Close has released the lock.
+	// descriptor (Linux) and by each Rename (every platform), and taken by
+	// Close, which so waits for them: no such write goes on once Close has
+	// released the lock.
 	writing sync.RWMutex
 	// linkOnly records that renameat2 was refused in the directory:
 	// saves publish by hard link (Linux, see fdOps.publishNew).
@@ -69,10 +70,10 @@ type dirBackend struct {
 // modification time keeps the Version (a store's header cache may then
 // list the old header; loading a checkpoint verifies it whole regardless).
 //
-// The backend's Close waits for a Create or Replace under way (on Linux,
-// where they are system calls on the directory's descriptor; elsewhere such
-// a write fails at its next step): once Close has released the writer lock,
-// no write of the backend goes on.
+// The backend's Close waits for a Rename under way, and for a Create or
+// Replace (on Linux, where they are system calls on the directory's
+// descriptor; elsewhere such a write fails at its next step): once Close
+// has released the writer lock, no write of the backend goes on.
 func OpenDir(dir string, opts ...Option) (Backend, error) {
 	cfg, root, err := openDir(dir, opts)
 	if err != nil {

@@ -42,7 +42,10 @@
 //     that honours the condition on PutObject, as saving requires. Not
 //     CopyObject, whose destination conditions some servers ignore. The
 //     bytes are held in memory, as a save's are. Repeating it after a crash
-//     between the PUT and the DELETE finishes it.
+//     between the PUT and the DELETE finishes it where the server's ETags
+//     are the MD5 of the bytes (single-part uploads, no SSE-KMS); the
+//     store itself does not repeat it: it moves the damage aside again,
+//     to the next free .corrupt name.
 //   - A read is one GET, streamed: the object as it was when opened, even
 //     if it is replaced or removed meanwhile (as an open file), never a
 //     mix. The store's read limits apply as locally.
