@@ -679,6 +679,99 @@ func TestStateOfOneLongStringLoads(t *testing.T) {
 	}
 }
 
+// loadAllocBeyondState returns the bytes one Load of step 1 of s
+// allocates beyond the decoded state, whose size is decoded. The caller
+// is not parallel: it reads the process's allocation counter.
+func loadAllocBeyondState[T any](t *testing.T, s *Store[T], decoded func(T) int) int64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	got, _, err := s.Load(context.Background(), 1)
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	return int64(after.TotalAlloc-before.TotalAlloc) - int64(decoded(got))
+}
+
+// gzipMembers writes data as a gzip file of one member per part: the size
+// its trailer declares is the last member's only.
+func gzipMembers(t *testing.T, parts ...[]byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, part := range parts {
+		zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		require.NoError(t, err)
+		_, err = zw.Write(part)
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+	}
+	return b.Bytes()
+}
+
+// TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile measures
+// the bytes one Load allocates beyond the decoded state (the README's
+// promise, "Reading is bounded"). A file this package wrote (plain, gzip,
+// zstd) declares its size: about the limit and a few MiB. A file within
+// the limit that declares no size or a wrong one (a gzip of two members,
+// as `cat a.gz b.gz` makes) is read in chunks that are then joined, and a
+// state of escaped characters (\u0041) or of one long number makes
+// encoding/json copy it once more while it decodes: at most about twice
+// the limit and a few MiB, however the file is made. Not parallel: it
+// reads the process's allocation counter.
+func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T) {
+	const limit = 8 << 20
+	type timed struct {
+		When time.Time `json:"when"` // not a plain type: read whole, never streamed
+		S    string    `json:"s"`
+		N    float64   `json:"n,omitempty"`
+	}
+	want := timed{When: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), S: strings.Repeat("x", limit-1<<20)}
+	size := func(v timed) int { return len(v.S) }
+	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}} {
+		s := openStore[timed](t, t.TempDir(), append(opts, WithMaxReadSize(limit), NoSync())...)
+		_, err := s.Save(context.Background(), 1, want)
+		require.NoError(t, err)
+		a := loadAllocBeyondState(t, s, size)
+		t.Logf("own %s file: %.1f MiB beyond the state (limit %d MiB)", name, float64(a)/(1<<20), limit>>20)
+		require.Less(t, a, int64(limit+6<<20), "%s: bytes one load of a file this package wrote allocates beyond the state", name)
+		require.NoError(t, s.Close())
+	}
+
+	hostile := map[string]func(t *testing.T, dir string) int{ // writes step 1, returns the state's decoded size
+		"gzip of two members": func(t *testing.T, dir string) int {
+			s := openStore[timed](t, dir, WithMaxReadSize(limit), NoSync())
+			info, err := s.Save(context.Background(), 1, want)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			data, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(info.Path))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), gzipMembers(t, data[:len(data)-1], data[len(data)-1:]), 0o644))
+			return len(want.S)
+		},
+		"escaped string": func(t *testing.T, dir string) int {
+			n := (limit - 1<<10) / 6
+			body := `{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"when":"2026-01-01T00:00:00Z","s":"` + strings.Repeat(`\u0041`, n) + `"}`
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), gzipMembers(t, withTrailerV2(body)), 0o644))
+			return n
+		},
+		"long number": func(t *testing.T, dir string) int {
+			body := `{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"when":"2026-01-01T00:00:00Z","s":"","n":0.1` + strings.Repeat("0", limit-2<<10) + `}`
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), gzipMembers(t, withTrailerV2(body)), 0o644))
+			return 0
+		},
+	}
+	for name, write := range hostile {
+		dir := t.TempDir()
+		decoded := write(t, dir)
+		s := openStore[timed](t, dir, WithMaxReadSize(limit), NoSync())
+		a := loadAllocBeyondState(t, s, func(timed) int { return decoded })
+		t.Logf("%s: %.1f MiB beyond the state (limit %d MiB)", name, float64(a)/(1<<20), limit>>20)
+		require.Less(t, a, int64(2*limit+6<<20), "%s: bytes one load allocates beyond the state", name)
+		require.NoError(t, s.Close())
+	}
+}
+
 // TestSaveRefusesACheckpointNoLoadCouldRead: a checkpoint whose bytes
 // (decompressed: what a load counts) would pass the read limit could be
 // saved but never loaded. Save refuses it before anything is written, with
