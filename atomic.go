@@ -28,6 +28,12 @@ type fileIO struct {
 	// and an error it returns is that operation's failure: a seam for the
 	// fault-injection tests, never set outside them.
 	fault func(point, name string) error
+	// unchanged, if set, is called by a replace just before it publishes
+	// (the rename over the name), after the temporary file is written,
+	// synced and closed: an error it returns fails the write, as is, and
+	// the temporary file is removed. A conditional Replace checks there
+	// that the file is still the one it expects.
+	unchanged func() error
 }
 
 // syncDir fsyncs root's directory unless noSync, failing where the seam says.
@@ -176,6 +182,11 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 		return 0, fmt.Errorf("publish: %w", err)
 	}
 	if replace {
+		if o.unchanged != nil {
+			if err := o.unchanged(); err != nil {
+				return 0, err
+			}
+		}
 		// Rename over name: a reader sees the old file or the new one.
 		if err := dir.rename(tmp, name); err != nil {
 			return 0, fmt.Errorf("publish: %w", err)

@@ -72,7 +72,9 @@ type Backend interface {
 	// otherwise it returns an error wrapping ErrConflict and changes
 	// nothing. Backends that cannot make the check atomic (a local
 	// directory, where the writer lock excludes other writers) make it
-	// just before writing.
+	// just before writing, so that a mismatch costs no write, and again
+	// just before publishing: only a change in between the second check
+	// and the publication is overwritten.
 	Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error)
 
 	// Open opens the object name for reading, as a stream that may be

@@ -166,18 +166,28 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 	}
 	if replace && ifVersion != "" {
 		// The writer lock keeps other stores out; this catches a file
-		// changed by hand, or another program, since the store saw it.
-		cur, err := d.Stat(ctx, name)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if ifVersion != NoObject {
-				return Object{}, fmt.Errorf("%w: %s is gone", ErrConflict, name)
+		// changed by hand, or another program, since the store saw it:
+		// before the write, so that a mismatch costs none, and again
+		// just before the rename publishes, so that a change made while
+		// the new bytes were written and synced is not overwritten.
+		unchanged := func() error {
+			cur, err := d.Stat(ctx, name)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				if ifVersion != NoObject {
+					return fmt.Errorf("%w: %s is gone", ErrConflict, name)
+				}
+			case err != nil:
+				return err
+			case cur.Version != ifVersion:
+				return fmt.Errorf("%w: %s was changed since the store last saw it", ErrConflict, name)
 			}
-		case err != nil:
-			return Object{}, err
-		case cur.Version != ifVersion:
-			return Object{}, fmt.Errorf("%w: %s was changed since the store last saw it", ErrConflict, name)
+			return nil
 		}
+		if err := unchanged(); err != nil {
+			return Object{}, err
+		}
+		o.unchanged = unchanged
 	}
 	checked := func(w io.Writer) error {
 		if err := write(w); err != nil {

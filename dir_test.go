@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -75,6 +76,76 @@ func TestDirVersionChangesWhenRewrittenInPlace(t *testing.T) {
 	got, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, "by hand 1", string(got), "a conflicting Replace overwrote the rewrite")
+}
+
+// A conditional Replace checks the Version again just before it publishes:
+// a change made by another program while the new bytes were written,
+// synced and closed (the fault seam makes it at the last point before the
+// rename) is a conflict that leaves that change as it is and no temporary
+// file, for a plain name (on Linux, system calls on the directory's
+// descriptor) and for one that goes through os.Root. A Version that is
+// stale from the start is a conflict before any byte is written.
+func TestDirConditionalReplaceNeverOverwritesAChangeMadeDuringItsWrite(t *testing.T) {
+	t.Parallel()
+	changes := map[string]struct {
+		had    bool                    // the file exists when the Replace starts
+		change func(path string) error // what another program does meanwhile
+		want   string                  // the file's bytes after; "" for none
+	}{
+		"rewritten": {true, func(p string) error { return os.WriteFile(p, []byte("by hand, longer"), 0) }, "by hand, longer"},
+		"removed":   {true, os.Remove, ""},
+		"created":   {false, func(p string) error { return os.WriteFile(p, []byte("by hand"), 0o644) }, "by hand"},
+	}
+	for what, c := range changes {
+		for _, name := range []string{"step_last.json", "side file.json"} {
+			t.Run(what+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				dir := t.TempDir()
+				path := filepath.Join(dir, name)
+				var armed, changed bool // armed once the file is as the store saw it
+				b, err := OpenDir(dir, NoSync(), withFaults(func(point, n string) error {
+					if point == "publish" && n == name && armed && !changed {
+						changed = true
+						require.NoError(t, c.change(path))
+					}
+					return nil
+				}))
+				require.NoError(t, err)
+				defer b.Close()
+				version := NoObject
+				if c.had {
+					obj, err := b.Create(ctx, name, writeString("rolling 1"))
+					require.NoError(t, err)
+					version = obj.Version
+				}
+				armed = true
+
+				_, err = b.Replace(ctx, name, version, writeString("rolling 2"))
+				require.ErrorIs(t, err, ErrConflict)
+				require.True(t, changed)
+				got, err := os.ReadFile(path)
+				if c.want == "" {
+					require.ErrorIs(t, err, fs.ErrNotExist, "Replace published over a removal")
+				} else {
+					require.NoError(t, err)
+					require.Equal(t, c.want, string(got), "Replace overwrote a change made during its write")
+				}
+				left, err := os.ReadDir(dir)
+				require.NoError(t, err)
+				for _, e := range left {
+					require.Equal(t, name, e.Name(), "a refused Replace left a file")
+				}
+
+				// Stale from the start: nothing is written.
+				_, err = b.Replace(ctx, name, version, func(io.Writer) error {
+					t.Error("a Replace on a stale Version wrote")
+					return nil
+				})
+				require.ErrorIs(t, err, ErrConflict)
+			})
+		}
+	}
 }
 
 // A fork of a session whose writer is running leaves the writer's rolling

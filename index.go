@@ -30,7 +30,8 @@ const (
 	// ignored, and a writer leaves out what would make its index larger.
 	indexMaxSize = 32 << 20
 	// indexMaxHeader is the longest header an index holds: a header with
-	// a long error record or much metadata is read from its file.
+	// a long error record or much metadata is read from its file. A
+	// reader ignores a longer entry (see indexEntry.decode).
 	indexMaxHeader = 4 << 10
 	// indexMinFill is the number of headers a fill must otherwise read
 	// before it reads the index: for fewer, the index costs more than it
@@ -54,11 +55,15 @@ type indexEntry struct {
 }
 
 // decode returns the header of the entry, if it is a well-formed one that
-// fn, the file's name, agrees with.
+// fn, the file's name, agrees with. A header longer than the writer puts
+// in an index (indexMaxHeader) is not decoded, so that the header's file
+// is read instead: a hostile entry would otherwise cost its decoded form
+// (a meta of 400,000 tiny keys in 4 MiB decodes to 70 MiB), kept by the
+// header cache.
 func (x indexEntry) decode(fn fileName) (header, bool) {
 	var h header
 	j := x.header
-	if len(j) < 2 || j[0] != '{' || j[len(j)-1] != '}' {
+	if len(j) < 2 || len(j) > indexMaxHeader || j[0] != '{' || j[len(j)-1] != '}' {
 		return h, false
 	}
 	// fastHeader reads the fields of an object up to its closing brace;

@@ -349,17 +349,18 @@ func hostileIndex(size, count int) []byte {
 	return fmt.Appendf(data, "end %d %08x\n", count, crc32.Checksum(data, indexCRC))
 }
 
-// firstListAlloc returns the bytes a fresh store's first List of dir
-// allocates.
-func firstListAlloc(t *testing.T, dir string) uint64 {
+// firstListAlloc returns the bytes a fresh store's first List of dir,
+// which holds steps checkpoints, allocates.
+func firstListAlloc(t *testing.T, dir string, steps int) uint64 {
 	t.Helper()
 	s := openStore[int](t, dir, ReadOnly())
 	var before, after runtime.MemStats
+	runtime.GC()
 	runtime.ReadMemStats(&before)
 	list, err := s.List(context.Background())
 	runtime.ReadMemStats(&after)
 	require.NoError(t, err)
-	require.Len(t, list, 100)
+	require.Len(t, list, steps)
 	return after.TotalAlloc - before.TotalAlloc
 }
 
@@ -378,7 +379,7 @@ func TestFirstListAllocationIsBoundedByTheIndexSizeNotItsClaims(t *testing.T) {
 	require.NoError(t, w.Close())
 	_, err := os.Stat(filepath.Join(dir, indexName))
 	require.ErrorIs(t, err, os.ErrNotExist, "the store is too small to write an index of its own")
-	base := firstListAlloc(t, dir)
+	base := firstListAlloc(t, dir, 100)
 
 	const size = 2 << 20
 	for _, c := range []struct {
@@ -389,8 +390,54 @@ func TestFirstListAllocationIsBoundedByTheIndexSizeNotItsClaims(t *testing.T) {
 		{"an end line claiming 2^40 entries", hostileIndex(size, 1<<40)},
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, indexName), c.index, 0o644))
-		got := firstListAlloc(t, dir)
+		got := firstListAlloc(t, dir, 100)
 		limit := base + 2*uint64(len(c.index))
 		require.LessOrEqual(t, got, limit, "%s: the first List allocated %d MiB for an index of %d MiB (%d KiB without it)", c.what, got>>20, len(c.index)>>20, base>>10)
 	}
+}
+
+// An index entry whose header is longer than the writer ever puts in an
+// index (indexMaxHeader) is taken as absent, before it is decoded: its
+// file's header is read from the file. An entry for a real, unchanged
+// checkpoint (its Version is the one the store's own index gives) with a
+// meta of 390,000 tiny keys in 4 MiB would otherwise cost the first List
+// about 70 MiB, which the header cache keeps. Not parallel: it measures
+// the process's allocations.
+func TestFirstListReadsAnIndexEntryLongerThanTheWriterWritesFromItsFile(t *testing.T) {
+	dir := t.TempDir()
+	saveIndexedStore(t, dir)
+	want := listWithoutIndex(t, dir)
+	base := firstListAlloc(t, dir, indexedStoreSteps)
+
+	// The first entry's header gains a meta far over indexMaxHeader; the
+	// index's checksum is made again.
+	idx, err := os.ReadFile(filepath.Join(dir, indexName))
+	require.NoError(t, err)
+	body := idx[len(indexMagic) : bytes.LastIndexByte(idx[:len(idx)-1], '\n')+1]
+	lines := bytes.SplitAfter(body, []byte{'\n'})
+	lines = lines[:len(lines)-1] // the empty one after the last newline
+	parts := bytes.SplitN(lines[0], []byte{'\t'}, 4)
+	h := bytes.TrimSuffix(parts[3], []byte("}\n"))
+	h = append(bytes.Clone(h), `,"meta":{`...)
+	for i := 0; len(h) < 4<<20; i++ {
+		if i > 0 {
+			h = append(h, ',')
+		}
+		h = fmt.Appendf(h, `"%x":""`, i)
+	}
+	h = append(h, "}}\n"...)
+	lines[0] = bytes.Join([][]byte{parts[0], parts[1], parts[2], h}, []byte{'\t'})
+	out := append([]byte(indexMagic), bytes.Join(lines, nil)...)
+	out = fmt.Appendf(out, "end %d %08x\n", len(lines), crc32.Checksum(out, indexCRC))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, indexName), out, 0o644))
+
+	got := firstListAlloc(t, dir, indexedStoreSteps)
+	require.LessOrEqual(t, got, base+2*uint64(len(out)), "the first List allocated %d MiB for an index of %d MiB (%d KiB with the store's own)", got>>20, len(out)>>20, base>>10)
+
+	s, c := countingReader(t, dir)
+	list, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, want, list, "the oversized entry's header was taken from the index")
+	require.Equal(t, 1, c.checkpointOpens(), "only the oversized entry's file is read")
+	require.Equal(t, 1, c.opens[string(parts[0])])
 }

@@ -48,8 +48,9 @@ import (
 //     The gate (plainType) refuses the rest: a ",string" option, an option
 //     encoding/json ignores and v2 does not (",embed", "case:strict"), a
 //     name v2 parses otherwise, []byte, json.Number, time.Time (v2 unquotes
-//     it before parsing), a map of float keys. Where the stream fails on a
-//     plain type (v2 refuses a declaration encoding/json tolerates, such
+//     it before parsing), a map of integer keys (v2 takes the key "null"
+//     as 0, encoding/json refuses it) or of float keys. Where the stream
+//     fails on a plain type (v2 refuses a declaration encoding/json tolerates, such
 //     as two fields of one tag name, or an input, such as a name that
 //     matches two fields in other cases), the file is read again the
 //     buffered way (errStreamUnsure), and encoding/json gives the answer
@@ -427,16 +428,17 @@ var (
 // and run none of the host's code: what FuzzStreamedLoadMeansWhatEncoding-
 // JSONMeans proves. Plain are booleans, integers (not uintptr), floats,
 // strings, the empty interface, and pointers, slices, arrays, maps with
-// string or integer keys, and structs of plain types, where no type (nor a pointer to
+// string keys, and structs of plain types, where no type (nor a pointer to
 // it) has an UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method.
 // A struct field's tag may give a name of the characters encoding/json
 // accepts (one starting with a quote v2 reads otherwise) and the options
 // omitempty and omitzero only; an embedded field must be a struct, without
 // a tag. Not plain, and read the buffered way: []byte and byte arrays
 // (base64 and its tolerances), json.Number, json.RawMessage, maps of other
-// keys (floats, booleans), a ",string" option or any option encoding/json ignores and v2 does
-// not (",embed", "case:strict", "format:..."), an unexported field with a
-// tag, an embedded pointer. seen holds the types being judged: a type that
+// keys (integers: v2 decodes the key "null" as 0, which encoding/json
+// refuses; floats; booleans), a ",string" option or any option
+// encoding/json ignores and v2 does not (",embed", "case:strict",
+// "format:..."), an unexported field with a tag, an embedded pointer. seen holds the types being judged: a type that
 // refers to itself is judged by its other parts.
 func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if seen[t] {
@@ -463,12 +465,10 @@ func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case reflect.Slice, reflect.Array:
 		return t.Elem().Kind() != reflect.Uint8 && plainType(t.Elem(), seen)
 	case reflect.Map:
-		switch t.Key().Kind() {
-		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			return plainType(t.Key(), seen) && plainType(t.Elem(), seen)
-		}
-		return false
+		// Only string keys: v2 with v1's options takes the quoted key
+		// "null" of an integer-keyed map as 0, where encoding/json
+		// refuses the file.
+		return t.Key().Kind() == reflect.String && plainType(t.Key(), seen) && plainType(t.Elem(), seen)
 	case reflect.Struct:
 		for i := range t.NumField() {
 			if !plainField(t.Field(i), seen) {

@@ -638,6 +638,43 @@ func TestStreamedLoadMeansWhatEncodingJSONMeans(t *testing.T) {
 	got, _, err := s.Load(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, embedTagged{inner{7}}, got)
+
+	// A map of integer keys: v2 takes the key "null" as 0, encoding/json
+	// refuses it, for every integer key type.
+	type namedKey int8
+	type intKeys struct {
+		A map[namedKey]int
+		B map[uint8]string
+		C map[int64]any
+		D map[label][]int
+		E map[uint64]int
+		F map[time.Duration]int
+	}
+	for _, state := range []string{`{"A":{"null":1}}`, `{"B":{"null":"x"}}`, `{"C":{"null":1}}`, `{"D":{"null":[1]}}`,
+		`{"E":{"null":1}}`, `{"F":{"null":1}}`, `{"A":{"1":1,"1":null}}`, `{"A":{"-0":1}}`, `{"A":{"+1":1}}`,
+		`{"B":{"+1":"x"}}`, `{"B":{"-0":"x"}}`, `{"A":{"1_0":1}}`, `{"A":{"0b1":1}}`, `{"A":{"１":1}}`,
+		`{"F":{"1":1}}`, `{"F":{"1s":1}}`, `{"F":{"+1":1}}`} {
+		for _, strict := range []bool{false, true} {
+			checkMeaning(t, reflect.TypeFor[intKeys](), []byte(state), strict)
+		}
+	}
+	// So too a store's own file, with a correct checksum, of a map[int]int
+	// whose key was made "null": the load fails as encoding/json does.
+	type scores struct {
+		Scores map[int]int `json:"scores"`
+	}
+	dir := t.TempDir()
+	w := openStore[scores](t, dir, NoSync())
+	info, err := w.Save(ctx, 1, scores{map[int]int{7: 1}})
+	require.NoError(t, err)
+	data, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	body := strings.Replace(string(data[:len(data)-trailerLenV2]), `{"7":1}`, `{"null":1}`, 1)
+	require.NoError(t, os.WriteFile(info.Path, withTrailerV2(body), 0o644))
+	var want scores
+	require.Error(t, json.Unmarshal([]byte(body[strings.Index(body, `"state":`)+len(`"state":`):]), &want))
+	loaded, _, err := openStore[scores](t, dir, ReadOnly()).Load(ctx, 1)
+	require.ErrorIs(t, err, ErrCorrupt, "the load decoded %+v", loaded)
 }
 
 // FuzzStreamedLoadMeansWhatEncodingJSONMeans builds a state type from the
