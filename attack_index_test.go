@@ -60,20 +60,6 @@ func attackFirstList(t *testing.T, dir string) []Info {
 	return list
 }
 
-// rewriteInPlace replaces the bytes of path without a new inode and
-// restores its modification time (as cp over a file then touch -d do).
-func rewriteInPlace(t *testing.T, path string, data []byte) {
-	t.Helper()
-	fi, err := os.Stat(path)
-	require.NoError(t, err)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	require.NoError(t, err)
-	_, err = f.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	require.NoError(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
-}
-
 func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -46,12 +46,11 @@ type named struct {
 
 // names lists the directory's checkpoint files whose names pass keep (all,
 // if keep is nil), by their names alone (see eachName).
-func (s *Store[T]) names(ctx context.Context, keep func(fileName) bool) ([]named, error) {
-	var out []named
-	err := s.eachName(ctx, keep, func(n int) { out = make([]named, 0, n) }, func(o Object, fn fileName) {
-		out = append(out, named{name: o.Name, fn: fn, obj: o})
+func (s *Store[T]) names(ctx context.Context, keep func(fileName) bool) (ns, dropped []named, err error) {
+	dropped, err = s.eachName(ctx, keep, func(n int) { ns = make([]named, 0, n) }, func(o Object, fn fileName) {
+		ns = append(ns, named{name: o.Name, fn: fn, obj: o})
 	})
-	return out, err
+	return ns, dropped, err
 }
 
 // scan lists the directory's checkpoint files whose names pass keep (all, if
@@ -68,7 +67,7 @@ func (s *Store[T]) scan(ctx context.Context, keep func(fileName) bool) ([]entry,
 	s.mu.Lock()
 	start := s.cacheGen // what was cached before the directory is read
 	s.mu.Unlock()
-	err := s.eachName(ctx, keep, presize, func(o Object, fn fileName) {
+	_, err := s.eachName(ctx, keep, presize, func(o Object, fn fileName) {
 		entries = append(entries, entry{name: o.Name, fn: fn, obj: o})
 	})
 	if err == nil && keep == nil {
@@ -87,11 +86,15 @@ func (s *Store[T]) scan(ctx context.Context, keep func(fileName) bool) ([]entry,
 // what it says. It stats nothing: fill stats entries, and drops those that
 // are not regular files. The rolling file's step is in its header, so
 // eachName reads it (an unreadable rolling file has no known step: it is
-// listed as step 0, Latest tries it last and reports its damage).
-func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size func(n int), found func(o Object, fn fileName)) error {
+// listed as step 0, Latest tries it last and reports its damage). A rolling
+// name whose header read found no regular file (removed since the listing,
+// or a directory, a symbolic link, a named pipe) is not passed to found but
+// returned in dropped, so that Latest can report what is there as damage
+// without listing the directory again.
+func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size func(n int), found func(o Object, fn fileName)) (dropped []named, err error) {
 	objs, err := s.b.List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	size(len(objs))
 	for _, o := range objs {
@@ -103,13 +106,14 @@ func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size 
 		if fn.kind == KindRolling {
 			filled := s.fill(ctx, []entry{{name: name, fn: fn, obj: o}})
 			if len(filled) == 0 {
+				dropped = append(dropped, named{name: name, fn: fn, obj: o})
 				continue // removed meanwhile, or not a regular file
 			}
 			fn.step = filled[0].h.Step
 		}
 		found(o, fn)
 	}
-	return nil
+	return dropped, nil
 }
 
 // stepEntries returns the filled entries whose step is step. A rolling file

@@ -593,12 +593,13 @@ func TestListRacingASaveLeftItsCheckpointUnknownToRetention(t *testing.T) {
 	start := s.cacheGen
 	s.mu.Unlock()
 	var read []entry
-	require.NoError(t, s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName) {
+	_, err := s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName) {
 		read = append(read, entry{name: o.Name, fn: fn, obj: o})
-	}))
+	})
+	require.NoError(t, err)
 	require.Len(t, read, 2)
 	// A save lands between the read and the List's trim.
-	_, err := s.Save(ctx, 5, 5)
+	_, err = s.Save(ctx, 5, 5)
 	require.NoError(t, err)
 	s.trimCache(read, start)
 	s.mu.Lock()
@@ -831,4 +832,47 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 		out[e.Name()] = string(b)
 	}
 	return out
+}
+
+// Something at the rolling file's name that is not a regular file (a
+// directory, a symbolic link, never followed) is damage of no known step:
+// beside a checkpoint that loads, Latest returns that checkpoint and
+// reports what is at the rolling name, whether or not the store writes a
+// rolling file.
+func TestLatestReportsANonRegularRollingFileBesideOneThatLoads(t *testing.T) {
+	t.Parallel()
+	makes := map[string]func(t *testing.T, path string){
+		"a directory": func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) },
+	}
+	if canSymlink(t) {
+		makes["symbolic link"] = func(t *testing.T, path string) {
+			require.NoError(t, os.Symlink("step_00000001.json", path))
+		}
+	}
+	for what, make := range makes {
+		for name, opts := range map[string][]Option{"numbered": nil, "rolling": {Every(10), WithRolling()}} {
+			t.Run(what+" "+name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				dir := t.TempDir()
+				w := openStore[int](t, dir, NoSync())
+				_, err := w.Save(ctx, 1, 1)
+				require.NoError(t, err)
+				require.NoError(t, w.Close())
+				make(t, filepath.Join(dir, "step_last.json"))
+
+				var reported []error
+				hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
+				s := openStore[int](t, dir, append([]Option{NoSync(), ReadOnly(), hooks}, opts...)...)
+				v, info, err := s.Latest(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 1, v)
+				require.Equal(t, int64(1), info.Step)
+				require.Len(t, reported, 1, "what is at the rolling name is reported")
+				require.ErrorIs(t, reported[0], ErrCorrupt)
+				require.ErrorContains(t, reported[0], "step_last.json")
+				require.ErrorContains(t, reported[0], what)
+			})
+		}
+	}
 }

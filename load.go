@@ -43,7 +43,7 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
 // what is there.
 func (s *Store[T]) missing(ctx context.Context, step int64) error {
-	named, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
+	named, _, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
 		return stepError("load", step, s.dir, err)
 	}
@@ -156,7 +156,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 // loads, with the failures it passed.
 func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
 	var zero T
-	ns, err := s.names(ctx, want)
+	ns, dropped, err := s.names(ctx, want)
 	if err != nil {
 		return zero, Info{}, nil, opError(op, s.dir, err)
 	}
@@ -164,8 +164,11 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 	// steps actually tried: most calls read one header and one file. The
 	// newest step is found without sorting; the others are sorted only if
 	// none of its checkpoints loads.
-	var skipped []error
-	tried := 0
+	// The walk dropped the rolling file's name if no regular file is
+	// there (its step is in its header): what is there is damage of no
+	// known step, reported whatever else loads, never skipped silently.
+	skipped := s.notRegularAmong(ctx, op, dropped, nil)
+	tried := len(skipped)
 	sorted := false
 	for end := len(ns); end > 0; {
 		var start int
@@ -226,13 +229,6 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 		}
 	}
 	if len(skipped) == 0 {
-		// The rolling file's name is dropped before the walk if it is
-		// not a regular file (its step is in its header): what is there
-		// is no fresh start either.
-		skipped = s.notRegularAmong(ctx, op, s.rollingNames(ctx, want), nil)
-		tried += len(skipped)
-	}
-	if len(skipped) == 0 {
 		if len(ns) == 0 {
 			if err := s.foreignLayout(ctx); err != nil {
 				return zero, Info{}, nil, opError(op, s.dir, err)
@@ -258,25 +254,6 @@ func (s *Store[T]) notRegularAmong(ctx context.Context, op string, ns []named, f
 		}
 	}
 	return errs
-}
-
-// rollingNames returns the names of the rolling file among the directory's
-// names, if want keeps the rolling kind.
-func (s *Store[T]) rollingNames(ctx context.Context, want func(fileName) bool) []named {
-	if !want(fileName{kind: KindRolling}) {
-		return nil
-	}
-	objs, err := s.b.List(ctx)
-	if err != nil {
-		return nil // the scan read it; the caller's ErrNotFound stands
-	}
-	var out []named
-	for _, o := range objs {
-		if fn, ok := s.cfg.layout.parse(o.Name); ok && fn.kind == KindRolling {
-			out = append(out, named{name: o.Name, fn: fn, obj: o})
-		}
-	}
-	return out
 }
 
 // foreignLayout returns an ErrInvalid error when the directory holds no

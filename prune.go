@@ -327,7 +327,7 @@ func (s *Store[T]) hasErrorCheckpoint(ctx context.Context, afterSave bool) (bool
 		}
 		return false, nil
 	}
-	ns, err := s.names(ctx, func(fn fileName) bool { return fn.kind == KindError })
+	ns, _, err := s.names(ctx, func(fn fileName) bool { return fn.kind == KindError })
 	return len(ns) > 0, err
 }
 

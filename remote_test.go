@@ -209,3 +209,27 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 	require.NoError(t, s.ReadJSON(ctx, "kept.json", &v))
 	require.Equal(t, 2, v)
 }
+
+// Latest on a store with no checkpoint (a fresh start) lists the directory
+// at most twice, with or without the rolling file: once for the names it
+// walks, once to rule out checkpoints of another layout. What it learns of
+// the rolling file's name comes from the first listing.
+func TestFreshStartLatestListsAtMostTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, opts := range map[string][]Option{"numbered": nil, "rolling": {Every(10), WithRolling()}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("a side file"), 0o644))
+			b := newCountingBackend(t, dir)
+			s, err := OpenBackend[int](b, append([]Option{NoSync()}, opts...)...)
+			require.NoError(t, err)
+			defer s.Close()
+			b.reset()
+			_, _, err = s.Latest(ctx)
+			require.ErrorIs(t, err, ErrNotFound)
+			require.LessOrEqual(t, b.reset()["List"], 2, "Lists of a fresh-start Latest")
+		})
+	}
+}

@@ -430,13 +430,15 @@ func FuzzStreamedLoadAgreesWithBuffered(f *testing.F) {
 	f.Add([]byte(`"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","meta":{"a":"b"},"state":{"quoted":"7"},"x":1`))
 	const limit = 1 << 20
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c := newCodec(compressNone, limit)
+		// A codec per load: one whose decoder refused a stream reads
+		// whole files from then on (noStream), and a shared one would
+		// compare the buffered load with itself for the rest.
 		for _, b := range [][]byte{data, append([]byte(streamPrefix), data...), withTrailerV2(streamPrefix + string(data))} {
 			buffered := loadBuffered[meaningState](b, &schema{}, limit, stepIs(1))
-			streamed := loadStreamed[meaningState](c, b, &schema{}, stepIs(1))
+			streamed := loadStreamed[meaningState](newCodec(compressNone, limit), b, &schema{}, stepIs(1))
 			sameOutcome(t, fmt.Sprintf("%q", b), buffered, streamed)
 			// A plain type: this one streams.
-			sameOutcome(t, fmt.Sprintf("%q", b), loadBuffered[plainState](b, &schema{}, limit, stepIs(1)), loadStreamed[plainState](c, b, &schema{}, stepIs(1)))
+			sameOutcome(t, fmt.Sprintf("%q", b), loadBuffered[plainState](b, &schema{}, limit, stepIs(1)), loadStreamed[plainState](newCodec(compressNone, limit), b, &schema{}, stepIs(1)))
 		}
 	})
 }
@@ -492,12 +494,74 @@ const (
 	fuzzIntMap
 	fuzzUintMap
 	fuzzStruct
+	fuzzEmbedding
 	fuzzKinds
 )
 
+// Named struct types that fuzzType's structs embed (fuzzEmbedding) beside
+// the structs it builds, whose fields are named F<i>: untagged and tagged
+// fields of one name at one depth and at different depths, an unexported
+// embedded type (which reflect.StructOf cannot embed: its field would be
+// unexported, and an embedded field takes no PkgPath), an embedded pointer
+// to one, and a named type that is not a struct.
+type (
+	// EmbedF0 has an untagged F0 and a field tagged name.
+	EmbedF0 struct {
+		F0 int
+		F1 string `json:"name"`
+	}
+	// EmbedTaggedF0 names a field F0 by its tag, at the depth of
+	// EmbedF0's F0.
+	EmbedTaggedF0 struct {
+		Z    string `json:"F0"`
+		Name int    `json:"name"`
+	}
+	// EmbedDeepF0 names a field F0 by its tag above EmbedF0's untagged F0.
+	EmbedDeepF0 struct {
+		EmbedF0
+		W int `json:"F0"`
+	}
+	// embedLower is unexported, with exported fields that are promoted.
+	embedLower struct {
+		F0  int
+		Low string `json:"name"`
+	}
+	// EmbedsLower embeds an unexported struct beside a field tagged F0.
+	EmbedsLower struct {
+		embedLower
+		Y int `json:"F0,omitempty"`
+	}
+	// EmbedsLowerPointer embeds a pointer to an unexported struct, which
+	// encoding/json cannot allocate.
+	EmbedsLowerPointer struct {
+		*embedLower
+		F1 int
+	}
+	// EmbedText is a named string: embedded, it is a field of its name.
+	EmbedText string
+)
+
+// fuzzEmbeds are the named types fuzzEmbedding's structs embed.
+var fuzzEmbeds = []reflect.Type{
+	reflect.TypeFor[EmbedF0](), reflect.TypeFor[EmbedTaggedF0](), reflect.TypeFor[EmbedDeepF0](),
+	reflect.TypeFor[EmbedsLower](), reflect.TypeFor[EmbedsLowerPointer](), reflect.TypeFor[EmbedText](),
+}
+
+// Kinds of the fields of fuzzEmbedding's structs.
+const (
+	fieldPlain       = iota // an exported field, F<i>
+	fieldUnexported         // an unexported field, f<i>
+	fieldEmbedBuilt         // an embedded struct fuzzType builds, E<i>
+	fieldEmbedBuiltP        // an embedded pointer to one
+	fieldEmbedNamed         // an embedded type of fuzzEmbeds
+	fieldEmbedNamedP        // an embedded pointer to one
+	fieldKinds
+)
+
 // fuzzType builds a type from spec's bytes (see fuzzLeaves, fuzzTags,
-// fuzzKinds): a byte picks a leaf or a kind; a struct's next byte is its
-// number of fields, each a byte for its tag and a type.
+// fuzzKinds): a byte picks a leaf or a kind; a struct's next bytes are its
+// fields (see buildStruct), with embedded and unexported fields for
+// fuzzEmbedding.
 func fuzzType(spec *[]byte, depth int) reflect.Type {
 	next := func() int {
 		if len(*spec) == 0 {
@@ -525,10 +589,63 @@ func fuzzType(spec *[]byte, depth int) reflect.Type {
 	case fuzzUintMap:
 		return reflect.MapOf(reflect.TypeFor[uint](), fuzzType(spec, depth+1))
 	}
-	fields := make([]reflect.StructField, next()%5)
-	for i := range fields {
-		tag := fuzzTags[next()%len(fuzzTags)]
-		fields[i] = reflect.StructField{Name: fmt.Sprintf("F%d", i), Tag: reflect.StructTag(tag), Type: fuzzType(spec, depth+1)}
+	return buildStruct(spec, depth, k-len(fuzzLeaves) == fuzzEmbedding)
+}
+
+// buildStruct builds a struct type from spec's bytes: its number of fields,
+// then for each a byte for its tag and a type; with embeds, a byte for the
+// field's kind (fieldKinds) first. The embedded structs buildStruct builds
+// are of unnamed types, which Go source cannot write but reflect.StructOf
+// can: to both decoders such a field E<i> is an embedded named type E<i>
+// of the same fields (they read an embedded field's name and type, never
+// the name of its type). Their fields are named F<i> too, so that names
+// conflict across depths; the same named type embedded twice is left out
+// (Go refuses it).
+func buildStruct(spec *[]byte, depth int, embeds bool) reflect.Type {
+	next := func() int {
+		if len(*spec) == 0 {
+			return 0
+		}
+		c := (*spec)[0]
+		*spec = (*spec)[1:]
+		return int(c)
+	}
+	fields := make([]reflect.StructField, 0, 4)
+	for i := range next() % 5 {
+		kind := fieldPlain
+		if embeds {
+			kind = next() % fieldKinds
+		}
+		tag := reflect.StructTag(fuzzTags[next()%len(fuzzTags)])
+		f := reflect.StructField{Name: fmt.Sprintf("F%d", i), Tag: tag}
+		switch kind {
+		case fieldPlain:
+			f.Type = fuzzType(spec, depth+1)
+		case fieldUnexported:
+			f.Name, f.PkgPath = fmt.Sprintf("f%d", i), "github.com/gocheckpoint/checkpoint"
+			f.Type = fuzzType(spec, depth+1)
+		case fieldEmbedBuilt, fieldEmbedBuiltP:
+			f.Name, f.Anonymous = fmt.Sprintf("E%d", i), true
+			if depth > 3 {
+				f.Type = reflect.TypeFor[EmbedF0]()
+				f.Name = f.Type.Name()
+			} else {
+				f.Type = buildStruct(spec, depth+1, true)
+			}
+			if kind == fieldEmbedBuiltP {
+				f.Type = reflect.PointerTo(f.Type)
+			}
+		case fieldEmbedNamed, fieldEmbedNamedP:
+			f.Type = fuzzEmbeds[next()%len(fuzzEmbeds)]
+			f.Name, f.Anonymous = f.Type.Name(), true
+			if kind == fieldEmbedNamedP {
+				f.Type = reflect.PointerTo(f.Type)
+			}
+		}
+		if slices.ContainsFunc(fields, func(g reflect.StructField) bool { return g.Name == f.Name }) {
+			continue
+		}
+		fields = append(fields, f)
 	}
 	return reflect.StructOf(fields)
 }
@@ -582,6 +699,30 @@ func meaningSeeds() []struct {
 	tag := func(s string) byte { return byte(slices.Index(fuzzTags, s)) }
 	intLeaf, strLeaf, f64Leaf, anyLeaf := leaf(reflect.TypeFor[int]()), leaf(reflect.TypeFor[string]()), leaf(reflect.TypeFor[float64]()), leaf(reflect.TypeFor[any]())
 	embedded := fuzzSpec([]byte{tag(`json:",embed"`), byte(len(fuzzLeaves) + fuzzStruct), 1, tag(``), intLeaf})
+	// Structs with embedded fields (see buildStruct): a field is its
+	// kind, its tag (one of fuzzTags), then what the kind takes.
+	tagOf := func(s string) byte {
+		i := slices.Index(fuzzTags, s)
+		if i < 0 {
+			panic("no fuzz tag " + s)
+		}
+		return byte(i)
+	}
+	embedding := func(fields ...[]byte) []byte {
+		spec := []byte{byte(len(fuzzLeaves) + fuzzEmbedding), byte(len(fields))}
+		for _, f := range fields {
+			spec = append(spec, f...)
+		}
+		return spec
+	}
+	named := func(kind int, tagged string, t reflect.Type) []byte {
+		return []byte{byte(kind), tagOf(tagged), byte(slices.Index(fuzzEmbeds, t))}
+	}
+	built := func(kind int, tagged string, fields ...[]byte) []byte {
+		return append([]byte{byte(kind), tagOf(tagged)}, embedding(fields...)[1:]...)
+	}
+	field := func(kind int, tagged string, typ byte) []byte { return []byte{byte(kind), tagOf(tagged), typ} }
+	embedF0, taggedF0, deepF0 := reflect.TypeFor[EmbedF0](), reflect.TypeFor[EmbedTaggedF0](), reflect.TypeFor[EmbedDeepF0]()
 	type seed = struct {
 		spec, state []byte
 		strict      bool
@@ -615,6 +756,29 @@ func meaningSeeds() []struct {
 		{[]byte{byte(len(fuzzLeaves) + fuzzIntMap), intLeaf}, []byte(`{"1e2":1," 1":2}`), false},
 		{[]byte{byte(len(fuzzLeaves) + fuzzUintMap), strLeaf}, []byte(`{"+3":"a","-0":"b"}`), false},
 		{[]byte{byte(len(fuzzLeaves) + fuzzUintMap), strLeaf}, []byte(`{"18446744073709551615":"a","00":"b","0x10":"c"}`), false},
+		// Embedded fields: a name at a shallower depth wins; at one
+		// depth a tagged name wins over untagged ones, and two of a kind
+		// cancel each other out.
+		{embedding(field(fieldPlain, `json:"name"`, intLeaf), named(fieldEmbedNamed, ``, embedF0)), []byte(`{"F0":1,"name":2,"NAME":"a"}`), false},
+		{embedding(named(fieldEmbedNamed, ``, embedF0), named(fieldEmbedNamed, ``, taggedF0)), []byte(`{"F0":"s","name":3,"f0":"t"}`), false},
+		{embedding(named(fieldEmbedNamed, ``, embedF0), named(fieldEmbedNamed, ``, taggedF0)), []byte(`{"F0":1}`), true},
+		{embedding(named(fieldEmbedNamed, ``, embedF0), named(fieldEmbedNamed, ``, deepF0)), []byte(`{"F0":1,"name":"a","W":2}`), true},
+		{embedding(named(fieldEmbedNamed, ``, deepF0)), []byte(`{"F0":1,"EmbedF0":{"F0":2},"name":"a"}`), false},
+		{embedding(field(fieldPlain, ``, strLeaf), named(fieldEmbedNamed, ``, deepF0)), []byte(`{"F0":"a","name":"b"}`), false},
+		{embedding(built(fieldEmbedBuilt, ``, field(fieldPlain, ``, intLeaf)), built(fieldEmbedBuilt, ``, field(fieldPlain, ``, strLeaf))), []byte(`{"F0":1}`), true},
+		{embedding(built(fieldEmbedBuilt, ``, field(fieldPlain, `json:"name"`, intLeaf)), field(fieldPlain, `json:"NAME"`, strLeaf)), []byte(`{"name":1,"Name":"a"}`), false},
+		{embedding(built(fieldEmbedBuilt, ``, built(fieldEmbedBuilt, ``, field(fieldPlain, ``, intLeaf)), field(fieldPlain, `json:"F0"`, strLeaf))), []byte(`{"F0":"a","E0":{"F0":1}}`), false},
+		{embedding(built(fieldEmbedBuilt, ``, field(fieldPlain, `json:"F0"`, intLeaf), field(fieldPlain, ``, intLeaf)), built(fieldEmbedBuilt, ``, field(fieldPlain, ``, intLeaf))), []byte(`{"F0":1,"F1":2,"f0":3}`), false},
+		{embedding(built(fieldEmbedBuilt, `json:"name"`, field(fieldPlain, ``, intLeaf)), field(fieldPlain, ``, intLeaf)), []byte(`{"name":{"F0":1},"F1":2,"E0":{"F0":3}}`), false},
+		{embedding(built(fieldEmbedBuilt, `json:",omitzero"`, field(fieldPlain, ``, intLeaf))), []byte(`{"F0":1,"E0":{"F0":2}}`), false},
+		{embedding(built(fieldEmbedBuiltP, ``, field(fieldPlain, ``, intLeaf))), []byte(`{"F0":1}`), false},
+		{embedding(named(fieldEmbedNamed, ``, reflect.TypeFor[EmbedsLower]())), []byte(`{"F0":1,"name":"l","embedLower":{"F0":2}}`), false},
+		{embedding(named(fieldEmbedNamed, ``, reflect.TypeFor[EmbedsLower]()), named(fieldEmbedNamed, ``, embedF0)), []byte(`{"F0":1,"name":"l"}`), false},
+		{embedding(named(fieldEmbedNamed, ``, reflect.TypeFor[EmbedsLowerPointer]())), []byte(`{"F0":1,"F1":2}`), false},
+		{embedding(named(fieldEmbedNamedP, ``, embedF0)), []byte(`{"F0":1,"EmbedF0":null}`), false},
+		{embedding(named(fieldEmbedNamed, ``, reflect.TypeFor[EmbedText]()), named(fieldEmbedNamed, `json:"x"`, embedF0)), []byte(`{"EmbedText":"a","x":{"F0":1},"F0":2}`), false},
+		{embedding(field(fieldUnexported, ``, intLeaf), field(fieldUnexported, `json:"x"`, intLeaf), field(fieldPlain, ``, intLeaf)), []byte(`{"f0":1,"x":2,"F2":3,"f2":4}`), false},
+		{embedding(field(fieldUnexported, ``, intLeaf), field(fieldPlain, `json:"F0"`, intLeaf)), []byte(`{"f0":1,"F0":2}`), true},
 	}
 }
 
@@ -679,7 +843,8 @@ func TestStreamedLoadMeansWhatEncodingJSONMeans(t *testing.T) {
 
 // FuzzStreamedLoadMeansWhatEncodingJSONMeans builds a state type from the
 // fuzzer's bytes (struct types by reflect.StructOf, their fields' tags
-// from fuzzTags) and loads a state of arbitrary bytes into it: the load,
+// from fuzzTags, with embedded structs, built or named, and unexported
+// fields: the shapes the gate streams or refuses) and loads a state of arbitrary bytes into it: the load,
 // streamed where the gate (plainType) lets it, must end as encoding/json
 // does, with the same value or an error from both. The seed corpus is in
 // testdata/fuzz/FuzzStreamedLoadMeansWhatEncodingJSONMeans.
