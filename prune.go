@@ -366,19 +366,28 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // cached one alone: the header index (see indexName) is written by whatever
 // program last closed a store, and a save time it gives decides which
 // checkpoint of a step was saved last and whether a clean checkpoint was
-// saved after an error checkpoint. So the headers of the victims and the
-// protectors that the cache has from the index (those of files this store
-// neither wrote nor loaded, once a fill has read the index) are read again
-// from their files, as are, always, those of an error checkpoint removed by
-// supersession and of the clean checkpoint that supersedes it (supersession
-// is rare: one header each). A header that disagrees with the one judged
-// replaces it (in the cache too) and the entries are judged again; each
-// header is read again once a call at most, so this ends. What the other
-// entries' headers say cannot make a victim of a checkpoint that the true
-// headers keep: steps come from the names, a victim of KeepLast is older
-// than its protectors, one of KeepOnePer is older than the protector of its
-// period, KeepEvery and KeepWithin judge a checkpoint by its own header,
-// and the safety net loads what it spares (see spared).
+// saved after an error checkpoint. So, once a fill has read the index, the
+// headers the cache may have from it (those of files this store neither
+// wrote nor loaded) are read again from their files: every victim's (a
+// header read per removal), and those of the protectors whose save times
+// decide a victim's fate, a protector of a victim's step or of a period of
+// KeepOnePer. The headers of an error checkpoint removed by supersession
+// and of the clean checkpoint that supersedes it are read again always
+// (supersession is rare: one header each). A header that disagrees with
+// the one judged replaces it (in the cache too) and the entries are judged
+// again; each header is read again once a call at most, so this ends.
+//
+// What the other entries' headers say cannot make a victim of a checkpoint
+// that the true headers keep, nor take the safety net (see spared) from
+// the newest checkpoints: steps come from the names, so a KeepLast
+// protector of another step than every victim is of a later one whatever
+// its save time, and KeepEvery and KeepWithin judge a checkpoint by its own
+// header. (What such a protector's index line may still do is count a file
+// whose header is damaged toward KeepLast: the rule then keeps one older
+// checkpoint fewer, never the newest good one, which the safety net loads.)
+// The protectors of a store's steady state are checkpoints it saved, which
+// are read again never: a save after Open reads at most one header more
+// per removal.
 //
 // moved reports that a file read again is no longer the object judged (its
 // Version changed, or it is gone): it is judged as it is now, and a caller
@@ -394,8 +403,18 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 		var at map[string]int // entries' indices by name, once one is read
 		var gone []int
 		changed := false
-		for _, e := range slices.Concat(victims, protectors) {
-			if read[e.name] || !(indexed && !e.verified || pair[e.name]) {
+		var victimSteps map[int64]bool
+		if indexed && len(victims) > 0 {
+			victimSteps = make(map[int64]bool)
+			for _, v := range victims {
+				victimSteps[v.h.Step] = true
+			}
+		}
+		for k, e := range slices.Concat(victims, protectors) {
+			// A protector's own save time decides a victim's fate when
+			// it orders the two within a step, or dates a period.
+			decides := k < len(victims) || victimSteps[e.h.Step] || r.per > 0 || e.fn.kind == KindRolling
+			if read[e.name] || !(indexed && !e.verified && decides || pair[e.name]) {
 				continue
 			}
 			if read == nil {

@@ -1176,3 +1176,25 @@ func TestAnErrorCheckpointStaysWhileTheCleanOneSavedAfterItDoesNotDecode(t *test
 		})
 	}
 }
+
+// Reading headers from the files (not the index) before a removal costs a
+// save after Open one header read per checkpoint it removes, never one per
+// checkpoint that protects: on object storage each is a request.
+func TestRetentionReadsOneHeaderPerRemovalAfterOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, _ := indexedStore(t, nil)
+	b := newCountingBackend(t, dir)
+	s, err := OpenBackend[int](b, NoSync(), KeepLast(20))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, err = s.Save(ctx, indexMinWrite+21, 0)
+	require.NoError(t, err)
+	calls := b.reset()
+	require.Equal(t, 1+indexMinWrite+1, calls["Open"], "the index, and each of the checkpoints removed: %v", calls)
+	for step := int64(indexMinWrite + 22); step < indexMinWrite+30; step++ {
+		_, err := s.Save(ctx, step, 0)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"Create": 1, "Open": 1, "Remove": 1}, b.reset())
+	}
+}
