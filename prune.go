@@ -271,7 +271,10 @@ func (s *Store[T]) pruneFromCache(ctx context.Context, saved string, r retention
 		entries = append(entries, e)
 	}
 	s.mu.Unlock()
-	victims, protectors := s.judge(ctx, entries, r)
+	victims, protectors, entries, moved := s.judge(ctx, entries, r)
+	if moved {
+		return nil, nil, false
+	}
 	looked := make(map[string]bool, len(protectors)+len(victims))
 	for _, e := range slices.Concat(protectors, victims) {
 		if looked[e.name] { // a protector twice: newest good, newest clean
@@ -348,30 +351,165 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 	if writer {
 		s.scanned = true
 	}
-	victims, _ = s.judge(ctx, entries, r)
+	victims, _, entries, _ = s.judge(ctx, entries, r)
 	return victims, entries, nil
 }
 
 // judge sorts entries and applies the rules r to them now: it returns the
 // victims, oldest first, sparing the safety net (see spared), and their
-// protectors (see victims), the safety net among them. Error checkpoints
-// that a clean checkpoint superseded are victims whatever the rules (see
-// supersedes); the clean checkpoint that supersedes them is a protector.
-func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (victims, protectors []entry) {
+// protectors (see victims), the safety net among them, and entries as
+// judged. Error checkpoints that a clean checkpoint superseded are victims
+// whatever the rules (see supersedes); the clean checkpoint that supersedes
+// them is a protector.
+//
+// Every header a removal is decided on is one read from its file, never a
+// cached one alone: the header index (see indexName) is written by whatever
+// program last closed a store, and a save time it gives decides which
+// checkpoint of a step was saved last and whether a clean checkpoint was
+// saved after an error checkpoint. So, once a fill has read the index, the
+// headers the cache may have from it (those of files this store neither
+// wrote nor loaded) are read again from their files: every victim's (a
+// header read per removal), and those of the protectors whose save times
+// decide a victim's fate, a protector of a victim's step or of a period of
+// KeepOnePer. The headers of an error checkpoint removed by supersession
+// and of the clean checkpoint that supersedes it are read again always
+// (supersession is rare: one header each). A header that disagrees with
+// the one judged replaces it (in the cache too) and the entries are judged
+// again; each header is read again once a call at most, so this ends.
+//
+// What the other entries' headers say cannot make a victim of a checkpoint
+// that the true headers keep, nor take the safety net (see spared) from
+// the newest checkpoints: steps come from the names, so a KeepLast
+// protector of another step than every victim is of a later one whatever
+// its save time, and KeepEvery and KeepWithin judge a checkpoint by its own
+// header. (What such a protector's index line may still do is count a file
+// whose header is damaged toward KeepLast: the rule then keeps one older
+// checkpoint fewer, never the newest good one, which the safety net loads.)
+// The protectors of a store's steady state are checkpoints it saved, which
+// are read again never: a save after Open reads at most one header more
+// per removal.
+//
+// moved reports that a file read again is no longer the object judged (its
+// Version changed, or it is gone): it is judged as it is now, and a caller
+// that judged from the cache alone scans the directory instead.
+func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (victims, protectors, judged []entry, moved bool) {
+	s.mu.Lock()
+	indexed := s.indexRead // only then may the cache hold a header of the index
+	s.mu.Unlock()
+	var read map[string]bool // the names read again
+	for {
+		var pair map[string]bool
+		victims, protectors, pair = s.judgeOnce(ctx, entries, r)
+		var at map[string]int // entries' indices by name, once one is read
+		var gone []int
+		changed := false
+		var victimSteps map[int64]bool
+		if indexed && len(victims) > 0 {
+			victimSteps = make(map[int64]bool)
+			for _, v := range victims {
+				victimSteps[v.h.Step] = true
+			}
+		}
+		for k, e := range slices.Concat(victims, protectors) {
+			// A protector's own save time decides a victim's fate when
+			// it orders the two within a step, or dates a period.
+			decides := k < len(victims) || victimSteps[e.h.Step] || r.per > 0 || e.fn.kind == KindRolling
+			if read[e.name] || !(indexed && !e.verified && decides || pair[e.name]) {
+				continue
+			}
+			if read == nil {
+				read = make(map[string]bool)
+			}
+			read[e.name] = true
+			fresh, ok, same := s.reread(ctx, e)
+			if same {
+				continue
+			}
+			changed = true
+			if !ok || otherVersion(fresh.obj, e.obj) {
+				moved = true
+			}
+			if at == nil {
+				at = make(map[string]int, len(entries))
+				for i := range entries {
+					at[entries[i].name] = i
+				}
+			}
+			if !ok {
+				gone = append(gone, at[e.name])
+				continue
+			}
+			entries[at[e.name]] = fresh
+		}
+		if !changed {
+			return victims, protectors, entries, moved
+		}
+		if len(gone) > 0 {
+			slices.Sort(gone)
+			for k := len(gone) - 1; k >= 0; k-- {
+				entries = slices.Delete(entries, gone[k], gone[k]+1)
+			}
+		}
+	}
+}
+
+// reread reads e's header from its file again. same reports that the file
+// is the object e describes (as far as its Version tells) with the header
+// judged; otherwise fresh is e as the file now is, read afresh and cached,
+// and ok is false if the file is gone.
+func (s *Store[T]) reread(ctx context.Context, e entry) (fresh entry, ok, same bool) {
+	h, o, err := s.readHeaderFile(ctx, e.name, e.fn)
+	if err == nil && !otherVersion(o, e.obj) && h.Step == e.h.Step && h.Kind == e.h.Kind && h.Time.Equal(e.h.Time) {
+		return e, true, true
+	}
+	if gone(err) {
+		s.forget(e.name)
+		return entry{}, false, false
+	}
+	fresh = entry{name: e.name, fn: e.fn, obj: e.obj, size: e.size}
+	fresh.h, err = s.header(ctx, &fresh)
+	switch {
+	case gone(err):
+		s.forget(e.name)
+		return entry{}, false, false
+	case err != nil:
+		fresh.setUnreadable(err, fresh.obj) // counted by no rule, removed by none
+	case fresh.fn.kind == KindRolling:
+		fresh.fn.step = fresh.h.Step
+	}
+	return fresh, true, false
+}
+
+// otherVersion reports whether a and b are known to be different objects.
+func otherVersion(a, b Object) bool {
+	return a.Version != "" && b.Version != "" && a.Version != b.Version
+}
+
+// judgeOnce is one judgement of judge, on the headers entries hold; pair
+// names the error checkpoints it removes by supersession and the clean
+// checkpoint that supersedes them.
+func (s *Store[T]) judgeOnce(ctx context.Context, entries []entry, r retention) (victims, protectors []entry, pair map[string]bool) {
 	sortEntries(entries)
 	var now time.Time
 	if r.within > 0 {
 		now = s.cfg.now()
 	}
 	victims, protectors = r.victims(entries, now)
-	if len(victims) == 0 && !errorBeforeClean(entries) {
-		return nil, nil
+	superseding := errorBeforeClean(entries)
+	if len(victims) == 0 && !superseding {
+		return nil, nil, nil
 	}
-	keep, clean := s.spared(ctx, entries)
+	keep, clean := s.spared(ctx, entries, superseding)
 	if n := len(victims); clean >= 0 {
 		for _, e := range entries[:clean] {
-			if supersedes(entries[clean], e) && !slices.ContainsFunc(victims[:n], func(v entry) bool { return v.name == e.name }) {
-				victims = append(victims, e)
+			if supersedes(entries[clean], e) {
+				if pair == nil {
+					pair = map[string]bool{entries[clean].name: true}
+				}
+				pair[e.name] = true
+				if !slices.ContainsFunc(victims[:n], func(v entry) bool { return v.name == e.name }) {
+					victims = append(victims, e)
+				}
 			}
 		}
 		if len(victims) > n {
@@ -380,14 +518,14 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 	}
 	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
 	if len(victims) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, e := range entries {
 		if slices.Contains(keep, e.name) {
 			protectors = append(protectors, e)
 		}
 	}
-	return victims, protectors
+	return victims, protectors, pair
 }
 
 // supersedes reports whether clean, a clean checkpoint that loads, supersedes
@@ -411,11 +549,14 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 // below checkpoints stamped by a clock that ran far ahead would see its new
 // error checkpoint superseded by them.)
 //
-// Until the clean checkpoint loads (written by this store, whose save made
-// it durable before any prune, or verified), the error checkpoint stays:
+// Until the clean checkpoint loads, read whole, verified and decoded into T
+// by the pass that removes the error checkpoint (see spared), the error
+// checkpoint stays (one this store saved was durable before any prune):
 // the failure's evidence is never removed on the strength of a file that
-// may not be there after a power cut, or may be damaged. An error
-// checkpoint whose header does not read is left alone, like any such file.
+// may not be there after a power cut, may be damaged, or holds a state T
+// cannot decode. Both save times are read from the files themselves (see
+// judge). An error checkpoint whose header does not read is left alone,
+// like any such file.
 func supersedes(clean, e entry) bool {
 	return e.fn.kind == KindError && e.hErr == nil && clean.h.Time.After(e.h.Time)
 }
@@ -449,28 +590,42 @@ func errorBeforeClean(entries []entry) bool {
 // last make every clean one removable. A newer checkpoint that cannot be
 // checked here (larger than the read limit, compressed with parameters
 // this store does not decode) may be good: it is spared too, and the
-// search goes on past it. clean is the index in entries of the newest
-// clean checkpoint that loads, or -1: the one that supersedes the error
-// checkpoints before it.
-func (s *Store[T]) spared(ctx context.Context, entries []entry) (keep []string, clean int) {
+// search goes on past it.
+//
+// With superseding (an error checkpoint has a clean one saved after it: see
+// errorBeforeClean), clean is the index in entries of the newest clean
+// checkpoint, which supersedes the error checkpoints before it, or -1 if it
+// did not load here and now. A checkpoint this store wrote or verified
+// counts as loading for the safety net, but that is no proof its state
+// decodes into T (encoding/json writes some states it cannot read back,
+// an interface field's value among them), and Latest passes over one that
+// does not decode to the error checkpoint before it: so that one is loaded
+// whole, at most once a call. If the load fails, nothing is superseded,
+// and the search for the safety net goes on past it. Without superseding,
+// clean is -1.
+func (s *Store[T]) spared(ctx context.Context, entries []entry, superseding bool) (keep []string, clean int) {
 	found := false // the newest checkpoint that loads is kept
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		if found && e.fn.kind == KindError {
 			continue
 		}
-		loads, proven, unchecked := s.loadable(ctx, e)
+		now := superseding && e.fn.kind != KindError
+		loads, proven, unchecked := s.loadable(ctx, e, now)
 		if unchecked {
 			keep = append(keep, e.name)
 			continue
 		}
 		if !loads {
+			if now {
+				superseding = false // it supersedes nothing, nor does any older one
+			}
 			continue
 		}
 		keep = append(keep, e.name)
 		found = true
 		if e.fn.kind != KindError {
-			if !proven {
+			if !now || !proven {
 				return keep, -1 // it may be good: it supersedes nothing
 			}
 			return keep, i
@@ -480,19 +635,20 @@ func (s *Store[T]) spared(ctx context.Context, entries []entry) (keep []string, 
 }
 
 // loadable reports whether e counts as a checkpoint that loads for the
-// safety net, trusting files this store wrote or verified, whether it was
-// proven to (it was read whole and verified, now or before), and whether it
-// could not be checked here (it may load with a larger read limit or
-// decoder). Only a header that does not read or an ErrCorrupt load (proven
-// damage, a state that does not decode into T) disqualifies it; anything
-// else counts as loading (a permission error, a cancelled ctx, and
-// ErrNewerSchema or ErrMigration, where Latest stops): pruning must not
-// guess. Only a proven load supersedes an error checkpoint.
-func (s *Store[T]) loadable(ctx context.Context, e entry) (loads, proven, unchecked bool) {
+// safety net, trusting files this store wrote or verified unless now,
+// whether it was proven to (it was read whole and verified: now, if now,
+// or before), and whether it could not be checked here (it may load with a
+// larger read limit or decoder). Only a header that does not read or an
+// ErrCorrupt load (proven damage, a state that does not decode into T)
+// disqualifies it; anything else counts as loading (a permission error, a
+// cancelled ctx, and ErrNewerSchema or ErrMigration, where Latest stops):
+// pruning must not guess. Only a proven load supersedes an error
+// checkpoint.
+func (s *Store[T]) loadable(ctx context.Context, e entry, now bool) (loads, proven, unchecked bool) {
 	if e.hErr != nil {
 		return false, false, false
 	}
-	if e.verified {
+	if e.verified && !now {
 		return true, true, false
 	}
 	_, _, err := s.loadEntry(ctx, "prune", e, false)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -1012,4 +1014,187 @@ func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
 	list, err := openStore[int](t, dir, ReadOnly()).List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"5f"}, kindsOf(list), "its Close removed the superseded error checkpoint")
+}
+
+// redateInIndex rewrites the store's header index in dir, as any program
+// can (its checksum is no signature), so that the header it holds for the
+// file name says it was saved at when: the file itself is untouched, and
+// so is its Version, which is all that ties the index to it.
+func redateInIndex(t *testing.T, dir, name string, when time.Time) {
+	t.Helper()
+	path := filepath.Join(dir, indexName)
+	idx, err := os.ReadFile(path)
+	require.NoError(t, err)
+	end := bytes.LastIndexByte(idx[:len(idx)-1], '\n') + 1             // the end line
+	saveTime := regexp.MustCompile(`("kind":"[a-z]+","time":)"[^"]*"`) // the header's, not an error record's
+	out := []byte(indexMagic)
+	found := false
+	for _, l := range bytes.SplitAfter(idx[len(indexMagic):end], []byte{'\n'}) {
+		if bytes.HasPrefix(l, []byte(name+"\t")) {
+			l = saveTime.ReplaceAll(l, fmt.Appendf(nil, `${1}%q`, when.Format(time.RFC3339Nano)))
+			found = true
+		}
+		out = append(out, l...)
+	}
+	require.True(t, found, "the index holds %s", name)
+	n := bytes.Count(out[len(indexMagic):], []byte{'\n'})
+	out = fmt.Appendf(out, "end %d %08x\n", n, crc32.Checksum(out, indexCRC))
+	require.NoError(t, os.WriteFile(path, out, 0o644))
+}
+
+// indexedStore saves steps 1 to indexMinWrite+20 in a fresh directory,
+// then does more (may be nil), and closes the store: its Close writes the
+// header index that a later store's first scan reads.
+func indexedStore(t *testing.T, more func(s *Store[int]) Info) (dir string, last Info) {
+	t.Helper()
+	ctx := context.Background()
+	dir = t.TempDir()
+	w := openStore[int](t, dir)
+	for step := int64(1); step <= indexMinWrite+20; step++ {
+		var err error
+		last, err = w.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	if more != nil {
+		last = more(w)
+	}
+	require.NoError(t, w.Close())
+	_, err := os.Stat(filepath.Join(dir, indexName))
+	require.NoError(t, err, "the store wrote its index")
+	return dir, last
+}
+
+// Whether a clean checkpoint was saved after an error checkpoint is judged
+// on the save times in their files, never on those of the header index: an
+// index (hand-edited, or written by a buggy program) that dates the newest
+// checkpoint, an error one, before the clean checkpoint of its step does
+// not make a writer's Prune remove the failure that Latest is to redo.
+func TestSupersessionIsJudgedOnTheFilesSaveTimesNotTheIndexs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, errInfo := indexedStore(t, func(w *Store[int]) Info {
+		info, err := w.SaveError(ctx, indexMinWrite+20, -1, errors.New("step failed after its save"))
+		require.NoError(t, err)
+		return info
+	})
+	redateInIndex(t, dir, errInfo.Name(), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+
+	s := openStore[int](t, dir)
+	removed, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	_, err = os.Stat(errInfo.Path)
+	require.NoError(t, err, "the newest checkpoint, an error one, stays")
+	_, latest, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, KindError, latest.Kind, "Latest redoes the failed step")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.True(t, list[len(list)-1].Time.Equal(errInfo.Time), "the cache holds the file's save time, not the index's: %v", list[len(list)-1])
+}
+
+// The retention rules, like supersession, remove a checkpoint only on
+// headers read from the files: an index that dates the newest checkpoint
+// (a final one, saved after the step checkpoint of its step) before the
+// other does not make KeepLast(1) remove it as the older one.
+func TestRetentionKeepsTheNewestCheckpointWhateverTheIndexSaysOfItsSaveTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, final := indexedStore(t, func(w *Store[int]) Info {
+		info, err := w.SaveFinal(ctx, indexMinWrite+20, -1)
+		require.NoError(t, err)
+		return info
+	})
+	redateInIndex(t, dir, final.Name(), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+
+	s := openStore[int](t, dir, KeepLast(1), PruneKinds(KindFinal))
+	removed, err := s.Prune(ctx)
+	require.NoError(t, err)
+	require.Len(t, removed, indexMinWrite+20, "every step checkpoint")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{fmt.Sprintf("%df", indexMinWrite+20)}, kindsOf(list))
+	v, _, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, -1, v, "the final state, saved last")
+}
+
+// stringerName is a name that encodes as a JSON string: encoding/json saves it
+// inside an interface field, and cannot decode it back into one.
+type stringerName string
+
+func (l stringerName) String() string { return string(l) }
+
+// labelled is a state that encoding/json saves whatever its Label, and
+// cannot load once Label is set.
+type labelled struct {
+	Step  int          `json:"step"`
+	Label fmt.Stringer `json:"label,omitempty"`
+}
+
+// An error checkpoint is superseded by a clean checkpoint that loads, and
+// that is proven by loading it when the error checkpoint is to go, even if
+// this store saved it: a state that encoding/json writes and cannot read
+// back (an interface field) makes a checkpoint that Latest passes over, to
+// the error checkpoint before it. So the failure stays on record, and
+// Latest resumes at the failed step, with no rule, with a rule that would
+// remove both, and after Close's pass.
+func TestAnErrorCheckpointStaysWhileTheCleanOneSavedAfterItDoesNotDecode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"no rule", nil},
+		{"KeepLast(1) of every kind", []Option{KeepLast(1), PruneKinds(KindError, KindFinal)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openStore[labelled](t, t.TempDir(), tc.opts...)
+			_, err := s.Save(ctx, 4, labelled{Step: 4})
+			require.NoError(t, err)
+			errInfo, err := s.SaveError(ctx, 5, labelled{Step: 5}, errors.New("step 5 failed"))
+			require.NoError(t, err)
+			bad, err := s.Save(ctx, 5, labelled{Step: 5, Label: stringerName("redo")})
+			require.NoError(t, err, "encoding/json encodes it")
+			_, _, err = s.LoadInfo(ctx, bad)
+			require.ErrorIs(t, err, ErrCorrupt, "and cannot decode it")
+
+			removed, err := s.Prune(ctx)
+			require.NoError(t, err)
+			require.Empty(t, removed)
+			require.NoError(t, s.Close())
+			_, err = os.Stat(errInfo.Path)
+			require.NoError(t, err, "the error checkpoint stays")
+
+			s = openStore[labelled](t, filepath.Dir(errInfo.Path), ReadOnly())
+			v, latest, err := s.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, KindError, latest.Kind, "Latest redoes the failed step")
+			require.Equal(t, labelled{Step: 5}, v)
+		})
+	}
+}
+
+// Reading headers from the files (not the index) before a removal costs a
+// save after Open one header read per checkpoint it removes, never one per
+// checkpoint that protects: on object storage each is a request.
+func TestRetentionReadsOneHeaderPerRemovalAfterOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, _ := indexedStore(t, nil)
+	b := newCountingBackend(t, dir)
+	s, err := OpenBackend[int](b, NoSync(), KeepLast(20))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, err = s.Save(ctx, indexMinWrite+21, 0)
+	require.NoError(t, err)
+	calls := b.reset()
+	require.Equal(t, 1+indexMinWrite+1, calls["Open"], "the index, and each of the checkpoints removed: %v", calls)
+	for step := int64(indexMinWrite + 22); step < indexMinWrite+30; step++ {
+		_, err := s.Save(ctx, step, 0)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"Create": 1, "Open": 1, "Remove": 1}, b.reset())
+	}
 }
