@@ -712,7 +712,7 @@ func gzipMembers(t *testing.T, parts ...[]byte) []byte {
 // TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile measures
 // the bytes one Load allocates beyond the decoded state (the README's
 // promise, "Reading is bounded"). A file this package wrote (plain, gzip,
-// zstd) declares its size: about the limit and a few MiB. A file within
+// zstd) declares its size: about the limit and a few MiB (slack). A file within
 // the limit that declares no size or a wrong one (a gzip of two members,
 // as `cat a.gz b.gz` makes) is read in chunks that are then joined, and a
 // state of escaped characters (\u0041) or of one long number makes
@@ -720,7 +720,11 @@ func gzipMembers(t *testing.T, parts ...[]byte) []byte {
 // the limit and a few MiB, however the file is made. Not parallel: it
 // reads the process's allocation counter.
 func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T) {
-	const limit = 8 << 20
+	const limit = 4 << 20
+	slack := int64(3 << 20)
+	if raceEnabled {
+		slack += limit // sync.Pool drops values at random: a pooled buffer may be allocated again
+	}
 	type timed struct {
 		When time.Time `json:"when"` // not a plain type: read whole, never streamed
 		S    string    `json:"s"`
@@ -734,7 +738,7 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 		require.NoError(t, err)
 		a := loadAllocBeyondState(t, s, size)
 		t.Logf("own %s file: %.1f MiB beyond the state (limit %d MiB)", name, float64(a)/(1<<20), limit>>20)
-		require.Less(t, a, int64(limit+6<<20), "%s: bytes one load of a file this package wrote allocates beyond the state", name)
+		require.Less(t, a, limit+slack, "%s: bytes one load of a file this package wrote allocates beyond the state", name)
 		require.NoError(t, s.Close())
 	}
 
@@ -768,7 +772,7 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 		s := openStore[timed](t, dir, WithMaxReadSize(limit), NoSync())
 		a := loadAllocBeyondState(t, s, func(timed) int { return decoded })
 		t.Logf("%s: %.1f MiB beyond the state (limit %d MiB)", name, float64(a)/(1<<20), limit>>20)
-		require.Less(t, a, int64(2*limit+6<<20), "%s: bytes one load allocates beyond the state", name)
+		require.Less(t, a, 2*limit+slack, "%s: bytes one load allocates beyond the state", name)
 		require.NoError(t, s.Close())
 	}
 }
