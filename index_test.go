@@ -336,7 +336,7 @@ func TestFirstListOnObjectStorageGetsOnlyTheIndex(t *testing.T) {
 // hostileIndex returns a checksummed index of about size bytes made of
 // tiny lines that name no file of the store, whose end line claims count
 // lines (-1: as many as there are).
-func hostileIndex(size, count int) []byte {
+func hostileIndex(size int, count int64) []byte {
 	data := []byte(indexMagic)
 	lines := 0
 	for len(data) < size {
@@ -344,7 +344,7 @@ func hostileIndex(size, count int) []byte {
 		lines++
 	}
 	if count < 0 {
-		count = lines
+		count = int64(lines)
 	}
 	return fmt.Appendf(data, "end %d %08x\n", count, crc32.Checksum(data, indexCRC))
 }
