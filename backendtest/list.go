@@ -191,13 +191,20 @@ func (s *suite) testRenameNeverReplacesACreate(t *testing.T) {
 	for i := range renameRaces {
 		from, to := fmt.Sprintf("race-%03d.json", i), fmt.Sprintf("race-%03d.json.corrupt", i)
 		create(t, bs[0], from, moved)
+		// The goroutine started first alternates: a scheduler that runs
+		// them one after the other (one processor) still has each go
+		// first in half the races.
+		rename := i % 2
 		errs := parallel(2, func(k int) error {
-			if k == 0 {
+			if k == rename {
 				return bs[0].Rename(t.Context(), from, to)
 			}
 			_, err := bs[1].Create(t.Context(), to, writeBytes(created))
 			return err
 		})
+		if rename == 1 {
+			errs[0], errs[1] = errs[1], errs[0] // errs[0] is the Rename's
+		}
 		renamed, made := errs[0] == nil, errs[1] == nil
 		switch {
 		case renamed == made:

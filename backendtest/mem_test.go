@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -290,9 +291,18 @@ func (b *memBackend) Rename(ctx context.Context, from, to string) error {
 	}
 	if b.s.is("rename-checks-then-moves") {
 		// The destination was free when checked; the move replaces
-		// whatever is there by the time it happens.
+		// whatever is there by the time it happens. It waits a while for
+		// the racing Create to land there, so that the suite catches it
+		// on any scheduler (Wine's ran the two one after the other).
 		b.s.mu.Unlock()
-		time.Sleep(time.Millisecond)
+		for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); runtime.Gosched() {
+			b.s.mu.Lock()
+			_, taken := b.s.objs[b.prefix+to]
+			b.s.mu.Unlock()
+			if taken {
+				break
+			}
+		}
 		b.s.mu.Lock()
 	}
 	b.s.objs[b.prefix+to] = o
