@@ -133,18 +133,25 @@ func wideZstd(step int64, windowLog int) []byte {
 // of the bomb), where a buffer that doubles would allocate about four times
 // the limit. It is not parallel: it reads the process's allocation counter.
 func TestReadOfABombCostsAtMostTheLimit(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
 	const limit = 8 << 20
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), gzipBomb(t, 4, limit), 0o644))
-	s := openStore[string](t, dir, WithMaxReadSize(limit), NoSync())
+	require.Less(t, bombLoadAlloc(t, gzipBomb(t, 4, limit), limit), uint64(limit+6<<20), "bytes allocated by one load of a bomb")
+}
 
+// bombLoadAlloc puts bomb at step 1's gzip name in a new store of a string
+// state read with limit, loads it, requires the load to fail as too large,
+// and returns the bytes the load allocated. The caller is not parallel: it
+// reads the process's allocation counter.
+func bombLoadAlloc(t *testing.T, bomb []byte, limit int64) uint64 {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), bomb, 0o644))
+	s := openStore[string](t, dir, WithMaxReadSize(limit), NoSync())
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, _, err := s.Load(ctx, 1)
+	_, _, err := s.Load(context.Background(), 1)
 	runtime.ReadMemStats(&after)
 	require.ErrorIs(t, err, errTooLarge)
-	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+6<<20), "bytes allocated by one load of a bomb")
+	return after.TotalAlloc - before.TotalAlloc
 }
 
 // TestBombsReadOneAfterAnotherTookTwiceTheLimit reads two bombs in one
@@ -647,20 +654,10 @@ func stringBomb(t testing.TB, n int) []byte {
 // up once its buffer passes a small bound, and the buffered read costs the
 // limit. It is not parallel: it reads the process's allocation counter.
 func TestStreamedLoadOfAStringBombCostsAtMostTheLimit(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
 	const limit = 8 << 20
 	bomb := stringBomb(t, limit+2<<20)
 	require.Less(t, len(bomb), 64<<10)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), bomb, 0o644))
-	s := openStore[string](t, dir, WithMaxReadSize(limit), NoSync())
-
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, _, err := s.Load(ctx, 1)
-	runtime.ReadMemStats(&after)
-	require.ErrorIs(t, err, errTooLarge)
-	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(limit+6<<20), "bytes allocated by one load of a string bomb")
+	require.Less(t, bombLoadAlloc(t, bomb, limit), uint64(limit+6<<20), "bytes allocated by one load of a string bomb")
 }
 
 // A state of one long string loads whole, whichever way it is read.
