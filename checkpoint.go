@@ -45,12 +45,12 @@
 // checkpoint: Latest no longer resumes from it, and the store removes it
 // (see [Store.SaveError]), wherever a kill interrupts the loop.
 //
-// Retention rules ([KeepLast], [KeepEvery], [KeepWithin], [KeepOnePer]) keep
+// Retention rules ([KeepLast], [KeepMultiplesOf], [KeepWithin], [KeepOnePer]) keep
 // a store small without ever removing its newest good checkpoint (nor the
 // newest good one that is not an error checkpoint), and
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
-// recently active one ([ResumeSession]) and forking one at a step
+// recently active one ([ResumeLatestSession]) and forking one at a step
 // ([Sessions.Fork]). [WithSchema] versions the state type: a load migrates
 // a state saved by an earlier release in memory, and refuses one saved by a
 // newer release.
@@ -102,7 +102,14 @@ type Info struct {
 	Kind Kind `json:"kind"`
 	// Time is when the checkpoint was saved, as recorded in its envelope.
 	Time time.Time `json:"time"`
-	// Path is the file's path: the store's directory joined with its name.
+	// Location is where the checkpoint is: for a directory, the file's path
+	// (the store's directory joined with its name); on object storage, the
+	// object's URL (s3://bucket/prefix/name). Name gives the name alone.
+	Location string `json:"location"`
+	// Path holds what Location holds.
+	//
+	// Deprecated: use Location; Path is a URL, not a path, on object
+	// storage. It is still set, and written to JSON as "path".
 	Path string `json:"path"`
 	// Size is the file's size in bytes on disk (compressed, if it is).
 	Size int64 `json:"size"`
@@ -122,7 +129,7 @@ type Info struct {
 }
 
 // Name returns the checkpoint's file name within its store's directory.
-func (i Info) Name() string { return filepath.Base(i.Path) }
+func (i Info) Name() string { return filepath.Base(i.Location) }
 
 // ErrorRecord is stored in the envelope of an error checkpoint so that a
 // resumed run can show what went wrong.

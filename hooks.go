@@ -59,7 +59,7 @@ func (s *Store[T]) failed(err error) error {
 }
 
 func (s *Store[T]) saved(info Info) {
-	s.cfg.logger.Debug("checkpoint created", "step", info.Step, "kind", info.Kind, "path", info.Path, "size", info.Size)
+	s.cfg.logger.Debug("checkpoint created", "step", info.Step, "kind", info.Kind, "path", info.Location, "size", info.Size)
 	if s.cfg.hooks.OnSave != nil {
 		s.cfg.hooks.OnSave(info)
 	}
@@ -67,7 +67,7 @@ func (s *Store[T]) saved(info Info) {
 
 func (s *Store[T]) loaded(info Info) {
 	age := s.cfg.now().Sub(info.Time)
-	s.cfg.logger.Info("checkpoint restored", "step", info.Step, "kind", info.Kind, "path", info.Path, "age", age)
+	s.cfg.logger.Info("checkpoint restored", "step", info.Step, "kind", info.Kind, "path", info.Location, "age", age)
 	if s.cfg.hooks.OnLoad != nil {
 		s.cfg.hooks.OnLoad(info, age)
 	}
@@ -78,7 +78,7 @@ func (s *Store[T]) prunedReport(removed []Info) {
 		return
 	}
 	for _, info := range removed {
-		s.cfg.logger.Debug("checkpoint pruned", "step", info.Step, "kind", info.Kind, "path", info.Path)
+		s.cfg.logger.Debug("checkpoint pruned", "step", info.Step, "kind", info.Kind, "path", info.Location)
 	}
 	if s.cfg.hooks.OnPrune != nil {
 		s.cfg.hooks.OnPrune(removed)

@@ -14,7 +14,7 @@ import (
 
 // Load returns the state and Info of the checkpoint of step. If the step has
 // more than one checkpoint (say a step and an error checkpoint), Load returns
-// the one saved last; LoadInfo reaches the others. A step with no checkpoint
+// the one saved last; LoadExact reaches the others. A step with no checkpoint
 // is ErrNotFound; a checkpoint that fails verification is ErrCorrupt, and no
 // state is returned. A state saved at an older schema is migrated (see
 // WithSchema); one of a newer schema is ErrNewerSchema. No byte of a file
@@ -55,20 +55,20 @@ func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	return stepError("load", step, s.dir, ErrNotFound)
 }
 
-// LoadInfo loads exactly the checkpoint that info describes, as returned by
+// LoadExact loads exactly the checkpoint that info describes, as returned by
 // List, Save or Latest: use it to reach a checkpoint that Load does not
 // return because its step has a newer one (a step checkpoint beside a final
 // one, an earlier error attempt). If the file no longer holds that
 // checkpoint (it was deleted, or the rolling file has moved on), the result
 // is ErrNotFound. info's file must be a checkpoint name of the store's layout
 // (else ErrInvalid).
-func (s *Store[T]) LoadInfo(ctx context.Context, info Info) (T, Info, error) {
+func (s *Store[T]) LoadExact(ctx context.Context, info Info) (T, Info, error) {
 	return s.load(ctx, info.Step, func() (T, Info, error) {
 		var zero T
 		name := info.Name()
 		fn, ok := s.cfg.layout.parse(name)
 		if !ok {
-			return zero, Info{}, stepError("load", info.Step, info.Path, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name))
+			return zero, Info{}, stepError("load", info.Step, info.Location, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name))
 		}
 		e := entry{name: name, fn: fn, h: header{Step: info.Step, Time: info.Time}}
 		if info.Format == 0 {

@@ -79,7 +79,7 @@ func (c *config) validate() error {
 		return err
 	}
 	if c.every < 0 {
-		return fmt.Errorf("%w: Every(%d): the interval must be 0 (never) or positive", ErrInvalid, c.every)
+		return fmt.Errorf("%w: SaveEvery(%d): the interval must be 0 (never) or positive", ErrInvalid, c.every)
 	}
 	if err := c.retain.validate(); err != nil {
 		return err
@@ -262,10 +262,12 @@ func withFaults(fault func(point, name string) error) Option {
 	return optionFunc(func(c *config) { c.fault = fault })
 }
 
-// Every sets the interval of Tick: a step is due when it is a multiple of n,
-// so Every(5) saves steps 0, 5, 10, ... The default is 1 (every step);
-// Every(0) makes Tick save nothing (SaveFinal and SaveError still save).
-func Every(n int64) Option {
+// SaveEvery sets the interval of Tick (and Due): a step is due when it is a
+// multiple of n, so SaveEvery(5) saves steps 0, 5, 10, ... The default is 1
+// (every step); SaveEvery(0) makes Tick save nothing (SaveFinal and
+// SaveError still save). It decides what is written; the Keep rules decide
+// what is kept.
+func SaveEvery(n int64) Option {
 	return optionFunc(func(c *config) { c.every = n })
 }
 
@@ -283,7 +285,7 @@ func WithRolling() Option {
 // step and, within a step, by save time. KeepLast(0), the default, sets no
 // rule.
 //
-// Retention rules (KeepLast, KeepEvery, KeepWithin, KeepOnePer) combine: a
+// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer) combine: a
 // checkpoint survives if any rule keeps it, but for a superseded error
 // checkpoint, which goes whatever the rules. They apply to step checkpoints
 // only, unless PruneKinds says otherwise; final checkpoints and the rolling
@@ -301,10 +303,11 @@ func KeepLast(n int) Option {
 	return optionFunc(func(c *config) { c.retain.last = n })
 }
 
-// KeepEvery is a retention rule: it keeps, forever, every checkpoint whose
-// step is a multiple of k (step 0 included). KeepEvery(0) sets no rule.
-// See KeepLast for how rules combine.
-func KeepEvery(k int64) Option {
+// KeepMultiplesOf is a retention rule: it keeps, forever, every checkpoint
+// whose step is a multiple of k (step 0 included). k is a step, hence an
+// int64 like every step, where KeepLast counts checkpoints with an int.
+// KeepMultiplesOf(0) sets no rule. See KeepLast for how rules combine.
+func KeepMultiplesOf(k int64) Option {
 	return optionFunc(func(c *config) { c.retain.every = k })
 }
 
@@ -344,7 +347,7 @@ func PruneKinds(kinds ...Kind) Option {
 //
 // Every save records version in the envelope's header (Info.Schema); a
 // file without one, from a store without WithSchema, is schema 0. A load
-// (Load, LoadInfo, Latest, LatestClean) applies the migrations from the
+// (Load, LoadExact, Latest, LatestClean) applies the migrations from the
 // file's schema up to version, in order and in memory, then decodes the
 // result into T: files on disk are never rewritten. A state of a newer
 // schema than version is ErrNewerSchema; one older than the first

@@ -12,7 +12,7 @@ import (
 // survives if any rule keeps it; with no rule set nothing is removed.
 type retention struct {
 	last   int           // KeepLast: the newest n
-	every  int64         // KeepEvery: steps that are multiples of every
+	every  int64         // KeepMultiplesOf: steps that are multiples of every
 	within time.Duration // KeepWithin: saved less than within ago
 	per    time.Duration // KeepOnePer: the newest of each period
 	kinds  []Kind        // PruneKinds: kinds subject to the rules besides KindStep
@@ -28,7 +28,7 @@ func (r retention) validate() error {
 	case r.last < 0:
 		return fmt.Errorf("%w: KeepLast(%d): the count must be 0 (no rule) or positive", ErrInvalid, r.last)
 	case r.every < 0:
-		return fmt.Errorf("%w: KeepEvery(%d): the interval must be 0 (no rule) or positive", ErrInvalid, r.every)
+		return fmt.Errorf("%w: KeepMultiplesOf(%d): the interval must be 0 (no rule) or positive", ErrInvalid, r.every)
 	case r.within < 0:
 		return fmt.Errorf("%w: KeepWithin(%s): the duration must be 0 (no rule) or positive", ErrInvalid, r.within)
 	case r.per < 0:
@@ -50,7 +50,7 @@ func (r retention) prunable(k Kind) bool {
 // victims returns, from entries sorted by sortEntries, the ones no rule
 // keeps at time now, oldest first, and the protectors: the kept entries
 // whose presence makes those victims removable (KeepLast's newest n, and for
-// KeepOnePer the newest of each period a victim is in; KeepEvery and
+// KeepOnePer the newest of each period a victim is in; KeepMultiplesOf and
 // KeepWithin keep a checkpoint for what it is, whatever else exists). Only
 // checkpoints of a prunable kind whose header was read take part: a file
 // that cannot be read is never counted and never removed.
@@ -381,7 +381,7 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // that the true headers keep, nor take the safety net (see spared) from
 // the newest checkpoints: steps come from the names, so a KeepLast
 // protector of another step than every victim is of a later one whatever
-// its save time, and KeepEvery and KeepWithin judge a checkpoint by its own
+// its save time, and KeepMultiplesOf and KeepWithin judge a checkpoint by its own
 // header. (What such a protector's index line may still do is count a file
 // whose header is damaged toward KeepLast: the rule then keeps one older
 // checkpoint fewer, never the newest good one, which the safety net loads.)
@@ -537,7 +537,7 @@ func (s *Store[T]) judgeOnce(ctx context.Context, entries []entry, r retention) 
 // from it, never from the error checkpoint, so the failure needs no
 // redoing and the record no keeping. That holds however the loop got
 // there (a redone step saved by Tick to the rolling file only, with
-// Every(n); a resume from LatestClean that replayed past the step) and
+// SaveEvery(n); a resume from LatestClean that replayed past the step) and
 // wherever it was killed (before or after a ClearError it meant to call).
 // A clean checkpoint saved before the error one supersedes nothing: not one
 // of the same step (the step saved, then a failure after it), nor one of a

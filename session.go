@@ -130,9 +130,10 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts), link: root.Link}, nil
 }
 
-// Dir returns the root directory, as given to OpenSessions; for
-// OpenSessionsBackend, where its Backend is (Backend.Locate("")).
-func (r *Sessions) Dir() string { return r.dir }
+// Location returns where the root is: its directory, as given to
+// OpenSessions, or for OpenSessionsBackend where its Backend is
+// (Backend.Locate("")).
+func (r *Sessions) Location() string { return r.dir }
 
 // Close releases the root directory, or closes the Backend given to
 // OpenSessionsBackend. Stores opened from it stay open.
@@ -310,12 +311,12 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 	return s, err
 }
 
-// OpenSession opens the store of session id with the options of the root
+// OpenSessionStore opens the store of session id with the options of the root
 // followed by opts. A missing session is ErrNotFound; one whose session.json
 // is missing or damaged is ErrCorrupt (its checkpoints can still be reached
 // with Open on its directory). The store belongs to the caller, who closes
 // it; the writer lock is the session's own, as with Open.
-func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
+func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
 	if r.b != nil {
 		return openSessionBackend[T](r, id, opts)
 	}
@@ -341,12 +342,12 @@ func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], erro
 	return newStore[T](newDirBackend(path, sub, cfg), cfg)
 }
 
-// ResumeSession opens the store of the most recently active session of the
+// ResumeLatestSession opens the store of the most recently active session of the
 // root (the first that List returns), so that a host picks up where it left
 // off in one call: then Latest gives the state to resume from. A root with
 // no session is ErrNotFound; if that session is damaged, its error is
 // returned and the caller is free to start a new session.
-func ResumeSession[T any](ctx context.Context, r *Sessions, opts ...Option) (*Store[T], Session, error) {
+func ResumeLatestSession[T any](ctx context.Context, r *Sessions, opts ...Option) (*Store[T], Session, error) {
 	list, err := r.List(ctx)
 	if err != nil {
 		return nil, Session{}, err

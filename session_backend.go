@@ -99,7 +99,7 @@ type sessionTombstone struct {
 //     returns an error wrapping ErrConflict. A session removed meanwhile
 //     is not brought back: that is ErrNotFound.
 //
-// OpenSession and ResumeSession open the session's store with OpenBackend
+// OpenSessionStore and ResumeLatestSession open the session's store with OpenBackend
 // on its child store, whose writer lock is the session's own: different
 // workers run different sessions at once, and a second writer of one
 // session gets ErrLocked.

@@ -217,10 +217,11 @@ func lockedError(root *os.Root, name string, err error) error {
 	return fmt.Errorf("%w%s; to read the store beside its writer, open it with ReadOnly()", err, holder)
 }
 
-// Dir returns the store's directory, as given to Open; for a store opened
-// with OpenBackend, where its backend is (Backend.Locate("")), such as
-// s3://bucket/prefix/, which is no path to join file names to.
-func (s *Store[T]) Dir() string { return s.dir }
+// Location returns where the store is, for messages and tools: its
+// directory, as given to Open, or for a store opened with OpenBackend where
+// its backend is (Backend.Locate("")), such as s3://bucket/prefix/, which is
+// no path to join file names to.
+func (s *Store[T]) Location() string { return s.dir }
 
 // Close waits for operations in flight and, with Async, publishes every
 // queued save and stops the background goroutine; then it releases the
@@ -432,6 +433,7 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Step:        h.Step,
 		Kind:        h.Kind,
 		Time:        h.Time,
+		Location:    s.path(name),
 		Path:        s.path(name),
 		Size:        size,
 		Compression: fn.comp.String(),

@@ -155,7 +155,7 @@ func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
 // playSession saves steps 1 to last in the session id.
 func playSession(t *testing.T, r *checkpoint.Sessions, id string, last int64) {
 	t.Helper()
-	st, err := checkpoint.OpenSession[int](r, id)
+	st, err := checkpoint.OpenSessionStore[int](r, id)
 	req.NoError(t, err)
 	for step := int64(1); step <= last; step++ {
 		_, err := st.Save(context.Background(), step, int(step)*10)
@@ -168,7 +168,7 @@ func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.open(t)
 
-	_, _, err := checkpoint.ResumeSession[int](ctx, r)
+	_, _, err := checkpoint.ResumeLatestSession[int](ctx, r)
 	req.ErrorIs(t, err, checkpoint.ErrNotFound, "no session yet")
 
 	var ids []string
@@ -197,10 +197,10 @@ func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
 
 	// Another worker resumes it: the most recently active session.
 	other := w.open(t)
-	st, got, err := checkpoint.ResumeSession[int](ctx, other)
+	st, got, err := checkpoint.ResumeLatestSession[int](ctx, other)
 	req.NoError(t, err)
 	req.Equal(t, "001", got.ID)
-	req.Equal(t, got.Dir, st.Dir(), "Session.Dir is where its store is")
+	req.Equal(t, got.Dir, st.Location(), "Session.Dir is where its store is")
 	v, info, err := st.Latest(ctx)
 	req.NoError(t, err)
 	req.Equal(t, int64(3), info.Step)
@@ -212,7 +212,7 @@ func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
 	g, err := r.Get(ctx, "002")
 	req.NoError(t, err)
 	req.Equal(t, map[string]string{"players": "4"}, g.Meta)
-	st, got, err = checkpoint.ResumeSession[int](ctx, r)
+	st, got, err = checkpoint.ResumeLatestSession[int](ctx, r)
 	req.NoError(t, err)
 	req.Equal(t, "002", got.ID)
 	req.NoError(t, st.Close())
@@ -339,7 +339,7 @@ func testBackendForkCopiesHistoryUpToStep(t *testing.T, w workers) {
 	req.Equal(t, int64(3), f.LastStep)
 	req.Equal(t, "b", f.Meta["branch"])
 
-	st, err := checkpoint.OpenSession[int](r, f.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, f.ID)
 	req.NoError(t, err)
 	v, info, err := st.Latest(ctx)
 	req.NoError(t, err)
@@ -352,7 +352,7 @@ func testBackendForkCopiesHistoryUpToStep(t *testing.T, w workers) {
 	s, err := r.Get(ctx, src.ID)
 	req.NoError(t, err)
 	req.Equal(t, 5, s.Checkpoints, "the source is untouched")
-	srcStore, err := checkpoint.OpenSession[int](r, src.ID, checkpoint.ReadOnly())
+	srcStore, err := checkpoint.OpenSessionStore[int](r, src.ID, checkpoint.ReadOnly())
 	req.NoError(t, err)
 	v, _, err = srcStore.Load(ctx, 4)
 	req.NoError(t, err)
@@ -409,7 +409,7 @@ func testBackendCrashedForkLeftovers(t *testing.T, w workers) {
 	req.Contains(t, objectNames(t, left, false), "turn_001.json", "the crash left a copied checkpoint")
 
 	req.Equal(t, []string{src.ID}, listedIDs(t, r), "a half-made fork is never listed")
-	_, err = checkpoint.OpenSession[int](r, "002")
+	_, err = checkpoint.OpenSessionStore[int](r, "002")
 	req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, err = r.Create(ctx, "002", nil)
 	req.ErrorIs(t, err, checkpoint.ErrExists, "Create must not adopt the fork's checkpoints")
@@ -463,7 +463,7 @@ func testBackendForkAbandonedMidway(t *testing.T, w workers) {
 	req.NoError(t, err, "the fork goes on under the next ID")
 	req.NotEqual(t, "002", f.ID)
 	req.Equal(t, 3, f.Checkpoints)
-	st, err := checkpoint.OpenSession[int](r, f.ID, checkpoint.ReadOnly())
+	st, err := checkpoint.OpenSessionStore[int](r, f.ID, checkpoint.ReadOnly())
 	req.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
 		_, _, err := st.Load(ctx, step)
@@ -586,11 +586,11 @@ func testBackendSecondWriterIsLocked(t *testing.T, w workers) {
 		_, err := r1.Create(ctx, id, nil)
 		req.NoError(t, err)
 	}
-	st, err := checkpoint.OpenSession[int](r1, "a")
+	st, err := checkpoint.OpenSessionStore[int](r1, "a")
 	req.NoError(t, err)
-	_, err = checkpoint.OpenSession[int](r2, "a")
+	_, err = checkpoint.OpenSessionStore[int](r2, "a")
 	req.ErrorIs(t, err, checkpoint.ErrLocked, "two writers of one session")
-	other, err := checkpoint.OpenSession[int](r2, "b")
+	other, err := checkpoint.OpenSessionStore[int](r2, "b")
 	req.NoError(t, err, "different sessions run at once")
 	_, err = st.Save(ctx, 1, 1)
 	req.NoError(t, err)
@@ -598,7 +598,7 @@ func testBackendSecondWriterIsLocked(t *testing.T, w workers) {
 	req.NoError(t, err)
 	req.NoError(t, other.Close())
 	req.NoError(t, st.Close())
-	again, err := checkpoint.OpenSession[int](r2, "a")
+	again, err := checkpoint.OpenSessionStore[int](r2, "a")
 	req.NoError(t, err, "the session is free once its writer closed")
 	req.NoError(t, again.Close())
 }
@@ -608,7 +608,7 @@ func testBackendMissingDamagedInvalid(t *testing.T, w workers) {
 	r := w.open(t)
 	_, err := r.Get(ctx, "nope")
 	req.ErrorIs(t, err, checkpoint.ErrNotFound)
-	_, err = checkpoint.OpenSession[int](r, "nope")
+	_, err = checkpoint.OpenSessionStore[int](r, "nope")
 	req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	req.ErrorIs(t, r.SetMeta(ctx, "nope", nil), checkpoint.ErrNotFound)
 	for _, id := range []string{"", ".hidden", "a/b", "..", strings.Repeat("x", 65)} {
@@ -616,7 +616,7 @@ func testBackendMissingDamagedInvalid(t *testing.T, w workers) {
 		req.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 		_, err = r.Get(ctx, id)
 		req.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
-		_, err = checkpoint.OpenSession[int](r, id)
+		_, err = checkpoint.OpenSessionStore[int](r, id)
 		req.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 	}
 
@@ -641,7 +641,7 @@ func testBackendMissingDamagedInvalid(t *testing.T, w workers) {
 	}
 	_, err = r.Get(ctx, "bad")
 	req.ErrorIs(t, err, checkpoint.ErrCorrupt)
-	_, err = checkpoint.OpenSession[int](r, "bad")
+	_, err = checkpoint.OpenSessionStore[int](r, "bad")
 	req.ErrorIs(t, err, checkpoint.ErrCorrupt)
 }
 
@@ -660,7 +660,7 @@ func testBackendReadOnlyRoot(t *testing.T, w workers) {
 	_, err = ro.RemoveStaging(ctx)
 	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
 	req.Equal(t, []string{s.ID}, listedIDs(t, ro))
-	st, err := checkpoint.OpenSession[int](ro, s.ID)
+	st, err := checkpoint.OpenSessionStore[int](ro, s.ID)
 	req.NoError(t, err)
 	_, err = st.Save(ctx, 1, 1)
 	req.ErrorIs(t, err, checkpoint.ErrReadOnly)
@@ -686,7 +686,7 @@ func testBackendCloseClosesWhatItOpened(t *testing.T, w workers) {
 	req.NoError(t, err)
 	_, err = r.RemoveStaging(ctx)
 	req.NoError(t, err)
-	st, _, err := checkpoint.ResumeSession[int](ctx, r)
+	st, _, err := checkpoint.ResumeLatestSession[int](ctx, r)
 	req.NoError(t, err)
 	req.NoError(t, st.Close())
 	req.NoError(t, r.Close())

@@ -69,7 +69,7 @@ func LoadAll[T any](t testing.TB, dir string, opts ...checkpoint.Option) []Loade
 	}
 	var out []Loaded[T]
 	for _, info := range infos {
-		state, loaded, err := st.LoadInfo(ctx, info)
+		state, loaded, err := st.LoadExact(ctx, info)
 		if err != nil {
 			t.Errorf("checkpointtest: %v", err)
 			continue

@@ -81,7 +81,7 @@ func save[T any](t *testing.T, dir string, step int64, state T, opts ...checkpoi
 	info, err := st.Save(context.Background(), step, state)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
-	return info.Path
+	return info.Location
 }
 
 func TestLoadAllMigratesEveryFile(t *testing.T) {
@@ -118,7 +118,7 @@ func TestLoadAllReportsEachFileThatDoesNotLoad(t *testing.T) {
 	got, r := loadAll[petV2](t, dir, checkpoint.WithLayout("pet", 3), checkpoint.WithSchema(2, legsToFeet))
 	require.False(t, r.fatal)
 	require.Len(t, got, 1)
-	require.Equal(t, good, got[0].Info.Path)
+	require.Equal(t, good, got[0].Info.Location)
 	require.Len(t, r.errors, 3, "%q", r.errors)
 	require.Contains(t, r.errors[0], unbumped)
 	require.Contains(t, r.errors[0], `unknown field "legs"`)

@@ -211,7 +211,7 @@ func (b *bench) saves() ([]row, error) {
 				if err != nil {
 					return nil, err
 				}
-				data, err := os.ReadFile(info.Path)
+				data, err := os.ReadFile(info.Location)
 				if err != nil {
 					return nil, err
 				}

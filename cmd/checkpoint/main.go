@@ -73,7 +73,7 @@
 //
 // Two equal states print one line that says so.
 //
-// prune applies retention rules, as the library's KeepLast, KeepEvery,
+// prune applies retention rules, as the library's KeepLast, KeepMultiplesOf,
 // KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
 // removed. At least one --keep rule is required. Durations are Go durations
 // (90m, 36h) or whole days (7d). --dry-run prints what would be removed and

@@ -132,14 +132,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		events := game.PlayTurn(turn)
 		game.printTurn(stdout, events)
 
-		// Every(1), the default, makes every turn due: each Tick writes
+		// SaveEvery(1), the default, makes every turn due: each Tick writes
 		// turn_NNN.json, and no turn already saved is ever rewritten.
 		info, saved, err := t.store.Tick(ctx, turn, *game)
 		if err != nil {
 			return err
 		}
 		if saved {
-			fmt.Fprintf(stdout, "  saved %s (%d bytes)\n", info.Path, info.Size)
+			fmt.Fprintf(stdout, "  saved %s (%d bytes)\n", info.Location, info.Size)
 		}
 	}
 
@@ -182,7 +182,7 @@ func warnOnError(stdout io.Writer) checkpoint.Option {
 // An empty campaign starts session 001; a damaged session is left as it is
 // and a new one is started, so that one bad directory never stops play.
 func resumeLatest(ctx context.Context, campaign *checkpoint.Sessions, stdout io.Writer) (*table, error) {
-	store, s, err := checkpoint.ResumeSession[GameState](ctx, campaign)
+	store, s, err := checkpoint.ResumeLatestSession[GameState](ctx, campaign)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		return startSession(ctx, campaign, stdout)
@@ -224,7 +224,7 @@ func forkAt(ctx context.Context, campaign *checkpoint.Sessions, from string, tur
 			return nil, err
 		}
 		if len(list) == 0 {
-			return nil, fmt.Errorf("-restore %d: %s holds no session to restore", turn, campaign.Dir())
+			return nil, fmt.Errorf("-restore %d: %s holds no session to restore", turn, campaign.Location())
 		}
 		from = list[0].ID
 	}
@@ -251,7 +251,7 @@ func forkAt(ctx context.Context, campaign *checkpoint.Sessions, from string, tur
 
 // openTable opens session id at its latest turn.
 func openTable(ctx context.Context, campaign *checkpoint.Sessions, id string, stdout io.Writer) (*table, error) {
-	store, err := checkpoint.OpenSession[GameState](campaign, id)
+	store, err := checkpoint.OpenSessionStore[GameState](campaign, id)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +265,7 @@ func load(ctx context.Context, store *checkpoint.Store[GameState], id string, st
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		game = NewGame(id)
-		fmt.Fprintf(stdout, "starting a fresh game in session %s (%s)\n", id, store.Dir())
+		fmt.Fprintf(stdout, "starting a fresh game in session %s (%s)\n", id, store.Location())
 	case err != nil:
 		store.Close()
 		return nil, err
@@ -285,7 +285,7 @@ func printSessions(ctx context.Context, campaign *checkpoint.Sessions, stdout io
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "sessions in %s, most recent first:\n", campaign.Dir())
+	fmt.Fprintf(stdout, "sessions in %s, most recent first:\n", campaign.Location())
 	for i, s := range list {
 		if i == shownSessions {
 			fmt.Fprintf(stdout, "  … and %d older\n", len(list)-i)

@@ -68,7 +68,7 @@ func openCampaign(t *testing.T, dir string) *checkpoint.Sessions {
 
 func loadTurn(t *testing.T, dir, id string, turn int64) GameState {
 	t.Helper()
-	store, err := checkpoint.OpenSession[GameState](openCampaign(t, dir), id)
+	store, err := checkpoint.OpenSessionStore[GameState](openCampaign(t, dir), id)
 	require.NoError(t, err)
 	defer store.Close()
 	game, info, err := store.Load(context.Background(), turn)
@@ -362,7 +362,7 @@ func TestSecondPlayerOnSameSessionIsLocked(t *testing.T) {
 	campaign, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
 	require.NoError(t, err)
 	defer campaign.Close()
-	store, err := checkpoint.OpenSession[GameState](campaign, "001")
+	store, err := checkpoint.OpenSessionStore[GameState](campaign, "001")
 	require.NoError(t, err)
 	defer store.Close()
 

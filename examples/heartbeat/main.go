@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: level}))
 
 	opts := []checkpoint.Option{
-		checkpoint.Every(every),
+		checkpoint.SaveEvery(every),
 		checkpoint.Gzip(),
 		checkpoint.KeepLast(keep),
 		checkpoint.WithLayout("beat", 8),

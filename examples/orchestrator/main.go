@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 		return fmt.Errorf("-stop-after %d: want 0 (never) or a step", *stopAfter)
 	}
 
-	opts := []checkpoint.Option{checkpoint.WithLayout("step", 3), checkpoint.Every(*every)}
+	opts := []checkpoint.Option{checkpoint.WithLayout("step", 3), checkpoint.SaveEvery(*every)}
 	if *rolling {
 		opts = append(opts, checkpoint.WithRolling())
 	}
@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) (err error) {
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 		sprint = NewSprint(sprintID)
-		fmt.Fprintf(stdout, "%s: no checkpoint in %s, starting the sprint: %d stories\n", sprintID, store.Dir(), len(sprint.Stories))
+		fmt.Fprintf(stdout, "%s: no checkpoint in %s, starting the sprint: %d stories\n", sprintID, store.Location(), len(sprint.Stories))
 	case err != nil:
 		return err
 	case sprint.Done():
@@ -160,7 +160,7 @@ func writeResult(ctx context.Context, stdout io.Writer, store *checkpoint.Store[
 	}
 	fmt.Fprintf(stdout, "%s done: %d/%d stories, %d points, %d decisions, %d run(s); wrote %s\n",
 		res.Sprint, res.StoriesDone, res.StoriesTotal, res.Points, res.Decisions, res.Runs,
-		filepath.Join(store.Dir(), "result.json"))
+		filepath.Join(store.Location(), "result.json"))
 	return nil
 }
 

@@ -131,7 +131,7 @@ func TestLsJSON(t *testing.T) {
 	var infos []checkpoint.Info
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
-	require.Equal(t, checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Path: filepath.Join("testdata", "game", "turn_003.json.gz"),
+	require.Equal(t, checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Location: filepath.Join("testdata", "game", "turn_003.json.gz"),
 		Size: 290, Compression: "gzip", Format: 1}, infos[2])
 	require.Equal(t, "the dice rolled off the table", infos[3].Error.Message)
 	require.Equal(t, map[string]string{"dm": "ana", "note": "the bridge"}, infos[1].Meta)
@@ -191,7 +191,7 @@ func TestLsOfSessionsMadeByTheLibrary(t *testing.T) {
 	for range 2 {
 		s, err := root.New(ctx, map[string]string{"player": "ana"})
 		require.NoError(t, err)
-		st, err := checkpoint.OpenSession[int](root, s.ID)
+		st, err := checkpoint.OpenSessionStore[int](root, s.ID)
 		require.NoError(t, err)
 		_, err = st.Save(ctx, 1, 1)
 		require.NoError(t, err)
@@ -485,7 +485,7 @@ func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := checkpoint.Open[map[string]int](dir, checkpoint.Gzip(), checkpoint.WithRolling(), checkpoint.Every(2))
+	st, err := checkpoint.Open[map[string]int](dir, checkpoint.Gzip(), checkpoint.WithRolling(), checkpoint.SaveEvery(2))
 	require.NoError(t, err)
 	for step := int64(1); step <= 5; step++ {
 		_, _, err := st.Tick(ctx, step, map[string]int{"step": int(step)})
@@ -618,7 +618,7 @@ func TestShowOfAMissingStepNamesTheNearestKeptSteps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := checkpoint.Open[map[string]int](dir, checkpoint.NoSync(), checkpoint.KeepEvery(4), checkpoint.KeepLast(1))
+	st, err := checkpoint.Open[map[string]int](dir, checkpoint.NoSync(), checkpoint.KeepMultiplesOf(4), checkpoint.KeepLast(1))
 	require.NoError(t, err)
 	for step := int64(17); step <= 25; step++ {
 		_, err := st.Save(ctx, step, map[string]int{"step": int(step)})

@@ -45,7 +45,7 @@ var diffCommand = command{
 					return err
 				}
 				if states[i], err = decodeJSON(raw); err != nil {
-					return &checkpoint.Error{Op: "diff", Step: info.Step, HasStep: true, Path: info.Path, Err: err}
+					return &checkpoint.Error{Op: "diff", Step: info.Step, HasStep: true, Path: info.Location, Err: err}
 				}
 				infos[i] = info
 			}
@@ -54,11 +54,11 @@ var diffCommand = command{
 			if len(lines) == 0 {
 				// Silence would read as a failure to compare.
 				fmt.Fprintf(c.stdout, "equal: step %d (%s) %s and step %d (%s) %s hold the same state\n",
-					infos[0].Step, infos[0].Kind, printable(infos[0].Path), infos[1].Step, infos[1].Kind, printable(infos[1].Path))
+					infos[0].Step, infos[0].Kind, printable(infos[0].Location), infos[1].Step, infos[1].Kind, printable(infos[1].Location))
 				return nil
 			}
 			fmt.Fprintf(c.stdout, "--- step %d (%s) %s\n+++ step %d (%s) %s\n",
-				infos[0].Step, infos[0].Kind, printable(infos[0].Path), infos[1].Step, infos[1].Kind, printable(infos[1].Path))
+				infos[0].Step, infos[0].Kind, printable(infos[0].Location), infos[1].Step, infos[1].Kind, printable(infos[1].Location))
 			for _, l := range lines {
 				fmt.Fprintln(c.stdout, l)
 			}

@@ -136,7 +136,7 @@ func (g *gc) store(ctx context.Context, t target, dir string) error {
 
 func (g *gc) reportSuperseded(infos []checkpoint.Info) {
 	for _, info := range infos {
-		g.report(info.Path, whatSuperseded)
+		g.report(info.Location, whatSuperseded)
 	}
 }
 

@@ -62,7 +62,7 @@ func retentionRules(last int, every int64, within, onePer, kinds string) ([]chec
 		return nil, usagef("--keep-every %d: want a positive interval", every)
 	}
 	if every > 0 {
-		opts = append(opts, checkpoint.KeepEvery(every))
+		opts = append(opts, checkpoint.KeepMultiplesOf(every))
 	}
 	if within != "" {
 		d, err := parseDuration("--keep-within", within)

@@ -132,30 +132,30 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		name := filepath.Base(sel.file)
 		i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Name() == name })
 		if i < 0 {
-			return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: joinName(st.Dir(), name),
+			return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: joinName(st.Location(), name),
 				Err: fmt.Errorf("%w: no checkpoint file of that name (layout %s)", checkpoint.ErrNotFound, layout)}
 		}
 		if sel.hasStep && !sel.latest && infos[i].Step != sel.step {
 			return nil, checkpoint.Info{}, usagef("%s holds step %d, not %d", name, infos[i].Step, sel.step)
 		}
-		return st.LoadInfo(ctx, infos[i])
+		return st.LoadExact(ctx, infos[i])
 	}
 	infos = slices.DeleteFunc(infos, func(info checkpoint.Info) bool {
 		return info.Kind != sel.kind || !sel.latest && info.Step != sel.step
 	})
 	if len(infos) == 0 {
-		e := &checkpoint.Error{Op: "show", Path: st.Dir(), Err: fmt.Errorf("%w: no %s checkpoint", checkpoint.ErrNotFound, sel.kind)}
+		e := &checkpoint.Error{Op: "show", Path: st.Location(), Err: fmt.Errorf("%w: no %s checkpoint", checkpoint.ErrNotFound, sel.kind)}
 		if !sel.latest {
 			e.Step, e.HasStep = sel.step, true
 		}
 		return nil, checkpoint.Info{}, e
 	}
 	if !sel.latest {
-		return st.LoadInfo(ctx, infos[len(infos)-1])
+		return st.LoadExact(ctx, infos[len(infos)-1])
 	}
 	var errs []error
 	for i := len(infos) - 1; i >= 0; i-- {
-		state, info, err := st.LoadInfo(ctx, infos[i])
+		state, info, err := st.LoadExact(ctx, infos[i])
 		if err == nil {
 			return state, info, nil
 		}
@@ -168,7 +168,7 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		errs = append(errs, err)
 	}
 	c.skipped = nil // the error names them
-	return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: st.Dir(),
+	return nil, checkpoint.Info{}, &checkpoint.Error{Op: "show", Path: st.Location(),
 		Err: fmt.Errorf("none of the %s checkpoints loads: %w", sel.kind, errors.Join(errs...))}
 }
 
@@ -221,7 +221,7 @@ func checksumName(format int) string {
 // they are printed escaped (see printable).
 func printHeader(c *cli, info checkpoint.Info) {
 	line := func(key, value string) { fmt.Fprintf(c.stdout, "%-11s %s\n", key+":", value) }
-	line("file", printable(info.Path))
+	line("file", printable(info.Location))
 	line("format", strconv.Itoa(info.Format))
 	if info.Schema != 0 {
 		line("schema", strconv.Itoa(info.Schema))

@@ -107,11 +107,11 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 	}
 	defer st.Close()
 	for _, info := range infos {
-		_, _, err := st.LoadInfo(ctx, info)
+		_, _, err := st.LoadExact(ctx, info)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed or replaced by a writer since the listing
 		}
-		res := fileResult{Path: info.Path, Session: session, Step: &info.Step, Kind: string(info.Kind), Schema: info.Schema, OK: err == nil}
+		res := fileResult{Path: info.Location, Session: session, Step: &info.Step, Kind: string(info.Kind), Schema: info.Schema, OK: err == nil}
 		switch {
 		case errors.Is(err, checkpoint.ErrNewerSchema):
 			// Verified, but for a newer release of the program.
