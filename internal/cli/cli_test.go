@@ -131,8 +131,11 @@ func TestLsJSON(t *testing.T) {
 	var infos []checkpoint.Info
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
-	require.Equal(t, checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Location: filepath.Join("testdata", "game", "turn_003.json.gz"),
-		Size: 290, Compression: "gzip", Format: 1}, infos[2])
+	want := checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Location: filepath.Join("testdata", "game", "turn_003.json.gz"),
+		Size: 290, Compression: "gzip", Format: 1}
+	//lint:ignore SA1019 the JSON keeps "path" for the tools that read it
+	want.Path = want.Location
+	require.Equal(t, want, infos[2])
 	require.Equal(t, "the dice rolled off the table", infos[3].Error.Message)
 	require.Equal(t, map[string]string{"dm": "ana", "note": "the bridge"}, infos[1].Meta)
 
