@@ -74,9 +74,16 @@ type cutRun struct {
 	opts []checkpoint.Option
 	l    *ledger
 	st   *checkpoint.Store[cutState]
+	// openStore, if set, opens the store instead of OpenBackend on m.
+	openStore func() (*checkpoint.Store[cutState], error)
 }
 
 func (r *cutRun) open() error {
+	if r.openStore != nil {
+		st, err := r.openStore()
+		r.st = st
+		return err
+	}
 	b, err := r.m.Open()
 	if err != nil {
 		return err
@@ -207,6 +214,7 @@ func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *
 	if n == 0 {
 		t.Fatal("the scenario makes no mutating call")
 	}
+	t.Logf("%d mutating calls: %d power cuts, %d crash images each", n, n+1, len(cloneConfigs(0)))
 	var violations []string
 	for cut := 1; cut <= n+1; cut++ {
 		m := newMem()
