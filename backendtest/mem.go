@@ -53,15 +53,17 @@ type memObject struct {
 
 // memChange is one change that was not made durable: of the object
 // under key (to its obj, or a removal when gone), made by the mutating call
-// numbered op. Changes of one op that share its group survive a power cut
-// together or not at all (a Rename); the removals of one Remove each on
-// their own, since a directory may persist any of them before its sync.
+// numbered op. Each change of an op survives a power cut on its own (the
+// removals of one Remove: a directory may persist any of them before its
+// sync), unless it is one of an ordered op (a Rename, which puts the
+// object at its new name and then removes the old): such a change
+// survives only if the one before it did.
 type memChange struct {
-	op    int
-	group int
-	key   string
-	obj   memObject
-	gone  bool
+	op      int
+	ordered bool
+	key     string
+	obj     memObject
+	gone    bool
 }
 
 // memConn is one handle, shared by the backends Sub returns from it.
@@ -181,24 +183,18 @@ func (m *Mem) CrashClone(cfg CrashCloneConfig) *Mem {
 			return cfg.Rand.IntN(100) < p
 		}
 	}
-	for i := 0; i < len(m.pending); {
-		j := i + 1
-		for j < len(m.pending) && m.pending[j].op == m.pending[i].op && m.pending[j].group == m.pending[i].group {
-			j++
+	kept := false // whether the change before this one survived
+	for i, ch := range m.pending {
+		follows := ch.ordered && i > 0 && m.pending[i-1].op == ch.op
+		kept = (!follows || kept) && keep()
+		if !kept || ch.op <= m.synced[ch.key] {
+			continue // lost, or a later change of the key was made durable
 		}
-		if keep() {
-			for _, ch := range m.pending[i:j] {
-				if ch.op <= m.synced[ch.key] {
-					continue // a later change of the key was made durable
-				}
-				if ch.gone {
-					delete(c.live, ch.key)
-				} else {
-					c.live[ch.key] = ch.obj
-				}
-			}
+		if ch.gone {
+			delete(c.live, ch.key)
+		} else {
+			c.live[ch.key] = ch.obj
 		}
-		i = j
 	}
 	for k, o := range c.live {
 		c.durable[k] = o
@@ -210,9 +206,9 @@ func (m *Mem) CrashClone(cfg CrashCloneConfig) *Mem {
 // them durable unless the Mem does not sync, the call is the lost one, or
 // the power is cut during it. It returns ErrPowerCut if the power was cut
 // before or during the call, in which case it made changes only in the
-// latter. m.mu is held. Each change is applied on its own group unless
-// atomic.
-func (m *Mem) change(op string, atomic bool, changes ...memChange) error {
+// latter. Of an ordered call, a change survives a crash only if the one
+// before it does (see memChange). m.mu is held.
+func (m *Mem) change(op string, ordered bool, changes ...memChange) error {
 	if m.cut {
 		return ErrPowerCut
 	}
@@ -220,11 +216,9 @@ func (m *Mem) change(op string, atomic bool, changes ...memChange) error {
 	n := m.ops
 	cutNow := n == m.cutAt
 	durable := !m.noSync && m.lose != op && !cutNow
-	for i, ch := range changes {
+	for _, ch := range changes {
 		ch.op = n
-		if !atomic {
-			ch.group = i
-		}
+		ch.ordered = ordered
 		if ch.gone {
 			delete(m.live, ch.key)
 		} else {
@@ -252,7 +246,7 @@ func (m *Mem) change(op string, atomic bool, changes ...memChange) error {
 // Ops does not depend on what a call finds; the power can be cut at it
 // too. m.mu is held.
 func (m *Mem) count() error {
-	return m.change("", true)
+	return m.change("", false)
 }
 
 func (m *Mem) off() error {
@@ -326,7 +320,7 @@ func (b *memBackend) Create(ctx context.Context, name string, write func(io.Writ
 		return checkpoint.Object{}, b.fail("create", name, checkpoint.ErrExists)
 	}
 	o := m.newObject(data)
-	if err := m.change("create", true, memChange{key: key, obj: o}); err != nil {
+	if err := m.change("create", false, memChange{key: key, obj: o}); err != nil {
 		return checkpoint.Object{}, b.fail("create", name, err)
 	}
 	return o.describe(name), nil
@@ -349,7 +343,7 @@ func (b *memBackend) Replace(ctx context.Context, name, ifVersion string, write 
 		return checkpoint.Object{}, b.fail("replace", name, checkpoint.ErrConflict)
 	}
 	o := m.newObject(data)
-	if err := m.change("replace", true, memChange{key: key, obj: o}); err != nil {
+	if err := m.change("replace", false, memChange{key: key, obj: o}); err != nil {
 		return checkpoint.Object{}, b.fail("replace", name, err)
 	}
 	return o.describe(name), nil
@@ -516,7 +510,7 @@ func (b *memBackend) Sub(ctx context.Context, name string, create bool) (checkpo
 			if err := m.count(); err != nil {
 				return nil, b.fail("sub", name, err)
 			}
-		} else if err := m.change("sub", true, memChange{key: prefix, obj: memObject{}}); err != nil {
+		} else if err := m.change("sub", false, memChange{key: prefix, obj: memObject{}}); err != nil {
 			return nil, b.fail("sub", name, err)
 		}
 	}
