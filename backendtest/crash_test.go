@@ -25,7 +25,7 @@ import (
 // a torn one) is seen.
 type cutState struct {
 	Step int64  `json:"step"`
-	Tag  string `json:"tag"` // "clean" or "error"
+	Tag  string `json:"tag"` // "clean", "final" or "error"
 	Gen  int    `json:"gen"` // which saving of the step: a step saved again after Truncate is generation 2
 }
 
@@ -43,9 +43,9 @@ func (s saved) String() string { return fmt.Sprintf("%s step %d gen %d", s.tag, 
 
 // event is one call of a scenario that the checks know of.
 type event struct {
-	what  string // "save", "truncate", "side"
+	what  string // "save", "truncate", "delete", "side"
 	save  saved
-	k     int64  // truncate's step
+	k     int64  // truncate's or delete's step
 	name  string // side file
 	value string // side file's value
 	acked bool   // the call returned nil
@@ -64,7 +64,7 @@ func (l *ledger) begin(e event) *event {
 
 // rules says what else than a truncation may remove an acknowledged save.
 type rules struct {
-	keepLast int // KeepLast: only the newest keepLast acknowledged saves must stay
+	keepLast int // KeepLast: only the newest keepLast acknowledged saves must stay (and every final one)
 }
 
 // cutRun is one run of a scenario: a store on m, and its ledger.
@@ -76,6 +76,26 @@ type cutRun struct {
 	st   *checkpoint.Store[cutState]
 	// openStore, if set, opens the store instead of OpenBackend on m.
 	openStore func() (*checkpoint.Store[cutState], error)
+	// async: a save that returns nil is acknowledged only by the next
+	// Flush or Close that returns nil.
+	async bool
+}
+
+// acked records that every save so far returned nil and was published.
+func (r *cutRun) ackSaves() {
+	for _, e := range r.l.events {
+		if e.what == "save" {
+			e.acked = true
+		}
+	}
+}
+
+func (r *cutRun) flush() error {
+	err := r.st.Flush(r.ctx)
+	if err == nil {
+		r.ackSaves()
+	}
+	return err
 }
 
 func (r *cutRun) open() error {
@@ -99,13 +119,31 @@ func (r *cutRun) close() error {
 	}
 	st := r.st
 	r.st = nil
-	return st.Close()
+	err := st.Close()
+	if err == nil && r.async {
+		r.ackSaves() // Close publishes the queued saves, and returns their failures
+	}
+	return err
 }
 
 func (r *cutRun) save(step int64, gen int) error {
 	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: gen}})
 	info, err := r.st.Save(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: gen})
-	e.acked, e.save.kind = err == nil, info.Kind
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	return err
+}
+
+func (r *cutRun) saveFinal(step int64) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "final", gen: 1}})
+	info, err := r.st.SaveFinal(r.ctx, step, cutState{Step: step, Tag: "final", Gen: 1})
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	return err
+}
+
+func (r *cutRun) delete(step int64) error {
+	e := r.l.begin(event{what: "delete", k: step})
+	err := r.st.Delete(r.ctx, step)
+	e.acked = err == nil
 	return err
 }
 
@@ -175,6 +213,15 @@ var storeScenarios = []storeScenario{
 	{name: "ErrorCheckpoints", run: func(r *cutRun) error {
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) }, r.close,
 			r.open, func() error { return r.save(2, 1) }, func() error { return r.saveError(3) }, func() error { return r.save(3, 1) }, r.close)
+	}},
+	{name: "FinalAndDelete", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveFinal(1) }, func() error { return r.save(2, 1) },
+			func() error { return r.save(3, 1) }, func() error { return r.delete(3) }, func() error { return r.save(4, 1) }, r.close)
+	}},
+	{name: "AsyncSaves", opts: []checkpoint.Option{checkpoint.Async(2), checkpoint.KeepLast(2)}, rules: rules{keepLast: 2}, run: func(r *cutRun) error {
+		r.async = true
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) },
+			r.flush, func() error { return r.save(4, 1) }, func() error { return r.save(5, 1) }, r.close)
 	}},
 	{name: "ErrorCheckpointsWithRetention", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) },
@@ -323,17 +370,18 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 		}
 	}
 
-	// Latest is the newest save that returned nil, or one made after it.
+	// Latest is the newest checkpoint that nothing may have removed, or a
+	// newer one.
 	state, got, err := st.Latest(ctx)
 	switch {
 	case e.latest == nil && errors.Is(err, checkpoint.ErrNotFound):
 	case err != nil:
-		bad("Latest: %v (the newest save that returned nil: %v)", err, e.latest)
+		bad("Latest: %v (want %v or newer)", err, e.latest)
 	default:
 		if msg := e.judge(state, got); msg != "" {
 			bad("Latest: %s", msg)
-		} else if !slices.ContainsFunc(e.latestMay, func(s saved) bool { return s.is(state) }) {
-			bad("Latest returns %+v (%s); want %v, or one saved after it (%v)", state, got.Kind, e.latest, e.latestMay)
+		} else if i := slices.IndexFunc(e.made, func(s saved) bool { return s.is(state) }); e.latest != nil && e.made[i] != *e.latest && !e.newer(e.made[i], *e.latest) {
+			bad("Latest returns %+v (%s), older than %v, which nothing removed", state, got.Kind, e.latest)
 		}
 	}
 
@@ -377,45 +425,47 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 // expected is what a ledger allows a store to hold after a crash.
 type expected struct {
 	made       []saved // every save that returned nil or was interrupted, in order
-	gone       []saved // saves that a truncation which returned nil removed
-	mustLoad   []saved // acknowledged saves that must still load
-	latest     *saved  // the newest acknowledged save nothing may have removed
-	latestMay  []saved // what Latest may return: latest, or a save after it
+	gone       []saved // saves that a Truncate or Delete which returned nil removed
+	mustLoad   []saved // acknowledged saves that nothing may have removed
+	latest     *saved  // what Latest must return, or a newer save
 	truncating *event  // a Truncate the cut interrupted
-	truncated  []saved // the numbered saves it may have removed, by step
+	truncated  []saved // the acknowledged saves it may have removed, by step
 	side       map[string][]string
 }
 
+// expectations follows the ledger's calls and what each may have removed.
+// Two lists follow what retention keeps: of every save made (those not
+// acknowledged may have been published, and their retention pass run),
+// whose acknowledged entries must load; and of acknowledged saves only,
+// whose newest Latest must return, or a newer one.
 func expectations(l *ledger, ru rules) expected {
 	e := expected{side: map[string][]string{}}
-	var acked []saved // in order; a truncation drops what it may remove
+	var all, acked []saved
 	for _, ev := range l.events {
 		switch ev.what {
 		case "save":
 			e.made = append(e.made, ev.save)
-			if !ev.acked {
-				e.latestMay = append(e.latestMay, ev.save)
-				break
+			all = ru.keep(all, ev.save)
+			if ev.acked {
+				acked = ru.keep(acked, ev.save)
 			}
-			acked = append(acked, ev.save)
-		case "truncate":
-			var keep []saved
-			for _, s := range acked {
-				if s.step <= ev.k {
-					keep = append(keep, s)
-					continue
-				}
-				if ev.acked {
+		case "truncate", "delete":
+			removes := func(s saved) bool { return s.step > ev.k }
+			if ev.what == "delete" {
+				removes = func(s saved) bool { return s.step == ev.k }
+			}
+			for _, s := range e.made {
+				if removes(s) && ev.acked && !slices.Contains(e.gone, s) {
 					e.gone = append(e.gone, s)
-				} else {
-					e.truncated = append(e.truncated, s)
-					e.latestMay = append(e.latestMay, s)
 				}
 			}
-			acked = keep
-			if !ev.acked {
+			if !ev.acked && ev.what == "truncate" {
 				e.truncating = ev
+				e.truncated = slices.DeleteFunc(slices.Clone(acked), func(s saved) bool { return !removes(s) })
+				slices.SortFunc(e.truncated, func(a, b saved) int { return int(a.step - b.step) })
 			}
+			all = slices.DeleteFunc(all, removes)
+			acked = slices.DeleteFunc(acked, removes)
 		case "side":
 			may := e.side[ev.name]
 			if may == nil {
@@ -429,41 +479,64 @@ func expectations(l *ledger, ru rules) expected {
 			e.side[ev.name] = may
 		}
 	}
-	if len(acked) > 0 {
-		e.latest = &acked[len(acked)-1]
-		e.latestMay = append(e.latestMay, *e.latest)
-	}
-	slices.SortFunc(e.truncated, func(a, b saved) int { return int(a.step - b.step) })
-	// Of the rest, a rolling save is replaced by the next; an error
-	// checkpoint is removed once a clean one of its step or a later one
-	// is saved; and retention keeps the newest keepLast.
-	var must []saved
-	for i, s := range acked {
-		superseded := slices.ContainsFunc(acked[i+1:], func(c saved) bool { return c.tag == "clean" && c.step >= s.step })
-		if s.kind == checkpoint.KindRolling || s.tag == "error" && superseded {
-			continue
+	for _, s := range all {
+		if slices.Contains(acked, s) {
+			e.mustLoad = append(e.mustLoad, s)
 		}
-		must = append(must, s)
 	}
-	if ru.keepLast > 0 && len(must) > ru.keepLast {
-		must = must[len(must)-ru.keepLast:]
+	for i := range acked {
+		if e.latest == nil || e.newer(acked[i], *e.latest) {
+			e.latest = &acked[i]
+		}
 	}
-	e.mustLoad = must
 	return e
+}
+
+// keep adds s to the saves list holds that retention keeps, and drops
+// what s lets it remove: the rolling file it replaces, the error
+// checkpoints a clean save supersedes, and, with KeepLast, the step
+// checkpoints beyond the newest ru.keepLast (a save whose kind is not
+// known, because it did not return, counts as rolling and as a step).
+func (ru rules) keep(list []saved, s saved) []saved {
+	rolling := s.kind == checkpoint.KindRolling || s.kind == ""
+	list = slices.DeleteFunc(slices.Clone(list), func(o saved) bool {
+		return rolling && o.kind == checkpoint.KindRolling || s.tag != "error" && o.tag == "error" && o.step <= s.step
+	})
+	list = append(list, s)
+	if ru.keepLast == 0 {
+		return list
+	}
+	for n, i := 0, len(list)-1; i >= 0; i-- {
+		if o := list[i]; o.kind == checkpoint.KindStep || o.kind == "" {
+			if n++; n > ru.keepLast {
+				list = slices.Delete(list, i, i+1)
+			}
+		}
+	}
+	return list
+}
+
+// newer reports whether Latest prefers a to b: a higher step, or the same
+// step saved later.
+func (e expected) newer(a, b saved) bool {
+	if a.step != b.step {
+		return a.step > b.step
+	}
+	return slices.Index(e.made, a) > slices.Index(e.made, b)
 }
 
 // judge checks a loaded state against the Info it came with and against
 // the saves made: it must be one of them, and not one a truncation that
 // returned removed.
 func (e expected) judge(st cutState, info checkpoint.Info) string {
-	if st.Step != info.Step || (st.Tag == "error") != (info.Kind == checkpoint.KindError) {
+	if st.Step != info.Step || (st.Tag == "error") != (info.Kind == checkpoint.KindError) || (st.Tag == "final") != (info.Kind == checkpoint.KindFinal) {
 		return fmt.Sprintf("the state %+v came with the Info of %s step %d", st, info.Kind, info.Step)
 	}
 	if !slices.ContainsFunc(e.made, func(s saved) bool { return s.is(st) }) {
 		return fmt.Sprintf("the state %+v is no save's", st)
 	}
 	if slices.ContainsFunc(e.gone, func(s saved) bool { return s.is(st) }) {
-		return fmt.Sprintf("the state %+v was removed by a Truncate that returned nil", st)
+		return fmt.Sprintf("the state %+v was removed by a Truncate or Delete that returned nil", st)
 	}
 	return ""
 }
