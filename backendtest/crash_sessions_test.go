@@ -12,8 +12,10 @@ import (
 	"github.com/gocheckpoint/checkpoint/backendtest"
 )
 
-// sessionsLedger records the calls of the sessions scenario.
+// sessionsLedger records the calls of the sessions scenarios.
 type sessionsLedger struct {
+	crashedFork          string // the ID a fork interrupted before the scenario left
+	cleaned              bool   // RemoveStaging returned nil
 	created, createAcked bool
 	a                    *ledger  // the saves in session "a"
 	forks                []string // the IDs of the forks that returned nil
@@ -127,6 +129,12 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 			bad("Fork returned session %q, which is not listed", id)
 		}
 	}
+	if l.crashedFork != "" && l.cleaned {
+		objs, err := subOf(clone, l.crashedFork).List(ctx)
+		if err != nil || len(objs) != 1 || objs[0].Name != "session.json" {
+			bad("RemoveStaging returned nil, and the crashed fork %q holds %v (%v); want its tombstone only", l.crashedFork, objs, err)
+		}
+	}
 	for id, s := range ids {
 		if id == "a" {
 			continue
@@ -214,5 +222,74 @@ func TestPowerCutCatchesAMissingSyncInSessions(t *testing.T) {
 			}
 			t.Logf("%d violations, the first: %s", len(violations), violations[0])
 		})
+	}
+}
+
+// crashedFork returns a Mem holding session "a" (steps 1 and 2) and what a
+// power cut left of a fork of it that had copied its checkpoint and not
+// yet created its session.json, and the ID of that fork.
+func crashedFork(t *testing.T) (*backendtest.Mem, string) {
+	t.Helper()
+	m := backendtest.NewMem()
+	// Create: claim, session.json; two saves; Fork: claim, the copy of
+	// step 1, then session.json, at which the power is cut.
+	m.CutPowerAt(7)
+	if _, err := runSessions(m); !errors.Is(err, backendtest.ErrPowerCut) {
+		t.Fatalf("the run to leave a crashed fork: %v; want ErrPowerCut", err)
+	}
+	clone := m.CrashClone(backendtest.CrashCloneConfig{})
+	root, _ := clone.Open()
+	children, _ := root.Children(context.Background())
+	slices.Sort(children)
+	if len(children) != 2 || children[0] == "a" == (children[1] == "a") {
+		t.Fatalf("the crash left child stores %q; want a and the fork's", children)
+	}
+	id := children[0]
+	if id == "a" {
+		id = children[1]
+	}
+	objs, _ := subOf(clone, id).List(context.Background())
+	if len(objs) != 2 {
+		t.Fatalf("the crashed fork %q holds %v; want its claim and the copy of step 1", id, objs)
+	}
+	return clone, id
+}
+
+// Whatever call a power cut interrupts in cleaning up a crashed fork and
+// forking again, the crashed fork never appears, what it left is cleaned
+// once RemoveStaging returns nil, and every session listed is whole.
+func TestPowerCutKeepsSessionPromisesInCleanup(t *testing.T) {
+	t.Parallel()
+	base, id := crashedFork(t)
+	run := func(m *backendtest.Mem) (*sessionsLedger, error) {
+		ctx := context.Background()
+		a := &ledger{}
+		for step := int64(1); step <= 2; step++ {
+			a.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
+		}
+		l := &sessionsLedger{crashedFork: id, created: true, createAcked: true, a: a, metas: []string{"0"}, metaAcked: 1}
+		root, err := m.Open()
+		if err != nil {
+			return l, err
+		}
+		r, err := checkpoint.OpenSessionsBackend(root)
+		if err != nil {
+			return l, err
+		}
+		defer r.Close()
+		return l, steps(
+			func() error { _, err := r.RemoveStaging(ctx); l.cleaned = err == nil; return err },
+			func() error {
+				s, err := r.Fork(ctx, "a", 1, map[string]string{"v": "fork"})
+				if err == nil {
+					l.forks = append(l.forks, s.ID)
+				}
+				return err
+			},
+		)
+	}
+	clone := func() *backendtest.Mem { return base.CrashClone(backendtest.CrashCloneConfig{}) }
+	for _, v := range powerCuts(t, clone, run, checkSessions) {
+		t.Error(v)
 	}
 }

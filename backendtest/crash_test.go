@@ -147,9 +147,9 @@ func (r *cutRun) delete(step int64) error {
 	return err
 }
 
-func (r *cutRun) tick(step int64) error {
-	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1}})
-	info, _, err := r.st.Tick(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: 1})
+func (r *cutRun) tick(step int64, gen int) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: gen}})
+	info, _, err := r.st.Tick(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: gen})
 	e.acked, e.save.kind = err == nil, info.Kind
 	return err
 }
@@ -194,9 +194,17 @@ var storeScenarios = []storeScenario{
 	{name: "RollingWrites", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.Every(3), checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
 		fs := []func() error{r.open}
 		for step := int64(1); step <= 7; step++ {
-			fs = append(fs, func() error { return r.tick(step) })
+			fs = append(fs, func() error { return r.tick(step, 1) })
 		}
 		return steps(append(fs, r.close)...)
+	}},
+	{name: "RollingTruncation", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.Every(3)}, run: func(r *cutRun) error {
+		fs := []func() error{r.open}
+		for step := int64(1); step <= 5; step++ {
+			fs = append(fs, func() error { return r.tick(step, 1) })
+		}
+		fs = append(fs, func() error { return r.truncate(3) }, func() error { return r.tick(4, 2) }, func() error { return r.tick(5, 2) }, r.close)
+		return steps(fs...)
 	}},
 	{name: "SideFiles", run: func(r *cutRun) error {
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.writeJSON("result.json", "one") },
