@@ -66,8 +66,9 @@ type memChange struct {
 	gone    bool
 }
 
-// memConn is one handle, shared by the backends Sub returns from it.
-type memConn struct{}
+// memConn is one handle, shared by the backends Sub returns from it. It
+// is not of size zero, so that each has an address of its own.
+type memConn struct{ _ byte }
 
 // A MemOption changes how a Mem behaves.
 type MemOption interface {
