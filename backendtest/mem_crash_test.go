@@ -229,3 +229,27 @@ func TestMemOpsCountsMutatingCalls(t *testing.T) {
 		t.Fatalf("Ops = %d; want 6", got)
 	}
 }
+
+// A handle's Close releases the locks it holds, as closing a directory's
+// lock file does, and no other handle's.
+func TestMemCloseReleasesItsOwnLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem()
+	a, b, c := memHandle(t, m), memHandle(t, m), memHandle(t, m)
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx); !errors.Is(err, checkpoint.ErrLocked) {
+		t.Fatalf("Lock after another handle's Close: %v; want ErrLocked", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx); err != nil {
+		t.Fatalf("Lock after the holder's Close: %v", err)
+	}
+}
