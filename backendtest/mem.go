@@ -20,11 +20,13 @@ import (
 // a CrashClone of the Mem is used after it.
 var ErrPowerCut = errors.New("backendtest: power cut")
 
-// Mem is a storage in memory, with a crash model: the backends its Open
-// returns keep the contract of checkpoint.Backend (they pass Run), and
-// CrashClone returns what a power cut leaves of it, that is what was made
+// Mem is storage in memory with a crash model, in the style of pebble's
+// vfs.MemFS: the backends its Open returns keep the contract of
+// checkpoint.Backend (they pass Run and RunSessions), and CrashClone
+// returns what a power cut would leave of it, which is what was made
 // durable under the contract (see the package doc for how the contract is
-// read), in the style of pebble's vfs.MemFS and its CrashClone.
+// read). Its backends take the names of [A-Za-z0-9._-] only, as s3store
+// does, and their List tells each object's Size and Version.
 //
 // A Mem is safe for concurrent use. Its Open is an Opener: every backend it
 // returns is a handle of its own on the same objects, child stores and
@@ -109,9 +111,11 @@ func (m *Mem) Open() (checkpoint.Backend, error) {
 }
 
 // Ops returns how many mutating calls (Create, Replace, Remove, Rename,
-// and Sub with create) the handles of m have made so far, refused ones
-// included: run a scenario once to count them, then again with
-// CutPowerAt each of 1 to Ops().
+// and Sub with create) the handles of m have made so far that reached the
+// storage: those refused with ErrExists or ErrConflict are counted, those
+// that failed before (an invalid name, a failed write, an ended context)
+// are not. Run a scenario once to count them, then again with CutPowerAt
+// each of 1 to Ops()+1.
 func (m *Mem) Ops() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
