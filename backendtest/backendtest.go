@@ -57,6 +57,57 @@
 // publish (that needs a paused process: see s3store's fencing test), that
 // a failed removal does not stop the others, ReadOnly backends, and the
 // error text's "who holds the lock".
+//
+// # The crash model
+//
+// Mem is a backend in memory that passes Run and RunSessions, and knows
+// what a power cut would leave of it, as pebble's vfs.MemFS does: a kill
+// -9 leaves every change that reached the storage, and so cannot reveal a
+// missing or misplaced sync; a power cut leaves only what was made durable.
+// Each object name (and each child store) has the object calls see and the
+// one that survives a power cut. A call makes its change durable when the
+// contract on checkpoint.Backend says it is, and not before; where the
+// contract does not say, the model reads it as strictly as the local
+// directory (OpenDir) allows: a crash of Mem loses at least what a crash
+// of the directory could:
+//
+//   - Create and Replace: "When either returns nil the object is durable
+//     (unless ... NoSync)" makes that one object durable, and nothing else:
+//     a directory's fsync after the publication would persist other names'
+//     unsynced entries too, but the contract does not promise it, and it
+//     would not persist an unsynced file's bytes.
+//   - Remove: "Removals are made durable together, once (one directory
+//     sync)" makes every removal it reports gone durable when it returns,
+//     whatever it returns for other names; before it returns, a directory
+//     may have persisted any of them, so a power cut during a Remove keeps
+//     any subset of its removals.
+//   - Rename: the contract does not say when it is durable; the directory
+//     syncs itself after the move, so Rename's move is durable when it
+//     returns nil. A power cut during it leaves the old name, the new one,
+//     or both (the directory's link-then-unlink fallback; object storage's
+//     copy-then-delete, which the contract lets a store repeat), never
+//     neither.
+//   - Sub with create: "the child exists at once" is read as durably, as
+//     the directory syncs its parent after the mkdir; a child store made by
+//     its first write is durable with that write.
+//   - Lock holds nothing durable: a power cut ends every process and
+//     releases every lock, as it does a directory's flock.
+//   - NoSync (MemNoSync) makes nothing durable. A power cut keeps objects
+//     whole even then, though a directory opened with NoSync may leave a
+//     file published before its bytes reached the disk, empty or torn:
+//     a store opened that way promises nothing after a power cut.
+//   - A call refused (ErrExists, ErrConflict) or failed changes nothing.
+//
+// A power-cut test runs a scenario once to count its mutating calls
+// (Mem.Ops), then once for each with Mem.CutPowerAt: what that call
+// changes is seen but not durable, it and every later call fail with
+// ErrPowerCut, and Mem.CrashClone gives what the cut leaves (exactly what
+// was durable, everything, or a seeded mix). This package's own tests do
+// so for a checkpoint.Store on Mem: saves, retention, rolling writes, side
+// files, truncation, error checkpoints and sessions, checking after every
+// cut that each call that returned nil kept its promise, that no state is
+// wrong or torn and no session appears partly, and that the store and the
+// sessions reopen.
 package backendtest
 
 import (

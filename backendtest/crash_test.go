@@ -1,0 +1,579 @@
+package backendtest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
+)
+
+// The power-cut tests run a small scenario of a store's calls on a Mem
+// once to count its mutating backend calls, then once for each of them
+// with the power cut during that call (and once after the last), and check
+// every promise the store made before the cut on what a crash leaves: the
+// durable state only, everything that reached the storage, and a seeded
+// mix of the two (see Mem.CrashClone).
+
+// cutState is the state the scenarios save: what it says of itself is
+// checked against the Info it loads with, and against the save that
+// made it, so that a wrong state (another step's, an older generation's,
+// a torn one) is seen.
+type cutState struct {
+	Step int64  `json:"step"`
+	Tag  string `json:"tag"` // "clean", "final" or "error"
+	Gen  int    `json:"gen"` // which saving of the step: a step saved again after Truncate is generation 2
+}
+
+// saved is the identity of one save.
+type saved struct {
+	step int64
+	tag  string
+	gen  int
+	kind checkpoint.Kind // as the save returned it; "" if it did not return
+}
+
+func (s saved) is(st cutState) bool { return s.step == st.Step && s.tag == st.Tag && s.gen == st.Gen }
+
+func (s saved) String() string { return fmt.Sprintf("%s step %d gen %d", s.tag, s.step, s.gen) }
+
+// event is one call of a scenario that the checks know of.
+type event struct {
+	what  string // "save", "truncate", "delete", "side"
+	save  saved
+	k     int64  // truncate's or delete's step
+	name  string // side file
+	value string // side file's value
+	acked bool   // the call returned nil
+}
+
+// ledger records the calls of one store in one run, in order: those that
+// returned nil, and the one the power cut interrupted (the last, unacked).
+type ledger struct {
+	events []*event
+}
+
+func (l *ledger) begin(e event) *event {
+	l.events = append(l.events, &e)
+	return l.events[len(l.events)-1]
+}
+
+// rules says what else than a truncation may remove an acknowledged save.
+type rules struct {
+	keepLast int // KeepLast: only the newest keepLast acknowledged saves must stay (and every final one)
+}
+
+// cutRun is one run of a scenario: a store on m, and its ledger.
+type cutRun struct {
+	ctx  context.Context
+	m    *backendtest.Mem
+	opts []checkpoint.Option
+	l    *ledger
+	st   *checkpoint.Store[cutState]
+	// openStore, if set, opens the store instead of OpenBackend on m.
+	openStore func() (*checkpoint.Store[cutState], error)
+	// async: a save that returns nil is acknowledged only by the next
+	// Flush or Close that returns nil.
+	async bool
+}
+
+// acked records that every save so far returned nil and was published.
+func (r *cutRun) ackSaves() {
+	for _, e := range r.l.events {
+		if e.what == "save" {
+			e.acked = true
+		}
+	}
+}
+
+func (r *cutRun) flush() error {
+	err := r.st.Flush(r.ctx)
+	if err == nil {
+		r.ackSaves()
+	}
+	return err
+}
+
+func (r *cutRun) open() error {
+	if r.openStore != nil {
+		st, err := r.openStore()
+		r.st = st
+		return err
+	}
+	b, err := r.m.Open()
+	if err != nil {
+		return err
+	}
+	st, err := checkpoint.OpenBackend[cutState](b, r.opts...)
+	r.st = st
+	return err
+}
+
+func (r *cutRun) close() error {
+	if r.st == nil {
+		return nil
+	}
+	st := r.st
+	r.st = nil
+	err := st.Close()
+	if err == nil && r.async {
+		r.ackSaves() // Close publishes the queued saves, and returns their failures
+	}
+	return err
+}
+
+func (r *cutRun) save(step int64, gen int) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: gen}})
+	info, err := r.st.Save(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: gen})
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	return err
+}
+
+func (r *cutRun) saveFinal(step int64) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "final", gen: 1}})
+	info, err := r.st.SaveFinal(r.ctx, step, cutState{Step: step, Tag: "final", Gen: 1})
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	return err
+}
+
+func (r *cutRun) delete(step int64) error {
+	e := r.l.begin(event{what: "delete", k: step})
+	err := r.st.Delete(r.ctx, step)
+	e.acked = err == nil
+	return err
+}
+
+func (r *cutRun) tick(step int64, gen int) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: gen}})
+	info, _, err := r.st.Tick(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: gen})
+	e.acked, e.save.kind = err == nil, info.Kind
+	return err
+}
+
+func (r *cutRun) saveError(step int64) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "error", gen: 1}})
+	info, err := r.st.SaveError(r.ctx, step, cutState{Step: step, Tag: "error", Gen: 1}, errors.New("the step failed"))
+	e.acked, e.save.kind = err == nil, info.Kind
+	return err
+}
+
+func (r *cutRun) truncate(k int64) error {
+	e := r.l.begin(event{what: "truncate", k: k})
+	_, err := r.st.Truncate(r.ctx, k)
+	e.acked = err == nil
+	return err
+}
+
+func (r *cutRun) writeJSON(name, value string) error {
+	e := r.l.begin(event{what: "side", name: name, value: value})
+	err := r.st.WriteJSON(r.ctx, name, value)
+	e.acked = err == nil
+	return err
+}
+
+// storeScenario is a scenario on one store.
+type storeScenario struct {
+	name  string
+	opts  []checkpoint.Option
+	rules rules
+	run   func(r *cutRun) error
+}
+
+var storeScenarios = []storeScenario{
+	{name: "Saves", run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) }, r.close)
+	}},
+	{name: "Retention", opts: []checkpoint.Option{checkpoint.KeepLast(2)}, rules: rules{keepLast: 2}, run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) },
+			func() error { return r.save(4, 1) }, r.close, r.open, func() error { return r.save(5, 1) }, r.close)
+	}},
+	{name: "RollingWrites", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.Every(3), checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
+		fs := []func() error{r.open}
+		for step := int64(1); step <= 7; step++ {
+			fs = append(fs, func() error { return r.tick(step, 1) })
+		}
+		return steps(append(fs, r.close)...)
+	}},
+	{name: "RollingTruncation", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.Every(3)}, run: func(r *cutRun) error {
+		fs := []func() error{r.open}
+		for step := int64(1); step <= 5; step++ {
+			fs = append(fs, func() error { return r.tick(step, 1) })
+		}
+		fs = append(fs, func() error { return r.truncate(3) }, func() error { return r.tick(4, 2) }, func() error { return r.tick(5, 2) }, r.close)
+		return steps(fs...)
+	}},
+	{name: "SideFiles", run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.writeJSON("result.json", "one") },
+			func() error { return r.writeJSON("result.json", "two") }, func() error { return r.save(2, 1) }, r.close)
+	}},
+	{name: "Truncation", run: func(r *cutRun) error {
+		fs := []func() error{r.open}
+		for step := int64(1); step <= 5; step++ {
+			fs = append(fs, func() error { return r.save(step, 1) })
+		}
+		fs = append(fs, func() error { return r.truncate(2) }, func() error { return r.save(3, 2) }, r.close)
+		return steps(fs...)
+	}},
+	{name: "ErrorCheckpoints", run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) }, r.close,
+			r.open, func() error { return r.save(2, 1) }, func() error { return r.saveError(3) }, func() error { return r.save(3, 1) }, r.close)
+	}},
+	{name: "FinalAndDelete", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveFinal(1) }, func() error { return r.save(2, 1) },
+			func() error { return r.save(3, 1) }, func() error { return r.delete(3) }, func() error { return r.save(4, 1) }, r.close)
+	}},
+	{name: "AsyncSaves", opts: []checkpoint.Option{checkpoint.Async(2), checkpoint.KeepLast(2)}, rules: rules{keepLast: 2}, run: func(r *cutRun) error {
+		r.async = true
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) },
+			r.flush, func() error { return r.save(4, 1) }, func() error { return r.save(5, 1) }, r.close)
+	}},
+	{name: "ErrorCheckpointsWithRetention", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) },
+			func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) }, r.close)
+	}},
+}
+
+// steps runs fs in order up to the first error.
+func steps(fs ...func() error) error {
+	for _, f := range fs {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cloneConfigs are the crash images each cut is checked on.
+func cloneConfigs(cut int) []backendtest.CrashCloneConfig {
+	return []backendtest.CrashCloneConfig{
+		{UnsyncedPercent: 0},
+		{UnsyncedPercent: 100},
+		{UnsyncedPercent: 50, Rand: rand.New(rand.NewPCG(uint64(cut), 22))},
+	}
+}
+
+// powerCuts runs sc with the power cut at each of its mutating calls and
+// after its end, checks each crash image with check, and returns the
+// violations found. newMem makes the Mem of each run.
+func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *backendtest.Mem) (L, error), check func(clone *backendtest.Mem, l L) []string) []string {
+	t.Helper()
+	m := newMem()
+	if _, err := run(m); err != nil {
+		t.Fatalf("the scenario fails without a power cut: %v", err)
+	}
+	n := m.Ops()
+	if n == 0 {
+		t.Fatal("the scenario makes no mutating call")
+	}
+	t.Logf("%d mutating calls: %d power cuts, %d crash images each", n, n+1, len(cloneConfigs(0)))
+	var violations []string
+	for cut := 1; cut <= n+1; cut++ {
+		m := newMem()
+		m.CutPowerAt(cut)
+		l, err := run(m)
+		if err != nil && !m.PowerCut() {
+			violations = append(violations, fmt.Sprintf("cut at call %d of %d: the scenario failed before the cut: %v", cut, n, err))
+			continue
+		}
+		for _, cfg := range cloneConfigs(cut) {
+			for _, v := range check(m.CrashClone(cfg), l) {
+				violations = append(violations, fmt.Sprintf("cut at call %d of %d, %d%% of unsynced changes kept: %s", cut, n, cfg.UnsyncedPercent, v))
+			}
+		}
+	}
+	return violations
+}
+
+func runStore(sc storeScenario) func(m *backendtest.Mem) (*ledger, error) {
+	return func(m *backendtest.Mem) (*ledger, error) {
+		r := &cutRun{ctx: context.Background(), m: m, opts: sc.opts, l: &ledger{}}
+		err := sc.run(r)
+		if r.st != nil {
+			r.st.Close() // after a cut: the process is gone, and so is what Close would do
+		}
+		return r.l, err
+	}
+}
+
+func storeCuts(t *testing.T, sc storeScenario, newMem func() *backendtest.Mem) []string {
+	return powerCuts(t, newMem, runStore(sc), func(clone *backendtest.Mem, l *ledger) []string {
+		b, err := clone.Open()
+		if err != nil {
+			return []string{fmt.Sprintf("open the clone: %v", err)}
+		}
+		return checkStore(b, sc.opts, sc.rules, l)
+	})
+}
+
+// Every promise a store made before a power cut holds on what the cut
+// leaves, wherever it falls: in saves, retention, rolling writes, side
+// files, truncation and error checkpoints.
+func TestPowerCutKeepsStorePromises(t *testing.T) {
+	t.Parallel()
+	for _, sc := range storeScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, v := range storeCuts(t, sc, func() *backendtest.Mem { return backendtest.NewMem() }) {
+				t.Error(v)
+			}
+		})
+	}
+}
+
+// checkStore opens a store on b, what a crash left of the store whose
+// calls l records, and returns every promise broken.
+func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *ledger) (violations []string) {
+	ctx := context.Background()
+	bad := func(format string, args ...any) { violations = append(violations, fmt.Sprintf(format, args...)) }
+	st, err := checkpoint.OpenBackend[cutState](b, opts...)
+	if err != nil {
+		bad("reopen the store: %v", err)
+		return violations
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			bad("close the reopened store: %v", err)
+		}
+	}()
+	e := expectations(l, ru)
+
+	// Every checkpoint there is one a save made, whole, and not one a
+	// truncation that returned removed.
+	infos, err := st.List(ctx)
+	if err != nil {
+		bad("List: %v", err)
+	}
+	seen := map[int64]bool{}
+	for _, info := range infos {
+		if seen[info.Step] {
+			continue
+		}
+		seen[info.Step] = true
+		state, got, err := st.Load(ctx, info.Step)
+		if err != nil {
+			bad("List shows step %d (%s), which does not load: %v", info.Step, info.Kind, err)
+			continue
+		}
+		if msg := e.judge(state, got); msg != "" {
+			bad("Load(%d): %s", info.Step, msg)
+		}
+	}
+
+	// Every acknowledged save that nothing may have removed loads, as
+	// itself or as a later save of its step.
+	for _, s := range e.mustLoad {
+		state, got, err := st.Load(ctx, s.step)
+		if err != nil {
+			bad("a save of %s returned nil, and its step does not load: %v", s, err)
+			continue
+		}
+		if msg := e.judge(state, got); msg != "" {
+			bad("Load(%d): %s", s.step, msg)
+		} else if !e.atOrAfter(state, s) {
+			bad("Load(%d) returns %+v, older than %s, whose save returned nil", s.step, state, s)
+		}
+	}
+
+	// Latest is the newest checkpoint that nothing may have removed, or a
+	// newer one.
+	state, got, err := st.Latest(ctx)
+	switch {
+	case e.latest == nil && errors.Is(err, checkpoint.ErrNotFound):
+	case err != nil:
+		bad("Latest: %v (want %v or newer)", err, e.latest)
+	default:
+		if msg := e.judge(state, got); msg != "" {
+			bad("Latest: %s", msg)
+		} else if i := slices.IndexFunc(e.made, func(s saved) bool { return s.is(state) }); e.latest != nil && e.made[i] != *e.latest && !e.newer(e.made[i], *e.latest) {
+			bad("Latest returns %+v (%s), older than %v, which nothing removed", state, got.Kind, e.latest)
+		}
+	}
+
+	// A truncation the cut interrupted leaves a prefix of the old history.
+	if e.truncating != nil {
+		k, gap := e.truncating.k, int64(0)
+		for _, s := range e.truncated {
+			_, _, err := st.Load(ctx, s.step)
+			switch {
+			case errors.Is(err, checkpoint.ErrNotFound):
+				if gap == 0 {
+					gap = s.step
+				}
+			case err != nil:
+				bad("Load(%d) during Truncate(%d): %v", s.step, k, err)
+			case gap != 0:
+				bad("a cut Truncate(%d) left step %d but not step %d: not a prefix of the old history", k, s.step, gap)
+			}
+		}
+	}
+
+	// A side file holds the value of the last WriteJSON that returned nil,
+	// or that of the one the cut interrupted.
+	for name, may := range e.side {
+		var v string
+		err := st.ReadJSON(ctx, name, &v)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			if may[0] != "" {
+				bad("ReadJSON(%s) is ErrNotFound after a WriteJSON of %q returned nil", name, may[0])
+			}
+		case err != nil:
+			bad("ReadJSON(%s): %v", name, err)
+		case !slices.Contains(may, v):
+			bad("ReadJSON(%s) = %q; want one of %q", name, v, may)
+		}
+	}
+	return violations
+}
+
+// expected is what a ledger allows a store to hold after a crash.
+type expected struct {
+	made       []saved // every save that returned nil or was interrupted, in order
+	gone       []saved // saves that a Truncate or Delete which returned nil removed
+	mustLoad   []saved // acknowledged saves that nothing may have removed
+	latest     *saved  // what Latest must return, or a newer save
+	truncating *event  // a Truncate the cut interrupted
+	truncated  []saved // the acknowledged saves it may have removed, by step
+	side       map[string][]string
+}
+
+// expectations follows the ledger's calls and what each may have removed.
+// Two lists follow what retention keeps: of every save made (those not
+// acknowledged may have been published, and their retention pass run),
+// whose acknowledged entries must load; and of acknowledged saves only,
+// whose newest Latest must return, or a newer one.
+func expectations(l *ledger, ru rules) expected {
+	e := expected{side: map[string][]string{}}
+	var all, acked []saved
+	for _, ev := range l.events {
+		switch ev.what {
+		case "save":
+			e.made = append(e.made, ev.save)
+			all = ru.keep(all, ev.save)
+			if ev.acked {
+				acked = ru.keep(acked, ev.save)
+			}
+		case "truncate", "delete":
+			removes := func(s saved) bool { return s.step > ev.k }
+			if ev.what == "delete" {
+				removes = func(s saved) bool { return s.step == ev.k }
+			}
+			for _, s := range e.made {
+				if removes(s) && ev.acked && !slices.Contains(e.gone, s) {
+					e.gone = append(e.gone, s)
+				}
+			}
+			if !ev.acked && ev.what == "truncate" {
+				e.truncating = ev
+				e.truncated = slices.DeleteFunc(slices.Clone(acked), func(s saved) bool { return !removes(s) })
+				slices.SortFunc(e.truncated, func(a, b saved) int { return int(a.step - b.step) })
+			}
+			all = slices.DeleteFunc(all, removes)
+			acked = slices.DeleteFunc(acked, removes)
+		case "side":
+			may := e.side[ev.name]
+			if may == nil {
+				may = []string{""}
+			}
+			if ev.acked {
+				may = []string{ev.value}
+			} else {
+				may = append(may, ev.value)
+			}
+			e.side[ev.name] = may
+		}
+	}
+	for _, s := range all {
+		if slices.Contains(acked, s) {
+			e.mustLoad = append(e.mustLoad, s)
+		}
+	}
+	for i := range acked {
+		if e.latest == nil || e.newer(acked[i], *e.latest) {
+			e.latest = &acked[i]
+		}
+	}
+	return e
+}
+
+// keep adds s to the saves list holds that retention keeps, and drops
+// what s lets it remove: the rolling file it replaces, the error
+// checkpoints a clean save supersedes, and, with KeepLast, the step
+// checkpoints beyond the newest ru.keepLast (a save whose kind is not
+// known, because it did not return, counts as rolling and as a step).
+func (ru rules) keep(list []saved, s saved) []saved {
+	rolling := s.kind == checkpoint.KindRolling || s.kind == ""
+	list = slices.DeleteFunc(slices.Clone(list), func(o saved) bool {
+		return rolling && o.kind == checkpoint.KindRolling || s.tag != "error" && o.tag == "error" && o.step <= s.step
+	})
+	list = append(list, s)
+	if ru.keepLast == 0 {
+		return list
+	}
+	for n, i := 0, len(list)-1; i >= 0; i-- {
+		if o := list[i]; o.kind == checkpoint.KindStep || o.kind == "" {
+			if n++; n > ru.keepLast {
+				list = slices.Delete(list, i, i+1)
+			}
+		}
+	}
+	return list
+}
+
+// newer reports whether Latest prefers a to b: a higher step, or the same
+// step saved later.
+func (e expected) newer(a, b saved) bool {
+	if a.step != b.step {
+		return a.step > b.step
+	}
+	return slices.Index(e.made, a) > slices.Index(e.made, b)
+}
+
+// judge checks a loaded state against the Info it came with and against
+// the saves made: it must be one of them, and not one a truncation that
+// returned removed.
+func (e expected) judge(st cutState, info checkpoint.Info) string {
+	if st.Step != info.Step || (st.Tag == "error") != (info.Kind == checkpoint.KindError) || (st.Tag == "final") != (info.Kind == checkpoint.KindFinal) {
+		return fmt.Sprintf("the state %+v came with the Info of %s step %d", st, info.Kind, info.Step)
+	}
+	if !slices.ContainsFunc(e.made, func(s saved) bool { return s.is(st) }) {
+		return fmt.Sprintf("the state %+v is no save's", st)
+	}
+	if slices.ContainsFunc(e.gone, func(s saved) bool { return s.is(st) }) {
+		return fmt.Sprintf("the state %+v was removed by a Truncate or Delete that returned nil", st)
+	}
+	return ""
+}
+
+// atOrAfter reports whether st is s or a save of its step made after s.
+func (e expected) atOrAfter(st cutState, s saved) bool {
+	i := slices.IndexFunc(e.made, func(m saved) bool { return m == s })
+	return slices.ContainsFunc(e.made[i:], func(m saved) bool { return m.step == s.step && m.is(st) })
+}
+
+// The power-cut test sees a missing sync: on a Mem whose Creates (or
+// Replaces, or Removes) never become durable, a save, a rolling write or
+// a side file that returned nil is lost by a cut after it.
+func TestPowerCutCatchesAMissingSync(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ op, scenario string }{
+		{"create", "Saves"},
+		{"replace", "RollingWrites"},
+		{"replace", "SideFiles"},
+		{"remove", "Truncation"},
+	} {
+		t.Run(c.op+"/"+c.scenario, func(t *testing.T) {
+			t.Parallel()
+			i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == c.scenario })
+			violations := storeCuts(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMemLosing(c.op) })
+			if len(violations) == 0 {
+				t.Fatalf("no violation found on a Mem whose %s never syncs", c.op)
+			}
+			t.Logf("%d violations, the first: %s", len(violations), violations[0])
+		})
+	}
+}

@@ -1,0 +1,255 @@
+package backendtest_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
+)
+
+func memHandle(t *testing.T, m *backendtest.Mem) checkpoint.Backend {
+	t.Helper()
+	b, err := m.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func memPut(b checkpoint.Backend, name, s string) error {
+	_, err := b.Replace(context.Background(), name, "", func(w io.Writer) error {
+		_, err := io.WriteString(w, s)
+		return err
+	})
+	return err
+}
+
+// memContents returns name=content for every object of b and of its child
+// stores, sorted.
+func memContents(t *testing.T, b checkpoint.Backend) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	var walk func(b checkpoint.Backend, prefix string)
+	walk = func(b checkpoint.Backend, prefix string) {
+		objs, err := b.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			rc, _, err := b.Open(ctx, o.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := io.ReadAll(rc)
+			rc.Close()
+			out = append(out, prefix+o.Name+"="+string(p))
+		}
+		children, err := b.Children(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range children {
+			sub, err := b.Sub(ctx, c, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, prefix+c+"/")
+			walk(sub, prefix+c+"/")
+		}
+	}
+	walk(b, "")
+	slices.Sort(out)
+	return out
+}
+
+func crashContents(t *testing.T, m *backendtest.Mem, percent int) []string {
+	t.Helper()
+	return memContents(t, memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: percent})))
+}
+
+// A power cut keeps what every call that returned nil made durable, and
+// of the call it interrupts, nothing, all of it, or some of it as a
+// directory may persist it (any of a Remove's removals; a Rename's new
+// name without the removal of the old, never the reverse); every call
+// from the cut on fails with ErrPowerCut.
+func TestMemCrashCloneKeepsWhatWasDurable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		cut        func(b checkpoint.Backend) error
+		lost, kept []string
+	}{
+		{"Replace", func(b checkpoint.Backend) error { return memPut(b, "a", "new") },
+			[]string{"a=old", "b=b", "c/", "c/x=x"}, []string{"a=new", "b=b", "c/", "c/x=x"}},
+		{"Create", func(b checkpoint.Backend) error {
+			_, err := b.Create(ctx, "n", func(w io.Writer) error { _, err := io.WriteString(w, "n"); return err })
+			return err
+		}, []string{"a=old", "b=b", "c/", "c/x=x"}, []string{"a=old", "b=b", "c/", "c/x=x", "n=n"}},
+		{"Remove", func(b checkpoint.Backend) error { _, err := b.Remove(ctx, "a", "b"); return err },
+			[]string{"a=old", "b=b", "c/", "c/x=x"}, []string{"c/", "c/x=x"}},
+		{"Rename", func(b checkpoint.Backend) error { return b.Rename(ctx, "a", "z") },
+			[]string{"a=old", "b=b", "c/", "c/x=x"}, []string{"b=b", "c/", "c/x=x", "z=old"}},
+		{"SubCreate", func(b checkpoint.Backend) error { _, err := b.Sub(ctx, "d", true); return err },
+			[]string{"a=old", "b=b", "c/", "c/x=x"}, []string{"a=old", "b=b", "c/", "c/x=x", "d/"}},
+		{"ChildWrite", func(b checkpoint.Backend) error {
+			sub, err := b.Sub(ctx, "c", false)
+			if err != nil {
+				return err
+			}
+			return memPut(sub, "x", "x2")
+		}, []string{"a=old", "b=b", "c/", "c/x=x"}, []string{"a=old", "b=b", "c/", "c/x=x2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := backendtest.NewMem()
+			b := memHandle(t, m)
+			sub, err := b.Sub(ctx, "c", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range []error{memPut(b, "a", "old"), memPut(b, "b", "b"), memPut(sub, "x", "x")} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.CutPowerAt(1)
+			if err := c.cut(b); !errors.Is(err, backendtest.ErrPowerCut) {
+				t.Fatalf("the call the power is cut at returned %v; want ErrPowerCut", err)
+			}
+			if !m.PowerCut() {
+				t.Fatal("PowerCut is false after the cut")
+			}
+			if _, err := b.Stat(ctx, "b"); !errors.Is(err, backendtest.ErrPowerCut) {
+				t.Fatalf("Stat after the cut: %v; want ErrPowerCut", err)
+			}
+			if got := crashContents(t, m, 0); !slices.Equal(got, c.lost) {
+				t.Errorf("durable only: %q; want %q", got, c.lost)
+			}
+			if got := crashContents(t, m, 100); !slices.Equal(got, c.kept) {
+				t.Errorf("every change kept: %q; want %q", got, c.kept)
+			}
+			seen := map[string]bool{}
+			for seed := range uint64(32) {
+				clone := m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: 50, Rand: rand.New(rand.NewPCG(seed, 1))})
+				got := memContents(t, memHandle(t, clone))
+				ok := slices.Equal(got, c.lost) || slices.Equal(got, c.kept)
+				switch c.name {
+				case "Remove": // each removal on its own
+					ok = ok || slices.Equal(got, []string{"b=b", "c/", "c/x=x"}) || slices.Equal(got, []string{"a=old", "c/", "c/x=x"})
+				case "Rename": // the new name, then the removal of the old
+					ok = ok || slices.Equal(got, []string{"a=old", "b=b", "c/", "c/x=x", "z=old"})
+				}
+				if !ok {
+					t.Errorf("seed %d: %q; want %q or %q", seed, got, c.lost, c.kept)
+				}
+				seen[strings.Join(got, " ")] = true
+			}
+			if !seen[strings.Join(c.lost, " ")] || !seen[strings.Join(c.kept, " ")] {
+				t.Errorf("32 crashes keeping half the unsynced changes gave %q; want both %q and %q among them", slices.Sorted(maps.Keys(seen)), c.lost, c.kept)
+			}
+			if (c.name == "Remove" || c.name == "Rename") && len(seen) < 3 {
+				t.Errorf("32 crashes keeping half the unsynced changes gave only %q: want a partial %s among them", slices.Sorted(maps.Keys(seen)), c.name)
+			}
+		})
+	}
+}
+
+// What a Mem with MemNoSync holds is lost whole by a power cut, and so is
+// the change of the one operation a mutant never syncs; the clone holds no
+// lock, and its handles work.
+func TestMemCrashCloneLosesUnsynced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemNoSync())
+	b := memHandle(t, m)
+	if err := memPut(b, "a", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := crashContents(t, m, 0); len(got) != 0 {
+		t.Errorf("a NoSync Mem's crash keeps %q; want nothing", got)
+	}
+	if got := crashContents(t, m, 100); !slices.Equal(got, []string{"a=a"}) {
+		t.Errorf("with every unsynced change kept: %q; want a=a", got)
+	}
+	clone := memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: 100}))
+	if _, err := clone.Lock(ctx); err != nil {
+		t.Errorf("the lock of the crashed process survived the crash: %v", err)
+	}
+
+	lossy := backendtest.NewMemLosing("remove")
+	b = memHandle(t, lossy)
+	if err := errors.Join(memPut(b, "a", "a"), memPut(b, "b", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Remove(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(ctx, "a"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a removal that is not durable is not seen: %v", err)
+	}
+	if got := crashContents(t, lossy, 0); !slices.Equal(got, []string{"a=a", "b=b"}) {
+		t.Errorf("after an unsynced Remove: %q; want a=a b=b", got)
+	}
+	if got := strings.Join(crashContents(t, lossy, 100), " "); got != "b=b" {
+		t.Errorf("with the removal kept: %q; want b=b", got)
+	}
+}
+
+// Ops counts every mutating call, refused ones too, so that a scenario's
+// count does not depend on what its calls find.
+func TestMemOpsCountsMutatingCalls(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem()
+	b := memHandle(t, m)
+	write := func(w io.Writer) error { return nil }
+	b.Create(ctx, "a", write)
+	b.Create(ctx, "a", write) // ErrExists
+	b.Replace(ctx, "a", "v0", write)
+	b.Rename(ctx, "missing", "b")
+	b.Remove(ctx, "a", "b")
+	b.Sub(ctx, "c", true)
+	b.Sub(ctx, "d", false) // not a mutating call
+	b.List(ctx)
+	b.Stat(ctx, "a")
+	if got := m.Ops(); got != 6 {
+		t.Fatalf("Ops = %d; want 6", got)
+	}
+}
+
+// A handle's Close releases the locks it holds, as closing a directory's
+// lock file does, and no other handle's.
+func TestMemCloseReleasesItsOwnLocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem()
+	a, b, c := memHandle(t, m), memHandle(t, m), memHandle(t, m)
+	if _, err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx); !errors.Is(err, checkpoint.ErrLocked) {
+		t.Fatalf("Lock after another handle's Close: %v; want ErrLocked", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Lock(ctx); err != nil {
+		t.Fatalf("Lock after the holder's Close: %v", err)
+	}
+}
