@@ -40,7 +40,7 @@ func runSessions(m *backendtest.Mem) (*sessionsLedger, error) {
 	}
 	defer r.Close()
 	run := &cutRun{ctx: ctx, m: m, l: l.a, openStore: func() (*checkpoint.Store[cutState], error) {
-		return checkpoint.OpenSession[cutState](r, "a")
+		return checkpoint.OpenSessionStore[cutState](r, "a")
 	}}
 	defer run.close()
 	fork := func() error {

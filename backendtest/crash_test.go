@@ -191,14 +191,14 @@ var storeScenarios = []storeScenario{
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) },
 			func() error { return r.save(4, 1) }, r.close, r.open, func() error { return r.save(5, 1) }, r.close)
 	}},
-	{name: "RollingWrites", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.Every(3), checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
+	{name: "RollingWrites", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.SaveEvery(3), checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
 		fs := []func() error{r.open}
 		for step := int64(1); step <= 7; step++ {
 			fs = append(fs, func() error { return r.tick(step, 1) })
 		}
 		return steps(append(fs, r.close)...)
 	}},
-	{name: "RollingTruncation", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.Every(3)}, run: func(r *cutRun) error {
+	{name: "RollingTruncation", opts: []checkpoint.Option{checkpoint.WithRolling(), checkpoint.SaveEvery(3)}, run: func(r *cutRun) error {
 		fs := []func() error{r.open}
 		for step := int64(1); step <= 5; step++ {
 			fs = append(fs, func() error { return r.tick(step, 1) })
