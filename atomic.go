@@ -308,16 +308,17 @@ func removeNames(root *os.Root, o fileIO, names []string) (gone []bool, err erro
 }
 
 // removeStaleTemps removes the temporary files a crashed save left behind and
-// returns their names. Only regular files whose names l.isTemp recognises
-// are touched.
-func removeStaleTemps(root *os.Root, l layout, o fileIO) ([]string, error) {
+// returns their names. Only regular files that have the shape of a
+// temporary file (see splitTemp) and whose final name ours accepts are
+// touched.
+func removeStaleTemps(root *os.Root, ours func(final string, legacy bool) bool, o fileIO) ([]string, error) {
 	names, err := readNames(root)
 	if err != nil {
 		return nil, err
 	}
 	var stale []string
 	for _, name := range names {
-		if !l.isTemp(name) {
+		if final, marked, ok := splitTemp(name); !ok || !ours(final, !marked) {
 			continue
 		}
 		if fi, err := root.Lstat(name); err == nil && fi.Mode().IsRegular() {
