@@ -91,7 +91,6 @@ func OpenDir(dir string, opts ...Option) (Backend, error) {
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
-	d.fault = cfg.fault
 	return d, nil
 }
 

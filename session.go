@@ -134,7 +134,7 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 	if err != nil {
 		return nil, opError("open sessions", dir, err)
 	}
-	return &Sessions{dir: dir, root: root, cfg: cfg, fault: cfg.fault, opts: slices.Clone(opts), link: root.Link}, nil
+	return &Sessions{dir: dir, root: root, cfg: cfg, opts: slices.Clone(opts), link: root.Link}, nil
 }
 
 // Dir returns the root directory, as given to OpenSessions; for

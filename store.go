@@ -98,7 +98,6 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
-	b.fault = cfg.fault
 	return newStore[T](b, cfg)
 }
 
