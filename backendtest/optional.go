@@ -15,6 +15,7 @@ func (s *suite) optionalCases() []testCase {
 		{"UnsyncedReplaceIsAtomicAndVisible", s.testUnsyncedReplaceIsAtomicAndVisible},
 		{"UnsyncedRemoveRemovesAndReports", s.testUnsyncedRemoveRemovesAndReports},
 		{"RemoveTempsNeverRemovesAnObject", s.testRemoveTempsNeverRemovesAnObject},
+		{"LockStateNeverHidesAHolderNorInventsOne", s.testLockStateNeverHidesAHolderNorInventsOne},
 	}
 }
 
@@ -137,5 +138,40 @@ func (s *suite) testRemoveTempsNeverRemovesAnObject(t *testing.T) {
 	}
 	if _, err := tc.RemoveTemps(cancelled(t), func(string, bool) bool { return true }); err == nil {
 		t.Fatal("RemoveTemps with a cancelled context returned no error")
+	}
+}
+
+// LockState never says LockNotSeen while a handle of this process holds
+// the lock, nor LockHeld once it is released, and looking takes nothing:
+// Lock works after it.
+func (s *suite) testLockStateNeverHidesAHolderNorInventsOne(t *testing.T) {
+	bs := s.handles(t, 2)
+	p, ok := bs[0].(storage.LockProber)
+	if !ok {
+		t.Skip("not a storage.LockProber")
+	}
+	ctx := t.Context()
+	if st, _ := p.LockState(ctx); st == storage.LockHeld {
+		t.Fatal("LockState says LockHeld of a lock nobody took")
+	}
+	unlock, err := bs[1].Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if st, _ := p.LockState(ctx); st == storage.LockNotSeen {
+		t.Fatal("LockState says LockNotSeen of a lock another handle holds")
+	}
+	if err := unlock(); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	if st, _ := p.LockState(ctx); st == storage.LockHeld {
+		t.Fatal("LockState says LockHeld of a released lock")
+	}
+	unlock, err = bs[0].Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock after LockState: %v", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatalf("unlock: %v", err)
 	}
 }

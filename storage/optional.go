@@ -110,3 +110,30 @@ type TempCleaner interface {
 	// does not stop the others.
 	RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) (removed []string, err error)
 }
+
+// A LockState says whether a backend's writer lock is held (see
+// LockProber).
+type LockState int
+
+const (
+	// LockUnknown means the backend cannot tell without taking the lock.
+	LockUnknown LockState = iota
+	// LockNotSeen means the backend shows no holder of the lock. That is
+	// no proof that none exists: Linux's /proc/locks leaves out the locks
+	// of processes in other PID namespaces (a writer in another container
+	// sharing the directory) and of other hosts on a network file system.
+	LockNotSeen
+	// LockHeld means a writer, of this process or another, holds the lock.
+	LockHeld
+)
+
+// LockProber is a Backend that can tell whether its writer lock (see
+// Backend.Lock) is held without taking it, which would make a writer
+// starting meanwhile fail with ErrLocked: the local directory on Linux.
+type LockProber interface {
+	Backend
+	// LockState returns whether the lock is held and, when it is held
+	// and the backend can tell, by which process (else 0). It never says
+	// LockNotSeen of a lock that a handle of this process holds.
+	LockState(ctx context.Context) (state LockState, holder int)
+}

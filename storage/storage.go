@@ -36,6 +36,10 @@ var (
 	// it expected under its name (see Backend.Replace): another writer
 	// changed it. Nothing was written.
 	ErrConflict = errors.New("object changed by another writer")
+	// ErrNotRegular: Open found something under the name that is not a
+	// regular object (a directory, a named pipe, a device, a socket). It
+	// is never proof that an object is damaged: nothing was read.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 // Backend is where a store keeps its bytes: names, each holding one object

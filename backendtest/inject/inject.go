@@ -203,6 +203,15 @@ func (w *backend) RemoveTemps(ctx context.Context, ours func(final string, legac
 	return nil, ctx.Err()
 }
 
+// LockState is b's LockState; where b has none, LockUnknown. It is no
+// operation of the fault function's.
+func (w *backend) LockState(ctx context.Context) (storage.LockState, int) {
+	if p, ok := w.b.(storage.LockProber); ok {
+		return p.LockState(ctx)
+	}
+	return storage.LockUnknown, 0
+}
+
 func (w *backend) Sub(ctx context.Context, name string, create bool) (storage.Backend, error) {
 	if err := w.at(Op{Kind: Sub, Name: name}); err != nil {
 		return nil, err
