@@ -46,9 +46,8 @@
 //
 // Where the backend implements an optional interface of package storage
 // (storage.Unsynced, storage.TempCleaner, storage.LockProber), Run checks
-// what its doc promises
-// but durability; and that a backend's Traits (storage.TraitsOf) are the
-// same for every handle and child store.
+// what its doc promises but durability; and that a backend's Traits
+// (storage.TraitsOf) are the same for every handle and child store.
 //
 // Run also opens a checkpoint.Store on the backend for the promises the
 // store keeps alike on every backend as long as the backend tells it the

@@ -81,6 +81,10 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 		{"locate-constant", "LocateIsDistinct"},
 		{"names-unchecked", "NamesOutsideTheNamespaceRefused"},
 		{"handles-not-shared", "WritesVisibleToOtherHandles"},
+		{"unsynced-replace-ignores-write-error", "UnsyncedReplaceIsAtomicAndVisible"},
+		{"unsynced-remove-says-nothing-gone", "UnsyncedRemoveRemovesAndReports"},
+		{"remove-temps-takes-dot-objects", "RemoveTempsNeverRemovesAnObject"},
+		{"lock-state-never-held", "LockStateNeverHidesAHolderNorInventsOne"},
 	} {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
 			t.Parallel()
