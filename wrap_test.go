@@ -3,10 +3,13 @@ package checkpoint
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/gocheckpoint/checkpoint/storage"
 	"github.com/stretchr/testify/require"
 )
@@ -123,4 +126,38 @@ func TestStoreOverAWrappedDirectoryBehavesAsOverTheDirectory(t *testing.T) {
 	require.True(t, s.remote(), "a wrapper that says nothing is object storage")
 	require.Equal(t, []string{"List"}, ropen, "a writer on object storage lists once at Open")
 	require.NotEqual(t, rfirst, first)
+}
+
+// A writer's Open asks its backend, through the contract
+// (storage.TempCleaner), to remove the temporary files a crashed save left
+// behind, and says which final names are the store's: a wrapper that
+// passes the request on gets the directory's cleanup, a user's file of the
+// old temporary shape stays, and a reader asks for nothing.
+func TestOpenRemovesStaleTempsThroughTheBackend(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	stale := []string{".c_001.json.ckpt-tmp-12", ".c_002.json34", ".notes.json.ckpt-tmp-5"}
+	kept := []string{".notes.json2", ".session.json.ckpt-tmp-7", ".x.txt.ckpt-tmp-8"}
+	for _, n := range append(slices.Clone(stale), kept...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
+	}
+	open := func(opts ...Option) (asked bool) {
+		d, err := OpenDir(dir, NoSync())
+		require.NoError(t, err)
+		var mu sync.Mutex
+		b := inject.Wrap(d, func(op inject.Op) error {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = asked || op.Kind == inject.RemoveTemps
+			return nil
+		})
+		s, err := OpenBackend[int](b, append([]Option{WithLayout("c", 3), NoSync()}, opts...)...)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		return asked
+	}
+	require.False(t, open(ReadOnly()), "a reader asked for the removal")
+	require.Len(t, dirNames(t, dir), len(stale)+len(kept))
+	require.True(t, open(), "a writer's Open did not ask for the removal")
+	require.ElementsMatch(t, kept, slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return n == lockName }))
 }

@@ -84,15 +84,20 @@ var (
 //     name, and otherwise say what failed and where (Locate's form).
 //   - A Backend is safe for concurrent use by multiple goroutines.
 //
-// A writer on a backend other than the local directory, where every Stat
+// What differs between storages beyond this contract is said by optional
+// interfaces, which a store asks for and never a backend's type: Traits
+// (through Describer, or the backend a Wrapper wraps), Unsynced,
+// TempCleaner and LockProber.
+//
+// A writer on a backend that is not Local (see Traits), where every Stat
 // is a request, trusts what it listed when it opened and what it wrote and
 // removed since: it holds the lock, so no other writer's object is visible
 // (see Lock). A save there is one Create (one PUT), and pruning after a
 // save one Remove. An object put under the store by anything but the lock
 // holder is seen by the next Open, or when a write runs into it: a Create
 // of its name that fails with ErrExists makes the store look at it (a
-// damaged one is moved aside, see checkpoint.Store.Save), and the store's first
-// Replace of a name is conditional on what it listed there at Open
+// damaged one is moved aside, see checkpoint.Store.Save), and the store's
+// first Replace of a name is conditional on what it listed there at Open
 // (NoObject if nothing), so another program's object is ErrConflict.
 type Backend interface {
 	// Create writes a new object called name with the bytes write
@@ -140,7 +145,7 @@ type Backend interface {
 	// Remove deletes names, and returns whether each is gone: a name that
 	// is already missing is gone and not an error. A removal that fails
 	// (an invalid name included) does not stop the others. Removals are made durable together, once
-	// (one directory sync), unless NoSync.
+	// (one directory sync), unless NoSync (see also Unsynced).
 	Remove(ctx context.Context, names ...string) (gone []bool, err error)
 
 	// Rename moves the object from to the name to, which must be free
