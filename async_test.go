@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
 )
 
@@ -507,14 +508,14 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	doomed := map[string]bool{"c_002.json": true, "c_004.json": true, "c_005.json": true}
-	fault := func(point, name string) error {
-		if point == "publish" && doomed[name] {
+	fault := func(op inject.Op) error {
+		if op.Kind == inject.Create && doomed[op.Name] {
 			return errInjected
 		}
 		return nil
 	}
 	failed := make(chan struct{}, 8)
-	s := openStore[int](t, t.TempDir(), WithLayout("c", 3), Async(4), NoSync(), withFaults(fault),
+	s := openFaulty[int](t, t.TempDir(), nil, fault, WithLayout("c", 3), Async(4), NoSync(),
 		WithHooks(Hooks{OnError: func(error) { failed <- struct{}{} }}))
 	for step := int64(1); step <= 2; step++ {
 		_, err := s.Save(ctx, step, int(step))
@@ -558,13 +559,13 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 func TestAsyncFailuresKeptAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fault := func(point, name string) error {
-		if point == "publish" {
+	fault := func(op inject.Op) error {
+		if op.Kind == inject.Create {
 			return errInjected
 		}
 		return nil
 	}
-	s := openStore[int](t, t.TempDir(), Async(4), NoSync(), withFaults(fault))
+	s := openFaulty[int](t, t.TempDir(), nil, fault, Async(4), NoSync())
 	const saves = maxFailures + 36
 	for step := int64(1); step <= saves; step++ {
 		_, err := s.Save(ctx, step, int(step))

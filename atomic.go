@@ -22,11 +22,14 @@ type writeTo func(w io.Writer) error
 // (NoSync), and, in tests, at which point an operation fails.
 type fileIO struct {
 	noSync bool
-	// fault, if set, is asked before each point of a write or removal
-	// ("create", "write", "sync", "close", "publish", "dirsync", "remove",
-	// and "take back" for a new session whose root sync failed)
-	// and an error it returns is that operation's failure: a seam for the
-	// fault-injection tests, never set outside them.
+	// fault, if set, is asked before each point inside one write of the
+	// directory ("create", "write", "sync", "close", "publish", "dirsync"),
+	// of a Rename ("quarantine", before the move) and of Sessions ("take
+	// back" for a new session whose root sync failed), and an error it
+	// returns is that point's failure: the directory's own test seam, set
+	// by tests only (dirBackend.fault, Sessions.fault), never by an option.
+	// A fault of a whole Backend operation (a removal, a Create) is
+	// injected by wrapping the backend instead (backendtest.Inject).
 	fault func(point, name string) error
 	// unchanged, if set, is called by a replace just before it publishes
 	// (the rename over the name), after the temporary file is written,
@@ -291,10 +294,7 @@ func removeNames(root *os.Root, o fileIO, names []string) (gone []bool, err erro
 	var errs []error
 	gone = make([]bool, len(names))
 	for i, name := range names {
-		err := o.at("remove", name)
-		if err == nil {
-			err = removeFile(root, name)
-		}
+		err := removeFile(root, name)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
@@ -308,16 +308,17 @@ func removeNames(root *os.Root, o fileIO, names []string) (gone []bool, err erro
 }
 
 // removeStaleTemps removes the temporary files a crashed save left behind and
-// returns their names. Only regular files whose names l.isTemp recognises
-// are touched.
-func removeStaleTemps(root *os.Root, l layout, o fileIO) ([]string, error) {
+// returns their names. Only regular files that have the shape of a
+// temporary file (see splitTemp) and whose final name ours accepts are
+// touched.
+func removeStaleTemps(root *os.Root, ours func(final string, legacy bool) bool, o fileIO) ([]string, error) {
 	names, err := readNames(root)
 	if err != nil {
 		return nil, err
 	}
 	var stale []string
 	for _, name := range names {
-		if !l.isTemp(name) {
+		if final, marked, ok := splitTemp(name); !ok || !ours(final, !marked) {
 			continue
 		}
 		if fi, err := root.Lstat(name); err == nil && fi.Mode().IsRegular() {

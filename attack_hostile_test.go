@@ -97,7 +97,7 @@ func TestAttackSomethingAtTheFinalNameAtPublish(t *testing.T) {
 					}
 					return nil
 				}
-				s := openDurableStore[int](t, dir, WithLayout("c", 3), WithRolling(), Every(100), withFaults(fault))
+				s := openFaulty[int](t, dir, fault, nil, WithLayout("c", 3), WithRolling(), Every(100))
 				_, err := s.Save(ctx, 1, 1)
 				require.NoError(t, err)
 				armed = true

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
 )
 
@@ -522,13 +523,17 @@ func errorLoopChild(dir string) {
 	failAt, _ := strconv.ParseInt(os.Getenv(errorLoopFailEnv), 10, 64)
 	// A point inside a save (or Close), between publishing a clean
 	// checkpoint and removing the error checkpoint it superseded.
-	removing := func(p, name string) error {
-		if p == "remove" && strings.Contains(name, ".error") {
+	removing := func(op inject.Op) error {
+		if op.Kind == inject.Remove && strings.Contains(op.Name, ".error") {
 			point("remove-error", errorLoopFailAt)
 		}
 		return nil
 	}
-	s, err := Open[int64](dir, append(errorLoopOptions(), withFaults(removing))...)
+	d, err := OpenDir(dir, errorLoopOptions()...)
+	if err != nil {
+		fail(err)
+	}
+	s, err := OpenBackend[int64](inject.Wrap(d, removing), errorLoopOptions()...)
 	if err != nil {
 		fail(err)
 	}

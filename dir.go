@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // dirBackend is the local directory as a Backend: every file operation goes
@@ -23,9 +25,13 @@ import (
 // after each change unless NoSync, and the writer lock is a flock
 // (lock.go).
 type dirBackend struct {
-	dir    string
-	prefix string // dir as Locate joins it with a name
-	cfg    config
+	dir      string
+	prefix   string // dir as Locate joins it with a name
+	readOnly bool
+	noSync   bool
+	// fault is the test seam of the fault points inside one write (see
+	// fileIO.fault); nil outside tests. A child (Sub) shares its parent's.
+	fault func(point, name string) error
 
 	// For a child (Sub) whose directory may not exist yet, root is nil
 	// until the child's first write creates it or a read finds it.
@@ -52,16 +58,18 @@ type dirBackend struct {
 // OpenDir opens the directory dir as a Backend: the storage of Open, which
 // is OpenBackend(OpenDir(dir, opts...), opts...). It creates dir and its
 // missing parents (durably, unless NoSync) unless ReadOnly is among opts, in
-// which case a missing dir is ErrNotFound. Of opts, ReadOnly, NoSync and
-// WithLayout (which names the temporary files a crashed save leaves, removed
-// when the writer lock is taken) matter to the backend; the others are
-// ignored here and apply to the store.
+// which case a missing dir is ErrNotFound. Of opts, ReadOnly and NoSync
+// matter to the backend; the others are ignored here and apply to the
+// store.
 //
 // Use it to run the backend conformance suite (package backendtest), or to
-// wrap the local directory in a Backend of your own. A store treats any
-// Backend but the one OpenDir returns as remote storage (see Backend): a
-// wrapper's writer trusts its own listing instead of statting before each
-// save, and syncs the directory after pruning too.
+// wrap the local directory in a Backend of your own. The backend is a
+// storage.Describer (Traits().Local), a storage.Unsynced and a
+// storage.TempCleaner: a store treats a wrapper that implements Unwrap
+// (storage.Wrapper) as the directory it wraps, and reaches the optional
+// operations through the wrapper's own methods (a wrapper without them
+// gets the synced operations, and leaves a crashed save's temporary files
+// where they are).
 //
 // An Object's Version is the file's device and inode, size, modification
 // time and inode change time, so a file rewritten in place by another
@@ -75,20 +83,66 @@ type dirBackend struct {
 // descriptor; elsewhere such a write fails at its next step): once Close
 // has released the writer lock, no write of the backend goes on.
 func OpenDir(dir string, opts ...Option) (Backend, error) {
-	cfg, root, err := openDir(dir, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
-	return newDirBackend(dir, root, cfg), nil
+	d, err := openDirBackend(dir, cfg.readOnly, cfg.noSync)
+	if err != nil {
+		return nil, opError("open", dir, err)
+	}
+	return d, nil
 }
 
-func newDirBackend(dir string, root *os.Root, cfg config) *dirBackend {
-	d := &dirBackend{dir: dir, prefix: pathPrefix(dir), cfg: cfg}
+// openDirBackend is the one constructor of the directory backend: it
+// creates dir unless readOnly (durably unless noSync) and opens it as an
+// os.Root. A missing dir is ErrNotFound.
+func openDirBackend(dir string, readOnly, noSync bool) (*dirBackend, error) {
+	root, err := openDirRoot(dir, readOnly, noSync)
+	if err != nil {
+		return nil, err
+	}
+	return newDirBackend(dir, root, readOnly, noSync), nil
+}
+
+// openDirRoot creates dir unless readOnly (durably unless noSync) and opens
+// it as an os.Root: the directory of openDirBackend, and of Sessions. A
+// missing dir is ErrNotFound.
+func openDirRoot(dir string, readOnly, noSync bool) (*os.Root, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: empty directory name (use \".\" for the current directory)", ErrInvalid)
+	}
+	if !readOnly {
+		mkdir := mkdirDurable
+		if noSync {
+			mkdir = func(dir string) error { return os.MkdirAll(dir, dirPerm) }
+		}
+		if err := mkdir(dir); err != nil {
+			return nil, err
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+		return nil, err
+	}
+	return root, nil
+}
+
+// newDirBackend is the directory backend on root, already open on dir: a
+// directory Sessions made or found (see Sessions).
+func newDirBackend(dir string, root *os.Root, readOnly, noSync bool) *dirBackend {
+	d := &dirBackend{dir: dir, prefix: pathPrefix(dir), readOnly: readOnly, noSync: noSync}
 	d.root.Store(root)
 	return d
 }
 
-func (d *dirBackend) io() fileIO { return fileIO{noSync: d.cfg.noSync, fault: d.cfg.fault} }
+// Traits says that the directory is Local (see storage.Traits).
+func (d *dirBackend) Traits() storage.Traits { return storage.Traits{Local: true} }
+
+func (d *dirBackend) io() fileIO { return fileIO{noSync: d.noSync, fault: d.fault} }
 
 // opened returns the directory's root, opening a child's directory if it
 // exists by now, or, with create, creating it. A child's directory that does
@@ -133,9 +187,9 @@ func (d *dirBackend) Replace(ctx context.Context, name, ifVersion string, write 
 	return d.write(ctx, name, true, ifVersion, write, d.io())
 }
 
-// replaceUnsynced is an unconditional Replace without the file's and the
-// directory's syncs (see unsyncedReplacer).
-func (d *dirBackend) replaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
+// ReplaceUnsynced is an unconditional Replace without the file's and the
+// directory's syncs (see storage.Unsynced).
+func (d *dirBackend) ReplaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {
 	o := d.io()
 	o.noSync = true
 	return d.write(ctx, name, true, "", write, o)
@@ -157,7 +211,7 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 	if err := plainName(name); err != nil {
 		return Object{}, err
 	}
-	if d.cfg.readOnly {
+	if d.readOnly {
 		return Object{}, ErrReadOnly
 	}
 	root, err := d.opened(true)
@@ -278,8 +332,9 @@ func (d *dirBackend) Remove(ctx context.Context, names ...string) ([]bool, error
 	return d.remove(ctx, names, d.io())
 }
 
-// removeUnsynced is Remove without the directory sync (see lazyRemover).
-func (d *dirBackend) removeUnsynced(ctx context.Context, names []string) ([]bool, error) {
+// RemoveUnsynced is Remove without the directory sync (see
+// storage.Unsynced).
+func (d *dirBackend) RemoveUnsynced(ctx context.Context, names ...string) ([]bool, error) {
 	o := d.io()
 	o.noSync = true
 	return d.remove(ctx, names, o)
@@ -290,7 +345,7 @@ func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bo
 	if err := ctx.Err(); err != nil {
 		return gone, err
 	}
-	if d.cfg.readOnly {
+	if d.readOnly {
 		return gone, ErrReadOnly
 	}
 	// An invalid name is an error of its own; the others are removed.
@@ -329,7 +384,7 @@ func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
 	if err := errors.Join(plainName(from), plainName(to)); err != nil {
 		return err
 	}
-	if d.cfg.readOnly {
+	if d.readOnly {
 		return ErrReadOnly
 	}
 	root, err := d.opened(false)
@@ -351,14 +406,12 @@ func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
 	return o.syncDir(root)
 }
 
-// Lock takes the directory's writer lock (see writerLock), then removes the
-// temporary files a crashed save left behind: only the writer may, since a
-// save in progress has one.
+// Lock takes the directory's writer lock (see writerLock).
 func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if d.cfg.readOnly {
+	if d.readOnly {
 		return nil, ErrReadOnly
 	}
 	root, err := d.opened(true)
@@ -372,14 +425,6 @@ func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
 		}
 		return nil, err
 	}
-	stale, err := removeStaleTemps(root, d.cfg.layout, d.io())
-	for _, name := range stale {
-		d.cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", d.Locate(name))
-	}
-	if err != nil {
-		l.release()
-		return nil, fmt.Errorf("remove stale temporary files: %w", err)
-	}
 	d.mu.Lock()
 	d.lock = l
 	d.mu.Unlock()
@@ -391,6 +436,24 @@ func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
 	}, nil
 }
 
+// RemoveTemps removes the temporary files that the backend's writes left
+// behind (see storage.TempCleaner): regular files named as tempName names
+// them (a dot, the final name, tempMarker, random digits), and, as legacy,
+// a dot, the final name and random digits (the naming before the marker).
+func (d *dirBackend) RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if d.readOnly {
+		return nil, ErrReadOnly
+	}
+	root, err := d.existing()
+	if root == nil {
+		return nil, err
+	}
+	return removeStaleTemps(root, ours, d.io())
+}
+
 func (d *dirBackend) Sub(ctx context.Context, name string, create bool) (Backend, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -398,10 +461,10 @@ func (d *dirBackend) Sub(ctx context.Context, name string, create bool) (Backend
 	if err := plainName(name); err != nil {
 		return nil, err
 	}
-	c := &dirBackend{dir: filepath.Join(d.dir, name), cfg: d.cfg, parent: d, name: name}
+	c := &dirBackend{dir: filepath.Join(d.dir, name), readOnly: d.readOnly, noSync: d.noSync, fault: d.fault, parent: d, name: name}
 	c.prefix = pathPrefix(c.dir)
 	if create {
-		if d.cfg.readOnly {
+		if d.readOnly {
 			return nil, ErrReadOnly
 		}
 		if _, err := c.opened(true); err != nil {

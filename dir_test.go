@@ -24,13 +24,14 @@ func TestDirRenameNeverReplacesAFileCreatedMeanwhile(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			theirs := []byte("a file of another program")
-			b, err := OpenDir(dir, NoSync(), withFaults(func(point, name string) error {
+			b, err := openDirBackend(dir, false, true)
+			require.NoError(t, err)
+			b.fault = func(point, name string) error {
 				if point == "quarantine" {
 					require.NoError(t, os.WriteFile(filepath.Join(dir, to), theirs, 0o644))
 				}
 				return nil
-			}))
-			require.NoError(t, err)
+			}
 			defer b.Close()
 			_, err = b.Create(ctx, "step_00000007.json", writeString("damaged"))
 			require.NoError(t, err)
@@ -101,14 +102,15 @@ func TestDirConditionalReplaceNeverOverwritesAChangeMadeDuringItsWrite(t *testin
 				dir := t.TempDir()
 				path := filepath.Join(dir, name)
 				var armed, changed bool // armed once the file is as the store saw it
-				b, err := OpenDir(dir, NoSync(), withFaults(func(point, n string) error {
+				b, err := openDirBackend(dir, false, true)
+				require.NoError(t, err)
+				b.fault = func(point, n string) error {
 					if point == "publish" && n == name && armed && !changed {
 						changed = true
 						require.NoError(t, c.change(path))
 					}
 					return nil
-				}))
-				require.NoError(t, err)
+				}
 				defer b.Close()
 				version := NoObject
 				if c.had {

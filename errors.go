@@ -3,14 +3,17 @@ package checkpoint
 import (
 	"errors"
 	"strconv"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // Sentinel errors. Every error a Store returns is an *Error that wraps one of
 // these (or an error from the operating system), so test with errors.Is.
+// Those a Backend wraps are package storage's, under the same names.
 var (
 	// ErrNotFound: no checkpoint exists for the step, the store holds no
 	// checkpoint at all, or the directory does not exist (ReadOnly).
-	ErrNotFound = errors.New("checkpoint not found")
+	ErrNotFound = storage.ErrNotFound
 	// ErrCorrupt: a checkpoint file exists but cannot be trusted: it is empty,
 	// truncated, not valid JSON, has a bad checksum or gzip or zstd stream, an
 	// unsupported format version, a header that disagrees with its name, a
@@ -19,20 +22,20 @@ var (
 	ErrCorrupt = errors.New("corrupt checkpoint")
 	// ErrExists: a checkpoint of that step and kind already exists. It was
 	// left unchanged.
-	ErrExists = errors.New("checkpoint already exists")
+	ErrExists = storage.ErrExists
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store is closed")
 	// ErrLocked: another writer, in this process or another, holds the
 	// store's directory. Open it with ReadOnly to inspect it. On Linux the
 	// error's text names the process that holds the lock.
-	ErrLocked = errors.New("store is locked by another writer")
+	ErrLocked = storage.ErrLocked
 	// ErrReadOnly: a write was attempted on a store opened with ReadOnly.
-	ErrReadOnly = errors.New("store is read-only")
+	ErrReadOnly = storage.ErrReadOnly
 	// ErrInvalid: an argument was invalid (a negative step, a bad layout or
 	// name, a state that cannot be encoded as JSON, a state type with
 	// nothing to encode, or a directory that holds checkpoints of another
 	// layout than the one given with WithLayout).
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = storage.ErrInvalid
 	// ErrNewerSchema: a checkpoint's state has a newer schema version than
 	// the store's (see WithSchema): a newer release of the program wrote it.
 	// It is not damage: it is never moved aside, and Latest stops at it
@@ -54,7 +57,7 @@ var (
 	// ErrConflict: a conditional write found another object than the one
 	// it expected under its name (see Backend.Replace): another writer
 	// changed it. Nothing was written.
-	ErrConflict = errors.New("object changed by another writer")
+	ErrConflict = storage.ErrConflict
 )
 
 // Error records a failed store operation, the step and the file it concerned,

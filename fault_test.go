@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
 )
 
@@ -199,6 +200,36 @@ func (f *faultSwitch) arm(point string) {
 	f.point, f.hits = point, 0
 }
 
+// op fails a Remove of the wrapped backend (see inject.Wrap) as the point
+// "remove", once armed: a removal is a Backend operation.
+func (f *faultSwitch) op(o inject.Op) error {
+	if o.Kind != inject.Remove {
+		return nil
+	}
+	return f.fault("remove", o.Name)
+}
+
+// openFaulty opens a store on the directory dir whose own fault points
+// (see fileIO.fault) fail where dirFault says, wrapped, unless opFault is
+// nil, in inject.Wrap with opFault: the directory's test seam for faults
+// inside one write, the wrapper for faults of whole Backend operations.
+func openFaulty[T any](t *testing.T, dir string, dirFault func(point, name string) error, opFault func(inject.Op) error, opts ...Option) *Store[T] {
+	t.Helper()
+	cfg, err := newConfig(opts)
+	require.NoError(t, err)
+	d, err := openDirBackend(dir, cfg.readOnly, cfg.noSync)
+	require.NoError(t, err)
+	d.fault = dirFault
+	var b Backend = d
+	if opFault != nil {
+		b = inject.Wrap(d, opFault)
+	}
+	s, err := OpenBackend[T](b, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 func (f *faultSwitch) fault(point, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -258,8 +289,8 @@ func TestFaultAtEveryPointOfAWrite(t *testing.T) {
 				cases++
 				dir := t.TempDir()
 				sw := &faultSwitch{}
-				opts := append([]Option{WithLayout("c", 3), WithRolling(), Every(2), withFaults(sw.fault)}, w.opts...)
-				s := openDurableStore[crashState](t, dir, opts...)
+				opts := append([]Option{WithLayout("c", 3), WithRolling(), Every(2)}, w.opts...)
+				s := openFaulty[crashState](t, dir, sw.fault, nil, opts...)
 				for step := int64(1); step <= 5; step++ {
 					_, _, err := s.Tick(ctx, step, newCrashState(step))
 					require.NoError(t, err)
@@ -312,7 +343,7 @@ func TestFaultWhileRemoving(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			s := openDurableStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
+			s := openFaulty[int](t, dir, sw.fault, sw.op, WithLayout("c", 3))
 			for step := int64(1); step <= 3; step++ {
 				_, err := s.Save(ctx, step, int(step))
 				require.NoError(t, err)
@@ -347,13 +378,13 @@ func TestFaultWhilePruning(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			s := openDurableStore[int](t, dir, WithLayout("c", 3), withFaults(sw.fault))
+			s := openFaulty[int](t, dir, sw.fault, sw.op, WithLayout("c", 3))
 			for step := int64(1); step <= 4; step++ {
 				_, err := s.Save(ctx, step, int(step))
 				require.NoError(t, err)
 			}
 			require.NoError(t, s.Close())
-			s = openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(1), withFaults(sw.fault))
+			s = openFaulty[int](t, dir, sw.fault, sw.op, WithLayout("c", 3), KeepLast(1))
 			sw.arm(point)
 			removed, err := s.Prune(ctx)
 			require.ErrorIs(t, err, errInjected)
@@ -384,7 +415,8 @@ func TestFaultWhileCreatingASession(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			r := openDurableSessions(t, dir, withFaults(sw.fault))
+			r := openDurableSessions(t, dir)
+			r.fault = sw.fault
 			sw.arm(point)
 			_, err := r.New(ctx, nil)
 			require.ErrorIs(t, err, errInjected)
@@ -411,7 +443,7 @@ func TestFaultInAnAsyncSave(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
-			s := openDurableStore[int](t, dir, WithLayout("c", 3), Async(2), withFaults(sw.fault))
+			s := openFaulty[int](t, dir, sw.fault, nil, WithLayout("c", 3), Async(2))
 			_, err := s.Save(ctx, 1, 1)
 			require.NoError(t, err)
 			require.NoError(t, s.Flush(ctx))

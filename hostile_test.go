@@ -395,12 +395,12 @@ func TestSaveTempFilesCarryTheMarker(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	var seen []string
-	s := openStore[int](t, dir, NoSync(), withFaults(func(point, name string) error {
+	s := openFaulty[int](t, dir, func(point, name string) error {
 		if point == "publish" {
 			seen = append(seen, dirNames(t, dir)...)
 		}
 		return nil
-	}))
+	}, nil, NoSync())
 	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	require.NoError(t, s.WriteJSON(ctx, "notes.json", 1))

@@ -10,6 +10,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // indexName is the store's header index: the headers of its checkpoints as
@@ -187,16 +189,6 @@ func indexable(s string) bool {
 	return s != "" && !strings.ContainsAny(s, "\t\n")
 }
 
-// unsyncedReplacer is a Backend that can replace an object without making
-// the replacement durable: the local directory, where the syncs would cost
-// more than writing the index. The index needs none: a crash of the program
-// leaves the old index or the new one (the kernel has made the rename), and
-// whatever a power cut leaves of it (an empty or torn file, an old one) is
-// ignored or checked entry by entry against the files' Versions.
-type unsyncedReplacer interface {
-	replaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (Object, error)
-}
-
 // writeIndex writes the index from the header cache, unless the store is
 // ReadOnly or another writeIndex is under way (which writes what this one
 // would). Only headers that read well go in: a damaged file is read again,
@@ -258,8 +250,13 @@ func (s *Store[T]) writeIndex(ctx context.Context) {
 		return bw.Flush()
 	}
 	var err error
-	if u, ok := s.b.(unsyncedReplacer); ok {
-		_, err = u.replaceUnsynced(ctx, indexName, write)
+	// The index needs no durability (see storage.Unsynced): a crash of the
+	// program leaves the old index or the new one, and whatever a power cut
+	// leaves of it (an empty or torn file, an old one) is ignored or
+	// checked entry by entry against the files' Versions. On the local
+	// directory the syncs would cost more than writing the index.
+	if u, ok := s.b.(storage.Unsynced); ok {
+		_, err = u.ReplaceUnsynced(ctx, indexName, write)
 	} else {
 		_, err = s.b.Replace(ctx, indexName, "", write)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io/fs"
 	"slices"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // Leftovers are the files in a store's directory that belong to the store
@@ -37,26 +39,19 @@ type Leftovers struct {
 	LockHolder int
 }
 
-// A LockState says whether a store's writer lock is held.
-type LockState int
+// A LockState says whether a store's writer lock is held (see
+// storage.LockState).
+type LockState = storage.LockState
 
 const (
 	// LockUnknown means the system cannot tell without taking the lock.
-	LockUnknown LockState = iota
+	LockUnknown = storage.LockUnknown
 	// LockNotSeen means the system shows no holder of the lock. That is
-	// no proof that none exists: Linux's /proc/locks leaves out the locks
-	// of processes in other PID namespaces (a writer in another container
-	// sharing the directory) and of other hosts on a network file system.
-	LockNotSeen
+	// no proof that none exists (see storage.LockNotSeen).
+	LockNotSeen = storage.LockNotSeen
 	// LockHeld means a writer, of this process or another, holds the lock.
-	LockHeld
+	LockHeld = storage.LockHeld
 )
-
-// lockProber is a Backend that can tell whether its writer lock is held
-// without taking it: the local directory.
-type lockProber interface {
-	lockState() (LockState, int)
-}
 
 // Leftovers lists the store's temporary files and quarantined checkpoints.
 // It removes nothing and works on a ReadOnly store.
@@ -74,8 +69,8 @@ func (s *Store[T]) Leftovers(ctx context.Context) (Leftovers, error) {
 	// writer held it and still there once the lock is free was left by a
 	// save that a crash interrupted.
 	lock, holder := LockUnknown, 0
-	if p, ok := s.b.(lockProber); ok {
-		lock, holder = p.lockState()
+	if p, ok := s.b.(storage.LockProber); ok {
+		lock, holder = p.LockState(ctx)
 	}
 	return Leftovers{Temps: s.paths(temps), Quarantined: s.paths(quarantined), Lock: lock, LockHolder: holder}, nil
 }

@@ -178,15 +178,19 @@ func splitTemp(name string) (final string, marked, ok bool) {
 // by digits alone is not, since a user may keep such a file (.notes.json2).
 func (l layout) isTemp(name string) bool {
 	final, marked, ok := splitTemp(name)
-	if !ok {
-		return false
-	}
+	return ok && l.ownsTemp(final, !marked)
+}
+
+// ownsTemp reports whether a temporary file of final is one a save of this
+// store writes: that of a checkpoint name of this layout, marked or legacy
+// (see isTemp), or, marked, that of a side file or of the index.
+func (l layout) ownsTemp(final string, legacy bool) bool {
 	if _, ok := l.parse(final); ok {
 		return true
 	}
 	// session.json's temporaries belong to Sessions, which removes them
 	// under its own lock: a store's Open could race with a SetMeta.
-	return marked && (l.sideName(final) == nil || final == indexName)
+	return !legacy && (l.sideName(final) == nil || final == indexName)
 }
 
 // sideName checks the name of a side file: a plain name of [A-Za-z0-9._-]

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -19,9 +20,12 @@ func lockHolder(root *os.Root, name string) int {
 	return pid
 }
 
-// lockState says whether a writer holds the lock of the directory, without
-// taking it: from /proc/locks (see lockHolder).
-func (d *dirBackend) lockState() (LockState, int) {
+// LockState says whether a writer holds the lock of the directory, without
+// taking it: from /proc/locks (see lockHolder and storage.LockProber).
+func (d *dirBackend) LockState(ctx context.Context) (LockState, int) {
+	if ctx.Err() != nil {
+		return LockUnknown, 0
+	}
 	root, err := d.existing()
 	if root == nil || err != nil {
 		return LockUnknown, 0

@@ -1,16 +1,16 @@
 package checkpoint
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // errNotRegular marks a path in a store that is not a regular file (a
-// directory, a named pipe, a device, a socket). It is never proof that a
-// checkpoint is damaged: nothing was read.
-var errNotRegular = errors.New("not a regular file")
+// directory, a named pipe, a device, a socket): storage.ErrNotRegular.
+var errNotRegular = storage.ErrNotRegular
 
 // openRegular opens name inside root for reading and returns the file and
 // its Stat. It never blocks: a named pipe with no writer would make a plain

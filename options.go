@@ -35,7 +35,6 @@ type config struct {
 	gzip     bool
 	zstd     bool
 	noSync   bool
-	fault    func(point, name string) error // a test seam: see fileIO
 	async    bool
 	queue    int // Async's queue length
 	readOnly bool
@@ -254,12 +253,6 @@ const maxMetaSize = 64 << 10
 // withClock replaces the store's clock. Tests use it to control save times.
 func withClock(now func() time.Time) Option {
 	return optionFunc(func(c *config) { c.now = now })
-}
-
-// withFaults makes the store's file operations fail where fault says: a seam
-// for the fault-injection tests (see fileIO).
-func withFaults(fault func(point, name string) error) Option {
-	return optionFunc(func(c *config) { c.fault = fault })
 }
 
 // SaveEvery sets the interval of Tick (and Due): a step is due when it is a

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // retention is the set of retention rules a store applies. A checkpoint
@@ -202,8 +204,10 @@ func (s *Store[T]) pass(ctx context.Context, saved string, at time.Time, r reten
 	}
 	var gone []bool
 	var err error
-	if lazy, ok := s.b.(lazyRemover); ok && cached {
-		gone, err = lazy.removeUnsynced(ctx, names)
+	// From the cache, right after a save, the removals need no sync of
+	// their own (see pruneFromCache): a backend that can skip it does.
+	if lazy, ok := s.b.(storage.Unsynced); ok && cached {
+		gone, err = lazy.RemoveUnsynced(ctx, names...)
 	} else {
 		gone, err = s.b.Remove(ctx, names...)
 	}
@@ -306,14 +310,6 @@ func (s *Store[T]) stillCached(ctx context.Context, name, saved string) bool {
 	}
 	o, err := s.b.Stat(ctx, name)
 	return err == nil && c.obj.Version == o.Version
-}
-
-// lazyRemover is a Backend whose removals can skip making themselves
-// durable: the local directory, whose sync after a removal costs as much as
-// the save before it. Pruning from the cache after a save needs no sync of
-// its own (see pruneFromCache); object storage has none to skip.
-type lazyRemover interface {
-	removeUnsynced(ctx context.Context, names []string) ([]bool, error)
 }
 
 // hasErrorCheckpoint reports whether the directory holds a file named as

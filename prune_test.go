@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
 )
 
@@ -553,7 +554,7 @@ func TestSaveWithRetentionSyncsTheDirectoryOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := &countPoints{counts: map[string]int{}}
-	s := openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(c.fault))
+	s := openFaulty[int](t, dir, c.fault, nil, WithLayout("c", 3), KeepLast(2))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -654,7 +655,7 @@ func TestFaultWhilePruningAfterASave(t *testing.T) {
 	var pruneErrs []error
 	var mu sync.Mutex
 	hooks := Hooks{OnError: func(err error) { mu.Lock(); pruneErrs = append(pruneErrs, err); mu.Unlock() }}
-	s := openDurableStore[int](t, dir, WithLayout("c", 3), KeepLast(2), withFaults(sw.fault), WithHooks(hooks))
+	s := openFaulty[int](t, dir, nil, sw.op, WithLayout("c", 3), KeepLast(2), WithHooks(hooks))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -988,16 +989,16 @@ func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	var failing atomic.Bool // removals fail
-	fault := withFaults(func(point, name string) error {
-		if point == "remove" && failing.Load() {
-			return fmt.Errorf("remove %s: %w", name, errInjected)
+	fault := func(op inject.Op) error {
+		if op.Kind == inject.Remove && failing.Load() {
+			return fmt.Errorf("remove %s: %w", op.Name, errInjected)
 		}
 		return nil
-	})
+	}
 	failing.Store(true)
 	var reported []error
 	hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
-	s := openStore[int](t, dir, NoSync(), fault, hooks)
+	s := openFaulty[int](t, dir, nil, fault, NoSync(), hooks)
 	_, err := s.SaveError(ctx, 5, 4, errors.New("boom"))
 	require.NoError(t, err)
 	_, err = s.SaveFinal(ctx, 5, 5)
@@ -1007,7 +1008,7 @@ func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
 	require.ErrorIs(t, reported[1], errInjected)
 
 	failing.Store(false)
-	s = openStore[int](t, dir, NoSync(), fault)
+	s = openFaulty[int](t, dir, nil, fault, NoSync())
 	_, err = s.SaveFinal(ctx, 5, 5)
 	require.ErrorIs(t, err, ErrExists, "the next run saves nothing")
 	require.NoError(t, s.Close())

@@ -68,8 +68,11 @@ type Sessions struct {
 	root *os.Root // nil on a Backend
 	b    Backend  // nil in a directory (OpenSessions); see session_backend.go
 	cfg  config
-	opts []Option
-	link func(oldname, newname string) error // root.Link; a seam for tests
+	// fault is the test seam of the directory's fault points (see
+	// fileIO.fault), set by tests only.
+	fault func(point, name string) error
+	opts  []Option
+	link  func(oldname, newname string) error // root.Link; a seam for tests
 }
 
 // Session describes one session of a root.
@@ -123,7 +126,11 @@ type sessionMeta struct {
 // is ErrNotFound, and creating, forking and SetMeta return ErrReadOnly.
 // OpenSessions takes no lock.
 func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
-	cfg, root, err := openDir(dir, opts)
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, opError("open sessions", dir, err)
+	}
+	root, err := openDirRoot(dir, cfg.readOnly, cfg.noSync)
 	if err != nil {
 		return nil, opError("open sessions", dir, err)
 	}
@@ -339,7 +346,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 		sub.Close()
 		return nil, opError("open session", filepath.Join(path, sessionFile), err)
 	}
-	return newStore[T](newDirBackend(path, sub, cfg), cfg)
+	return newStore[T](r.dirBackend(path, sub, cfg), cfg)
 }
 
 // ResumeLatestSession opens the store of the most recently active session of the
@@ -755,7 +762,15 @@ func (r *Sessions) copyCheckpoints(ctx context.Context, from string, step int64,
 // fileIO says how the root writes and removes files: as its stores do
 // (NoSync), and in tests where they fail.
 func (r *Sessions) fileIO() fileIO {
-	return fileIO{noSync: r.cfg.noSync, fault: r.cfg.fault}
+	return fileIO{noSync: r.cfg.noSync, fault: r.fault}
+}
+
+// dirBackend is the directory backend of a session's store on sub, at path
+// dir, sharing the root's fault seam (tests only).
+func (r *Sessions) dirBackend(dir string, sub *os.Root, cfg config) *dirBackend {
+	d := newDirBackend(dir, sub, cfg.readOnly, cfg.noSync)
+	d.fault = r.fault
+	return d
 }
 
 // reader opens a ReadOnly store, without hooks, on the directory sub (at
@@ -763,7 +778,7 @@ func (r *Sessions) fileIO() fileIO {
 // owns sub from then on, even if opening fails.
 func (r *Sessions) reader(dir string, sub *os.Root) (*Store[json.RawMessage], error) {
 	cfg := r.readerConfig()
-	st, err := newStore[json.RawMessage](newDirBackend(dir, sub, cfg), cfg)
+	st, err := newStore[json.RawMessage](r.dirBackend(dir, sub, cfg), cfg)
 	if err != nil {
 		sub.Close()
 		return nil, err

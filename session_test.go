@@ -673,7 +673,8 @@ func TestFailedRootSyncLeavesNoSession(t *testing.T) {
 				}
 				return nil
 			}
-			r := openDurableSessions(t, dir, withFaults(fault))
+			r := openDurableSessions(t, dir)
+			r.fault = fault
 			src, err := r.New(ctx, nil)
 			require.NoError(t, err)
 			st, err := OpenSession[int](r, src.ID)
@@ -722,7 +723,8 @@ func TestSessionLeftVisibleIsReturnedWithItsError(t *testing.T) {
 		}
 		return nil
 	}
-	r := openDurableSessions(t, dir, withFaults(fault))
+	r := openDurableSessions(t, dir)
+	r.fault = fault
 	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
 	require.ErrorIs(t, err, errInjected)
 	require.ErrorContains(t, err, "the session is visible")

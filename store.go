@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // Store saves and loads checkpoints of a state of type T in one directory.
@@ -24,6 +25,7 @@ import (
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
 	b      Backend      // every byte goes through it (the local directory: dirBackend)
+	local  bool         // b's Traits say Local (see remote)
 	dir    string       // b.Locate(""), for messages
 	unlock func() error // releases the writer lock; nil for ReadOnly
 	cfg    config
@@ -88,11 +90,15 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
 		return nil, opError("open", dir, err)
 	}
-	cfg, root, err := openDir(dir, opts)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
-	return newStore[T](newDirBackend(dir, root, cfg), cfg)
+	b, err := openDirBackend(dir, cfg.readOnly, cfg.noSync)
+	if err != nil {
+		return nil, opError("open", dir, err)
+	}
+	return newStore[T](b, cfg)
 }
 
 // OpenBackend opens the store kept in b, a Backend such as the S3 one of
@@ -126,35 +132,6 @@ func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
 	return newStore[T](b, cfg)
 }
 
-// openDir applies and validates opts, creates dir unless ReadOnly (durably
-// unless NoSync) and opens it as an os.Root. A missing dir is ErrNotFound.
-func openDir(dir string, opts []Option) (config, *os.Root, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return cfg, nil, err
-	}
-	if dir == "" {
-		return cfg, nil, fmt.Errorf("%w: empty directory name (use \".\" for the current directory)", ErrInvalid)
-	}
-	if !cfg.readOnly {
-		mkdir := mkdirDurable
-		if cfg.noSync {
-			mkdir = func(dir string) error { return os.MkdirAll(dir, dirPerm) }
-		}
-		if err := mkdir(dir); err != nil {
-			return cfg, nil, err
-		}
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
-		return cfg, nil, err
-	}
-	return cfg, root, nil
-}
-
 // newStore opens the store kept in b, which it owns from then on, with a
 // validated cfg.
 func newStore[T any](b Backend, cfg config) (*Store[T], error) {
@@ -166,6 +143,7 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 		headers:   make(map[string]cachedHeader),
 		closeDone: make(chan struct{}),
 		written:   make(map[string]string),
+		local:     storage.TraitsOf(b).Local,
 	}
 	if cfg.readOnly {
 		return s, nil
@@ -177,6 +155,18 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 			err = errors.Join(err, cerr)
 		}
 		return nil, err
+	}
+	// Only the writer may remove the temporary files a crashed save left
+	// behind: a save in progress has one.
+	if tc, ok := b.(storage.TempCleaner); ok {
+		stale, err := tc.RemoveTemps(context.Background(), cfg.layout.ownsTemp)
+		for _, name := range stale {
+			cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", b.Locate(name))
+		}
+		if err != nil {
+			s.Close()
+			return nil, opError("open", s.dir, fmt.Errorf("remove stale temporary files: %w", err))
+		}
 	}
 	if s.remote() {
 		objs, err := b.List(context.Background())
@@ -371,17 +361,14 @@ func (s *Store[T]) removeReporting(ctx context.Context, names []string) ([]bool,
 	return gone, err
 }
 
-// remote reports whether the store's backend is not the local directory.
-// There a Stat is a request, not a system call, so a writer (which holds
-// the backend's lock: no other writer's object is visible) trusts what it
-// listed at Open and what it wrote and removed since (listed), and its
-// header cache, instead of asking before each save and each pruning. On
-// the local directory a Stat costs microseconds, and the store still sees
-// a file put in its way by hand.
-func (s *Store[T]) remote() bool {
-	_, local := s.b.(*dirBackend)
-	return !local
-}
+// remote reports whether the store's backend is not Local (see
+// storage.Traits): there a Stat is a request, not a system call, so a
+// writer (which holds the backend's lock: no other writer's object is
+// visible) trusts what it listed at Open and what it wrote and removed
+// since (listed), and its header cache, instead of asking before each save
+// and each pruning. On a Local backend a Stat costs microseconds, and the
+// store still sees a file put in its way by hand.
+func (s *Store[T]) remote() bool { return !s.local }
 
 // exists reports whether the object name exists. The caller holds the
 // write lock.

@@ -44,6 +44,11 @@
 //   - Lock excludes a second Lock on the holder's own handle as well as on
 //     another handle, and each child store has a lock of its own.
 //
+// Where the backend implements an optional interface of package storage
+// (storage.Unsynced, storage.TempCleaner, storage.LockProber), Run checks
+// what its doc promises but durability; and that a backend's Traits
+// (storage.TraitsOf) are the same for every handle and child store.
+//
 // Run also opens a checkpoint.Store on the backend for the promises the
 // store keeps alike on every backend as long as the backend tells it the
 // truth: a damaged object put at a step's name by another handle after
@@ -218,6 +223,7 @@ func (s *suite) cases() []testCase {
 	cs = append(cs, s.subCases()...)
 	cs = append(cs, s.lockCases()...)
 	cs = append(cs, s.storeCases()...)
+	cs = append(cs, s.optionalCases()...)
 	return cs
 }
 

@@ -1,6 +1,10 @@
 package backendtest_test
 
 import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strings"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/stretchr/testify/require"
 )
 
 const leaseTTL = 20 * time.Millisecond
@@ -76,6 +81,10 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 		{"locate-constant", "LocateIsDistinct"},
 		{"names-unchecked", "NamesOutsideTheNamespaceRefused"},
 		{"handles-not-shared", "WritesVisibleToOtherHandles"},
+		{"unsynced-replace-ignores-write-error", "UnsyncedReplaceIsAtomicAndVisible"},
+		{"unsynced-remove-says-nothing-gone", "UnsyncedRemoveRemovesAndReports"},
+		{"remove-temps-takes-dot-objects", "RemoveTempsNeverRemovesAnObject"},
+		{"lock-state-never-held", "LockStateNeverHidesAHolderNorInventsOne"},
 	} {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
 			t.Parallel()
@@ -91,4 +100,50 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 			t.Logf("%s", out)
 		})
 	}
+}
+
+// A backend wrapped by Inject with no fault keeps the contract, and a
+// fault fails exactly the operation it names.
+func TestInjectKeepsTheContract(t *testing.T) {
+	backendtest.Run(t, func(t *testing.T) backendtest.Opener {
+		open := memOpener("")(t)
+		return func() (checkpoint.Backend, error) {
+			b, err := open()
+			if err != nil {
+				return nil, err
+			}
+			return backendtest.Inject(b, func(backendtest.Op) error { return nil }), nil
+		}
+	})
+}
+
+func TestInjectFailsTheOperationItNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, err := memOpener("")(t)()
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	var seen []backendtest.Op
+	w := backendtest.Inject(b, func(op backendtest.Op) error {
+		seen = append(seen, op)
+		if op.Kind == backendtest.OpRemove && op.Name == "b" || op.Kind == backendtest.OpCreate && op.Name == "c" {
+			return boom
+		}
+		return nil
+	})
+	for _, n := range []string{"a", "b"} {
+		_, err := w.Create(ctx, n, func(io.Writer) error { return nil })
+		require.NoError(t, err)
+	}
+	_, err = w.Create(ctx, "c", func(io.Writer) error { t.Error("a failed Create wrote"); return nil })
+	require.ErrorIs(t, err, boom)
+	_, err = b.Stat(ctx, "c")
+	require.ErrorIs(t, err, fs.ErrNotExist, "a failed Create reached the backend")
+	gone, err := w.Remove(ctx, "a", "b")
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, []bool{true, false}, gone, "one failed removal stops no other")
+	_, err = b.Stat(ctx, "b")
+	require.NoError(t, err, "a failed removal reached the backend")
+	require.Equal(t, backendtest.Op{Kind: backendtest.OpRemove, Store: b.Locate(""), Name: "b"}, seen[len(seen)-1])
+	require.Equal(t, "Remove", backendtest.OpRemove.String())
 }

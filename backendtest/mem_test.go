@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // memStore is one store in memory that every memBackend opened on it
@@ -410,4 +411,55 @@ func (b *memBackend) Close() error {
 		}
 	}
 	return nil
+}
+
+// The optional interfaces of package storage: memory has no durability to
+// skip and no temporary objects, so each is the plain operation, or
+// nothing, unless a mutant breaks it.
+
+func (b *memBackend) ReplaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
+	if b.s.is("unsynced-replace-ignores-write-error") {
+		return b.Replace(ctx, name, "", func(w io.Writer) error { _ = write(w); return nil })
+	}
+	return b.Replace(ctx, name, "", write)
+}
+
+func (b *memBackend) RemoveUnsynced(ctx context.Context, names ...string) ([]bool, error) {
+	gone, err := b.Remove(ctx, names...)
+	if b.s.is("unsynced-remove-says-nothing-gone") {
+		clear(gone)
+	}
+	return gone, err
+}
+
+func (b *memBackend) RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !b.s.is("remove-temps-takes-dot-objects") {
+		return nil, nil
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	var removed []string
+	for key := range b.s.objs {
+		name, ok := strings.CutPrefix(key, b.prefix)
+		if ok && !strings.Contains(name, "/") && strings.HasPrefix(name, ".") && ours(name[1:], false) {
+			delete(b.s.objs, key)
+			removed = append(removed, name)
+		}
+	}
+	return removed, nil
+}
+
+func (b *memBackend) LockState(ctx context.Context) (storage.LockState, int) {
+	if b.s.is("lock-state-never-held") {
+		return storage.LockNotSeen, 0
+	}
+	b.s.mu.Lock()
+	defer b.s.mu.Unlock()
+	if b.s.locks[b.prefix] != nil {
+		return storage.LockHeld, 0
+	}
+	return storage.LockNotSeen, 0
 }

@@ -1,0 +1,139 @@
+package storage
+
+import (
+	"context"
+	"io"
+)
+
+// What differs between storages beyond the contract of Backend is said by
+// the optional interfaces below, which any backend may implement: a store
+// asks for them by interface, never by a backend's type, and a wrapper
+// that implements Unwrap is described as the backend it wraps (see
+// TraitsOf). The package backendtest checks each property for every
+// backend that claims it.
+
+// Traits describes what a backend's operations cost, and so what a store
+// may trust. The zero Traits describe object storage.
+type Traits struct {
+	// Local reports that the backend's operations are system calls on
+	// this machine, not requests: a Stat or an Open costs microseconds,
+	// List may read names only (see Backend.List), and anyone with access
+	// to the machine may change an object behind the backend at any time
+	// (a user, another program). A writer on a Local backend asks it
+	// (Stat) before each save whether the name is free and whether what
+	// it cached still holds, and reads ahead what may spare it reads (the
+	// store's header index). A writer on a backend that is not Local,
+	// where each call is a request, trusts what it listed when it opened
+	// and what it wrote and removed since (it holds the lock: no other
+	// writer's object is visible), and sees an object put in its way by
+	// anything else when a write runs into it.
+	Local bool
+}
+
+// Describer is a Backend that says what its Traits are. A Backend that
+// implements neither Describer nor Wrapper has the zero Traits.
+type Describer interface {
+	Backend
+	// Traits returns the backend's Traits. It is the same for every call
+	// and for every child store (Backend.Sub) of the backend.
+	Traits() Traits
+}
+
+// Wrapper is a Backend built on another one, which it passes every call
+// to, changed or not (a fault injector, a tracer, a cache). A wrapper that
+// implements Unwrap is described as the backend it wraps (see TraitsOf);
+// the optional operations of the wrapped backend (Unsynced, TempCleaner)
+// are reached only through the wrapper's own methods, so that a wrapper
+// that does not implement them gets the plain operation.
+type Wrapper interface {
+	Backend
+	// Unwrap returns the wrapped backend.
+	Unwrap() Backend
+}
+
+// TraitsOf returns the Traits of b: b.Traits() if b is a Describer,
+// otherwise, if b is a Wrapper, those of the backend it wraps, otherwise
+// the zero Traits.
+func TraitsOf(b Backend) Traits {
+	for b != nil {
+		switch v := b.(type) {
+		case Describer:
+			return v.Traits()
+		case Wrapper:
+			b = v.Unwrap()
+		default:
+			return Traits{}
+		}
+	}
+	return Traits{}
+}
+
+// Unsynced is a Backend whose changes can skip being made durable when
+// they return, for a caller that needs them atomic and visible but not
+// durable at once: the local directory, whose fsyncs cost more than some
+// writes are worth. A store uses it for its header index (whatever a power
+// cut leaves of it is checked entry by entry) and for the removals a
+// pruning makes after a save (the next sync of the directory, or none,
+// makes them durable; a file a power cut brings back is pruned again).
+//
+// Each method keeps every promise of its synced counterpart but
+// durability: the change is atomic, visible to Open and List in every
+// process when the method returns, and survives the writer's crash; a
+// power cut or an operating-system crash may undo it, leaving the old
+// object or the new one, never a torn one. A backend whose every change is
+// durable when it returns (object storage) has no need to implement it.
+type Unsynced interface {
+	Backend
+	// ReplaceUnsynced is Replace(ctx, name, "", write) without the
+	// durability.
+	ReplaceUnsynced(ctx context.Context, name string, write func(io.Writer) error) (Object, error)
+	// RemoveUnsynced is Remove(ctx, names...) without the durability.
+	RemoveUnsynced(ctx context.Context, names ...string) (gone []bool, err error)
+}
+
+// TempCleaner is a Backend that writes through temporary objects of its
+// own (a local directory's temporary files, renamed into place when
+// whole), which a crash can leave behind. The backend names its
+// temporary objects so that it can tell them from any object a user may
+// keep (a name no Create of a plain name makes by accident), and removes
+// them when asked: only the writer that holds the lock may ask, since a
+// write under way has one.
+type TempCleaner interface {
+	Backend
+	// RemoveTemps removes the temporary objects the backend's writes left
+	// behind, and returns their names. For each one it finds, it asks
+	// ours with the name of the object the write was publishing (final)
+	// and whether the temporary name is of an older naming that a user's
+	// object could share (legacy: the caller should accept it only for
+	// names it is sure to own); it removes only those ours accepts, and
+	// never an object that is not a regular one. A removal that fails
+	// does not stop the others.
+	RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) (removed []string, err error)
+}
+
+// A LockState says whether a backend's writer lock is held (see
+// LockProber).
+type LockState int
+
+const (
+	// LockUnknown means the backend cannot tell without taking the lock.
+	LockUnknown LockState = iota
+	// LockNotSeen means the backend shows no holder of the lock. That is
+	// no proof that none exists: Linux's /proc/locks leaves out the locks
+	// of processes in other PID namespaces (a writer in another container
+	// sharing the directory) and of other hosts on a network file system.
+	LockNotSeen
+	// LockHeld means a writer, of this process or another, holds the lock.
+	LockHeld
+)
+
+// LockProber is a Backend that can tell whether its writer lock (see
+// Backend.Lock) is held without taking it, which would make a writer
+// starting meanwhile fail with ErrLocked: the local directory on Linux.
+type LockProber interface {
+	Backend
+	// LockState returns whether the lock is held and, when it is held
+	// and the backend can tell, by which process (else 0). It never says
+	// LockNotSeen of a lock that a handle of this process holds.
+	LockState(ctx context.Context) (state LockState, holder int)
+}
