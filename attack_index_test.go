@@ -55,7 +55,8 @@ func attackFirstList(t *testing.T, dir string) []Info {
 	list, err := s.List(context.Background())
 	require.NoError(t, err)
 	for i := range list {
-		list[i].Path = filepath.Base(list[i].Path)
+		list[i].Location = filepath.Base(list[i].Location)
+		list[i].Path = list[i].Location
 	}
 	return list
 }

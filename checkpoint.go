@@ -129,7 +129,12 @@ type Info struct {
 }
 
 // Name returns the checkpoint's file name within its store's directory.
-func (i Info) Name() string { return filepath.Base(i.Location) }
+func (i Info) Name() string {
+	if i.Location == "" {
+		return filepath.Base(i.Path) // an Info made by a host before Location
+	}
+	return filepath.Base(i.Location)
+}
 
 // ErrorRecord is stored in the envelope of an error checkpoint so that a
 // resumed run can show what went wrong.

@@ -49,7 +49,7 @@ func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
 	require.NotErrorIs(t, err, ErrExists)
 	require.ErrorContains(t, err, "named pipe")
 
-	info.Step, info.Path = 3, fifo
+	info.Step, info.Location = 3, fifo
 	err = returnsWithin(t, fifo, func() error { _, _, err := s.LoadInfo(ctx, info); return err })
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorIs(t, err, errNotRegular)

@@ -103,7 +103,8 @@ func listWithoutIndex(t *testing.T, dir string) []Info {
 	list, err := s.List(context.Background())
 	require.NoError(t, err)
 	for i := range list {
-		list[i].Path = filepath.Join(dir, filepath.Base(list[i].Path))
+		list[i].Location = filepath.Join(dir, list[i].Name())
+		list[i].Path = list[i].Location
 	}
 	return list
 }
@@ -215,7 +216,8 @@ func TestFirstListIgnoresAGarbageTruncatedHugeOrForeignIndex(t *testing.T) {
 			list, err := s.List(ctx)
 			require.NoError(t, err)
 			for i := range list {
-				list[i].Path = filepath.Join(dir, filepath.Base(list[i].Path))
+				list[i].Location = filepath.Join(dir, list[i].Name())
+				list[i].Path = list[i].Location
 			}
 			require.Equal(t, want, list)
 			require.Equal(t, indexedStoreSteps, c.checkpointOpens(), "every header is read from its file")
