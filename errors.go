@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"errors"
 	"strconv"
+
+	"github.com/gocheckpoint/checkpoint/internal/format"
 )
 
 // Sentinel errors. Every error a Store returns is an *Error that wraps one of
@@ -16,7 +18,7 @@ var (
 	// unsupported format version, a header that disagrees with its name, a
 	// state that does not decode into the store's type, or it is larger than
 	// the read limit.
-	ErrCorrupt = errors.New("corrupt checkpoint")
+	ErrCorrupt = format.ErrCorrupt
 	// ErrExists: a checkpoint of that step and kind already exists. It was
 	// left unchanged.
 	ErrExists = errors.New("checkpoint already exists")
@@ -32,18 +34,18 @@ var (
 	// name, a state that cannot be encoded as JSON, a state type with
 	// nothing to encode, or a directory that holds checkpoints of another
 	// layout than the one given with WithLayout).
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = format.ErrInvalid
 	// ErrNewerSchema: a checkpoint's state has a newer schema version than
 	// the store's (see WithSchema): a newer release of the program wrote it.
 	// It is not damage: it is never moved aside, and Latest stops at it
 	// rather than resume from an older step.
-	ErrNewerSchema = errors.New("checkpoint has a newer schema")
+	ErrNewerSchema = format.ErrNewerSchema
 	// ErrMigration: a checkpoint's state could not be brought to the
 	// store's schema: a migration failed or returned invalid JSON, its
 	// output does not decode into the store's type, or no migration starts
 	// at the file's schema. The file is left as it is, and Latest stops at
 	// it rather than resume from an older step.
-	ErrMigration = errors.New("schema migration failed")
+	ErrMigration = format.ErrMigration
 	// ErrAsync: a save queued by an Async store failed in the background,
 	// after the Save that queued it had returned. The error names the
 	// failed steps and wraps each failure (an *Error naming the step and

@@ -33,7 +33,7 @@ func FuzzReadEnvelope(f *testing.F) {
 		// verification, so the JSON decoding and the header checks are
 		// fuzzed too.
 		checkDecode(t, withTrailer(string(data)), limit)
-		sum := trailerV2.sum()
+		sum := trailerV2.Sum()
 		sum.Write(data)
 		checkDecode(t, appendTrailer(bytes.Clone(data), trailerV2, sum), limit)
 	})
@@ -75,7 +75,7 @@ func checkDecode(t *testing.T, data []byte, limit int64) {
 		}
 		return
 	}
-	if err := env.header.check(); err != nil {
+	if err := env.header.Check(); err != nil {
 		t.Fatalf("accepted a bad header: %v", err)
 	}
 	// A load decodes the state; bytes that are not one JSON value (a field
@@ -93,7 +93,7 @@ func checkDecode(t *testing.T, data []byte, limit int64) {
 		t.Fatalf("round trip changed the envelope: %+v vs %+v", again.header, env.header)
 	}
 	// The header reader, used by List, agrees with the full decoder.
-	h, err := newCodec(compressNone, limit).readHeader(bytes.NewReader(data))
+	h, err := newCodec(compressNone, limit).ReadHeader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("full decode accepted what the header reader refuses: %v", err)
 	}

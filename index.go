@@ -10,6 +10,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/gocheckpoint/checkpoint/internal/format"
 )
 
 // indexName is the store's header index: the headers of its checkpoints as
@@ -68,13 +70,13 @@ func (x indexEntry) decode(fn fileName) (header, bool) {
 	}
 	// fastHeader reads the fields of an object up to its closing brace;
 	// what it cannot read (meta, an error record), encoding/json does.
-	if !fastHeader(j[:len(j)-1], &h) {
+	if !format.FastHeader(j[:len(j)-1], &h) {
 		h = header{}
 		if json.Unmarshal(j, &h) != nil {
 			return header{}, false
 		}
 	}
-	if h.check() != nil || fn.agrees(h) != nil {
+	if h.Check() != nil || fn.agrees(h) != nil {
 		return header{}, false
 	}
 	return h, true

@@ -40,12 +40,12 @@ func stepIs(step int64) func(header) error {
 // whole, verified, then decoded by encoding/json.
 func loadBuffered[T any](data []byte, sc *schema, limit int64, check func(header) error) loaded[T] {
 	var out loaded[T]
-	out.err = newCodec(compressNone, limit).read(bytes.NewReader(data), int64(len(data)), func(h header, state []byte) error {
+	out.err = newCodec(compressNone, limit).Read(bytes.NewReader(data), int64(len(data)), func(h header, state []byte) error {
 		out.h = h
 		if err := check(h); err != nil {
 			return err
 		}
-		return sc.decode(h.Schema, state, &out.v)
+		return sc.Decode(h.Schema, state, &out.v)
 	})
 	return out
 }
@@ -57,7 +57,7 @@ func loadStreamed[T any](c *codec, data []byte, sc *schema, check func(header) e
 		out.reread = true
 		return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
 	}
-	out.h, out.err = c.loadState(bytes.NewReader(data), int64(len(data)), sc, check, &out.v, reopen)
+	out.h, out.err = c.LoadState(bytes.NewReader(data), int64(len(data)), sc, check, &out.v, reopen)
 	return out
 }
 
@@ -94,7 +94,7 @@ func sameOutcome[T any](t *testing.T, name string, buffered, streamed loaded[T])
 // withTrailerV2 completes an envelope body (everything before the
 // checksum) with format 2's correct checksum.
 func withTrailerV2(body string) []byte {
-	sum := trailerV2.sum()
+	sum := trailerV2.Sum()
 	sum.Write([]byte(body))
 	return appendTrailer([]byte(body), trailerV2, sum)
 }
@@ -170,7 +170,7 @@ func streamCorpus(t *testing.T) map[string][]byte {
 
 func TestStreamedLoadEndsAsTheBufferedLoadOnEveryDamage(t *testing.T) {
 	t.Parallel()
-	sc := &schema{version: 0}
+	sc := &schema{Version: 0}
 	c := newCodec(compressNone, corpusMaxRead)
 	streamedGood := 0
 	for name, data := range streamCorpus(t) {
@@ -185,7 +185,7 @@ func TestStreamedLoadEndsAsTheBufferedLoadOnEveryDamage(t *testing.T) {
 			require.False(t, streamed.reread, "%s: a good file was read twice", name)
 		}
 	}
-	require.False(t, c.noStream.Load(), "a damaged file turned streaming off")
+	require.False(t, !c.Streaming(), "a damaged file turned streaming off")
 	require.GreaterOrEqual(t, streamedGood, 4)
 }
 
@@ -202,9 +202,9 @@ func TestStreamedLoadOfAnotherStepOrANewerSchemaNeedsNoSecondRead(t *testing.T) 
 		want  error
 	}{
 		"another step":  {header{Format: 2, Step: 3, Kind: KindStep, Time: now}, schema{}, stepIs(2), ErrNotFound},
-		"newer schema":  {header{Format: 2, Step: 2, Kind: KindStep, Time: now, Schema: 4}, schema{version: 3}, stepIs(2), ErrNewerSchema},
-		"no migration":  {header{Format: 2, Step: 2, Kind: KindStep, Time: now, Schema: 1}, schema{version: 3}, stepIs(2), ErrMigration},
-		"strict":        {header{Format: 2, Step: 2, Kind: KindStep, Time: now}, schema{strict: true}, stepIs(2), nil},
+		"newer schema":  {header{Format: 2, Step: 2, Kind: KindStep, Time: now, Schema: 4}, schema{Version: 3}, stepIs(2), ErrNewerSchema},
+		"no migration":  {header{Format: 2, Step: 2, Kind: KindStep, Time: now, Schema: 1}, schema{Version: 3}, stepIs(2), ErrMigration},
+		"strict":        {header{Format: 2, Step: 2, Kind: KindStep, Time: now}, schema{Strict: true}, stepIs(2), nil},
 		"the same step": {header{Format: 2, Step: 2, Kind: KindStep, Time: now}, schema{}, stepIs(2), nil},
 	} {
 		data := encodeBytes(tc.h, state, compressZstd)
@@ -350,9 +350,9 @@ func TestStreamedLoadDecodesAsEncodingJSON(t *testing.T) {
 			require.False(t, streamedPlain.reread, "%s: streamed load of a plain type needed the buffered one", name)
 		}
 	}
-	require.False(t, c.noStream.Load())
-	require.False(t, c.streams(reflect.TypeFor[meaningState]()), "a type with methods of its own streams")
-	require.True(t, c.streams(reflect.TypeFor[plainState]()))
+	require.False(t, !c.Streaming())
+	require.False(t, c.Streams(reflect.TypeFor[meaningState]()), "a type with methods of its own streams")
+	require.True(t, c.Streams(reflect.TypeFor[plainState]()))
 }
 
 // A plain type and an input the streamed decoder refuses and
@@ -382,7 +382,7 @@ func TestStateTypesOnlyEncodingJSONAcceptsLoadAsBefore(t *testing.T) {
 	require.NoError(t, streamed.err)
 	require.Equal(t, tolerated{Lower: "x"}, streamed.v)
 	require.True(t, streamed.reread)
-	require.True(t, c.noStream.Load(), "the store kept streaming a type its decoder refuses")
+	require.True(t, !c.Streaming(), "the store kept streaming a type its decoder refuses")
 	streamed = loadStreamed[tolerated](c, data, &schema{}, stepIs(1))
 	require.NoError(t, streamed.err)
 	require.Equal(t, tolerated{Lower: "x"}, streamed.v)
@@ -395,8 +395,8 @@ func TestStateTypesOnlyEncodingJSONAcceptsLoadAsBefore(t *testing.T) {
 	gotNP, _, err := np.Load(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, wantNP, gotNP)
-	require.False(t, np.codec.noStream.Load(), "a type that is not plain was streamed")
-	require.False(t, np.codec.streams(reflect.TypeFor[notPlain]()))
+	require.False(t, !np.codec.Streaming(), "a type that is not plain was streamed")
+	require.False(t, np.codec.Streams(reflect.TypeFor[notPlain]()))
 }
 
 // plainState is a state type that streams (see plainType), with the
@@ -670,16 +670,16 @@ func leaf(t reflect.Type) byte { return byte(slices.Index(fuzzLeaves, t)) }
 func checkMeaning(t *testing.T, typ reflect.Type, state []byte, strict bool) {
 	t.Helper()
 	data := withTrailerV2(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":` + string(state))
-	sc := &schema{strict: strict}
+	sc := &schema{Strict: strict}
 	const limit = 1 << 20
 	v := reflect.New(typ)
 	reopen := func() (io.ReadCloser, int64, error) {
 		return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
 	}
-	_, err := newCodec(compressNone, limit).loadState(bytes.NewReader(data), int64(len(data)), sc, stepIs(1), v.Interface(), reopen)
+	_, err := newCodec(compressNone, limit).LoadState(bytes.NewReader(data), int64(len(data)), sc, stepIs(1), v.Interface(), reopen)
 	got := v.Elem()
 	want := reflect.New(typ)
-	werr := newCodec(compressNone, limit).read(bytes.NewReader(data), int64(len(data)), func(h header, state []byte) error {
+	werr := newCodec(compressNone, limit).Read(bytes.NewReader(data), int64(len(data)), func(h header, state []byte) error {
 		return unmarshal(state, want.Interface(), strict)
 	})
 	if (err == nil) != (werr == nil) {
