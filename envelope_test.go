@@ -4,19 +4,17 @@ import "github.com/gocheckpoint/checkpoint/internal/format"
 
 // The format's names the store's tests use.
 var (
-	sniff          = format.Sniff
-	splitHeader    = format.SplitHeader
-	parseHeader    = format.ParseHeader
-	decodeHeader   = format.DecodeHeader
-	parseEnvelope  = format.ParseEnvelope
-	appendTrailer  = format.AppendTrailer
-	verify         = format.Verify
-	zstdMagic      = format.ZstdMagic
-	gzipMagic      = format.GzipMagic
-	trailerV1      = format.TrailerV1
-	trailerV2      = format.TrailerV2
-	trailerLenV2   = format.TrailerLenV2
-	errShortHeader = format.ErrShortHeader
+	sniff         = format.Sniff
+	splitHeader   = format.SplitHeader
+	parseHeader   = format.ParseHeader
+	parseEnvelope = format.ParseEnvelope
+	appendTrailer = format.AppendTrailer
+	verify        = format.Verify
+	zstdMagic     = format.ZstdMagic
+	gzipMagic     = format.GzipMagic
+	trailerV1     = format.TrailerV1
+	trailerV2     = format.TrailerV2
+	trailerLenV2  = format.TrailerLenV2
 )
 
 const (
