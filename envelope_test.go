@@ -5,8 +5,6 @@ import "github.com/gocheckpoint/checkpoint/internal/format"
 // The format's names the store's tests use.
 var (
 	sniff         = format.Sniff
-	splitHeader   = format.SplitHeader
-	parseHeader   = format.ParseHeader
 	parseEnvelope = format.ParseEnvelope
 	appendTrailer = format.AppendTrailer
 	verify        = format.Verify

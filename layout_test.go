@@ -101,6 +101,7 @@ func TestIsTemp(t *testing.T) {
 		require.Equal(t, want, l.isTemp(name), name)
 	}
 }
+
 // FuzzParseName checks the file name parser: a name it accepts is exactly
 // the name the store would write for what it parsed (so two names never
 // mean one checkpoint), a temporary name is never a checkpoint, and no

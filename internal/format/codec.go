@@ -235,10 +235,14 @@ func Verify(data []byte) (Trailer, error) {
 	return Trailer{}, Damaged("no checksum trailer (truncated file?)")
 }
 
-// DecodeHeader decodes the header fields of an envelope from dec and stops
-// after the "state" key, reporting whether it found one. The header is
-// checked when the key is found.
-func DecodeHeader(dec *json.Decoder) (Header, bool, error) {
+// decodeHeader decodes the header fields of an envelope from dec and stops
+// after the "state" key, reporting whether it found one (with closed, at
+// the object's end, as parseHeader says). The header is checked when the
+// key is found. It is the reference parseHeader is proven against
+// (FuzzHeaderParsersAgree), and what parseHeader runs when a key is escaped
+// or spelled in another case: field by field, each value decoded by
+// encoding/json.
+func decodeHeader(dec *json.Decoder, closed bool) (Header, bool, error) {
 	var h Header
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return h, false, Damaged("not a JSON object")
@@ -250,6 +254,9 @@ func DecodeHeader(dec *json.Decoder) (Header, bool, error) {
 		}
 		key, _ := tok.(string)
 		if key == "state" {
+			if closed {
+				return h, false, Damaged("malformed header: a state among the fields")
+			}
 			return h, true, h.Check()
 		}
 		dst := h.field(key)
@@ -259,6 +266,12 @@ func DecodeHeader(dec *json.Decoder) (Header, bool, error) {
 		if err := dec.Decode(dst); err != nil {
 			return h, false, corruptIO(err)
 		}
+	}
+	if closed {
+		if _, err := dec.Token(); err != nil {
+			return h, false, corruptIO(err)
+		}
+		return h, true, h.Check()
 	}
 	return h, false, Damaged("no state")
 }
@@ -324,20 +337,33 @@ func corruptIO(err error) error {
 // ErrShortHeader means the bytes end before the header does: read more.
 var ErrShortHeader = errors.New("the header goes on past the bytes read")
 
-// SplitHeader finds the top-level "state" key in data, the first bytes of
+// splitHeader finds the top-level "state" key in data, the first bytes of
 // a decompressed checkpoint, without decoding anything: it returns where
 // the key starts (the header's fields are the bytes before it) and where
 // it ends (its colon and value follow). exact reports whether the header's
-// fields can be decoded as a struct with the meaning DecodeHeader gives
-// them; it is false, and SplitHeader stops, at the first key that is
+// fields can be decoded as a struct with the meaning decodeHeader gives
+// them; it is false, and splitHeader stops, at the first key that is
 // escaped or spelled like a field in another case (json.Unmarshal matches
 // names regardless of case, and an escaped key may be "state";
-// DecodeHeader neither). The values before "state" are only skipped:
+// decodeHeader neither). The values before "state" are only skipped:
 // decoding them checks them.
 //
 // It returns ErrShortHeader if data ends first, and an ErrCorrupt error if
-// data is not an object or the object ends without a "state" key.
-func SplitHeader(data []byte) (keyStart, keyEnd int, exact bool, err error) {
+// data is not an object or the object ends without a "state" key. With
+// closed, the object's end stands for the key (keyStart is the closing
+// brace, keyEnd after it), and a "state" key or bytes after the object
+// are ErrCorrupt.
+func splitHeader(data []byte, closed bool) (keyStart, keyEnd int, exact bool, err error) {
+	// With closed, the object's end stands for the "state" key.
+	end := func(i int) (int, int, bool, error) {
+		if !closed {
+			return 0, 0, false, Damaged("no state")
+		}
+		if skipSpace(data, i+1) != len(data) {
+			return 0, 0, false, Damaged("malformed header: bytes after the object")
+		}
+		return i, i + 1, true, nil
+	}
 	i := skipSpace(data, 0)
 	if i == len(data) {
 		return 0, 0, false, ErrShortHeader
@@ -350,7 +376,7 @@ func SplitHeader(data []byte) (keyStart, keyEnd int, exact bool, err error) {
 			return 0, 0, false, ErrShortHeader
 		}
 		if data[i] == '}' {
-			return 0, 0, false, Damaged("no state")
+			return end(i)
 		}
 		start := i
 		if i, err = skipString(data, i); err != nil {
@@ -358,6 +384,9 @@ func SplitHeader(data []byte) (keyStart, keyEnd int, exact bool, err error) {
 		}
 		key := data[start+1 : i-1]
 		if string(key) == "state" {
+			if closed {
+				return 0, 0, false, Damaged("malformed header: a state among the fields")
+			}
 			return start, i, true, nil
 		}
 		if bytes.IndexByte(key, '\\') >= 0 || headerField(key) && !exactField(key) {
@@ -379,7 +408,7 @@ func SplitHeader(data []byte) (keyStart, keyEnd int, exact bool, err error) {
 		case ',':
 			i++
 		case '}':
-			return 0, 0, false, Damaged("no state")
+			return end(i)
 		default:
 			return 0, 0, false, Damaged("malformed header: %q after a value", data[i])
 		}
@@ -474,32 +503,51 @@ func skipValue(data []byte, i int) (int, error) {
 }
 
 // ParseHeader decodes the header of data, the first bytes of a
-// decompressed checkpoint, and returns it with the offset just after the
-// "state" key. It means what DecodeHeader means, and is several times
+// decompressed checkpoint, and returns it, checked, with the offset just
+// after the "state" key. An incomplete header is ErrShortHeader. data is
+// changed during the call, and restored.
+//
+// It is the one header decoder: List (ReadHeader), a buffered load
+// (ParseEnvelope), a streamed load (readHeader) and the store's header
+// index (DecodeHeaderJSON) all decode headers with it. It means what
+// decodeHeader, which decodes field by field, means, and is several times
 // faster: the fields before "state" are decoded at once as a struct when
-// SplitHeader says that is the same. An incomplete header is
-// ErrShortHeader.
-func ParseHeader(data []byte) (Header, int, error) {
-	keyStart, keyEnd, exact, err := SplitHeader(data)
+// splitHeader says that is the same, by fastHeader when they are of the
+// plainest form; FuzzHeaderParsersAgree proves the two agree.
+func ParseHeader(data []byte) (Header, int, error) { return parseHeader(data, false) }
+
+// parseHeader is ParseHeader; with closed, data is an object of the
+// fields alone, whose end stands where the "state" key would (see
+// DecodeHeaderJSON), and the offset returned is after it.
+func parseHeader(data []byte, closed bool) (Header, int, error) {
+	keyStart, keyEnd, exact, err := splitHeader(data, closed)
 	if err != nil {
 		return Header{}, 0, err
 	}
 	if !exact {
 		dec := json.NewDecoder(bytes.NewReader(data))
-		h, found, err := DecodeHeader(dec)
+		h, found, err := decodeHeader(dec, closed)
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 			err = ErrShortHeader
 		case err == nil && !found:
 			err = Damaged("no state")
+		case err == nil && closed && skipSpace(data, int(dec.InputOffset())) != len(data):
+			err = Damaged("malformed header: bytes after the object")
 		}
 		return h, int(dec.InputOffset()), err
 	}
 	var h Header
-	if FastHeader(data[:keyStart], &h) {
+	if fastHeader(data[:keyStart], &h) {
 		return h, keyEnd, h.Check()
 	}
 	h = Header{}
+	if closed {
+		if err := json.Unmarshal(data[:keyEnd], &h); err != nil {
+			return h, 0, corruptIO(err)
+		}
+		return h, keyEnd, h.Check()
+	}
 	// The fields are the object up to the key, closed where its comma is.
 	head := bytes.TrimRight(data[:keyStart], " \t\r\n")
 	if last := len(head) - 1; head[last] == ',' {
@@ -513,8 +561,21 @@ func ParseHeader(data []byte) (Header, int, error) {
 	return h, keyEnd, h.Check()
 }
 
-// FastHeader decodes the header fields in head, the object up to the
-// "state" key, which SplitHeader found well formed and exactly spelled,
+// DecodeHeaderJSON decodes j, a header marshalled by encoding/json on its
+// own (a JSON object of the fields before "state", as the store's header
+// index holds it), as ParseHeader decodes the same fields in a
+// checkpoint, and checks it: the object's end stands where the "state"
+// key would.
+func DecodeHeaderJSON(j []byte) (Header, error) {
+	h, _, err := parseHeader(j, true)
+	if errors.Is(err, ErrShortHeader) {
+		err = Damaged("malformed header: the object does not end")
+	}
+	return h, err
+}
+
+// fastHeader decodes the header fields in head, the object up to the
+// "state" key, which splitHeader found well formed and exactly spelled,
 // without encoding/json, when they are the fields every header has, with
 // values of the plainest form: integers of digits, a kind of printable
 // ASCII without escapes, a time of the characters RFC 3339 uses. It
@@ -523,8 +584,8 @@ func ParseHeader(data []byte) (Header, int, error) {
 // those. What it accepts it decodes as json.Unmarshal does (the time by
 // the same UnmarshalJSON): List parses the header of every file in the
 // directory, and encoding/json's reflection was most of that cost.
-func FastHeader(head []byte, h *Header) bool {
-	i := skipSpace(head, 0) + 1 // past the '{' SplitHeader checked
+func fastHeader(head []byte, h *Header) bool {
+	i := skipSpace(head, 0) + 1 // past the '{' splitHeader checked
 	for {
 		if i = skipSpace(head, i); i == len(head) {
 			return true
@@ -574,7 +635,7 @@ func FastHeader(head []byte, h *Header) bool {
 			return false
 		}
 		if i = skipSpace(head, ve); i < len(head) {
-			i++ // the comma SplitHeader checked
+			i++ // the comma splitHeader checked
 		}
 	}
 }

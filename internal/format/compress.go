@@ -595,24 +595,36 @@ func (c *Codec) ReadHeader(r io.Reader) (Header, error) {
 		return Header{}, err
 	}
 	defer release()
-	// Read until the header is whole: one read of the file's first
-	// kilobyte, for most.
-	buf := make([]byte, 0, headerBufSize)
+	h, _, _, long, err := readHeader(ur, make([]byte, 0, headerBufSize))
+	if long {
+		return h, corruptIO(fmt.Errorf("header longer than %d bytes: %w", MaxHeaderSize, io.ErrUnexpectedEOF))
+	}
+	return h, err
+}
+
+// readHeader reads the first bytes of a decompressed checkpoint from r
+// into buf until ParseHeader finds the whole header, and returns the
+// header, the bytes read (buf, grown) and the offset just after the
+// "state" key in them. One read of a kilobyte covers most headers; a
+// longer one doubles buf, up to MaxHeaderSize: past it, long is true and
+// err nil. An error of r is returned through corruptIO; bytes that end
+// before the header does are damage ("no state"), as in ParseEnvelope.
+func readHeader(r io.Reader, buf []byte) (h Header, data []byte, keyEnd int, long bool, err error) {
 	for {
-		n, rerr := ur.Read(buf[len(buf):cap(buf)])
+		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		h, _, err := ParseHeader(buf)
+		h, keyEnd, err = ParseHeader(buf)
 		if !errors.Is(err, ErrShortHeader) {
-			return h, err
+			return h, buf, keyEnd, false, err
 		}
 		switch {
 		case rerr == io.EOF:
-			return h, Damaged("no state")
+			return h, buf, 0, false, Damaged("no state")
 		case rerr != nil:
-			return h, corruptIO(rerr)
+			return h, buf, 0, false, corruptIO(rerr)
 		case len(buf) == cap(buf):
 			if len(buf) >= MaxHeaderSize {
-				return h, corruptIO(fmt.Errorf("header longer than %d bytes: %w", MaxHeaderSize, io.ErrUnexpectedEOF))
+				return h, buf, 0, true, nil
 			}
 			buf = slices.Grow(buf, len(buf))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"testing"
 	"time"
@@ -40,8 +41,10 @@ func FuzzReadEnvelope(f *testing.F) {
 }
 
 // FuzzHeaderParsersAgree checks that ParseHeader, which decodes the fields
-// before "state" as one struct, means what DecodeHeader, field by field,
-// means: the same header, or an error from both.
+// before "state" as one struct, means what decodeHeader, field by field,
+// means: the same header, or an error from both. So too for the same bytes
+// read as an index's header (DecodeHeaderJSON: the fields alone, the
+// object's end where "state" would be).
 func FuzzHeaderParsersAgree(f *testing.F) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	rec := &ErrorRecord{Message: "boom", Types: []string{"*errors.errorString"}, Step: 3, Time: now}
@@ -49,9 +52,11 @@ func FuzzHeaderParsersAgree(f *testing.F) {
 	f.Add([]byte(`{"format":2,"STEP":3,"step":4,"kind":"step","time":"2026-11-21T10:00:00Z","state":1}`))
 	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","\u0073tate":1}`))
 	f.Add([]byte(`{"format":2,"step":3,"step":5,"x":[{"state":1}],"kind":"step","time":"2026-11-21T10:00:00Z", "state" :1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"error","time":"2026-11-21T10:00:00Z","meta":{"a":"b"},"error":{"message":"m","step":3,"time":"2026-11-21T10:00:00Z"}}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","Step":4} `))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fast, _, ferr := ParseHeader(bytes.Clone(data))
-		slow, found, serr := DecodeHeader(json.NewDecoder(bytes.NewReader(data)))
+		slow, found, serr := decodeHeader(json.NewDecoder(bytes.NewReader(data)), false)
 		if serr == nil && !found {
 			serr = errors.New("no state")
 		}
@@ -63,6 +68,24 @@ func FuzzHeaderParsersAgree(f *testing.F) {
 		}
 		if ferr == nil && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("parseHeader read %+v, decodeHeader %+v", fast, slow)
+		}
+
+		index, ierr := DecodeHeaderJSON(bytes.Clone(data))
+		dec := json.NewDecoder(bytes.NewReader(data))
+		want, found, werr := decodeHeader(dec, true)
+		if werr == nil && !found {
+			werr = errors.New("not closed")
+		}
+		if werr == nil {
+			if _, err := dec.Token(); err != io.EOF {
+				werr = errors.New("bytes after the object")
+			}
+		}
+		if (ierr == nil) != (werr == nil) {
+			t.Fatalf("DecodeHeaderJSON says %v, decodeHeader says %v", ierr, werr)
+		}
+		if ierr == nil && !reflect.DeepEqual(index, want) {
+			t.Fatalf("DecodeHeaderJSON read %+v, decodeHeader %+v", index, want)
 		}
 	})
 }

@@ -279,15 +279,23 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 	if sc.Strict {
 		opts = strictOptions
 	}
-	dec := jsontext.NewDecoder(cr, opts)
-	h, syntax, herr := streamHeader(dec)
-	if herr == nil && h.Format != TrailerV2.format {
+	// The header is decoded as every read decodes one (readHeader,
+	// ParseHeader); the state is decoded from what follows the "state"
+	// key, by a decoder that starts there as at the start of an object.
+	h, head, keyEnd, long, herr := readHeader(cr, make([]byte, 0, headerBufSize))
+	if cr.err != nil {
+		herr = cr.err // drain reports it
+	}
+	if herr == nil && !long && h.Format != TrailerV2.format {
 		herr = Damaged("format %d with the checksum of format %d (%s)", h.Format, TrailerV2.format, TrailerV2.name())
 	}
 	var checkErr error
 	var raw []byte
-	unsure := syntax
-	if herr == nil && !syntax {
+	unsure := false
+	if herr == nil && !long {
+		dec := jsontext.NewDecoder(io.MultiReader(strings.NewReader(`{"state"`), bytes.NewReader(head[keyEnd:]), cr), opts)
+		_, _ = dec.ReadToken() // the '{' and the key just given
+		_, _ = dec.ReadToken()
 		checkErr = check(h)
 		switch kind := dec.PeekKind(); {
 		case kind == 'n' || kind == jsontext.Kind(0):
@@ -317,6 +325,11 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 		}
 		return h, false, corruptIO(err)
 	}
+	if long {
+		// A header this long is read the buffered way, within the
+		// read limit, which decides what it means.
+		return h, false, errStreamUnsure
+	}
 	switch ok, sumErr := cr.verify(); {
 	case !ok:
 		return h, false, errStreamUnsure
@@ -337,45 +350,6 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 		return h, false, sc.Decode(h.Schema, raw, v)
 	}
 	return h, false, nil
-}
-
-// streamHeader decodes the header fields of an envelope from dec and stops
-// after the "state" key, as DecodeHeader does: each field's value is
-// decoded by encoding/json, so they mean what they mean to a buffered
-// read. syntax reports that the JSON's syntax failed (the buffered read
-// says what that means); err is the header's error otherwise.
-func streamHeader(dec *jsontext.Decoder) (h Header, syntax bool, err error) {
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return h, true, nil
-	}
-	for dec.PeekKind() == '"' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return h, true, nil
-		}
-		key := tok.String()
-		if key == "state" {
-			return h, false, h.Check()
-		}
-		dst := h.field(key)
-		if dst == nil {
-			if dec.SkipValue() != nil {
-				return h, true, nil
-			}
-			continue
-		}
-		val, err := dec.ReadValue()
-		if err != nil {
-			return h, true, nil
-		}
-		if err := json.Unmarshal(val, dst); err != nil {
-			return h, false, corruptIO(err)
-		}
-	}
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
-		return h, true, nil
-	}
-	return h, false, Damaged("no state")
 }
 
 // trailerFollows reads the rest of the envelope after the state, and
