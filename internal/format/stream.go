@@ -282,7 +282,10 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 	// The header is decoded as every read decodes one (readHeader,
 	// ParseHeader); the state is decoded from what follows the "state"
 	// key, by a decoder that starts there as at the start of an object.
-	h, head, keyEnd, long, herr := readHeader(cr, make([]byte, 0, headerBufSize))
+	hb := c.getBuffer()
+	defer c.PutBuffer(hb)
+	hb.Grow(headerBufSize)
+	h, head, keyEnd, long, herr := readHeader(cr, hb.AvailableBuffer())
 	if cr.err != nil {
 		herr = cr.err // drain reports it
 	}
