@@ -1,26 +1,20 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"hash/crc32"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// The files in testdata/v1 were written by this package when format version 1
-// was current, and those in testdata/v2 when version 2 was. They must load
-// forever: never regenerate or edit them. A new format version gets a new
-// directory beside them, and these tests grow.
+// The golden checkpoints of every format version are in
+// internal/format/testdata/vN, beside the format, whose tests prove them
+// byte for byte (golden_test.go there). They must load forever: here, a
+// store loads them, as a program would.
 
 type goldenAgent struct {
 	Name   string   `json:"name"`
@@ -75,35 +69,8 @@ var goldenFiles = []goldenFile{
 // goldenFormats are the format versions of testdata: each has a directory.
 var goldenFormats = []int{1, 2}
 
-func goldenDir(format int) string { return filepath.Join("testdata", fmt.Sprintf("v%d", format)) }
-
-func (g goldenFile) header(format int) header {
-	return header{Format: format, Step: g.step, Kind: g.kind, Time: goldenTime, Meta: g.meta, Error: g.err}
-}
-
-// TestWriteGolden wrote testdata/vN when version N was current, and writes
-// a golden file added to goldenFiles since (the zstd one came later). It
-// never rewrites a file that exists, and runs only when asked:
-// CHECKPOINT_WRITE_GOLDEN=v2 go test -run WriteGolden
-func TestWriteGolden(t *testing.T) {
-	t.Parallel()
-	version := os.Getenv("CHECKPOINT_WRITE_GOLDEN")
-	format := slices.IndexFunc(goldenFormats, func(f int) bool { return version == fmt.Sprintf("v%d", f) })
-	if format < 0 {
-		t.Skip("golden files are written once per format version")
-	}
-	format = goldenFormats[format]
-	dir := goldenDir(format)
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	for _, g := range goldenFiles {
-		path := filepath.Join(dir, g.name)
-		if _, err := os.Stat(path); err == nil {
-			continue
-		}
-		state, err := encodeState(goldenStateAt(g.step))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, encodeBytes(g.header(format), state, g.comp), 0o644))
-	}
+func goldenDir(format int) string {
+	return filepath.Join("internal", "format", "testdata", fmt.Sprintf("v%d", format))
 }
 
 // TestGoldenLoads loads the golden files of every format version: what a
@@ -134,89 +101,6 @@ func TestGoldenLoads(t *testing.T) {
 			_, info, err := s.Latest(ctx)
 			require.NoError(t, err)
 			require.Equal(t, KindRolling, info.Kind)
-		})
-	}
-}
-
-// TestGoldenWriterUnchanged proves that today's writer still produces every
-// format version byte for byte (a store writes the newest; the older ones
-// only here), so a format cannot drift unnoticed. (Gzip and zstd bytes may
-// differ between compressor versions, so compressed files are compared
-// after decompression, and today's compressed output must decompress to
-// the same bytes.)
-func TestGoldenWriterUnchanged(t *testing.T) {
-	t.Parallel()
-	for _, format := range goldenFormats {
-		for _, g := range goldenFiles {
-			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
-				onDisk, err := os.ReadFile(filepath.Join(goldenDir(format), g.name))
-				require.NoError(t, err)
-				want := decompress(t, onDisk)
-
-				state, err := encodeState(goldenStateAt(g.step))
-				require.NoError(t, err)
-				require.Equal(t, string(want), string(encodeBytes(g.header(format), state, compressNone)))
-				require.Equal(t, string(want), string(decompress(t, encodeBytes(g.header(format), state, g.comp))))
-			})
-		}
-	}
-}
-
-// TestGoldenCompressedFilesAreStandard checks that the compressed golden
-// files are what the command-line tools read: one gzip member, one zstd
-// frame, detected by their magic numbers. If zstd or gzip is installed, it
-// decompresses them with it.
-func TestGoldenCompressedFilesAreStandard(t *testing.T) {
-	t.Parallel()
-	for _, format := range goldenFormats {
-		for _, g := range goldenFiles {
-			if g.comp == compressNone {
-				continue
-			}
-			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
-				path := filepath.Join(goldenDir(format), g.name)
-				onDisk, err := os.ReadFile(path)
-				require.NoError(t, err)
-				require.Equal(t, g.comp, sniff(onDisk))
-				tool := map[compression]string{compressGzip: "gzip", compressZstd: "zstd"}[g.comp]
-				if _, err := exec.LookPath(tool); err != nil {
-					t.Skipf("%s is not installed", tool)
-				}
-				out, err := exec.Command(tool, "-dc", path).Output()
-				require.NoError(t, err)
-				require.Equal(t, decompress(t, onDisk), out)
-				_, err = verify(out)
-				require.NoError(t, err)
-			})
-		}
-	}
-}
-
-// TestGoldenIsDocumentedFormat checks the README's recipe for verifying a
-// checkpoint without this package, on a golden file of each format: the
-// checksum after `,"checksum":"` covers every byte before it, SHA-256 in
-// format 1, CRC-32C (Castagnoli, big-endian hex) in format 2.
-func TestGoldenIsDocumentedFormat(t *testing.T) {
-	t.Parallel()
-	sums := map[int]func([]byte) string{
-		1: func(b []byte) string { d := sha256.Sum256(b); return "sha256:" + hex.EncodeToString(d[:]) },
-		2: func(b []byte) string {
-			return fmt.Sprintf("crc32c:%08x", crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
-		},
-	}
-	for _, format := range goldenFormats {
-		t.Run(fmt.Sprintf("v%d", format), func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(goldenDir(format), "turn_007.json"))
-			require.NoError(t, err)
-			require.True(t, bytes.HasPrefix(b, []byte(fmt.Sprintf(`{"format":%d,`, format))))
-			i := bytes.LastIndex(b, []byte(`,"checksum":"`))
-			require.Positive(t, i)
-			require.Equal(t, `,"checksum":"`+sums[format](b[:i])+"\"}\n", string(b[i:]))
-			_, err = verify(b)
-			require.NoError(t, err)
-			b[3] ^= 1
-			_, err = verify(b)
-			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
 }
