@@ -10,7 +10,6 @@ var (
 	verify        = format.Verify
 	zstdMagic     = format.ZstdMagic
 	gzipMagic     = format.GzipMagic
-	trailerV1     = format.TrailerV1
 	trailerV2     = format.TrailerV2
 	trailerLenV2  = format.TrailerLenV2
 )
