@@ -144,7 +144,7 @@ var ErrUnsupported = errors.New("unsupported compression parameters")
 // checksum does not match, or its envelope or compressed stream is
 // malformed, as found by reading it whole within the read limit (or its
 // header disagrees with its name). Only such a file is moved aside (see
-// quarantineIfDamaged): "could not check it here" (too large, unsupported,
+// the store's quarantineIfDamaged): "could not check it here" (too large, unsupported,
 // a newer format, permission, an I/O error, not a regular file) is never
 // proof. The mark does not change the message.
 type damageError struct{ err error }

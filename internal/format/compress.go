@@ -135,7 +135,7 @@ type Codec struct {
 	MaxRead   int64                        // the most decompressed bytes a read accepts
 	lastState atomic.Int64                 // the size of the last state encoded
 	noStream  atomic.Bool                  // loads read the whole file first (see LoadState)
-	plain     atomic.Pointer[plainVerdict] // the last state type judged (see streams)
+	plain     atomic.Pointer[plainVerdict] // the last state type judged (see Streams)
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
@@ -192,6 +192,8 @@ func (c *Codec) getBuffer() *bytes.Buffer {
 	return new(bytes.Buffer)
 }
 
+// PutBuffer gives back a buffer EncodeState returned, once its bytes are
+// written: the codec may reuse it.
 func (c *Codec) PutBuffer(b *bytes.Buffer) {
 	if b != nil && b.Cap() <= MaxPooled {
 		c.buffers.put(b)
@@ -199,7 +201,7 @@ func (c *Codec) PutBuffer(b *bytes.Buffer) {
 }
 
 // EncodeState encodes an application state into a pooled buffer; return it
-// with putBuffer once written. The bytes are exactly what json.Marshal
+// with PutBuffer once written. The bytes are exactly what json.Marshal
 // returns: they are what the checksum covers and what a load decodes.
 func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 	var buf *bytes.Buffer

@@ -138,7 +138,7 @@ func Panicked(r any) error {
 // Unmarshal decodes data into v like json.Unmarshal; with strict, a field
 // v's type does not have is an error. A panic in the state type's own code
 // (UnmarshalJSON, UnmarshalText) is recovered and returned as an error
-// (see panicked): it fails the load of that file, as any decode failure
+// (see Panicked): it fails the load of that file, as any decode failure
 // does, instead of the program, and never leaves the store in a state its
 // Close would wait on. data has verified by then: no byte of a file whose
 // checksum fails reaches the host's code.
