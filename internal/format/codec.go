@@ -541,7 +541,15 @@ func parseHeader(data []byte, closed bool) (Header, int, error) {
 	if fastHeader(data[:keyStart], &h) {
 		return h, keyEnd, h.Check()
 	}
-	h = Header{}
+	return unmarshalHeader(data, keyStart, keyEnd, closed)
+}
+
+// unmarshalHeader is parseHeader's decoding of exactly spelled fields that
+// fastHeader cannot read, by encoding/json, as one struct. (A function of
+// its own: the Header encoding/json decodes into is on the heap, and
+// parseHeader's stays on the stack.)
+func unmarshalHeader(data []byte, keyStart, keyEnd int, closed bool) (Header, int, error) {
+	var h Header
 	if closed {
 		if err := json.Unmarshal(data[:keyEnd], &h); err != nil {
 			return h, 0, corruptIO(err)
@@ -552,7 +560,7 @@ func parseHeader(data []byte, closed bool) (Header, int, error) {
 	head := bytes.TrimRight(data[:keyStart], " \t\r\n")
 	if last := len(head) - 1; head[last] == ',' {
 		head[last] = '}'
-		err = json.Unmarshal(head, &h)
+		err := json.Unmarshal(head, &h)
 		head[last] = ','
 		if err != nil {
 			return h, 0, corruptIO(err)
