@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -16,61 +17,17 @@ import (
 // byte for byte (golden_test.go there). They must load forever: here, a
 // store loads them, as a program would.
 
-type goldenAgent struct {
-	Name   string   `json:"name"`
-	Memory []string `json:"memory"`
-	HP     int      `json:"hp"`
-}
+type goldenState = corpus.GoldenState
 
-type goldenState struct {
-	Turn   int64                  `json:"turn"`
-	Agents map[string]goldenAgent `json:"agents"`
-	Log    []string               `json:"log"`
-	Seen   time.Time              `json:"seen"`
-}
-
-func goldenStateAt(turn int64) goldenState {
-	return goldenState{
-		Turn: turn,
-		Agents: map[string]goldenAgent{
-			"dm":     {Name: "Maître du jeu", Memory: []string{"la crypte", "龍"}, HP: 0},
-			"thorin": {Name: "Thorin", Memory: []string{}, HP: 12},
-		},
-		Log:  []string{"DM: You enter the crypt.", "Thorin: I light a torch 🔥"},
-		Seen: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
-	}
-}
-
-var goldenTime = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-
-type goldenFile struct {
-	name string
-	step int64
-	kind Kind
-	comp compression
-	meta map[string]string
-	err  *ErrorRecord
-}
-
-// goldenFiles are the golden checkpoints of every format version: the same
-// names, steps and states in each version's directory.
-var goldenFiles = []goldenFile{
-	{name: "turn_006.json.zst", step: 6, kind: KindStep, comp: compressZstd, meta: map[string]string{"codec": "zstd"}},
-	{name: "turn_007.json", step: 7, kind: KindStep, meta: map[string]string{"player": "ana", "scene": "crypt"}},
-	{name: "turn_008.json.gz", step: 8, kind: KindStep, comp: compressGzip},
-	{name: "turn_009.error.json", step: 9, kind: KindError, err: &ErrorRecord{
-		Message: "generate reply: context deadline exceeded", Types: []string{"*fmt.wrapError", "context.deadlineExceededError"},
-		Step: 9, Time: goldenTime,
-	}},
-	{name: "turn_010.final.json", step: 10, kind: KindFinal},
-	{name: "turn_last.json", step: 11, kind: KindRolling},
-}
-
-// goldenFormats are the format versions of testdata: each has a directory.
-var goldenFormats = []int{1, 2}
+var (
+	goldenStateAt = corpus.GoldenStateAt
+	goldenTime    = corpus.GoldenTime
+	goldenFiles   = corpus.GoldenFiles
+	goldenFormats = corpus.GoldenFormats
+)
 
 func goldenDir(format int) string {
-	return filepath.Join("internal", "format", "testdata", fmt.Sprintf("v%d", format))
+	return corpus.GoldenDir(filepath.Join("internal", "format"), format)
 }
 
 // TestGoldenLoads loads the golden files of every format version: what a
@@ -82,17 +39,17 @@ func TestGoldenLoads(t *testing.T) {
 		t.Run(fmt.Sprintf("v%d", format), func(t *testing.T) {
 			s := openStore[goldenState](t, goldenDir(format), WithLayout("turn", 3), ReadOnly())
 			for _, g := range goldenFiles {
-				t.Run(g.name, func(t *testing.T) {
-					got, info, err := s.Load(ctx, g.step)
+				t.Run(g.Name, func(t *testing.T) {
+					got, info, err := s.Load(ctx, g.Step)
 					require.NoError(t, err)
-					require.Equal(t, goldenStateAt(g.step), got)
-					require.Equal(t, g.name, info.Name())
-					require.Equal(t, g.kind, info.Kind)
-					require.Equal(t, g.comp.String(), info.Compression)
+					require.Equal(t, goldenStateAt(g.Step), got)
+					require.Equal(t, g.Name, info.Name())
+					require.Equal(t, g.Kind, info.Kind)
+					require.Equal(t, g.Comp.String(), info.Compression)
 					require.Equal(t, format, info.Format)
 					require.Equal(t, goldenTime, info.Time)
-					require.Equal(t, g.meta, info.Meta)
-					require.Equal(t, g.err, info.Error)
+					require.Equal(t, g.Meta, info.Meta)
+					require.Equal(t, g.Err, info.Error)
 				})
 			}
 			list, err := s.List(ctx)

@@ -1,4 +1,4 @@
-package format
+package format_test
 
 import (
 	"bytes"
@@ -12,80 +12,32 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
 	"github.com/stretchr/testify/require"
 )
 
 // The files in testdata/v1 were written by this package when format version 1
 // was current, and those in testdata/v2 when version 2 was. They must load
 // forever: never regenerate or edit them. A new format version gets a new
-// directory beside them, and these tests grow. The store's TestGoldenLoads
-// loads them through a store too.
+// directory beside them, and these tests grow (corpus.GoldenFormats). The
+// store's TestGoldenLoads loads them through a store too.
 
-type goldenAgent struct {
-	Name   string   `json:"name"`
-	Memory []string `json:"memory"`
-	HP     int      `json:"hp"`
-}
+type goldenState = corpus.GoldenState
 
-type goldenState struct {
-	Turn   int64                  `json:"turn"`
-	Agents map[string]goldenAgent `json:"agents"`
-	Log    []string               `json:"log"`
-	Seen   time.Time              `json:"seen"`
-}
+var (
+	goldenStateAt = corpus.GoldenStateAt
+	goldenFiles   = corpus.GoldenFiles
+	goldenFormats = corpus.GoldenFormats
+)
 
-func goldenStateAt(turn int64) goldenState {
-	return goldenState{
-		Turn: turn,
-		Agents: map[string]goldenAgent{
-			"dm":     {Name: "Maître du jeu", Memory: []string{"la crypte", "龍"}, HP: 0},
-			"thorin": {Name: "Thorin", Memory: []string{}, HP: 12},
-		},
-		Log:  []string{"DM: You enter the crypt.", "Thorin: I light a torch 🔥"},
-		Seen: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC),
-	}
-}
-
-var goldenTime = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-
-type goldenFile struct {
-	name string
-	step int64
-	kind Kind
-	comp Compression
-	meta map[string]string
-	err  *ErrorRecord
-}
-
-// goldenFiles are the golden checkpoints of every format version: the same
-// names, steps and states in each version's directory.
-var goldenFiles = []goldenFile{
-	{name: "turn_006.json.zst", step: 6, kind: KindStep, comp: CompressZstd, meta: map[string]string{"codec": "zstd"}},
-	{name: "turn_007.json", step: 7, kind: KindStep, meta: map[string]string{"player": "ana", "scene": "crypt"}},
-	{name: "turn_008.json.gz", step: 8, kind: KindStep, comp: CompressGzip},
-	{name: "turn_009.error.json", step: 9, kind: KindError, err: &ErrorRecord{
-		Message: "generate reply: context deadline exceeded", Types: []string{"*fmt.wrapError", "context.deadlineExceededError"},
-		Step: 9, Time: goldenTime,
-	}},
-	{name: "turn_010.final.json", step: 10, kind: KindFinal},
-	{name: "turn_last.json", step: 11, kind: KindRolling},
-}
-
-// goldenFormats are the format versions of testdata: each has a directory.
-var goldenFormats = []int{1, 2}
-
-func goldenDir(format int) string { return filepath.Join("testdata", fmt.Sprintf("v%d", format)) }
-
-func (g goldenFile) header(format int) Header {
-	return Header{Format: format, Step: g.step, Kind: g.kind, Time: goldenTime, Meta: g.meta, Error: g.err}
-}
+func goldenDir(version int) string { return corpus.GoldenDir(".", version) }
 
 // decompress returns a file's decompressed bytes.
 func decompress(t *testing.T, data []byte) []byte {
 	t.Helper()
-	r, _, release, err := NewCodec(CompressNone, defaultMaxRead).Open(bytes.NewReader(data))
+	r, _, release, err := format.NewCodec(format.CompressNone, goldenMaxRead).Open(bytes.NewReader(data))
 	require.NoError(t, err)
 	defer release()
 	out, err := io.ReadAll(r)
@@ -93,30 +45,62 @@ func decompress(t *testing.T, data []byte) []byte {
 	return out
 }
 
-// TestGoldenDecodes reads every golden file as a load does, buffered and
-// streamed, and List's header read: the header each was written with and
+// TestGoldenDecodes reads every golden file as List (its header), a
+// buffered and a streamed load do: the header it was written with and
 // the state.
 func TestGoldenDecodes(t *testing.T) {
 	t.Parallel()
-	for _, format := range goldenFormats {
+	for _, version := range goldenFormats {
 		for _, g := range goldenFiles {
-			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
-				data, err := os.ReadFile(filepath.Join(goldenDir(format), g.name))
+			t.Run(fmt.Sprintf("v%d/%s", version, g.Name), func(t *testing.T) {
+				data, err := os.ReadFile(filepath.Join(goldenDir(version), g.Name))
 				require.NoError(t, err)
-				c := NewCodec(CompressNone, defaultMaxRead)
+				require.Equal(t, g.Comp, format.Sniff(data))
+				c := format.NewCodec(format.CompressNone, goldenMaxRead)
 				h, err := c.ReadHeader(bytes.NewReader(data))
 				require.NoError(t, err)
-				require.Equal(t, g.header(format), h)
-				buffered := loadBuffered[goldenState](data, &Schema{}, defaultMaxRead, stepIs(g.step))
-				require.NoError(t, buffered.err)
-				require.Equal(t, g.header(format), buffered.h)
-				require.Equal(t, goldenStateAt(g.step), buffered.v)
-				streamed := loadStreamed[goldenState](c, data, &Schema{}, stepIs(g.step))
-				sameOutcome(t, g.name, buffered, streamed)
-				require.Equal(t, g.comp, Sniff(data))
+				require.Equal(t, g.Header(version), h)
+
+				var buffered goldenState
+				err = c.Read(bytes.NewReader(data), int64(len(data)), func(h format.Header, state []byte) error {
+					require.Equal(t, g.Header(version), h)
+					return (&format.Schema{}).Decode(h.Schema, state, &buffered)
+				})
+				require.NoError(t, err)
+				require.Equal(t, goldenStateAt(g.Step), buffered)
+
+				var streamed goldenState
+				reopen := func() (io.ReadCloser, int64, error) {
+					return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+				}
+				h, err = c.LoadState(bytes.NewReader(data), int64(len(data)), &format.Schema{}, func(format.Header) error { return nil }, &streamed, reopen)
+				require.NoError(t, err)
+				require.Equal(t, g.Header(version), h)
+				require.Equal(t, goldenStateAt(g.Step), streamed)
 			})
 		}
 	}
+}
+
+// goldenMaxRead is a store's default read limit.
+const goldenMaxRead = 1 << 30
+
+// encodeState returns a state's bytes as a store writes them.
+func encodeState(v any) ([]byte, error) {
+	buf, err := format.NewCodec(format.CompressNone, goldenMaxRead).EncodeState(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// encodeBytes returns the checkpoint of h and state, compressed with comp.
+func encodeBytes(h format.Header, state []byte, comp format.Compression) []byte {
+	var buf bytes.Buffer
+	if err := format.NewCodec(comp, goldenMaxRead).WriteEnvelope(&buf, h, state); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
 }
 
 // TestWriteGolden wrote testdata/vN when version N was current, and writes
@@ -125,22 +109,22 @@ func TestGoldenDecodes(t *testing.T) {
 // CHECKPOINT_WRITE_GOLDEN=v2 go test -run WriteGolden
 func TestWriteGolden(t *testing.T) {
 	t.Parallel()
-	version := os.Getenv("CHECKPOINT_WRITE_GOLDEN")
-	format := slices.IndexFunc(goldenFormats, func(f int) bool { return version == fmt.Sprintf("v%d", f) })
-	if format < 0 {
+	want := os.Getenv("CHECKPOINT_WRITE_GOLDEN")
+	version := slices.IndexFunc(goldenFormats, func(f int) bool { return want == fmt.Sprintf("v%d", f) })
+	if version < 0 {
 		t.Skip("golden files are written once per format version")
 	}
-	format = goldenFormats[format]
-	dir := goldenDir(format)
+	version = goldenFormats[version]
+	dir := goldenDir(version)
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for _, g := range goldenFiles {
-		path := filepath.Join(dir, g.name)
+		path := filepath.Join(dir, g.Name)
 		if _, err := os.Stat(path); err == nil {
 			continue
 		}
-		state, err := encodeState(goldenStateAt(g.step))
+		state, err := encodeState(goldenStateAt(g.Step))
 		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(path, encodeBytes(g.header(format), state, g.comp), 0o644))
+		require.NoError(t, os.WriteFile(path, encodeBytes(g.Header(version), state, g.Comp), 0o644))
 	}
 }
 
@@ -152,17 +136,17 @@ func TestWriteGolden(t *testing.T) {
 // the same bytes.)
 func TestGoldenWriterUnchanged(t *testing.T) {
 	t.Parallel()
-	for _, format := range goldenFormats {
+	for _, version := range goldenFormats {
 		for _, g := range goldenFiles {
-			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
-				onDisk, err := os.ReadFile(filepath.Join(goldenDir(format), g.name))
+			t.Run(fmt.Sprintf("v%d/%s", version, g.Name), func(t *testing.T) {
+				onDisk, err := os.ReadFile(filepath.Join(goldenDir(version), g.Name))
 				require.NoError(t, err)
 				want := decompress(t, onDisk)
 
-				state, err := encodeState(goldenStateAt(g.step))
+				state, err := encodeState(goldenStateAt(g.Step))
 				require.NoError(t, err)
-				require.Equal(t, string(want), string(encodeBytes(g.header(format), state, CompressNone)))
-				require.Equal(t, string(want), string(decompress(t, encodeBytes(g.header(format), state, g.comp))))
+				require.Equal(t, string(want), string(encodeBytes(g.Header(version), state, format.CompressNone)))
+				require.Equal(t, string(want), string(decompress(t, encodeBytes(g.Header(version), state, g.Comp))))
 			})
 		}
 	}
@@ -174,24 +158,24 @@ func TestGoldenWriterUnchanged(t *testing.T) {
 // decompresses them with it.
 func TestGoldenCompressedFilesAreStandard(t *testing.T) {
 	t.Parallel()
-	for _, format := range goldenFormats {
+	for _, version := range goldenFormats {
 		for _, g := range goldenFiles {
-			if g.comp == CompressNone {
+			if g.Comp == format.CompressNone {
 				continue
 			}
-			t.Run(fmt.Sprintf("v%d/%s", format, g.name), func(t *testing.T) {
-				path := filepath.Join(goldenDir(format), g.name)
+			t.Run(fmt.Sprintf("v%d/%s", version, g.Name), func(t *testing.T) {
+				path := filepath.Join(goldenDir(version), g.Name)
 				onDisk, err := os.ReadFile(path)
 				require.NoError(t, err)
-				require.Equal(t, g.comp, Sniff(onDisk))
-				tool := map[Compression]string{CompressGzip: "gzip", CompressZstd: "zstd"}[g.comp]
+				require.Equal(t, g.Comp, format.Sniff(onDisk))
+				tool := map[format.Compression]string{format.CompressGzip: "gzip", format.CompressZstd: "zstd"}[g.Comp]
 				if _, err := exec.LookPath(tool); err != nil {
 					t.Skipf("%s is not installed", tool)
 				}
 				out, err := exec.Command(tool, "-dc", path).Output()
 				require.NoError(t, err)
 				require.Equal(t, decompress(t, onDisk), out)
-				_, err = Verify(out)
+				_, err = format.Verify(out)
 				require.NoError(t, err)
 			})
 		}
@@ -210,19 +194,19 @@ func TestGoldenIsDocumentedFormat(t *testing.T) {
 			return fmt.Sprintf("crc32c:%08x", crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)))
 		},
 	}
-	for _, format := range goldenFormats {
-		t.Run(fmt.Sprintf("v%d", format), func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(goldenDir(format), "turn_007.json"))
+	for _, version := range goldenFormats {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(goldenDir(version), "turn_007.json"))
 			require.NoError(t, err)
-			require.True(t, bytes.HasPrefix(b, []byte(fmt.Sprintf(`{"format":%d,`, format))))
+			require.True(t, bytes.HasPrefix(b, []byte(fmt.Sprintf(`{"format":%d,`, version))))
 			i := bytes.LastIndex(b, []byte(`,"checksum":"`))
 			require.Positive(t, i)
-			require.Equal(t, `,"checksum":"`+sums[format](b[:i])+"\"}\n", string(b[i:]))
-			_, err = Verify(b)
+			require.Equal(t, `,"checksum":"`+sums[version](b[:i])+"\"}\n", string(b[i:]))
+			_, err = format.Verify(b)
 			require.NoError(t, err)
 			b[3] ^= 1
-			_, err = Verify(b)
-			require.ErrorIs(t, err, ErrCorrupt)
+			_, err = format.Verify(b)
+			require.ErrorIs(t, err, format.ErrCorrupt)
 		})
 	}
 }

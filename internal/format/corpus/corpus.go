@@ -1,8 +1,10 @@
-// Package corpus builds the corrupt-file corpus: every way its authors could
-// think of to damage the bytes of a checkpoint. The format's tests read each
-// file with the codec, the store's tests load each through a store; both
-// require that no file yields a wrong state, and that every refusal is
-// ErrCorrupt.
+// Package corpus holds the format's test files: what each golden
+// checkpoint of every format version holds, and the corrupt-file corpus,
+// every way its authors could think of to damage the bytes of a
+// checkpoint. The format's tests read each file with the codec, the
+// store's tests load each through a store; both require that a golden
+// file reads as it was written, that no damaged file yields a wrong state,
+// and that every refusal is ErrCorrupt.
 package corpus
 
 import (
