@@ -158,7 +158,7 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	j.ctx = context.WithoutCancel(ctx)
 	name := s.cfg.layout.format(j.fn)
 	fail := func(err error) (Info, error) {
-		s.codec.putBuffer(j.state)
+		s.codec.PutBuffer(j.state)
 		return Info{}, s.failed(stepError(j.op, j.fn.step, s.path(name), err))
 	}
 	if err := s.await(ctx, func() bool { return q.closed || len(q.jobs) < q.limit }, nil); err != nil {
@@ -177,7 +177,7 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	failures := q.newFailures() // reported to the hooks when they happened
 	q.mu.Unlock()
 	s.clockBehind(j.time, behind)
-	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
 	return s.info(name, j.fn, 0, h), failures
 }
 
@@ -271,7 +271,7 @@ func (s *Store[T]) publishQueued(j *saveJob) saveReport {
 	s.wmu.Lock()
 	r := s.publishLocked(j)
 	s.wmu.Unlock()
-	s.codec.putBuffer(j.state)
+	s.codec.PutBuffer(j.state)
 	q := s.async
 	q.mu.Lock()
 	q.busy = false

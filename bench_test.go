@@ -1,10 +1,8 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -12,7 +10,6 @@ import (
 	"hash/fnv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // benchState is about 10 KB of JSON.
@@ -170,36 +167,4 @@ func BenchmarkFirstList(b *testing.B) {
 		}
 		s.Close()
 	}
-}
-
-// BenchmarkParseHeader measures parsing the header that every file of a
-// directory has, as the first List does for each, against decoding its
-// fields with encoding/json (as parseHeader did before fastHeader).
-func BenchmarkParseHeader(b *testing.B) {
-	data := encodeBytes(header{Format: 2, Step: 1234, Kind: KindStep, Time: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)}, []byte(`{"turn":1}`), compressNone)
-	b.Run("parseHeader", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, err := parseHeader(data); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		keyStart, _, _, err := splitHeader(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		head := append(bytes.TrimRight(bytes.Clone(data[:keyStart]), ","), '}')
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, _, _, err := splitHeader(data); err != nil {
-				b.Fatal(err)
-			}
-			var h header
-			if err := json.Unmarshal(head, &h); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }

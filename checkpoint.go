@@ -64,34 +64,27 @@ package checkpoint
 import (
 	"path/filepath"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/internal/format"
 )
 
 // Kind says why a checkpoint was written. It is part of the file name and of
 // the envelope, so it is known without decoding the state.
-type Kind string
+type Kind = format.Kind
 
 const (
 	// KindStep is a checkpoint written by Save or by a due Tick.
-	KindStep Kind = "step"
+	KindStep = format.KindStep
 	// KindFinal is the checkpoint of a run's last step, written by SaveFinal.
-	KindFinal Kind = "final"
+	KindFinal = format.KindFinal
 	// KindError holds the state as it was when a step failed, with an
 	// ErrorRecord saying what went wrong. It is written by SaveError and
 	// SaveOnPanic.
-	KindError Kind = "error"
+	KindError = format.KindError
 	// KindRolling is the single rolling file that WithRolling keeps for steps
 	// that are not due. It is the only checkpoint a store ever replaces.
-	KindRolling Kind = "rolling"
+	KindRolling = format.KindRolling
 )
-
-// valid reports whether k is one of the kinds this package writes.
-func (k Kind) valid() bool {
-	switch k {
-	case KindStep, KindFinal, KindError, KindRolling:
-		return true
-	}
-	return false
-}
 
 // Info describes one checkpoint file. Everything in it comes from the file
 // name and the envelope's header; the state is not decoded to produce it.
@@ -137,22 +130,8 @@ func (i Info) Name() string {
 }
 
 // ErrorRecord is stored in the envelope of an error checkpoint so that a
-// resumed run can show what went wrong.
-type ErrorRecord struct {
-	// Message is the error's text, or the panic value formatted with %v.
-	// A text over 32 KiB keeps its first 32 KiB and ends with a marker
-	// ("... [truncated: N bytes in all]").
-	Message string `json:"message"`
-	// Types lists the dynamic types of the errors in the chain, outermost
-	// first, as formatted by %T (for example "*fs.PathError").
-	Types []string `json:"types,omitempty"`
-	// Step is the step that failed.
-	Step int64 `json:"step"`
-	// Time is when the failure was recorded.
-	Time time.Time `json:"time"`
-	// Panic reports whether the failure was a panic.
-	Panic bool `json:"panic,omitempty"`
-	// Stack is the goroutine's stack at the panic, for panics only; past
-	// 64 KiB it is cut like Message.
-	Stack string `json:"stack,omitempty"`
-}
+// resumed run can show what went wrong: its message (cut past 32 KiB), the
+// dynamic types of the errors in its chain, the step that failed, when, and
+// for a panic, the goroutine's stack (cut past 64 KiB). Its fields are
+// documented on the type it names.
+type ErrorRecord = format.ErrorRecord

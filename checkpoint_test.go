@@ -102,7 +102,7 @@ func TestRoundTripNestedState(t *testing.T) {
 			require.Equal(t, KindStep, saved.Kind)
 			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, tt.comp.String(), saved.Compression)
-			require.Equal(t, "step_00000007"+tt.comp.ext(), saved.Name())
+			require.Equal(t, "step_00000007"+tt.comp.Ext(), saved.Name())
 			require.Equal(t, 2, saved.Format)
 			require.Equal(t, map[string]string{"player": "Ana", "scene": "tavern"}, saved.Meta)
 			fi, err := os.Stat(saved.Path)
@@ -294,7 +294,7 @@ func envelopeBytes(h header, state []byte) []byte { return encodeBytes(h, state,
 
 func encodeBytes(h header, state []byte, comp compression) []byte {
 	var buf bytes.Buffer
-	if err := newCodec(comp, DefaultMaxReadSize).writeEnvelope(&buf, h, state); err != nil {
+	if err := newCodec(comp, DefaultMaxReadSize).WriteEnvelope(&buf, h, state); err != nil {
 		panic(err)
 	}
 	return buf.Bytes()
@@ -302,7 +302,7 @@ func encodeBytes(h header, state []byte, comp compression) []byte {
 
 // encodeState returns a state's bytes as a store writes them.
 func encodeState(v any) ([]byte, error) {
-	buf, err := newCodec(compressNone, DefaultMaxReadSize).encodeState(v)
+	buf, err := newCodec(compressNone, DefaultMaxReadSize).EncodeState(v)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +318,7 @@ type envelope struct {
 // readEnvelope reads and verifies a whole checkpoint, as a load does.
 func readEnvelope(r io.Reader, max int64) (envelope, error) {
 	var env envelope
-	err := newCodec(compressNone, max).read(r, -1, func(h header, state []byte) error {
+	err := newCodec(compressNone, max).Read(r, -1, func(h header, state []byte) error {
 		env = envelope{header: h, State: bytes.Clone(state)}
 		return nil
 	})
@@ -328,7 +328,7 @@ func readEnvelope(r io.Reader, max int64) (envelope, error) {
 // decompress returns a file's decompressed bytes.
 func decompress(t *testing.T, data []byte) []byte {
 	t.Helper()
-	r, _, release, err := newCodec(compressNone, DefaultMaxReadSize).open(bytes.NewReader(data))
+	r, _, release, err := newCodec(compressNone, DefaultMaxReadSize).Open(bytes.NewReader(data))
 	require.NoError(t, err)
 	defer release()
 	out, err := io.ReadAll(r)

@@ -135,14 +135,14 @@ func TestEncodedStateIsWhatMarshalWrites(t *testing.T) {
 	} {
 		want, err := json.Marshal(v)
 		require.NoError(t, err)
-		buf, err := c.encodeState(v)
+		buf, err := c.EncodeState(v)
 		require.NoError(t, err)
 		require.Equal(t, string(want), buf.String())
-		c.putBuffer(buf)
+		c.PutBuffer(buf)
 	}
-	_, err := c.encodeState(nil)
+	_, err := c.EncodeState(nil)
 	require.ErrorIs(t, err, ErrInvalid)
-	_, err = c.encodeState(make(chan int))
+	_, err = c.EncodeState(make(chan int))
 	require.ErrorIs(t, err, ErrInvalid)
 }
 

@@ -3,23 +3,22 @@ package checkpoint
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
 	"github.com/klauspost/compress/gzip"
 	"github.com/stretchr/testify/require"
 )
 
 // The corrupt-file corpus: every way this test can think of to damage a
-// checkpoint or put something hostile where one should be. In every case a
+// checkpoint (internal/format/corpus, which the format's own tests read
+// too) or put something hostile where one should be. In every case a
 // load fails with ErrCorrupt (or ErrNotFound where there is no checkpoint at
 // all), never panics, never returns a wrong state, and Latest falls back to
 // the good checkpoint of step 1.
@@ -32,15 +31,6 @@ type corpusState struct {
 
 func corpusStateAt(turn int64) corpusState {
 	return corpusState{Turn: turn, Agents: map[string]string{"dm": "narrates", "ana": "sneaks"}, Log: []string{"a", "b"}}
-}
-
-// withTrailer completes an envelope body of format 1 (everything before the
-// checksum) with a correct checksum, so that only what the body says is
-// wrong.
-func withTrailer(body string) []byte {
-	sum := sha256.New()
-	sum.Write([]byte(body))
-	return appendTrailer([]byte(body), trailerV1, sum)
 }
 
 func gzipped(t *testing.T, b []byte) []byte {
@@ -62,80 +52,16 @@ type corpusCase struct {
 }
 
 func corruptCorpus(t *testing.T) []corpusCase {
-	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	state, err := encodeState(corpusStateAt(2))
 	require.NoError(t, err)
-	good := encodeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: now}, state, compressNone)
-	goodGz := encodeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: now}, state, compressGzip)
-
+	good := corpus.Good(state)
+	// The damaged bytes are the format's corpus; the hostile entries
+	// where a file should be are the store's.
 	var cases []corpusCase
-	for i := 0; i < len(good); i++ {
-		cases = append(cases, corpusCase{name: fmt.Sprintf("plain truncated at %d", i), file: "c_002.json", data: good[:i]})
+	for _, c := range corpus.Cases(state) {
+		cases = append(cases, corpusCase{name: c.Name, file: c.File, data: c.Data})
 	}
-	for i := 0; i < len(goodGz); i++ {
-		cases = append(cases, corpusCase{name: fmt.Sprintf("gzip truncated at %d", i), file: "c_002.json.gz", data: goodGz[:i]})
-	}
-	for i := range good {
-		for _, bit := range []byte{0x01, 0x80} {
-			b := bytes.Clone(good)
-			b[i] ^= bit
-			cases = append(cases, corpusCase{name: fmt.Sprintf("plain bit %#x flipped at %d", bit, i), file: "c_002.json", data: b})
-		}
-	}
-	for i := range goodGz {
-		b := bytes.Clone(goodGz)
-		b[i] ^= 0x01
-		cases = append(cases, corpusCase{name: fmt.Sprintf("gzip bit flipped at %d", i), file: "c_002.json.gz", data: b})
-	}
-
-	head := `{"format":1,"step":2,"kind":"step","time":"2026-11-21T10:00:00Z"`
-	body := head + `,"state":` + string(state)
-	for _, tc := range []struct{ name, body string }{
-		{"step is a string", strings.Replace(body, `"step":2`, `"step":"2"`, 1)},
-		{"step is a float", strings.Replace(body, `"step":2`, `"step":2.5`, 1)},
-		{"step disagrees with the name", strings.Replace(body, `"step":2`, `"step":3`, 1)},
-		{"negative step", strings.Replace(body, `"step":2`, `"step":-2`, 1)},
-		{"kind is a number", strings.Replace(body, `"kind":"step"`, `"kind":5`, 1)},
-		{"unknown kind", strings.Replace(body, `"kind":"step"`, `"kind":"weekly"`, 1)},
-		{"kind disagrees with the name", strings.Replace(body, `"kind":"step"`, `"kind":"final"`, 1)},
-		{"time is not a time", strings.Replace(body, `"2026-11-21T10:00:00Z"`, `"yesterday"`, 1)},
-		{"no time", strings.Replace(body, `,"time":"2026-11-21T10:00:00Z"`, ``, 1)},
-		{"meta is a list", strings.Replace(body, `,"state":`, `,"meta":[1,2],"state":`, 1)},
-		{"error record on a step checkpoint", strings.Replace(body, `,"state":`, `,"error":{"message":"x"},"state":`, 1)},
-		{"format 3", strings.Replace(body, `"format":1`, `"format":3`, 1)},
-		{"format 2 with the checksum of format 1", strings.Replace(body, `"format":1`, `"format":2`, 1)},
-		{"format 0", strings.Replace(body, `"format":1`, `"format":0`, 1)},
-		{"format is a string", strings.Replace(body, `"format":1`, `"format":"1"`, 1)},
-		{"no format", strings.Replace(body, `"format":1,`, ``, 1)},
-		{"state is null", head + `,"state":null`},
-		{"state is a string", head + `,"state":"turn 2"`},
-		{"state is a list", head + `,"state":[1,2]`},
-		{"state field of the wrong type", head + `,"state":{"turn":"two","agents":{},"log":[]}`},
-		{"state agents of the wrong type", head + `,"state":{"turn":2,"agents":[1],"log":[]}`},
-		{"no state", head},
-		{"not an object", `[` + body[1:]},
-		{"two objects", body + `}{"x":1`},
-	} {
-		cases = append(cases, corpusCase{name: "checksummed, " + tc.name, file: "c_002.json", data: withTrailer(tc.body)})
-		cases = append(cases, corpusCase{name: "checksummed gzip, " + tc.name, file: "c_002.json.gz", data: gzipped(t, withTrailer(tc.body))})
-	}
-
-	badCRC := bytes.Clone(goodGz)
-	badCRC[len(badCRC)-8] ^= 0xff // the CRC-32 of the gzip trailer
-	badSize := bytes.Clone(goodGz)
-	badSize[len(badSize)-1] ^= 0xff // ISIZE
 	cases = append(cases,
-		corpusCase{name: "empty file", file: "c_002.json", data: []byte{}},
-		corpusCase{name: "empty gzip name", file: "c_002.json.gz", data: []byte{}},
-		corpusCase{name: "gzip magic only", file: "c_002.json.gz", data: []byte{0x1f, 0x8b}},
-		corpusCase{name: "gzip with a bad CRC", file: "c_002.json.gz", data: badCRC},
-		corpusCase{name: "gzip with a bad size", file: "c_002.json.gz", data: badSize},
-		corpusCase{name: "gzip of nothing", file: "c_002.json.gz", data: gzipped(t, nil)},
-		corpusCase{name: "gzip of plain garbage", file: "c_002.json.gz", data: gzipped(t, []byte("garbage"))},
-		corpusCase{name: "gzip bomb", file: "c_002.json.gz", data: gzipped(t, append(withTrailer(head+`,"state":"`), bytes.Repeat([]byte("A"), corpusMaxRead*4)...))},
-		corpusCase{name: "plain file over the read limit", file: "c_002.json", data: withTrailer(head + `,"state":{"turn":2,"log":["` + strings.Repeat("x", corpusMaxRead) + `"]}`)},
-		corpusCase{name: "NUL bytes", file: "c_002.json", data: make([]byte, 4096)},
-		corpusCase{name: "the checkpoint of another step", file: "c_002.json", data: encodeBytes(header{Format: 1, Step: 9, Kind: KindStep, Time: now}, state, compressNone)},
 		corpusCase{name: "a directory", file: "c_002.json", prepare: func(t *testing.T, dir string) {
 			require.NoError(t, os.Mkdir(filepath.Join(dir, "c_002.json"), 0o755))
 		}},
@@ -165,7 +91,7 @@ func corruptCorpus(t *testing.T) []corpusCase {
 
 // corpusMaxRead is the read limit of the corpus stores: small, so that the
 // bomb and the oversized file stay cheap to build.
-const corpusMaxRead = 64 << 10
+const corpusMaxRead = corpus.MaxRead
 
 func TestCorruptCorpus(t *testing.T) {
 	t.Parallel()

@@ -449,7 +449,7 @@ func (s *Store[T]) readHeaderFile(ctx context.Context, name string, fn fileName)
 		return header{}, Object{}, err
 	}
 	defer f.Close()
-	h, err := s.codec.readHeader(f)
+	h, err := s.codec.ReadHeader(f)
 	if err == nil {
 		err = fn.agrees(h)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -19,7 +20,7 @@ var (
 	// unsupported format version, a header that disagrees with its name, a
 	// state that does not decode into the store's type, or it is larger than
 	// the read limit.
-	ErrCorrupt = errors.New("corrupt checkpoint")
+	ErrCorrupt = format.ErrCorrupt
 	// ErrExists: a checkpoint of that step and kind already exists. It was
 	// left unchanged.
 	ErrExists = storage.ErrExists
@@ -40,13 +41,13 @@ var (
 	// the store's (see WithSchema): a newer release of the program wrote it.
 	// It is not damage: it is never moved aside, and Latest stops at it
 	// rather than resume from an older step.
-	ErrNewerSchema = errors.New("checkpoint has a newer schema")
+	ErrNewerSchema = format.ErrNewerSchema
 	// ErrMigration: a checkpoint's state could not be brought to the
 	// store's schema: a migration failed or returned invalid JSON, its
 	// output does not decode into the store's type, or no migration starts
 	// at the file's schema. The file is left as it is, and Latest stops at
 	// it rather than resume from an older step.
-	ErrMigration = errors.New("schema migration failed")
+	ErrMigration = format.ErrMigration
 	// ErrAsync: a save queued by an Async store failed in the background,
 	// after the Save that queued it had returned. The error names the
 	// failed steps and wraps each failure (an *Error naming the step and

@@ -227,8 +227,8 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 		// Each spare is at most maxPooled; all of them, 2 to 7 MiB here
 		// from run to run, where the store used to keep 30 MiB.
 		require.Less(t, held, uint64(12<<20), "bytes an open store holds after its calls")
-		for _, b := range s.codec.buffers.idle {
-			require.LessOrEqual(t, b.Cap(), maxPooled)
+		for _, c := range s.codec.IdleBufferCaps() {
+			require.LessOrEqual(t, c, maxPooled)
 		}
 		runtime.KeepAlive(s)
 		require.Empty(t, state+got)
@@ -245,7 +245,7 @@ func TestOurZstdWindowIsWithinTheSpareDecoder(t *testing.T) {
 		var buf bytes.Buffer
 		state, err := json.Marshal(strings.Repeat(randomText(int64(size), 1<<10), size>>10+1))
 		require.NoError(t, err)
-		require.NoError(t, c.writeEnvelope(&buf, header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, state))
+		require.NoError(t, c.WriteEnvelope(&buf, header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, state))
 		var h zstd.Header
 		require.NoError(t, h.Decode(buf.Bytes()))
 		window := h.WindowSize

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -63,20 +64,13 @@ type indexEntry struct {
 // (a meta of 400,000 tiny keys in 4 MiB decodes to 70 MiB), kept by the
 // header cache.
 func (x indexEntry) decode(fn fileName) (header, bool) {
-	var h header
-	j := x.header
-	if len(j) < 2 || len(j) > indexMaxHeader || j[0] != '{' || j[len(j)-1] != '}' {
-		return h, false
+	if len(x.header) > indexMaxHeader {
+		return header{}, false
 	}
-	// fastHeader reads the fields of an object up to its closing brace;
-	// what it cannot read (meta, an error record), encoding/json does.
-	if !fastHeader(j[:len(j)-1], &h) {
-		h = header{}
-		if json.Unmarshal(j, &h) != nil {
-			return header{}, false
-		}
-	}
-	if h.check() != nil || fn.agrees(h) != nil {
+	// The index's header means what the file's header means: the one
+	// header decoder decodes both.
+	h, err := format.DecodeHeaderJSON(x.header)
+	if err != nil || fn.agrees(h) != nil {
 		return header{}, false
 	}
 	return h, true

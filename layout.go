@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gocheckpoint/checkpoint/internal/format"
 )
 
 const (
-	extPlain = ".json"
-	extGzip  = ".json.gz"
-	extZstd  = ".json.zst"
+	extPlain = format.ExtPlain
+	extGzip  = format.ExtGzip
+	extZstd  = format.ExtZstd
 	// rollingStem replaces the step in the rolling file's name.
 	rollingStem = "last"
 	// lockName is the writer's lock file. The leading dot keeps it out of
@@ -78,7 +80,7 @@ func (l layout) appendName(b []byte, n fileName) []byte {
 			}
 		}
 	}
-	return append(b, n.comp.ext()...)
+	return append(b, n.comp.Ext()...)
 }
 
 // parse reports whether name is a checkpoint name of this layout and what it

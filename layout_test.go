@@ -101,3 +101,38 @@ func TestIsTemp(t *testing.T) {
 		require.Equal(t, want, l.isTemp(name), name)
 	}
 }
+
+// FuzzParseName checks the file name parser: a name it accepts is exactly
+// the name the store would write for what it parsed (so two names never
+// mean one checkpoint), a temporary name is never a checkpoint, and no
+// accepted name can leave the directory. The seed corpus is in
+// testdata/fuzz/FuzzParseName.
+//
+//	go test -run '^$' -fuzz FuzzParseName -fuzztime 60s .
+func FuzzParseName(f *testing.F) {
+	for _, name := range []string{"turn_007.json", "turn_007.json.gz", "turn_010.final.json", "turn_004.error-2.json",
+		"turn_last.json", "turn_1234.json", ".turn_007.json123", "turn_007.json.corrupt", "turn_-1.json", "turn_007.error-1.json"} {
+		f.Add("turn", 3, name)
+	}
+	f.Add("step", 8, "step_00000001.json")
+	f.Add("a.b", 1, "a.b_9.final.json.gz")
+	f.Fuzz(func(t *testing.T, prefix string, digits int, name string) {
+		l := layout{prefix: prefix, digits: digits}
+		if l.validate() != nil {
+			return
+		}
+		fn, ok := l.parse(name)
+		if !ok {
+			return
+		}
+		if got := l.format(fn); got != name {
+			t.Fatalf("parse(%q) = %+v, which formats as %q", name, fn, got)
+		}
+		if l.isTemp(name) {
+			t.Fatalf("%q is both a checkpoint and a temporary file", name)
+		}
+		if !validChars(name) || fn.step < 0 {
+			t.Fatalf("accepted %q: %+v", name, fn)
+		}
+	})
+}

@@ -387,7 +387,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 		o = again
 		return g, again.Size, nil
 	}
-	h, err := s.codec.loadState(f, o.Size, &s.cfg.schema, check, &v, reopen)
+	h, err := s.codec.LoadState(f, o.Size, &s.cfg.schema, check, &v, reopen)
 	if err != nil {
 		return fail(err)
 	}

@@ -92,7 +92,7 @@ func (c *config) validate() error {
 	if c.async && c.queue < 1 {
 		return fmt.Errorf("%w: Async(%d): the queue length must be at least 1", ErrInvalid, c.queue)
 	}
-	return c.schema.validate()
+	return c.schema.Validate()
 }
 
 // compression returns what new checkpoints are written with.
@@ -357,7 +357,7 @@ func PruneKinds(kinds ...Kind) Option {
 // and to the checks of Fork. The default is version 0 with no migrations.
 func WithSchema(version int, migrations ...Migration) Option {
 	return optionFunc(func(c *config) {
-		c.schema.version, c.schema.migrations = version, slices.Clone(migrations)
+		c.schema.Version, c.schema.Migrations = version, slices.Clone(migrations)
 	})
 }
 
@@ -369,7 +369,7 @@ func WithSchema(version int, migrations ...Migration) Option {
 // any state that does not decode into T; a migrated one is ErrMigration.
 // The default is to ignore unknown fields, as encoding/json does.
 func StrictDecoding() Option {
-	return optionFunc(func(c *config) { c.schema.strict = true })
+	return optionFunc(func(c *config) { c.schema.Strict = true })
 }
 
 // WithHooks installs hooks on the store.

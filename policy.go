@@ -117,8 +117,8 @@ const (
 	maxErrorTypes   = 64
 )
 
-// bounded returns rec with its texts truncated to the bounds above.
-func (rec *ErrorRecord) bounded() *ErrorRecord {
+// boundedRecord returns rec with its texts truncated to the bounds above.
+func boundedRecord(rec *ErrorRecord) *ErrorRecord {
 	b := *rec
 	b.Message = truncateText(b.Message, maxErrorMessage)
 	b.Stack = truncateText(b.Stack, maxErrorStack)

@@ -638,7 +638,7 @@ func TestPruneFromCacheLeavesFilesItDoesNotKnow(t *testing.T) {
 // checksum of its new bytes.
 func resumV2(b []byte) []byte {
 	i := bytes.LastIndex(b, []byte(`,"checksum":"`))
-	sum := trailerV2.sum()
+	sum := trailerV2.Sum()
 	sum.Write(b[:i])
 	return appendTrailer(b[:i:i], trailerV2, sum)
 }

@@ -80,7 +80,7 @@ func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, s
 // prepare checks a save's arguments and encodes its state, before any lock
 // is taken: the caller's MarshalJSON may be slow, or may even use the store.
 func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (*saveJob, error) {
-	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.comp}, meta: meta, rec: rec}
+	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.Compression()}, meta: meta, rec: rec}
 	if kind == KindError {
 		j.fn.attempt = 1
 	}
@@ -100,20 +100,20 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 		}
 	}
 	if rec != nil {
-		j.rec = rec.bounded()
+		j.rec = boundedRecord(rec)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
 	var err error
-	if j.state, err = s.codec.encodeState(state); err != nil {
+	if j.state, err = s.codec.EncodeState(state); err != nil {
 		return fail(err)
 	}
 	// A checkpoint no load could read is refused before anything is
 	// written (or queued): saved, it would only be ErrCorrupt later.
-	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: step, Kind: kind, Meta: meta, Error: j.rec}
-	if err := s.codec.checkFits(h, j.state.Len()); err != nil {
-		s.codec.putBuffer(j.state)
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: meta, Error: j.rec}
+	if err := s.codec.CheckFits(h, j.state.Len()); err != nil {
+		s.codec.PutBuffer(j.state)
 		return fail(err)
 	}
 	return j, nil
@@ -141,7 +141,7 @@ func (s *Store[T]) report(r saveReport) {
 
 // saveNow publishes j at once, under the write lock.
 func (s *Store[T]) saveNow(ctx context.Context, j *saveJob) saveReport {
-	defer s.codec.putBuffer(j.state)
+	defer s.codec.PutBuffer(j.state)
 	if err := s.beginWrite(ctx); err != nil {
 		return saveReport{err: stepError(j.op, j.fn.step, s.path(s.cfg.layout.format(j.fn)), err)}
 	}
@@ -168,8 +168,8 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		j.time, behind = s.saveTime(fn.step, true) // a save refused above reads no clock
 		s.clockBehind(j.time, behind)
 	}
-	h := header{Format: formatVersion, Schema: s.cfg.schema.version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
-	write := func(w io.Writer) error { return s.codec.writeEnvelope(w, h, j.state.Bytes()) }
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
+	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
 	ctx := j.ctx
 	var o Object
 	if fn.kind == KindRolling {
@@ -443,7 +443,7 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
 		}
 		if err == nil {
-			err = s.codec.read(f, o.Size, func(h header, _ []byte) error { return fn.agrees(h) })
+			err = s.codec.Read(f, o.Size, func(h header, _ []byte) error { return fn.agrees(h) })
 			f.Close()
 		}
 		switch {

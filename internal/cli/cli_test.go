@@ -515,7 +515,7 @@ func TestVerifyGoodStoreMadeByTheLibrary(t *testing.T) {
 // checks every format a store loads, and names the checksum it verified.
 func TestVerifyAndShowReadBothFormats(t *testing.T) {
 	for format, sum := range map[int]string{1: "sha256", 2: "crc32c"} {
-		dir := filepath.Join("..", "..", "testdata", fmt.Sprintf("v%d", format))
+		dir := filepath.Join("..", "format", "testdata", fmt.Sprintf("v%d", format))
 		r := runCLI(t, "verify", dir)
 		require.Equal(t, 0, r.code, r.stdout+r.stderr)
 		require.Contains(t, r.stdout, ": 6 ok, 0 bad\n")

@@ -1,4 +1,4 @@
-package checkpoint
+package format
 
 import (
 	"bufio"
@@ -18,60 +18,60 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// compression is how a checkpoint file is compressed. The name says it
+// Compression is how a checkpoint file is compressed. The name says it
 // (.json, .json.gz, .json.zst), and readers detect it from the first bytes.
-type compression uint8
+type Compression uint8
 
 const (
-	compressNone compression = iota
-	compressGzip
-	compressZstd
+	CompressNone Compression = iota
+	CompressGzip
+	CompressZstd
 )
 
-// compressions lists every compression, in the order names are probed.
-var compressions = [...]compression{compressNone, compressGzip, compressZstd}
+// Compressions lists every compression, in the order names are probed.
+var Compressions = [...]Compression{CompressNone, CompressGzip, CompressZstd}
 
-// ext returns the file name extension of a checkpoint of this compression.
-func (c compression) ext() string {
+// Ext returns the file name extension of a checkpoint of this compression.
+func (c Compression) Ext() string {
 	switch c {
-	case compressGzip:
-		return extGzip
-	case compressZstd:
-		return extZstd
+	case CompressGzip:
+		return ExtGzip
+	case CompressZstd:
+		return ExtZstd
 	}
-	return extPlain
+	return ExtPlain
 }
 
 // String returns the value of Info.Compression: "gzip", "zstd", or "" for
 // a plain file.
-func (c compression) String() string {
+func (c Compression) String() string {
 	switch c {
-	case compressGzip:
+	case CompressGzip:
 		return "gzip"
-	case compressZstd:
+	case CompressZstd:
 		return "zstd"
 	}
 	return ""
 }
 
 var (
-	gzipMagic = []byte{0x1f, 0x8b}
-	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	GzipMagic = []byte{0x1f, 0x8b}
+	ZstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
-// sniff tells the compression of a file from its first bytes. A zstd
+// Sniff tells the compression of a file from its first bytes. A zstd
 // stream may begin with a skippable frame (magic 0x184D2A50 to 0x184D2A5F,
 // little-endian), which tools use for metadata: it is zstd too.
-func sniff(magic []byte) compression {
+func Sniff(magic []byte) Compression {
 	switch {
-	case bytes.HasPrefix(magic, gzipMagic):
-		return compressGzip
-	case bytes.HasPrefix(magic, zstdMagic):
-		return compressZstd
+	case bytes.HasPrefix(magic, GzipMagic):
+		return CompressGzip
+	case bytes.HasPrefix(magic, ZstdMagic):
+		return CompressZstd
 	case len(magic) >= 4 && binary.LittleEndian.Uint32(magic)&^0xf == zstdSkippableMagic:
-		return compressZstd
+		return CompressZstd
 	}
-	return compressNone
+	return CompressNone
 }
 
 // zstdSkippableMagic is the magic of a zstd skippable frame, less its low
@@ -91,51 +91,51 @@ const (
 	headerBufSize = 1 << 10
 )
 
-// maxPooled bounds what a codec keeps between calls, per value: a buffer
+// MaxPooled bounds what a codec keeps between calls, per value: a buffer
 // of a larger capacity, or a zstd decoder of a window larger than
-// zstdWindow, is dropped after use, so that a store that once read a huge
+// ZstdWindow, is dropped after use, so that a store that once read a huge
 // (or hostile) file does not hold its memory for as long as it is open.
-const maxPooled = 4 << 20
+const MaxPooled = 4 << 20
 
-// zstdWindow is the window of the zstd encoder, and the largest window of a
+// ZstdWindow is the window of the zstd encoder, and the largest window of a
 // zstd decoder a codec keeps for reuse. Measured, such an encoder keeps
-// 2.5 MiB and such a decoder 1.4 MiB, within maxPooled; an encoder of the
+// 2.5 MiB and such a decoder 1.4 MiB, within MaxPooled; an encoder of the
 // default level's 8 MiB window keeps 9.5 MiB once it has compressed 64 KiB.
 // The smaller window costs nothing: on the benchmark's 10 MB state of agents
 // it compresses 3.90 times (3.87 with 8 MiB), and faster.
-const zstdWindow = 1 << 20
+const ZstdWindow = 1 << 20
 
-// maxZstdWindow is the largest zstd window a read accepts. Our encoder uses
-// zstdWindow, and before it used the default level's 8 MiB at most (sized
+// MaxZstdWindow is the largest zstd window a read accepts. Our encoder uses
+// ZstdWindow, and before it used the default level's 8 MiB at most (sized
 // to the file when the file was smaller); the zstd tool's levels up to 19
 // stay within 8 MiB too, and only --ultra and --long ask for more. A frame
 // that asks for more is refused before the decoder gives it memory: the
 // window is memory a hostile 176-byte file could otherwise claim on top of
 // the read limit.
-const maxZstdWindow = 8 << 20
+const MaxZstdWindow = 8 << 20
 
-// codec turns states into checkpoint bytes and back for one store. It
+// Codec turns states into checkpoint bytes and back for one store. It
 // reuses its buffers, compressors and decompressors: at a 10 KB state,
 // creating a gzip writer or a zstd encoder costs more than compressing, and
 // a fresh buffer per save would copy the encoded state again.
 //
 // What it reuses it keeps as spares, at most maxSpares of each kind and
-// none larger than maxPooled, which garbage collection does not empty (a
+// none larger than MaxPooled, which garbage collection does not empty (a
 // sync.Pool would: with states of a few MiB, every few saves, throwing away
 // a zstd encoder's tables or a state-sized buffer that the next save must
 // grow again). Saves compress one at a time, under the store's write lock,
 // so one spare encoder serves them; a store so keeps at most a few times
-// maxPooled, for as long as it lives. A larger state gets a fresh buffer,
+// MaxPooled, for as long as it lives. A larger state gets a fresh buffer,
 // sized after the last state so that encoding does not grow it, and a file
 // that asks for a larger zstd window a decoder of its own.
 //
 // A codec is safe for concurrent use.
-type codec struct {
-	comp      compression                  // what new checkpoints are written with
-	maxRead   int64                        // the most decompressed bytes a read accepts
+type Codec struct {
+	comp      Compression                  // what new checkpoints are written with
+	MaxRead   int64                        // the most decompressed bytes a read accepts
 	lastState atomic.Int64                 // the size of the last state encoded
-	noStream  atomic.Bool                  // loads read the whole file first (see loadState)
-	plain     atomic.Pointer[plainVerdict] // the last state type judged (see streams)
+	noStream  atomic.Bool                  // loads read the whole file first (see LoadState)
+	plain     atomic.Pointer[plainVerdict] // the last state type judged (see Streams)
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
@@ -178,13 +178,13 @@ func (p *spares[V]) put(v V) {
 	p.mu.Unlock()
 }
 
-// newCodec returns a codec writing comp and reading at most maxRead
-// decompressed bytes of a file; maxRead is at most maxReadCeiling.
-func newCodec(comp compression, maxRead int64) *codec {
-	return &codec{comp: comp, maxRead: min(maxRead, maxReadCeiling)}
+// NewCodec returns a codec writing comp and reading at most maxRead
+// decompressed bytes of a file; maxRead is at most MaxReadCeiling.
+func NewCodec(comp Compression, maxRead int64) *Codec {
+	return &Codec{comp: comp, MaxRead: min(maxRead, MaxReadCeiling)}
 }
 
-func (c *codec) getBuffer() *bytes.Buffer {
+func (c *Codec) getBuffer() *bytes.Buffer {
 	if b, ok := c.buffers.get(); ok {
 		b.Reset()
 		return b
@@ -192,18 +192,20 @@ func (c *codec) getBuffer() *bytes.Buffer {
 	return new(bytes.Buffer)
 }
 
-func (c *codec) putBuffer(b *bytes.Buffer) {
-	if b != nil && b.Cap() <= maxPooled {
+// PutBuffer gives back a buffer EncodeState returned, once its bytes are
+// written: the codec may reuse it.
+func (c *Codec) PutBuffer(b *bytes.Buffer) {
+	if b != nil && b.Cap() <= MaxPooled {
 		c.buffers.put(b)
 	}
 }
 
-// encodeState encodes an application state into a pooled buffer; return it
-// with putBuffer once written. The bytes are exactly what json.Marshal
+// EncodeState encodes an application state into a pooled buffer; return it
+// with PutBuffer once written. The bytes are exactly what json.Marshal
 // returns: they are what the checksum covers and what a load decodes.
-func (c *codec) encodeState(v any) (*bytes.Buffer, error) {
+func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 	var buf *bytes.Buffer
-	if n := c.lastState.Load(); n > maxPooled {
+	if n := c.lastState.Load(); n > MaxPooled {
 		// A state too large to keep a buffer for: a buffer the size of
 		// the last one and a little, which encoding rarely has to grow
 		// (each growth would copy the state and double the buffer).
@@ -213,21 +215,21 @@ func (c *codec) encodeState(v any) (*bytes.Buffer, error) {
 	}
 	enc := json.NewEncoder(buf)
 	if err := enc.Encode(v); err != nil {
-		c.putBuffer(buf)
+		c.PutBuffer(buf)
 		return nil, fmt.Errorf("%w: encode state: %w", ErrInvalid, err)
 	}
 	buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 	c.lastState.Store(int64(buf.Len()))
 	if bytes.Equal(buf.Bytes(), []byte("null")) {
-		c.putBuffer(buf)
+		c.PutBuffer(buf)
 		return nil, fmt.Errorf("%w: encode state: the state is nil", ErrInvalid)
 	}
 	return buf, nil
 }
 
-// writeEnvelope writes a whole checkpoint to w, compressed as the codec
+// WriteEnvelope writes a whole checkpoint to w, compressed as the codec
 // says. The state is hashed and written where it lies: it is not copied.
-func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
+func (c *Codec) WriteEnvelope(w io.Writer, h Header, state []byte) error {
 	head, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("encode header: %w", err)
@@ -236,21 +238,21 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 	head = append(head[:len(head)-1], `,"state":`...)
 	// The header's format says which checksum closes the envelope: a store
 	// writes format 2; tests still write format 1 to prove it loads.
-	t := trailerOf(h.Format)
-	sum := t.sum()
+	t := TrailerOf(h.Format)
+	sum := t.Sum()
 	sum.Write(head)
 	sum.Write(state)
 	var tb [maxTrailerLen]byte
-	trailer := appendTrailer(tb[:0], t, sum)
-	if c.comp == compressNone {
-		return writeParts(w, [][]byte{head, state, trailer})
+	tail := AppendTrailer(tb[:0], t, sum)
+	if c.comp == CompressNone {
+		return writeParts(w, [][]byte{head, state, tail})
 	}
 
 	bw := c.getWriter(w)
 	defer func() { bw.Reset(nil); c.writers.put(bw) }()
 	var zw io.WriteCloser
 	switch c.comp {
-	case compressGzip:
+	case CompressGzip:
 		gw, ok := c.gzipW.get()
 		if !ok {
 			gw = gzip.NewWriter(bw)
@@ -259,22 +261,22 @@ func (c *codec) writeEnvelope(w io.Writer, h header, state []byte) error {
 		}
 		defer func() { gw.Reset(nil); c.gzipW.put(gw) }()
 		zw = gw
-	case compressZstd:
+	case CompressZstd:
 		ze, ok := c.zstdW.get()
 		if !ok {
 			// One goroutine-free encoder at the default level, of a
-			// zstdWindow window, allocating it as the data needs it.
-			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(zstdWindow)); err != nil {
+			// ZstdWindow window, allocating it as the data needs it.
+			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(ZstdWindow)); err != nil {
 				return fmt.Errorf("create zstd encoder: %w", err)
 			}
 		}
 		// The content size goes into the frame header: the window is
 		// sized to the file and the decoder can check the length.
-		ze.ResetContentSize(bw, int64(len(head)+len(state)+len(trailer)))
+		ze.ResetContentSize(bw, int64(len(head)+len(state)+len(tail)))
 		defer func() { ze.Reset(nil); c.zstdW.put(ze) }()
 		zw = ze
 	}
-	if err := writeParts(zw, [][]byte{head, state, trailer}); err != nil {
+	if err := writeParts(zw, [][]byte{head, state, tail}); err != nil {
 		return err
 	}
 	if err := zw.Close(); err != nil {
@@ -292,7 +294,7 @@ func writeParts(w io.Writer, parts [][]byte) error {
 	return nil
 }
 
-func (c *codec) getWriter(w io.Writer) *bufio.Writer {
+func (c *Codec) getWriter(w io.Writer) *bufio.Writer {
 	if bw, ok := c.writers.get(); ok {
 		bw.Reset(w)
 		return bw
@@ -300,11 +302,11 @@ func (c *codec) getWriter(w io.Writer) *bufio.Writer {
 	return bufio.NewWriterSize(w, fileBufSize)
 }
 
-// open returns a reader of r's decompressed bytes, detecting the compression
+// Open returns a reader of r's decompressed bytes, detecting the compression
 // from the magic number (not the name), the compression found, and a
 // function that returns the reader's resources to the codec once the caller
 // is done with it. It reads through a buffer sized for a header.
-func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
+func (c *Codec) Open(r io.Reader) (io.Reader, Compression, func(), error) {
 	st, err := c.openBuffered(r, -1, &c.headers, headerBufSize)
 	return st.r, st.comp, st.release, err
 }
@@ -312,7 +314,7 @@ func (c *codec) open(r io.Reader) (io.Reader, compression, func(), error) {
 // stream is a file's decompressed bytes being read.
 type stream struct {
 	r       io.Reader
-	comp    compression
+	comp    Compression
 	hint    int64  // the decompressed size the file declares; -1 if unknown
 	release func() // returns the stream's resources to the codec
 }
@@ -322,13 +324,13 @@ type stream struct {
 // file's size, a zstd frame's content size, a gzip file's size trailer. A
 // hint is only a hint (a hostile file may lie): it is never more than the
 // read limit, and a read never trusts it beyond sizing its first buffer.
-func (c *codec) openStream(r io.Reader, size int64) (stream, error) {
+func (c *Codec) openStream(r io.Reader, size int64) (stream, error) {
 	return c.openBuffered(r, size, &c.readers, readBufSize)
 }
 
 // openBuffered is openStream reading r through a buffer of bufSize bytes
 // from readers.
-func (c *codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Reader], bufSize int) (stream, error) {
+func (c *Codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Reader], bufSize int) (stream, error) {
 	br, ok := readers.get()
 	if ok {
 		br.Reset(r)
@@ -340,18 +342,18 @@ func (c *codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 		releaseBuf()
 		return stream{}, err
 	}
-	magic, err := br.Peek(len(zstdMagic))
+	magic, err := br.Peek(len(ZstdMagic))
 	if err != nil && err != io.EOF {
 		return fail(corruptIO(err))
 	}
-	st := stream{comp: sniff(magic), hint: -1}
+	st := stream{comp: Sniff(magic), hint: -1}
 	switch st.comp {
-	case compressNone:
+	case CompressNone:
 		st.r, st.release = br, releaseBuf
 		if size >= 0 {
 			st.hint = size
 		}
-	case compressGzip:
+	case CompressGzip:
 		zr, ok := c.gzipR.get()
 		if ok {
 			err = zr.Reset(br)
@@ -363,28 +365,28 @@ func (c *codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 		}
 		st.r, st.release = zr, func() { c.gzipR.put(zr); releaseBuf() }
 		st.hint = gzipSize(r, size)
-	case compressZstd:
+	case CompressZstd:
 		window, content, err := zstdFrame(br)
 		if err != nil {
 			return fail(err)
 		}
-		if content > c.maxRead {
-			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, the limit is %d (see WithMaxReadSize)", ErrCorrupt, errTooLarge, content, c.maxRead))
+		if content > c.MaxRead {
+			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, the limit is %d (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, content, c.MaxRead))
 		}
 		st.hint = content
 		// A frame of a small window is decoded by a spare decoder that
 		// refuses larger windows in the frames that follow, so that what
 		// is kept stays small; a larger one by a decoder of its own.
-		small := window <= zstdWindow
+		small := window <= ZstdWindow
 		var zr *zstd.Decoder
 		ok := false
 		if small {
 			zr, ok = c.zstdR.get()
 		}
 		if !ok {
-			limit := uint64(maxZstdWindow)
+			limit := uint64(MaxZstdWindow)
 			if small {
-				limit = zstdWindow
+				limit = ZstdWindow
 			}
 			// One goroutine-free decoder. The content of a
 			// single-segment frame is its window: WithDecoderMaxMemory
@@ -415,7 +417,7 @@ func (c *codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 // zstdFrame reads the header of the zstd frame at the start of br without
 // consuming it and returns the frame's window (the memory a decoder keeps
 // for it) and its declared content size (-1 if it declares none). A window
-// larger than maxZstdWindow is refused: the file may be good, but this
+// larger than MaxZstdWindow is refused: the file may be good, but this
 // package does not give it that memory.
 func zstdFrame(br *bufio.Reader) (window, content int64, err error) {
 	head, _ := br.Peek(zstd.HeaderMaxSize)
@@ -432,12 +434,12 @@ func zstdFrame(br *bufio.Reader) (window, content int64, err error) {
 	case h.Skippable:
 		// The frames after it are not known yet: they may ask for
 		// any window up to the cap, which the decoder then enforces.
-		return maxZstdWindow, -1, nil
+		return MaxZstdWindow, -1, nil
 	case h.SingleSegment:
 		w = h.FrameContentSize // the decoder's window is the content
 	}
-	if w > maxZstdWindow {
-		return 0, 0, fmt.Errorf("%w: %w: the zstd frame asks for a window of %d bytes; this package decodes windows of up to %d", ErrCorrupt, errUnsupported, w, maxZstdWindow)
+	if w > MaxZstdWindow {
+		return 0, 0, fmt.Errorf("%w: %w: the zstd frame asks for a window of %d bytes; this package decodes windows of up to %d", ErrCorrupt, ErrUnsupported, w, MaxZstdWindow)
 	}
 	return int64(w), content, nil
 }
@@ -458,14 +460,14 @@ func gzipSize(r io.Reader, size int64) int64 {
 	return int64(binary.LittleEndian.Uint32(isize[:]))
 }
 
-// read reads a whole checkpoint from r, whose size on disk is size (or -1
+// Read reads a whole checkpoint from r, whose size on disk is size (or -1
 // if unknown), reading at most maxRead decompressed bytes; verifies its
 // checksum and header; and calls use with the header and the state's exact
 // bytes, which are valid only during the call. It returns an ErrCorrupt
 // error for anything wrong with the bytes (marked as damage when it proves
-// the file damaged: see isDamage), an operating system error as it is, and
+// the file damaged: see IsDamage), an operating system error as it is, and
 // use's error.
-func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) error) error {
+func (c *Codec) Read(r io.Reader, size int64, use func(h Header, state []byte) error) error {
 	st, err := c.openStream(r, size)
 	if err != nil {
 		return err
@@ -476,10 +478,10 @@ func (c *codec) read(r io.Reader, size int64, use func(h header, state []byte) e
 
 // readOpened is read of the stream st, whose decompressed bytes r reads
 // (st.r, or what is left of it after bytes read before).
-func (c *codec) readOpened(r io.Reader, st stream, use func(h header, state []byte) error) error {
-	tooLarge := fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
-	if st.hint > c.maxRead {
-		if st.comp == compressNone {
+func (c *Codec) readOpened(r io.Reader, st stream, use func(h Header, state []byte) error) error {
+	tooLarge := fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, c.MaxRead)
+	if st.hint > c.MaxRead {
+		if st.comp == CompressNone {
 			return tooLarge // a plain file's size is its data's
 		}
 		st.hint = -1 // a compressed file's size trailer may lie
@@ -489,22 +491,22 @@ func (c *codec) readOpened(r io.Reader, st stream, use func(h header, state []by
 	// tells a file that grew since it was stat'ed (or a size that lied)
 	// without growing the buffer at the end.
 	buf := c.getBuffer()
-	defer c.putBuffer(buf)
+	defer c.PutBuffer(buf)
 	var first []byte
-	if want := int(max(st.hint, readBufSize-1)) + 1; want <= maxPooled {
+	if want := int(max(st.hint, readBufSize-1)) + 1; want <= MaxPooled {
 		buf.Grow(want)
 		first = buf.AvailableBuffer()
 	} else {
 		first = make([]byte, 0, want)
 	}
-	data, err := readLimited(r, first, c.maxRead)
-	if errors.Is(err, errTooLarge) {
+	data, err := ReadLimited(r, first, c.MaxRead)
+	if errors.Is(err, ErrTooLarge) {
 		return tooLarge
 	}
 	if err != nil {
 		return corruptIO(err)
 	}
-	h, state, err := parseEnvelope(data)
+	h, state, err := ParseEnvelope(data)
 	if err != nil {
 		collectLarge(int64(len(data)))
 		return err
@@ -512,28 +514,28 @@ func (c *codec) readOpened(r io.Reader, st stream, use func(h header, state []by
 	return use(h, state)
 }
 
-// collectAfter is the size of a failed read past which its memory is
+// CollectAfter is the size of a failed read past which its memory is
 // collected before the read returns (see collectLarge).
-const collectAfter = 16 << 20
+const CollectAfter = 16 << 20
 
 // collectLarge runs a garbage collection if a read that failed (a bomb, a
-// damaged file) took n bytes, more than collectAfter, which are garbage now.
+// damaged file) took n bytes, more than CollectAfter, which are garbage now.
 // Otherwise the collector, paced by the heap it found live while that read
 // ran, lets the next read (Latest or verify walking past several bombs)
 // take as much again on top: twice the read limit and more, where a read
 // may cost the limit and a few MiB. A collection costs little beside
 // decompressing that much.
 func collectLarge(n int64) {
-	if n > collectAfter {
+	if n > CollectAfter {
 		runtime.GC()
 	}
 }
 
-// minChunk is the smallest piece readLimited reads into past its first
+// minChunk is the smallest piece ReadLimited reads into past its first
 // buffer.
 const minChunk = 64 << 10
 
-// readLimited reads r to its end and returns its bytes, or errTooLarge as
+// ReadLimited reads r to its end and returns its bytes, or ErrTooLarge as
 // soon as more than limit bytes come. The bytes go to first (up to its
 // capacity) and past it to chunks that double the bytes read so far, never
 // more than limit+1 bytes in all: a stream without end, a decompression
@@ -541,7 +543,7 @@ const minChunk = 64 << 10
 // where the doubling of one growing buffer would cost half as much again
 // (the old buffer and the new one, while it is copied). A stream that
 // needed chunks is copied into one slice of its exact size at its end.
-func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
+func ReadLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 	buf := first[:0:min(int64(cap(first)), limit+1)]
 	var full [][]byte
 	var total int64 // bytes in full
@@ -556,7 +558,7 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 			total += int64(len(buf))
 			if total > limit {
 				total -= int64(len(buf)) // counted again by fail
-				return fail(errTooLarge)
+				return fail(ErrTooLarge)
 			}
 			if len(buf) > 0 {
 				full = append(full, buf)
@@ -573,7 +575,7 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 		}
 	}
 	if total+int64(len(buf)) > limit {
-		return fail(errTooLarge)
+		return fail(ErrTooLarge)
 	}
 	if len(full) == 0 {
 		return buf, nil
@@ -586,35 +588,62 @@ func readLimited(r io.Reader, first []byte, limit int64) ([]byte, error) {
 	return append(out, buf...), nil
 }
 
-// readHeader decodes the header of a checkpoint without reading its state:
+// ReadHeader decodes the header of a checkpoint without reading its state:
 // it decompresses and parses only up to the "state" key. Nothing is
 // verified; a load does that.
-func (c *codec) readHeader(r io.Reader) (header, error) {
-	ur, _, release, err := c.open(r)
+func (c *Codec) ReadHeader(r io.Reader) (Header, error) {
+	ur, _, release, err := c.Open(r)
 	if err != nil {
-		return header{}, err
+		return Header{}, err
 	}
 	defer release()
-	// Read until the header is whole: one read of the file's first
-	// kilobyte, for most.
-	buf := make([]byte, 0, headerBufSize)
+	h, _, _, long, err := readHeader(ur, make([]byte, 0, headerBufSize))
+	if long {
+		return h, corruptIO(fmt.Errorf("header longer than %d bytes: %w", MaxHeaderSize, io.ErrUnexpectedEOF))
+	}
+	return h, err
+}
+
+// readHeader reads the first bytes of a decompressed checkpoint from r
+// into buf until ParseHeader finds the whole header, and returns the
+// header, the bytes read (buf, grown) and the offset just after the
+// "state" key in them. One read of a kilobyte covers most headers; a
+// longer one doubles buf, up to MaxHeaderSize: past it, long is true and
+// err nil. An error of r is returned through corruptIO; bytes that end
+// before the header does are damage ("no state"), as in ParseEnvelope.
+func readHeader(r io.Reader, buf []byte) (h Header, data []byte, keyEnd int, long bool, err error) {
 	for {
-		n, rerr := ur.Read(buf[len(buf):cap(buf)])
+		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		h, _, err := parseHeader(buf)
-		if !errors.Is(err, errShortHeader) {
-			return h, err
+		h, keyEnd, err = ParseHeader(buf)
+		if !errors.Is(err, ErrShortHeader) {
+			return h, buf, keyEnd, false, err
 		}
 		switch {
 		case rerr == io.EOF:
-			return h, damaged("no state")
+			return h, buf, 0, false, Damaged("no state")
 		case rerr != nil:
-			return h, corruptIO(rerr)
+			return h, buf, 0, false, corruptIO(rerr)
 		case len(buf) == cap(buf):
-			if len(buf) >= maxHeaderSize {
-				return h, corruptIO(fmt.Errorf("header longer than %d bytes: %w", maxHeaderSize, io.ErrUnexpectedEOF))
+			if len(buf) >= MaxHeaderSize {
+				return h, buf, 0, true, nil
 			}
 			buf = slices.Grow(buf, len(buf))
 		}
 	}
+}
+
+// Compression returns the compression the codec writes new checkpoints with.
+func (c *Codec) Compression() Compression { return c.comp }
+
+// IdleBufferCaps returns the capacities of the buffers the codec keeps for
+// reuse: each is at most MaxPooled. Tests measure what a store holds with it.
+func (c *Codec) IdleBufferCaps() []int {
+	c.buffers.mu.Lock()
+	defer c.buffers.mu.Unlock()
+	caps := make([]int, len(c.buffers.idle))
+	for i, b := range c.buffers.idle {
+		caps[i] = b.Cap()
+	}
+	return caps
 }

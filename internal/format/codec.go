@@ -1,4 +1,4 @@
-package checkpoint
+package format
 
 import (
 	"bytes"
@@ -19,25 +19,25 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// maxReadCeiling is the largest read limit a store applies: WithMaxReadSize
+// MaxReadCeiling is the largest read limit a store applies: WithMaxReadSize
 // clamps larger values to it, so that "no limit" (math.MaxInt64) is a limit
 // whose arithmetic cannot overflow and whose bytes fit in a slice. Nothing
 // can hold more in memory anyway: 1 TiB, or on 32-bit platforms the
 // largest slice less 1 MiB.
-const maxReadCeiling = min(1<<40, math.MaxInt-1<<20)
+const MaxReadCeiling = min(1<<40, math.MaxInt-1<<20)
 
-// formatVersion is the envelope format this package writes. Loads accept
-// exactly the versions listed in supportedFormat.
-const formatVersion = 2
+// Version is the envelope format this package writes. Loads accept
+// exactly the versions listed in SupportedFormat.
+const Version = 2
 
-// supportedFormat reports whether this package reads envelopes of format v.
+// SupportedFormat reports whether this package reads envelopes of format v.
 // Format 1 (a SHA-256 trailer) loads forever; format 2 differs from it only
 // in its checksum (CRC-32C).
-func supportedFormat(v int) bool { return v == 1 || v == 2 }
+func SupportedFormat(v int) bool { return v == 1 || v == 2 }
 
-// maxHeaderSize bounds how many decompressed bytes List reads to find a
+// MaxHeaderSize bounds how many decompressed bytes List reads to find a
 // file's header.
-const maxHeaderSize = 1 << 20
+const MaxHeaderSize = 1 << 20
 
 // The checksum trailer closes every envelope. Format 2 writes
 //
@@ -60,38 +60,38 @@ const (
 	maxTrailerLen = len(`,"checksum":"sha256:`) + sha256.Size*2 + len(trailerSuffix)
 )
 
-// trailer is one format's checksum trailer.
-type trailer struct {
+// Trailer is one format's checksum trailer.
+type Trailer struct {
 	format int
 	prefix string // up to the digits
 	digits int    // hex digits of the checksum
-	sum    func() hash.Hash
+	Sum    func() hash.Hash
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var (
-	trailerV2 = trailer{format: 2, prefix: `,"checksum":"crc32c:`, digits: crc32.Size * 2, sum: func() hash.Hash { return crc32.New(castagnoli) }}
-	trailerV1 = trailer{format: 1, prefix: `,"checksum":"sha256:`, digits: sha256.Size * 2, sum: sha256.New}
+	TrailerV2 = Trailer{format: 2, prefix: `,"checksum":"crc32c:`, digits: crc32.Size * 2, Sum: func() hash.Hash { return crc32.New(castagnoli) }}
+	TrailerV1 = Trailer{format: 1, prefix: `,"checksum":"sha256:`, digits: sha256.Size * 2, Sum: sha256.New}
 )
 
-// trailerOf returns the trailer of format (format 2's for any but 1).
-func trailerOf(format int) trailer {
+// TrailerOf returns the trailer of format (format 2's for any but 1).
+func TrailerOf(format int) Trailer {
 	if format == 1 {
-		return trailerV1
+		return TrailerV1
 	}
-	return trailerV2
+	return TrailerV2
 }
 
 // size is the length of the trailer in bytes.
-func (t trailer) size() int { return len(t.prefix) + t.digits + len(trailerSuffix) }
+func (t Trailer) size() int { return len(t.prefix) + t.digits + len(trailerSuffix) }
 
 // name is the checksum's name as the trailer spells it.
-func (t trailer) name() string { return t.prefix[len(`,"checksum":"`) : len(t.prefix)-1] }
+func (t Trailer) name() string { return t.prefix[len(`,"checksum":"`) : len(t.prefix)-1] }
 
-// header is the part of the envelope that precedes the state. The field order
+// Header is the part of the envelope that precedes the state. The field order
 // here is the order on disk.
-type header struct {
+type Header struct {
 	Format int               `json:"format"`
 	Schema int               `json:"schema,omitempty"` // WithSchema's version; absent is 0
 	Step   int64             `json:"step"`
@@ -106,15 +106,15 @@ type header struct {
 // a fraction and no year past 9999.
 var longestSaveTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
 
-// checkFits returns an ErrInvalid error if the checkpoint of h, whose save
+// CheckFits returns an ErrInvalid error if the checkpoint of h, whose save
 // time is not known yet, and of a state of n bytes would hold more bytes
 // than a load of this codec reads (maxRead, which counts decompressed
 // bytes: the compression of the file does not matter). It takes the
 // longest save time, so it may refuse a checkpoint within ten bytes of the
 // limit that would have fit.
-func (c *codec) checkFits(h header, n int) error {
-	size := int64(n) + int64(trailerOf(h.Format).size())
-	if size+maxHeaderSize <= c.maxRead {
+func (c *Codec) CheckFits(h Header, n int) error {
+	size := int64(n) + int64(TrailerOf(h.Format).size())
+	if size+MaxHeaderSize <= c.MaxRead {
 		return nil // every header the library writes is smaller
 	}
 	h.Time = longestSaveTime
@@ -123,28 +123,28 @@ func (c *codec) checkFits(h header, n int) error {
 		return nil // the write reports it
 	}
 	size += int64(len(head) - 1 + len(`,"state":`))
-	if size > c.maxRead {
-		return fmt.Errorf("%w: the checkpoint would hold up to %d bytes before compression (a state of %d), more than the read limit of %d bytes: no load could read it back (see WithMaxReadSize)", ErrInvalid, size, n, c.maxRead)
+	if size > c.MaxRead {
+		return fmt.Errorf("%w: the checkpoint would hold up to %d bytes before compression (a state of %d), more than the read limit of %d bytes: no load could read it back (see WithMaxReadSize)", ErrInvalid, size, n, c.MaxRead)
 	}
 	return nil
 }
 
-// errFormat marks a file of a format version this package cannot read: it
+// ErrFormat marks a file of a format version this package cannot read: it
 // may be perfectly good for a newer version, so it is never quarantined.
-var errFormat = errors.New("unsupported format version")
+var ErrFormat = errors.New("unsupported format version")
 
-// errTooLarge marks a file larger than the read limit: it may be good.
-var errTooLarge = errors.New("larger than the read limit")
+// ErrTooLarge marks a file larger than the read limit: it may be good.
+var ErrTooLarge = errors.New("larger than the read limit")
 
-// errUnsupported marks a file this package will not decode (a zstd window
+// ErrUnsupported marks a file this package will not decode (a zstd window
 // larger than it gives memory to, a zstd dictionary): it may be good.
-var errUnsupported = errors.New("unsupported compression parameters")
+var ErrUnsupported = errors.New("unsupported compression parameters")
 
 // damageError marks an error that proves a file's bytes damaged: its
 // checksum does not match, or its envelope or compressed stream is
 // malformed, as found by reading it whole within the read limit (or its
 // header disagrees with its name). Only such a file is moved aside (see
-// quarantineIfDamaged): "could not check it here" (too large, unsupported,
+// the store's quarantineIfDamaged): "could not check it here" (too large, unsupported,
 // a newer format, permission, an I/O error, not a regular file) is never
 // proof. The mark does not change the message.
 type damageError struct{ err error }
@@ -152,96 +152,100 @@ type damageError struct{ err error }
 func (d *damageError) Error() string { return d.err.Error() }
 func (d *damageError) Unwrap() error { return d.err }
 
-// damaged returns an ErrCorrupt error marked as proof of damage: format
+// Damaged returns an ErrCorrupt error marked as proof of damage: format
 // and args describe the damage, after the sentinel.
-func damaged(format string, args ...any) error {
+func Damaged(format string, args ...any) error {
 	return &damageError{fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)}
 }
 
-// isDamage reports whether err proves a file damaged.
-func isDamage(err error) bool {
+// IsDamage reports whether err proves a file damaged.
+func IsDamage(err error) bool {
 	var d *damageError
 	return errors.As(err, &d)
 }
 
-// appendTrailer appends t's trailer for the bytes sum has hashed.
-func appendTrailer(b []byte, t trailer, sum hash.Hash) []byte {
+// AppendTrailer appends t's trailer for the bytes sum has hashed.
+func AppendTrailer(b []byte, t Trailer, sum hash.Hash) []byte {
 	b = append(b, t.prefix...)
 	var d [sha256.Size]byte
 	b = hex.AppendEncode(b, sum.Sum(d[:0]))
 	return append(b, trailerSuffix...)
 }
 
-// parseEnvelope verifies data, a whole decompressed checkpoint, and splits
+// ParseEnvelope verifies data, a whole decompressed checkpoint, and splits
 // it into its header and the state's exact bytes (a part of data, not a
 // copy). The header is checked; the state is only known to be there: a
 // load decodes it.
-func parseEnvelope(data []byte) (header, []byte, error) {
-	t, err := verify(data)
+func ParseEnvelope(data []byte) (Header, []byte, error) {
+	t, err := Verify(data)
 	if err != nil {
 		// A trailer this package does not know may be a newer format's:
 		// then the header says so, and the file is no proof of damage.
-		if h, _, herr := parseHeader(data); errors.Is(herr, errFormat) {
+		if h, _, herr := ParseHeader(data); errors.Is(herr, ErrFormat) {
 			return h, nil, herr
 		}
-		return header{}, nil, err
+		return Header{}, nil, err
 	}
 	body := data[:len(data)-t.size()]
-	h, keyEnd, err := parseHeader(body)
-	if errors.Is(err, errShortHeader) {
-		return h, nil, damaged("no state")
+	h, keyEnd, err := ParseHeader(body)
+	if errors.Is(err, ErrShortHeader) {
+		return h, nil, Damaged("no state")
 	}
 	if err != nil {
 		return h, nil, err
 	}
 	if h.Format != t.format {
-		return h, nil, damaged("format %d with the checksum of format %d (%s)", h.Format, t.format, t.name())
+		return h, nil, Damaged("format %d with the checksum of format %d (%s)", h.Format, t.format, t.name())
 	}
 	// The header stopped after the "state" key: the value follows its
 	// colon and runs to the trailer, as the writer put it.
 	rest := bytes.TrimLeft(body[keyEnd:], " \t\r\n")
 	if len(rest) == 0 || rest[0] != ':' {
-		return h, nil, damaged("no state")
+		return h, nil, Damaged("no state")
 	}
 	state := bytes.TrimSpace(rest[1:])
 	if len(state) == 0 || string(state) == "null" {
-		return h, nil, damaged("no state")
+		return h, nil, Damaged("no state")
 	}
 	return h, state, nil
 }
 
-// verify checks the checksum trailer of a decompressed checkpoint, of
+// Verify checks the checksum trailer of a decompressed checkpoint, of
 // either format, and returns which trailer it has.
-func verify(data []byte) (trailer, error) {
+func Verify(data []byte) (Trailer, error) {
 	if len(data) == 0 {
-		return trailer{}, damaged("empty file")
+		return Trailer{}, Damaged("empty file")
 	}
-	for _, t := range [...]trailer{trailerV2, trailerV1} {
+	for _, t := range [...]Trailer{TrailerV2, TrailerV1} {
 		n := len(data) - t.size()
 		if n < 0 || string(data[n:n+len(t.prefix)]) != t.prefix || string(data[len(data)-len(trailerSuffix):]) != trailerSuffix {
 			continue
 		}
 		want := data[n+len(t.prefix) : len(data)-len(trailerSuffix)]
-		sum := t.sum()
+		sum := t.Sum()
 		sum.Write(data[:n])
 		var d [sha256.Size]byte
 		var got [sha256.Size * 2]byte
 		hex.Encode(got[:], sum.Sum(d[:0]))
 		if !bytes.Equal(got[:t.digits], want) {
-			return t, damaged("checksum mismatch: file says %s:%s, content is %s:%s", t.name(), want, t.name(), got[:t.digits])
+			return t, Damaged("checksum mismatch: file says %s:%s, content is %s:%s", t.name(), want, t.name(), got[:t.digits])
 		}
 		return t, nil
 	}
-	return trailer{}, damaged("no checksum trailer (truncated file?)")
+	return Trailer{}, Damaged("no checksum trailer (truncated file?)")
 }
 
 // decodeHeader decodes the header fields of an envelope from dec and stops
-// after the "state" key, reporting whether it found one. The header is
-// checked when the key is found.
-func decodeHeader(dec *json.Decoder) (header, bool, error) {
-	var h header
+// after the "state" key, reporting whether it found one (with closed, at
+// the object's end, as parseHeader says). The header is checked when the
+// key is found. It is the reference parseHeader is proven against
+// (FuzzHeaderParsersAgree), and what parseHeader runs when a key is escaped
+// or spelled in another case: field by field, each value decoded by
+// encoding/json.
+func decodeHeader(dec *json.Decoder, closed bool) (Header, bool, error) {
+	var h Header
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return h, false, damaged("not a JSON object")
+		return h, false, Damaged("not a JSON object")
 	}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -250,7 +254,10 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 		}
 		key, _ := tok.(string)
 		if key == "state" {
-			return h, true, h.check()
+			if closed {
+				return h, false, Damaged("malformed header: a state among the fields")
+			}
+			return h, true, h.Check()
 		}
 		dst := h.field(key)
 		if dst == nil {
@@ -260,12 +267,18 @@ func decodeHeader(dec *json.Decoder) (header, bool, error) {
 			return h, false, corruptIO(err)
 		}
 	}
-	return h, false, damaged("no state")
+	if closed {
+		if _, err := dec.Token(); err != nil {
+			return h, false, corruptIO(err)
+		}
+		return h, true, h.Check()
+	}
+	return h, false, Damaged("no state")
 }
 
 // field returns where the value of the header field key decodes to, or
 // nil if key names no field before the state.
-func (h *header) field(key string) any {
+func (h *Header) field(key string) any {
 	switch key {
 	case "format":
 		return &h.Format
@@ -285,21 +298,21 @@ func (h *header) field(key string) any {
 	return nil
 }
 
-// check validates the fields every envelope must have.
-func (h *header) check() error {
+// Check validates the fields every envelope must have.
+func (h *Header) Check() error {
 	switch {
-	case !supportedFormat(h.Format):
-		return fmt.Errorf("%w: %w %d (this package reads version %d)", ErrCorrupt, errFormat, h.Format, formatVersion)
+	case !SupportedFormat(h.Format):
+		return fmt.Errorf("%w: %w %d (this package reads version %d)", ErrCorrupt, ErrFormat, h.Format, Version)
 	case h.Step < 0:
-		return damaged("negative step %d", h.Step)
+		return Damaged("negative step %d", h.Step)
 	case h.Schema < 0:
-		return damaged("negative schema %d", h.Schema)
-	case !h.Kind.valid():
-		return damaged("unknown kind %q", h.Kind)
+		return Damaged("negative schema %d", h.Schema)
+	case !h.Kind.Valid():
+		return Damaged("unknown kind %q", h.Kind)
 	case h.Time.IsZero():
-		return damaged("no save time")
+		return Damaged("no save time")
 	case (h.Kind == KindError) != (h.Error != nil):
-		return damaged("kind %q with error record %v", h.Kind, h.Error != nil)
+		return Damaged("kind %q with error record %v", h.Kind, h.Error != nil)
 	}
 	return nil
 }
@@ -316,13 +329,13 @@ func corruptIO(err error) error {
 	case errors.As(err, &pe) || errors.Is(err, ErrCorrupt):
 		return err
 	case errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrUnknownDictionary):
-		return fmt.Errorf("%w: %w: %w", ErrCorrupt, errUnsupported, err)
+		return fmt.Errorf("%w: %w: %w", ErrCorrupt, ErrUnsupported, err)
 	}
-	return damaged("%w", err)
+	return Damaged("%w", err)
 }
 
-// errShortHeader means the bytes end before the header does: read more.
-var errShortHeader = errors.New("the header goes on past the bytes read")
+// ErrShortHeader means the bytes end before the header does: read more.
+var ErrShortHeader = errors.New("the header goes on past the bytes read")
 
 // splitHeader finds the top-level "state" key in data, the first bytes of
 // a decompressed checkpoint, without decoding anything: it returns where
@@ -335,22 +348,35 @@ var errShortHeader = errors.New("the header goes on past the bytes read")
 // decodeHeader neither). The values before "state" are only skipped:
 // decoding them checks them.
 //
-// It returns errShortHeader if data ends first, and an ErrCorrupt error if
-// data is not an object or the object ends without a "state" key.
-func splitHeader(data []byte) (keyStart, keyEnd int, exact bool, err error) {
+// It returns ErrShortHeader if data ends first, and an ErrCorrupt error if
+// data is not an object or the object ends without a "state" key. With
+// closed, the object's end stands for the key (keyStart is the closing
+// brace, keyEnd after it), and a "state" key or bytes after the object
+// are ErrCorrupt.
+func splitHeader(data []byte, closed bool) (keyStart, keyEnd int, exact bool, err error) {
+	// With closed, the object's end stands for the "state" key.
+	end := func(i int) (int, int, bool, error) {
+		if !closed {
+			return 0, 0, false, Damaged("no state")
+		}
+		if skipSpace(data, i+1) != len(data) {
+			return 0, 0, false, Damaged("malformed header: bytes after the object")
+		}
+		return i, i + 1, true, nil
+	}
 	i := skipSpace(data, 0)
 	if i == len(data) {
-		return 0, 0, false, errShortHeader
+		return 0, 0, false, ErrShortHeader
 	}
 	if data[i] != '{' {
-		return 0, 0, false, damaged("not a JSON object")
+		return 0, 0, false, Damaged("not a JSON object")
 	}
 	for i++; ; {
 		if i = skipSpace(data, i); i == len(data) {
-			return 0, 0, false, errShortHeader
+			return 0, 0, false, ErrShortHeader
 		}
 		if data[i] == '}' {
-			return 0, 0, false, damaged("no state")
+			return end(i)
 		}
 		start := i
 		if i, err = skipString(data, i); err != nil {
@@ -358,30 +384,33 @@ func splitHeader(data []byte) (keyStart, keyEnd int, exact bool, err error) {
 		}
 		key := data[start+1 : i-1]
 		if string(key) == "state" {
+			if closed {
+				return 0, 0, false, Damaged("malformed header: a state among the fields")
+			}
 			return start, i, true, nil
 		}
 		if bytes.IndexByte(key, '\\') >= 0 || headerField(key) && !exactField(key) {
 			return 0, 0, false, nil
 		}
 		if i = skipSpace(data, i); i == len(data) {
-			return 0, 0, false, errShortHeader
+			return 0, 0, false, ErrShortHeader
 		}
 		if data[i] != ':' {
-			return 0, 0, false, damaged("malformed header: no colon after key %s", data[start:i])
+			return 0, 0, false, Damaged("malformed header: no colon after key %s", data[start:i])
 		}
 		if i, err = skipValue(data, skipSpace(data, i+1)); err != nil {
 			return 0, 0, false, err
 		}
 		if i = skipSpace(data, i); i == len(data) {
-			return 0, 0, false, errShortHeader
+			return 0, 0, false, ErrShortHeader
 		}
 		switch data[i] {
 		case ',':
 			i++
 		case '}':
-			return 0, 0, false, damaged("no state")
+			return end(i)
 		default:
-			return 0, 0, false, damaged("malformed header: %q after a value", data[i])
+			return 0, 0, false, Damaged("malformed header: %q after a value", data[i])
 		}
 	}
 }
@@ -418,10 +447,10 @@ func skipSpace(data []byte, i int) int {
 // skipString returns the offset after the JSON string that starts at i.
 func skipString(data []byte, i int) (int, error) {
 	if i >= len(data) {
-		return 0, errShortHeader
+		return 0, ErrShortHeader
 	}
 	if data[i] != '"' {
-		return 0, damaged("malformed header: %q where a key should be", data[i])
+		return 0, Damaged("malformed header: %q where a key should be", data[i])
 	}
 	for i++; i < len(data); i++ {
 		switch data[i] {
@@ -431,7 +460,7 @@ func skipString(data []byte, i int) (int, error) {
 			return i + 1, nil
 		}
 	}
-	return 0, errShortHeader
+	return 0, ErrShortHeader
 }
 
 // skipValue returns the offset after the JSON value that starts at i:
@@ -439,7 +468,7 @@ func skipString(data []byte, i int) (int, error) {
 // literal, whose bytes it does not check.
 func skipValue(data []byte, i int) (int, error) {
 	if i >= len(data) {
-		return 0, errShortHeader
+		return 0, ErrShortHeader
 	}
 	switch data[i] {
 	case '"':
@@ -462,7 +491,7 @@ func skipValue(data []byte, i int) (int, error) {
 				}
 			}
 		}
-		return 0, errShortHeader
+		return 0, ErrShortHeader
 	}
 	for ; i < len(data); i++ {
 		switch data[i] {
@@ -470,47 +499,87 @@ func skipValue(data []byte, i int) (int, error) {
 			return i, nil
 		}
 	}
-	return 0, errShortHeader
+	return 0, ErrShortHeader
 }
 
-// parseHeader decodes the header of data, the first bytes of a
-// decompressed checkpoint, and returns it with the offset just after the
-// "state" key. It means what decodeHeader means, and is several times
+// ParseHeader decodes the header of data, the first bytes of a
+// decompressed checkpoint, and returns it, checked, with the offset just
+// after the "state" key. An incomplete header is ErrShortHeader. data is
+// changed during the call, and restored.
+//
+// It is the one header decoder: List (ReadHeader), a buffered load
+// (ParseEnvelope), a streamed load (readHeader) and the store's header
+// index (DecodeHeaderJSON) all decode headers with it. It means what
+// decodeHeader, which decodes field by field, means, and is several times
 // faster: the fields before "state" are decoded at once as a struct when
-// splitHeader says that is the same. An incomplete header is
-// errShortHeader.
-func parseHeader(data []byte) (header, int, error) {
-	keyStart, keyEnd, exact, err := splitHeader(data)
+// splitHeader says that is the same, by fastHeader when they are of the
+// plainest form; FuzzHeaderParsersAgree proves the two agree.
+func ParseHeader(data []byte) (Header, int, error) { return parseHeader(data, false) }
+
+// parseHeader is ParseHeader; with closed, data is an object of the
+// fields alone, whose end stands where the "state" key would (see
+// DecodeHeaderJSON), and the offset returned is after it.
+func parseHeader(data []byte, closed bool) (Header, int, error) {
+	keyStart, keyEnd, exact, err := splitHeader(data, closed)
 	if err != nil {
-		return header{}, 0, err
+		return Header{}, 0, err
 	}
 	if !exact {
 		dec := json.NewDecoder(bytes.NewReader(data))
-		h, found, err := decodeHeader(dec)
+		h, found, err := decodeHeader(dec, closed)
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-			err = errShortHeader
+			err = ErrShortHeader
 		case err == nil && !found:
-			err = damaged("no state")
+			err = Damaged("no state")
+		case err == nil && closed && skipSpace(data, int(dec.InputOffset())) != len(data):
+			err = Damaged("malformed header: bytes after the object")
 		}
 		return h, int(dec.InputOffset()), err
 	}
-	var h header
+	var h Header
 	if fastHeader(data[:keyStart], &h) {
-		return h, keyEnd, h.check()
+		return h, keyEnd, h.Check()
 	}
-	h = header{}
+	return unmarshalHeader(data, keyStart, keyEnd, closed)
+}
+
+// unmarshalHeader is parseHeader's decoding of exactly spelled fields that
+// fastHeader cannot read, by encoding/json, as one struct. (A function of
+// its own: the Header encoding/json decodes into is on the heap, and
+// parseHeader's stays on the stack.)
+func unmarshalHeader(data []byte, keyStart, keyEnd int, closed bool) (Header, int, error) {
+	var h Header
+	if closed {
+		if err := json.Unmarshal(data[:keyEnd], &h); err != nil {
+			return h, 0, corruptIO(err)
+		}
+		return h, keyEnd, h.Check()
+	}
 	// The fields are the object up to the key, closed where its comma is.
 	head := bytes.TrimRight(data[:keyStart], " \t\r\n")
 	if last := len(head) - 1; head[last] == ',' {
 		head[last] = '}'
-		err = json.Unmarshal(head, &h)
+		err := json.Unmarshal(head, &h)
 		head[last] = ','
 		if err != nil {
 			return h, 0, corruptIO(err)
 		}
 	}
-	return h, keyEnd, h.check()
+	return h, keyEnd, h.Check()
+}
+
+// DecodeHeaderJSON decodes j, a header marshalled by encoding/json on its
+// own (a JSON object of the fields before "state", as the store's header
+// index holds it), as ParseHeader decodes the same fields in a
+// checkpoint, and checks it: the object's end stands where the "state"
+// key would.
+func DecodeHeaderJSON(j []byte) (Header, error) {
+	h, _, err := parseHeader(j, true)
+	if errors.Is(err, ErrShortHeader) {
+		err = Damaged("malformed header: the object does not end")
+	}
+	return h, err
 }
 
 // fastHeader decodes the header fields in head, the object up to the
@@ -523,7 +592,7 @@ func parseHeader(data []byte) (header, int, error) {
 // those. What it accepts it decodes as json.Unmarshal does (the time by
 // the same UnmarshalJSON): List parses the header of every file in the
 // directory, and encoding/json's reflection was most of that cost.
-func fastHeader(head []byte, h *header) bool {
+func fastHeader(head []byte, h *Header) bool {
 	i := skipSpace(head, 0) + 1 // past the '{' splitHeader checked
 	for {
 		if i = skipSpace(head, i); i == len(head) {

@@ -1,4 +1,4 @@
-package checkpoint
+package format
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 )
 
 // A Load streams a checkpoint of format 2 whose state type is plain (see
-// plainType): the state is decoded from the file's bytes as they are read,
+// PlainType): the state is decoded from the file's bytes as they are read,
 // and the CRC-32C is computed on the same bytes, so that no buffer holds
 // the file beside the decoded state (a buffered load holds both:
 // encoding/json decodes a value only from its whole bytes). The state is
@@ -45,7 +45,7 @@ import (
 //     are proven to agree on plain types only: the fuzz target
 //     FuzzStreamedLoadMeansWhatEncodingJSONMeans builds struct types from
 //     the fuzzer's bytes, with the tag options the two read differently.
-//     The gate (plainType) refuses the rest: a ",string" option, an option
+//     The gate (PlainType) refuses the rest: a ",string" option, an option
 //     encoding/json ignores and v2 does not (",embed", "case:strict"), a
 //     name v2 parses otherwise, []byte, json.Number, time.Time (v2 unquotes
 //     it before parsing), a map of integer keys (v2 takes the key "null"
@@ -55,35 +55,35 @@ import (
 //     matches two fields in other cases), the file is read again the
 //     buffered way (errStreamUnsure), and encoding/json gives the answer
 //     and the error; if it decodes the state, the store reads the buffered
-//     way from then on (codec.noStream). So the stream is trusted only
+//     way from then on (Codec.noStream). So the stream is trusted only
 //     when it succeeds, on a type where it agrees.
 //
 //   - A streamed read costs at most what a buffered read costs and a few
 //     MiB. The decoder holds a whole JSON token (a string) in its buffer,
 //     which doubles: the reader under it refuses to fill a buffer larger
-//     than maxStreamBuffer (errLargeValue), and the file is read the
+//     than MaxStreamBuffer (errLargeValue), and the file is read the
 //     buffered way, within the read limit (and, if that read decodes the
 //     state, every later load of the store).
 //
 // Files of format 1 (a SHA-256 trailer) and files that do not begin as this
-// package writes format 2 (streamPrefix) read the whole file first.
+// package writes format 2 (StreamPrefix) read the whole file first.
 
-// streamPrefix is how every envelope of format 2 that this package writes
+// StreamPrefix is how every envelope of format 2 that this package writes
 // begins: the header is marshalled from a struct whose first field is the
 // format. A file that begins otherwise is read the buffered way.
-const streamPrefix = `{"format":2,`
+const StreamPrefix = `{"format":2,`
 
 // errStreamUnsure means that a streamed read could not conclude as a
 // buffered read of the same bytes would: the caller reads the file again
-// with codec.read, whose answer is the load's. It is returned only for a
+// with Codec.Read, whose answer is the load's. It is returned only for a
 // file whose bytes are not proven damaged and read within the limit.
 var errStreamUnsure = errors.New("the streamed decode needs the buffered one")
 
 // errLargeValue means that the streaming decoder asked for a buffer larger
-// than maxStreamBuffer: the file is read the buffered way instead.
+// than MaxStreamBuffer: the file is read the buffered way instead.
 var errLargeValue = errors.New("a JSON value too large to stream")
 
-// maxStreamBuffer bounds the buffer of the streaming decoder. It holds a
+// MaxStreamBuffer bounds the buffer of the streaming decoder. It holds a
 // whole token (a string, a number) and, for some types, a whole value, and
 // doubles to fit one: a state of plain structs, numbers and short strings
 // needs a few KiB, and a string of a few MiB would cost several times its
@@ -91,10 +91,10 @@ var errLargeValue = errors.New("a JSON value too large to stream")
 // reader refuses to fill a buffer whose free space alone is larger, which
 // bounds the buffer to a little over twice this (see
 // jsontext.Decoder's fetch) and all its growth to about four times.
-const maxStreamBuffer = 1 << 20
+const MaxStreamBuffer = 1 << 20
 
-// trailerLenV2 is the length of format 2's trailer.
-var trailerLenV2 = trailerV2.size()
+// TrailerLenV2 is the length of format 2's trailer.
+var TrailerLenV2 = TrailerV2.size()
 
 // decodeOptions are what the state is decoded with: encoding/json's
 // meaning, streaming (see above).
@@ -104,11 +104,11 @@ var decodeOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv1.ReportE
 var strictOptions = jsonv2.JoinOptions(decodeOptions, jsonv2.RejectUnknownMembers(true))
 
 // checksumReader passes a decompressed checkpoint through and computes the
-// CRC-32C of every byte but the last trailerLenV2, which it holds back: at
+// CRC-32C of every byte but the last TrailerLenV2, which it holds back: at
 // the end of the stream, they are the trailer, and the CRC covers exactly
 // the bytes before it. It counts the bytes and fails once there are more
 // than limit, and with errLargeValue when asked to fill more than
-// maxStreamBuffer bytes at once: its reader is a streaming decoder's, which
+// MaxStreamBuffer bytes at once: its reader is a streaming decoder's, which
 // asks to fill the free part of its buffer. Its first error other than
 // io.EOF sticks.
 type checksumReader struct {
@@ -116,13 +116,13 @@ type checksumReader struct {
 	limit int64
 	n     int64 // bytes read
 	crc   uint32
-	tail  []byte // the last bytes read, not yet hashed: at most trailerLenV2
+	tail  []byte // the last bytes read, not yet hashed: at most TrailerLenV2
 	err   error
 	eof   bool
 }
 
 func newChecksumReader(r io.Reader, limit int64) *checksumReader {
-	return &checksumReader{r: r, limit: limit, tail: make([]byte, 0, 2*trailerLenV2)}
+	return &checksumReader{r: r, limit: limit, tail: make([]byte, 0, 2*TrailerLenV2)}
 }
 
 func (c *checksumReader) Read(p []byte) (int, error) {
@@ -131,14 +131,14 @@ func (c *checksumReader) Read(p []byte) (int, error) {
 		return 0, c.err
 	case c.eof:
 		return 0, io.EOF
-	case len(p) > maxStreamBuffer:
+	case len(p) > MaxStreamBuffer:
 		c.err = errLargeValue
 		return 0, c.err
 	}
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	if c.n > c.limit {
-		c.err = errTooLarge
+		c.err = ErrTooLarge
 		return 0, c.err
 	}
 	c.hold(p[:n])
@@ -152,9 +152,9 @@ func (c *checksumReader) Read(p []byte) (int, error) {
 }
 
 // hold appends b to the bytes held back and hashes what no longer needs to
-// be: all but the last trailerLenV2 bytes read.
+// be: all but the last TrailerLenV2 bytes read.
 func (c *checksumReader) hold(b []byte) {
-	if excess := len(c.tail) + len(b) - trailerLenV2; excess > 0 {
+	if excess := len(c.tail) + len(b) - TrailerLenV2; excess > 0 {
 		if excess <= len(c.tail) {
 			c.crc = crc32.Update(c.crc, castagnoli, c.tail[:excess])
 			c.tail = append(c.tail[:0], c.tail[excess:]...)
@@ -183,63 +183,63 @@ func (c *checksumReader) drain() error {
 // read decides what that means); err is the checksum's mismatch.
 func (c *checksumReader) verify() (ok bool, err error) {
 	t := c.tail
-	if len(t) != trailerLenV2 || string(t[:len(trailerV2.prefix)]) != trailerV2.prefix || string(t[len(t)-len(trailerSuffix):]) != trailerSuffix {
+	if len(t) != TrailerLenV2 || string(t[:len(TrailerV2.prefix)]) != TrailerV2.prefix || string(t[len(t)-len(trailerSuffix):]) != trailerSuffix {
 		return false, nil
 	}
-	want := t[len(trailerV2.prefix) : len(t)-len(trailerSuffix)]
+	want := t[len(TrailerV2.prefix) : len(t)-len(trailerSuffix)]
 	var sum [4]byte
 	var got [8]byte
 	binary.BigEndian.PutUint32(sum[:], c.crc)
 	hex.Encode(got[:], sum[:])
 	if !bytes.Equal(got[:], want) {
-		return true, damaged("checksum mismatch: file says %s:%s, content is %s:%s", trailerV2.name(), want, trailerV2.name(), got[:])
+		return true, Damaged("checksum mismatch: file says %s:%s, content is %s:%s", TrailerV2.name(), want, TrailerV2.name(), got[:])
 	}
 	return true, nil
 }
 
-// loadState reads the checkpoint r, whose size on disk is size (-1 if
+// LoadState reads the checkpoint r, whose size on disk is size (-1 if
 // unknown), and decodes its state into v, a pointer to the store's type,
 // at the store's schema sc (migrating it if need be). check is called
 // with the header before the state is decoded; its error fails the read
 // (after the checksum, as with read). It returns the header, and the
 // errors read returns: ErrCorrupt for anything wrong with the bytes
 // (marked as damage when it proves them damaged), an operating system's
-// error as it is, check's and sc.decode's errors.
+// error as it is, check's and sc.Decode's errors.
 //
-// A file of format 2 of a plain state type is streamed (see streamPrefix
+// A file of format 2 of a plain state type is streamed (see StreamPrefix
 // and streams); where the stream cannot conclude, the file is read again
 // from reopen, the buffered way, and that read's answer is returned.
-// reopen's reader is closed before loadState returns. v holds the state
+// reopen's reader is closed before LoadState returns. v holds the state
 // only if the error is nil: it is zeroed otherwise.
-func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ header, err error) {
+func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ Header, err error) {
 	defer func() {
 		if err != nil {
 			// Whatever a failed decode left there is no state.
 			reflect.ValueOf(v).Elem().SetZero()
 		}
 	}()
-	var h header
+	var h Header
 	buffered := func(r io.Reader, st stream) error {
-		return c.readOpened(r, st, func(got header, state []byte) error {
+		return c.readOpened(r, st, func(got Header, state []byte) error {
 			h = got
 			if err := check(h); err != nil {
 				return err
 			}
-			return sc.decode(h.Schema, state, v)
+			return sc.Decode(h.Schema, state, v)
 		})
 	}
 	st, err := c.openStream(r, size)
 	if err != nil {
 		return h, err
 	}
-	var pre [len(streamPrefix)]byte
+	var pre [len(StreamPrefix)]byte
 	n, err := io.ReadFull(st.r, pre[:])
 	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 		st.release()
 		return h, corruptIO(err)
 	}
 	rest := io.MultiReader(bytes.NewReader(pre[:n]), st.r)
-	if c.noStream.Load() || !c.streams(reflect.TypeOf(v).Elem()) || string(pre[:n]) != streamPrefix || st.comp == compressNone && st.hint > c.maxRead {
+	if c.noStream.Load() || !c.Streams(reflect.TypeOf(v).Elem()) || string(pre[:n]) != StreamPrefix || st.comp == CompressNone && st.hint > c.MaxRead {
 		err := buffered(rest, st)
 		st.release()
 		return h, err
@@ -252,14 +252,14 @@ func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header
 	reflect.ValueOf(v).Elem().SetZero() // what the stream decoded is dropped
 	f, size, err := reopen()
 	if err != nil {
-		return header{}, err
+		return Header{}, err
 	}
 	defer f.Close()
 	if st, err = c.openStream(f, size); err != nil {
-		return header{}, err
+		return Header{}, err
 	}
 	defer st.release()
-	h = header{}
+	h = Header{}
 	err = buffered(st.r, st)
 	if err == nil && decodeFailed {
 		// encoding/json decoded what the stream refused, or what the
@@ -270,31 +270,42 @@ func (c *codec) loadState(r io.Reader, size int64, sc *schema, check func(header
 	return h, err
 }
 
-// stream reads a checkpoint that begins with streamPrefix from r, a
-// decompressed stream, as loadState describes. decodeFailed reports that
+// stream reads a checkpoint that begins with StreamPrefix from r, a
+// decompressed stream, as LoadState describes. decodeFailed reports that
 // the state's decoder failed on a file that verified (errStreamUnsure).
-func (c *codec) stream(r io.Reader, sc *schema, check func(header) error, v any) (h header, decodeFailed bool, err error) {
-	cr := newChecksumReader(r, c.maxRead)
+func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any) (h Header, decodeFailed bool, err error) {
+	cr := newChecksumReader(r, c.MaxRead)
 	opts := decodeOptions
-	if sc.strict {
+	if sc.Strict {
 		opts = strictOptions
 	}
-	dec := jsontext.NewDecoder(cr, opts)
-	h, syntax, herr := streamHeader(dec)
-	if herr == nil && h.Format != trailerV2.format {
-		herr = damaged("format %d with the checksum of format %d (%s)", h.Format, trailerV2.format, trailerV2.name())
+	// The header is decoded as every read decodes one (readHeader,
+	// ParseHeader); the state is decoded from what follows the "state"
+	// key, by a decoder that starts there as at the start of an object.
+	hb := c.getBuffer()
+	defer c.PutBuffer(hb)
+	hb.Grow(headerBufSize)
+	h, head, keyEnd, long, herr := readHeader(cr, hb.AvailableBuffer())
+	if cr.err != nil {
+		herr = cr.err // drain reports it
+	}
+	if herr == nil && !long && h.Format != TrailerV2.format {
+		herr = Damaged("format %d with the checksum of format %d (%s)", h.Format, TrailerV2.format, TrailerV2.name())
 	}
 	var checkErr error
 	var raw []byte
-	unsure := syntax
-	if herr == nil && !syntax {
+	unsure := false
+	if herr == nil && !long {
+		dec := jsontext.NewDecoder(io.MultiReader(strings.NewReader(`{"state"`), bytes.NewReader(head[keyEnd:]), cr), opts)
+		_, _ = dec.ReadToken() // the '{' and the key just given
+		_, _ = dec.ReadToken()
 		checkErr = check(h)
 		switch kind := dec.PeekKind(); {
 		case kind == 'n' || kind == jsontext.Kind(0):
 			unsure = true // null or nothing: the buffered read says which error
 		case checkErr != nil:
 			unsure = dec.SkipValue() != nil
-		case h.Schema == sc.version:
+		case h.Schema == sc.Version:
 			decodeFailed = jsonv2.UnmarshalDecode(dec, v) != nil
 			unsure = decodeFailed
 		default:
@@ -312,10 +323,15 @@ func (c *codec) stream(r io.Reader, sc *schema, check func(header) error, v any)
 			// that needed so large a buffer will again.
 			return h, decodeFailed, errStreamUnsure
 		}
-		if errors.Is(err, errTooLarge) {
-			return h, false, fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, errTooLarge, c.maxRead)
+		if errors.Is(err, ErrTooLarge) {
+			return h, false, fmt.Errorf("%w: %w of %d bytes (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, c.MaxRead)
 		}
 		return h, false, corruptIO(err)
+	}
+	if long {
+		// A header this long is read the buffered way, within the
+		// read limit, which decides what it means.
+		return h, false, errStreamUnsure
 	}
 	switch ok, sumErr := cr.verify(); {
 	case !ok:
@@ -323,7 +339,7 @@ func (c *codec) stream(r io.Reader, sc *schema, check func(header) error, v any)
 	case sumErr != nil:
 		// A trailer this package does not know may be a newer format's:
 		// then the header says so, and the file is no proof of damage.
-		if errors.Is(herr, errFormat) {
+		if errors.Is(herr, ErrFormat) {
 			return h, false, herr
 		}
 		return h, false, sumErr
@@ -334,48 +350,9 @@ func (c *codec) stream(r io.Reader, sc *schema, check func(header) error, v any)
 	case checkErr != nil:
 		return h, false, checkErr
 	case raw != nil:
-		return h, false, sc.decode(h.Schema, raw, v)
+		return h, false, sc.Decode(h.Schema, raw, v)
 	}
 	return h, false, nil
-}
-
-// streamHeader decodes the header fields of an envelope from dec and stops
-// after the "state" key, as decodeHeader does: each field's value is
-// decoded by encoding/json, so they mean what they mean to a buffered
-// read. syntax reports that the JSON's syntax failed (the buffered read
-// says what that means); err is the header's error otherwise.
-func streamHeader(dec *jsontext.Decoder) (h header, syntax bool, err error) {
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return h, true, nil
-	}
-	for dec.PeekKind() == '"' {
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return h, true, nil
-		}
-		key := tok.String()
-		if key == "state" {
-			return h, false, h.check()
-		}
-		dst := h.field(key)
-		if dst == nil {
-			if dec.SkipValue() != nil {
-				return h, true, nil
-			}
-			continue
-		}
-		val, err := dec.ReadValue()
-		if err != nil {
-			return h, true, nil
-		}
-		if err := json.Unmarshal(val, dst); err != nil {
-			return h, false, corruptIO(err)
-		}
-	}
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '}' {
-		return h, true, nil
-	}
-	return h, false, damaged("no state")
 }
 
 // trailerFollows reads the rest of the envelope after the state, and
@@ -396,20 +373,20 @@ func trailerFollows(dec *jsontext.Decoder) bool {
 	return err == io.EOF
 }
 
-// plainVerdict is plainType's answer for one type.
+// plainVerdict is PlainType's answer for one type.
 type plainVerdict struct {
 	t     reflect.Type
 	plain bool
 }
 
-// streams reports whether a state of type t may be streamed: whether it is
-// plain (see plainType). The answer is kept for the last type asked about:
+// Streams reports whether a state of type t may be streamed: whether it is
+// plain (see PlainType). The answer is kept for the last type asked about:
 // a store asks about its own type only.
-func (c *codec) streams(t reflect.Type) bool {
+func (c *Codec) Streams(t reflect.Type) bool {
 	if p := c.plain.Load(); p != nil && p.t == t {
 		return p.plain
 	}
-	p := &plainVerdict{t: t, plain: plainType(t, make(map[reflect.Type]bool))}
+	p := &plainVerdict{t: t, plain: PlainType(t, make(map[reflect.Type]bool))}
 	c.plain.Store(p)
 	return p.plain
 }
@@ -423,7 +400,7 @@ var (
 	jsonRawMessage    = reflect.TypeFor[json.RawMessage]()
 )
 
-// plainType reports whether values of t are decoded by the streaming
+// PlainType reports whether values of t are decoded by the streaming
 // decoder with encoding/json's meaning on every input where it succeeds,
 // and run none of the host's code: what FuzzStreamedLoadMeansWhatEncoding-
 // JSONMeans proves. Plain are booleans, integers (not uintptr), floats,
@@ -440,7 +417,7 @@ var (
 // encoding/json ignores and v2 does not (",embed", "case:strict",
 // "format:..."), an unexported field with a tag, an embedded pointer. seen holds the types being judged: a type that
 // refers to itself is judged by its other parts.
-func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
+func PlainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if seen[t] {
 		return true
 	}
@@ -461,14 +438,14 @@ func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case reflect.Interface:
 		return t.NumMethod() == 0
 	case reflect.Pointer:
-		return plainType(t.Elem(), seen)
+		return PlainType(t.Elem(), seen)
 	case reflect.Slice, reflect.Array:
-		return t.Elem().Kind() != reflect.Uint8 && plainType(t.Elem(), seen)
+		return t.Elem().Kind() != reflect.Uint8 && PlainType(t.Elem(), seen)
 	case reflect.Map:
 		// Only string keys: v2 with v1's options takes the quoted key
 		// "null" of an integer-keyed map as 0, where encoding/json
 		// refuses the file.
-		return t.Key().Kind() == reflect.String && plainType(t.Key(), seen) && plainType(t.Elem(), seen)
+		return t.Key().Kind() == reflect.String && PlainType(t.Key(), seen) && PlainType(t.Elem(), seen)
 	case reflect.Struct:
 		for i := range t.NumField() {
 			if !plainField(t.Field(i), seen) {
@@ -480,14 +457,14 @@ func plainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
-// plainField reports whether the struct field f is plain (see plainType).
+// plainField reports whether the struct field f is plain (see PlainType).
 func plainField(f reflect.StructField, seen map[reflect.Type]bool) bool {
 	tag, tagged := f.Tag.Lookup("json")
 	switch {
 	case tag == "-":
 		return true // ignored by both
 	case f.Anonymous:
-		return !tagged && f.Type.Kind() == reflect.Struct && plainType(f.Type, seen)
+		return !tagged && f.Type.Kind() == reflect.Struct && PlainType(f.Type, seen)
 	case !f.IsExported():
 		return !tagged // ignored by both; v2 refuses a tag there
 	}
@@ -502,7 +479,7 @@ func plainField(f reflect.StructField, seen map[reflect.Type]bool) bool {
 			}
 		}
 	}
-	return plainType(f.Type, seen)
+	return PlainType(f.Type, seen)
 }
 
 // validTagName reports whether encoding/json takes name from a tag as the
@@ -519,3 +496,7 @@ func validTagName(name string) bool {
 	}
 	return true
 }
+
+// Streaming reports whether the codec's loads may stream: false once a
+// state type's decode needed the buffered read (see LoadState).
+func (c *Codec) Streaming() bool { return !c.noStream.Load() }

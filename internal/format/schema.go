@@ -1,4 +1,4 @@
-package checkpoint
+package format
 
 import (
 	"bytes"
@@ -27,91 +27,91 @@ type Migration struct {
 	Migrate func(json.RawMessage) (json.RawMessage, error)
 }
 
-// schema is the schema a store saves and reads states at, with the chain
+// Schema is the schema a store saves and reads states at, with the chain
 // of migrations that brings older states up to it.
-type schema struct {
-	version    int
-	migrations []Migration // as given; validate sorts them by From
-	strict     bool        // StrictDecoding: unknown fields are an error
+type Schema struct {
+	Version    int
+	Migrations []Migration // as given; validate sorts them by From
+	Strict     bool        // StrictDecoding: unknown fields are an error
 }
 
-// validate checks that the migrations form one unbroken chain ending at
+// Validate checks that the migrations form one unbroken chain ending at
 // version: every From below version, none twice, no gap. The chain may
 // start above 0: states older than its start do not load.
-func (sc *schema) validate() error {
-	if sc.version < 0 {
-		return fmt.Errorf("%w: WithSchema(%d): the version must be 0 or more", ErrInvalid, sc.version)
+func (sc *Schema) Validate() error {
+	if sc.Version < 0 {
+		return fmt.Errorf("%w: WithSchema(%d): the version must be 0 or more", ErrInvalid, sc.Version)
 	}
-	slices.SortFunc(sc.migrations, func(a, b Migration) int { return a.From - b.From })
-	for i, m := range sc.migrations {
+	slices.SortFunc(sc.Migrations, func(a, b Migration) int { return a.From - b.From })
+	for i, m := range sc.Migrations {
 		bad := func(why string, args ...any) error {
-			return fmt.Errorf("%w: WithSchema(%d): migration from schema %d: %s", ErrInvalid, sc.version, m.From, fmt.Sprintf(why, args...))
+			return fmt.Errorf("%w: WithSchema(%d): migration from schema %d: %s", ErrInvalid, sc.Version, m.From, fmt.Sprintf(why, args...))
 		}
 		switch {
 		case m.From < 0:
 			return bad("From must be 0 or more")
-		case m.From >= sc.version:
-			return bad("From must be below the version %d (a migration upgrades From to From+1)", sc.version)
+		case m.From >= sc.Version:
+			return bad("From must be below the version %d (a migration upgrades From to From+1)", sc.Version)
 		case m.Migrate == nil:
 			return bad("Migrate is nil")
-		case i > 0 && m.From == sc.migrations[i-1].From:
+		case i > 0 && m.From == sc.Migrations[i-1].From:
 			return bad("given twice")
-		case i > 0 && m.From != sc.migrations[i-1].From+1:
-			return bad("the chain has a gap: no migration from schema %d", sc.migrations[i-1].From+1)
+		case i > 0 && m.From != sc.Migrations[i-1].From+1:
+			return bad("the chain has a gap: no migration from schema %d", sc.Migrations[i-1].From+1)
 		}
 	}
-	if n := len(sc.migrations); n > 0 && sc.migrations[n-1].From != sc.version-1 {
-		return fmt.Errorf("%w: WithSchema(%d): the chain has a gap: no migration from schema %d", ErrInvalid, sc.version, sc.migrations[n-1].From+1)
+	if n := len(sc.Migrations); n > 0 && sc.Migrations[n-1].From != sc.Version-1 {
+		return fmt.Errorf("%w: WithSchema(%d): the chain has a gap: no migration from schema %d", ErrInvalid, sc.Version, sc.Migrations[n-1].From+1)
 	}
 	return nil
 }
 
-// oldest returns the oldest schema that loads: the start of the chain.
-func (sc *schema) oldest() int {
-	if len(sc.migrations) == 0 {
-		return sc.version
+// Oldest returns the oldest schema that loads: the start of the chain.
+func (sc *Schema) Oldest() int {
+	if len(sc.Migrations) == 0 {
+		return sc.Version
 	}
-	return sc.migrations[0].From
+	return sc.Migrations[0].From
 }
 
-// decode brings state, saved at schema from, up to the store's schema and
+// Decode brings state, saved at schema from, up to the store's schema and
 // decodes it into v. A state of a newer schema is ErrNewerSchema; one the
 // chain cannot bring up, ErrMigration; one of the store's own schema that
 // does not decode, ErrCorrupt, as before schemas existed.
-func (sc *schema) decode(from int, state []byte, v any) error {
-	if from > sc.version {
-		return fmt.Errorf("%w: the file has schema %d, this store reads schema %d and older (see WithSchema)", ErrNewerSchema, from, sc.version)
+func (sc *Schema) Decode(from int, state []byte, v any) error {
+	if from > sc.Version {
+		return fmt.Errorf("%w: the file has schema %d, this store reads schema %d and older (see WithSchema)", ErrNewerSchema, from, sc.Version)
 	}
-	if from == sc.version {
-		if err := unmarshal(state, v, sc.strict); err != nil {
+	if from == sc.Version {
+		if err := Unmarshal(state, v, sc.Strict); err != nil {
 			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
 		}
 		return nil
 	}
-	if from < sc.oldest() {
-		return fmt.Errorf("%w: the file has schema %d and no migration starts there (the oldest schema this store migrates from is %d)", ErrMigration, from, sc.oldest())
+	if from < sc.Oldest() {
+		return fmt.Errorf("%w: the file has schema %d and no migration starts there (the oldest schema this store migrates from is %d)", ErrMigration, from, sc.Oldest())
 	}
 	// The state is a part of a pooled read buffer: a migration gets a copy
 	// it may keep or change.
 	data := json.RawMessage(bytes.Clone(state))
-	for k := from; k < sc.version; k++ {
-		out, err := migrate(sc.migrations[k-sc.oldest()], data)
+	for k := from; k < sc.Version; k++ {
+		out, err := Migrate(sc.Migrations[k-sc.Oldest()], data)
 		if err != nil {
 			return fmt.Errorf("%w: migration from schema %d to %d: %w", ErrMigration, k, k+1, err)
 		}
 		data = out
 	}
-	if err := unmarshal(data, v, sc.strict); err != nil {
-		return fmt.Errorf("%w: the state migrated from schema %d to %d does not decode: %w", ErrMigration, from, sc.version, err)
+	if err := Unmarshal(data, v, sc.Strict); err != nil {
+		return fmt.Errorf("%w: the state migrated from schema %d to %d does not decode: %w", ErrMigration, from, sc.Version, err)
 	}
 	return nil
 }
 
-// migrate runs one migration, checking what it returns.
-func migrate(m Migration, in json.RawMessage) (out json.RawMessage, err error) {
+// Migrate runs one migration, checking what it returns.
+func Migrate(m Migration, in json.RawMessage) (out json.RawMessage, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, panicked(r)
+			out, err = nil, Panicked(r)
 		}
 	}()
 	out, err = m.Migrate(in)
@@ -126,26 +126,26 @@ func migrate(m Migration, in json.RawMessage) (out json.RawMessage, err error) {
 	return out, nil
 }
 
-// panicked returns the error of a panic recovered with r: r wrapped if it
+// Panicked returns the error of a panic recovered with r: r wrapped if it
 // is an error (a runtime error, say), else its text.
-func panicked(r any) error {
+func Panicked(r any) error {
 	if err, ok := r.(error); ok {
 		return fmt.Errorf("panic: %w", err)
 	}
 	return fmt.Errorf("panic: %v", r)
 }
 
-// unmarshal decodes data into v like json.Unmarshal; with strict, a field
+// Unmarshal decodes data into v like json.Unmarshal; with strict, a field
 // v's type does not have is an error. A panic in the state type's own code
 // (UnmarshalJSON, UnmarshalText) is recovered and returned as an error
-// (see panicked): it fails the load of that file, as any decode failure
+// (see Panicked): it fails the load of that file, as any decode failure
 // does, instead of the program, and never leaves the store in a state its
 // Close would wait on. data has verified by then: no byte of a file whose
 // checksum fails reaches the host's code.
-func unmarshal(data []byte, v any, strict bool) (err error) {
+func Unmarshal(data []byte, v any, strict bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = panicked(r)
+			err = Panicked(r)
 		}
 	}()
 	if !strict {

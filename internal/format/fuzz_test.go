@@ -1,9 +1,10 @@
-package checkpoint
+package format
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
 	"testing"
 	"time"
@@ -18,12 +19,12 @@ import (
 //	go test -run '^$' -fuzz FuzzReadEnvelope -fuzztime 60s .
 func FuzzReadEnvelope(f *testing.F) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	h := header{Format: 1, Step: 3, Kind: KindStep, Time: now, Meta: map[string]string{"k": "v"}}
-	f.Add(encodeBytes(h, []byte(`{"turn":3}`), compressNone))
-	f.Add(encodeBytes(h, []byte(`[1,2,3]`), compressGzip))
+	h := Header{Format: 1, Step: 3, Kind: KindStep, Time: now, Meta: map[string]string{"k": "v"}}
+	f.Add(encodeBytes(h, []byte(`{"turn":3}`), CompressNone))
+	f.Add(encodeBytes(h, []byte(`[1,2,3]`), CompressGzip))
 	rec := &ErrorRecord{Message: "boom", Types: []string{"*errors.errorString"}, Step: 3, Time: now}
-	f.Add(encodeBytes(header{Format: 1, Step: 3, Kind: KindError, Time: now, Error: rec}, []byte(`"s"`), compressNone))
-	f.Add(encodeBytes(header{Format: 2, Step: 3, Kind: KindStep, Time: now, Schema: 2}, []byte(`{"turn":3}`), compressNone))
+	f.Add(encodeBytes(Header{Format: 1, Step: 3, Kind: KindError, Time: now, Error: rec}, []byte(`"s"`), CompressNone))
+	f.Add(encodeBytes(Header{Format: 2, Step: 3, Kind: KindStep, Time: now, Schema: 2}, []byte(`{"turn":3}`), CompressNone))
 	f.Add([]byte{})
 	f.Add([]byte{0x1f, 0x8b})
 	const limit = 1 << 20
@@ -33,29 +34,33 @@ func FuzzReadEnvelope(f *testing.F) {
 		// verification, so the JSON decoding and the header checks are
 		// fuzzed too.
 		checkDecode(t, withTrailer(string(data)), limit)
-		sum := trailerV2.sum()
+		sum := TrailerV2.Sum()
 		sum.Write(data)
-		checkDecode(t, appendTrailer(bytes.Clone(data), trailerV2, sum), limit)
+		checkDecode(t, AppendTrailer(bytes.Clone(data), TrailerV2, sum), limit)
 	})
 }
 
-// FuzzHeaderParsersAgree checks that parseHeader, which decodes the fields
+// FuzzHeaderParsersAgree checks that ParseHeader, which decodes the fields
 // before "state" as one struct, means what decodeHeader, field by field,
-// means: the same header, or an error from both.
+// means: the same header, or an error from both. So too for the same bytes
+// read as an index's header (DecodeHeaderJSON: the fields alone, the
+// object's end where "state" would be).
 func FuzzHeaderParsersAgree(f *testing.F) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	rec := &ErrorRecord{Message: "boom", Types: []string{"*errors.errorString"}, Step: 3, Time: now}
-	f.Add(encodeBytes(header{Format: 2, Step: 3, Kind: KindError, Time: now, Error: rec, Meta: map[string]string{"state": "x"}}, []byte(`"s"`), compressNone))
+	f.Add(encodeBytes(Header{Format: 2, Step: 3, Kind: KindError, Time: now, Error: rec, Meta: map[string]string{"state": "x"}}, []byte(`"s"`), CompressNone))
 	f.Add([]byte(`{"format":2,"STEP":3,"step":4,"kind":"step","time":"2026-11-21T10:00:00Z","state":1}`))
 	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","\u0073tate":1}`))
 	f.Add([]byte(`{"format":2,"step":3,"step":5,"x":[{"state":1}],"kind":"step","time":"2026-11-21T10:00:00Z", "state" :1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"error","time":"2026-11-21T10:00:00Z","meta":{"a":"b"},"error":{"message":"m","step":3,"time":"2026-11-21T10:00:00Z"}}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","Step":4} `))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		fast, _, ferr := parseHeader(bytes.Clone(data))
-		slow, found, serr := decodeHeader(json.NewDecoder(bytes.NewReader(data)))
+		fast, _, ferr := ParseHeader(bytes.Clone(data))
+		slow, found, serr := decodeHeader(json.NewDecoder(bytes.NewReader(data)), false)
 		if serr == nil && !found {
 			serr = errors.New("no state")
 		}
-		if errors.Is(ferr, errShortHeader) {
+		if errors.Is(ferr, ErrShortHeader) {
 			ferr = errors.New("short")
 		}
 		if (ferr == nil) != (serr == nil) {
@@ -63,6 +68,24 @@ func FuzzHeaderParsersAgree(f *testing.F) {
 		}
 		if ferr == nil && !reflect.DeepEqual(fast, slow) {
 			t.Fatalf("parseHeader read %+v, decodeHeader %+v", fast, slow)
+		}
+
+		index, ierr := DecodeHeaderJSON(bytes.Clone(data))
+		dec := json.NewDecoder(bytes.NewReader(data))
+		want, found, werr := decodeHeader(dec, true)
+		if werr == nil && !found {
+			werr = errors.New("not closed")
+		}
+		if werr == nil {
+			if _, err := dec.Token(); err != io.EOF {
+				werr = errors.New("bytes after the object")
+			}
+		}
+		if (ierr == nil) != (werr == nil) {
+			t.Fatalf("DecodeHeaderJSON says %v, decodeHeader says %v", ierr, werr)
+		}
+		if ierr == nil && !reflect.DeepEqual(index, want) {
+			t.Fatalf("DecodeHeaderJSON read %+v, decodeHeader %+v", index, want)
 		}
 	})
 }
@@ -75,7 +98,7 @@ func checkDecode(t *testing.T, data []byte, limit int64) {
 		}
 		return
 	}
-	if err := env.header.check(); err != nil {
+	if err := env.Header.Check(); err != nil {
 		t.Fatalf("accepted a bad header: %v", err)
 	}
 	// A load decodes the state; bytes that are not one JSON value (a field
@@ -85,54 +108,19 @@ func checkDecode(t *testing.T, data []byte, limit int64) {
 		return
 	}
 	// What loads round-trips through the writer.
-	again, err := readEnvelope(bytes.NewReader(encodeBytes(env.header, env.State, compressNone)), limit)
+	again, err := readEnvelope(bytes.NewReader(encodeBytes(env.Header, env.State, CompressNone)), limit)
 	if err != nil {
 		t.Fatalf("re-encoded envelope does not load: %v", err)
 	}
 	if again.Step != env.Step || again.Kind != env.Kind || !again.Time.Equal(env.Time) || !bytes.Equal(again.State, env.State) {
-		t.Fatalf("round trip changed the envelope: %+v vs %+v", again.header, env.header)
+		t.Fatalf("round trip changed the envelope: %+v vs %+v", again.Header, env.Header)
 	}
 	// The header reader, used by List, agrees with the full decoder.
-	h, err := newCodec(compressNone, limit).readHeader(bytes.NewReader(data))
+	h, err := NewCodec(CompressNone, limit).ReadHeader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("full decode accepted what the header reader refuses: %v", err)
 	}
 	if h.Step != env.Step || h.Kind != env.Kind || !h.Time.Equal(env.Time) {
-		t.Fatalf("header reader disagrees: %+v vs %+v", h, env.header)
+		t.Fatalf("header reader disagrees: %+v vs %+v", h, env.Header)
 	}
-}
-
-// FuzzParseName checks the file name parser: a name it accepts is exactly
-// the name the store would write for what it parsed (so two names never
-// mean one checkpoint), a temporary name is never a checkpoint, and no
-// accepted name can leave the directory. The seed corpus is in
-// testdata/fuzz/FuzzParseName.
-//
-//	go test -run '^$' -fuzz FuzzParseName -fuzztime 60s .
-func FuzzParseName(f *testing.F) {
-	for _, name := range []string{"turn_007.json", "turn_007.json.gz", "turn_010.final.json", "turn_004.error-2.json",
-		"turn_last.json", "turn_1234.json", ".turn_007.json123", "turn_007.json.corrupt", "turn_-1.json", "turn_007.error-1.json"} {
-		f.Add("turn", 3, name)
-	}
-	f.Add("step", 8, "step_00000001.json")
-	f.Add("a.b", 1, "a.b_9.final.json.gz")
-	f.Fuzz(func(t *testing.T, prefix string, digits int, name string) {
-		l := layout{prefix: prefix, digits: digits}
-		if l.validate() != nil {
-			return
-		}
-		fn, ok := l.parse(name)
-		if !ok {
-			return
-		}
-		if got := l.format(fn); got != name {
-			t.Fatalf("parse(%q) = %+v, which formats as %q", name, fn, got)
-		}
-		if l.isTemp(name) {
-			t.Fatalf("%q is both a checkpoint and a temporary file", name)
-		}
-		if !validChars(name) || fn.step < 0 {
-			t.Fatalf("accepted %q: %+v", name, fn)
-		}
-	})
 }

@@ -1,0 +1,67 @@
+package format
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// BenchmarkParseHeader measures parsing the header that every file of a
+// directory has, as the first List does for each, against decoding its
+// fields with encoding/json (as ParseHeader did before fastHeader).
+func BenchmarkParseHeader(b *testing.B) {
+	data := encodeBytes(Header{Format: 2, Step: 1234, Kind: KindStep, Time: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)}, []byte(`{"turn":1}`), CompressNone)
+	b.Run("parseHeader", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := ParseHeader(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		keyStart, _, _, err := splitHeader(data, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		head := append(bytes.TrimRight(bytes.Clone(data[:keyStart]), ","), '}')
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, _, err := splitHeader(data, false); err != nil {
+				b.Fatal(err)
+			}
+			var h Header
+			if err := json.Unmarshal(head, &h); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecodeHeaderJSON measures decoding a header as the store's index
+// holds it (the one decoder, closed), against fastHeader alone, which the
+// index used before it shared the decoder.
+func BenchmarkDecodeHeaderJSON(b *testing.B) {
+	j, err := json.Marshal(Header{Format: 2, Step: 1234, Kind: KindStep, Time: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("DecodeHeaderJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeHeaderJSON(j); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fastHeader", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var h Header
+			if !fastHeader(j[:len(j)-1], &h) || h.Check() != nil {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+}
