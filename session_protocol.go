@@ -10,34 +10,48 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"reflect"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 )
 
-// Sessions on a Backend (OpenSessionsBackend). No lock spans the root: a
-// bucket shared by many workers has none that a crashed worker releases at
-// once. Instead every step that must have one winner is a Backend.Create:
+// The protocol of Sessions, the same on every Backend (a local directory,
+// object storage). No lock spans the root: a bucket shared by many workers
+// has none that a crashed worker releases at once. Instead every step that
+// must have one winner is a Backend.Create:
 //
 //   - A session is the child store Sub(id). It exists exactly when its
 //     session.json exists (and is not a tombstone, below).
 //   - Whoever makes a session first creates the claim (claimName) in the
-//     child: the claim takes the ID, so that two forks never copy
+//     child: the claim takes the ID, so that two forks never put
 //     checkpoints into one child. A claim says who made it (claimCreate or
 //     claimFork). Create and New may go on over a creation's claim whose
 //     session.json is missing (a racing creation, or one a crash
 //     interrupted: it left no checkpoints), since the Create of
 //     session.json picks one winner; nobody goes on over a fork's.
-//   - session.json is created last, after a fork has copied its
-//     checkpoints: a crash before that leaves no visible session.
+//   - A fork links (Linker) or copies the checkpoints into the child, each
+//     durable before the next step; session.json is created last: a crash
+//     before that leaves no visible session, since a child with a claim and
+//     no session.json is none. Once session.json is there, the claim is
+//     removed: the session holds only its session.json and its store's
+//     objects.
+//   - A call that fails removes what it made, the claim last, and then the
+//     child itself where the Backend keeps empty children (ChildRemover).
+//     A child that holds only hidden objects (names starting with a dot:
+//     a temporary file of a Create a crash interrupted) is no session
+//     either, so that no instant of a creation shows one.
 //   - RemoveStaging removes what crashed forks left (a fork's claim, no
 //     session.json): it first creates session.json as a tombstone, so that
 //     a fork still running there can never publish, then removes the rest.
 //     The tombstone stays: the ID is never used again.
+//   - Earlier releases made sessions in a directory under a lock file
+//     (sessionsLockName), in hidden staging directories (stagingPrefix)
+//     renamed into place: their sessions are the same, and what they left
+//     is removed by removeLegacy.
 const (
-	// claimName is the object that takes a session's ID on a Backend. Its
-	// leading dot keeps it out of every layout and every side file name.
+	// claimName is the object that takes a session's ID. Its leading dot
+	// keeps it out of every layout and every side file name.
 	claimName = ".session.claim"
 	// claimCreate and claimFork say which call made a claim.
 	claimCreate = "create"
@@ -50,6 +64,17 @@ const (
 	// setMetaAttempts bounds how often SetMeta reads session.json again
 	// after another writer replaced it between its read and its write.
 	setMetaAttempts = 8
+	// staleSessionTemp is the age past which a temporary file of
+	// session.json is taken for one an interrupted SetMeta left: a SetMeta
+	// writes its few hundred bytes in far less.
+	staleSessionTemp = time.Minute
+	// sessionsLockName is the lock file of a root that earlier releases
+	// held while making a session in a directory.
+	sessionsLockName = ".sessions.lock"
+	// stagingPrefix starts the name of the hidden directory in which
+	// earlier releases assembled a new session before renaming it into
+	// place.
+	stagingPrefix = ".staging-"
 )
 
 // sessionClaim is the content of a claim.
@@ -69,75 +94,18 @@ type sessionTombstone struct {
 	Time      time.Time `json:"time"`
 }
 
-// OpenSessionsBackend opens the root of sessions kept in b, such as a
-// bucket and prefix of object storage shared by many workers (see
-// Backend.Sub): each session is the child store of b named by its ID, with
-// its metadata in the object session.json. opts apply to every session's
-// store, as with OpenSessions. The Sessions owns b from then on: Close
-// closes it, and so does a failed OpenSessionsBackend.
-//
-// Every method of Sessions works as with OpenSessions, with these
-// differences, since no lock spans a root on a Backend:
-//
-//   - A session exists exactly when its session.json does; a child store
-//     without one is not listed (it is a session being made, or left by a
-//     crash).
-//   - Of concurrent Creates of one ID, in any number of processes, exactly
-//     one succeeds; the others return an error wrapping ErrExists. New and
-//     Fork take the next number that no child store uses and go on to the
-//     next when another worker takes it first, so concurrent calls get
-//     distinct IDs.
-//   - Fork copies the checkpoints (object storage has no links), then
-//     creates session.json: if it fails, it removes what it copied; if a
-//     crash interrupts it, what it copied stays out of sight under the new
-//     ID, which New and Fork skip and which Create refuses (ErrExists)
-//     rather than adopt checkpoints it did not make. RemoveStaging removes
-//     such leftovers.
-//   - SetMeta replaces session.json only if it is still what SetMeta read
-//     (Backend.Replace with its Version); if another writer replaced it
-//     meanwhile, SetMeta reads it again and retries a few times, then
-//     returns an error wrapping ErrConflict. A session removed meanwhile
-//     is not brought back: that is ErrNotFound.
-//
-// OpenSession and ResumeSession open the session's store with OpenBackend
-// on its child store, whose writer lock is the session's own: different
-// workers run different sessions at once, and a second writer of one
-// session gets ErrLocked.
-//
-// A directory's root can be opened either way, OpenSessions(dir) or
-// OpenSessionsBackend(OpenDir(dir)): the sessions are the same. The two do
-// not coordinate the making of sessions with each other, though, so every
-// process that makes sessions in one root should open it the same way.
-func OpenSessionsBackend(b Backend, opts ...Option) (*Sessions, error) {
-	if b == nil {
-		return nil, opError("open sessions", "", fmt.Errorf("%w: nil Backend", ErrInvalid))
-	}
-	cfg, err := newConfig(opts)
-	if err != nil {
-		err = opError("open sessions", b.Locate(""), err)
-		if cerr := b.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-		return nil, err
-	}
-	return &Sessions{dir: b.Locate(""), b: b, cfg: cfg, opts: slices.Clone(opts)}, nil
-}
-
-func (r *Sessions) closeBackend() error {
-	if err := r.b.Close(); err != nil {
-		return opError("close sessions", r.dir, err)
-	}
-	return nil
-}
-
 // readMetaIn reads the session.json of the session id in its child store
-// sub, and returns it with its Object (for a conditional Replace). A
-// missing session.json, or a tombstone, is ErrNotFound.
+// sub, and returns it with its Object (for a conditional Replace). Where
+// there is no session it returns an error wrapping ErrNotFound: no
+// session.json and either a claim (a session being made, or one a crash
+// interrupted) or no object but hidden ones, or a tombstone. A child that
+// holds other objects but no session.json is a damaged session:
+// ErrCorrupt.
 func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Object, error) {
 	rc, obj, err := sub.Open(ctx, sessionFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return sessionMeta{}, obj, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+		return sessionMeta{}, obj, missingMeta(ctx, sub, id)
 	case errors.Is(err, errNotRegular):
 		return sessionMeta{}, obj, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	case err != nil:
@@ -156,52 +124,73 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 	return m, obj, err
 }
 
-// readerOn opens a ReadOnly store on the child store sub, which it owns
-// from then on, to see what a session holds without knowing its T.
+// missingMeta tells why the child store sub of id has no session.json:
+// ErrNotFound if it is no session, ErrCorrupt if it is a damaged one.
+func missingMeta(ctx context.Context, sub Backend, id string) error {
+	objs, err := sub.List(ctx)
+	if err != nil {
+		return err
+	}
+	visible := false
+	for _, o := range objs {
+		if o.Name == claimName {
+			return fmt.Errorf("%w: no session %q (it is being made, or a crash interrupted its making)", ErrNotFound, id)
+		}
+		visible = visible || !strings.HasPrefix(o.Name, ".")
+	}
+	if !visible {
+		return fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	return fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
+}
+
+// decodeSessionMeta reads a session.json from f, at most
+// maxSessionFileSize bytes of it. Damage is ErrCorrupt.
+func decodeSessionMeta(f io.Reader) (sessionMeta, error) {
+	var m sessionMeta
+	data, err := io.ReadAll(io.LimitReader(f, maxSessionFileSize+1))
+	if err != nil {
+		return m, err
+	}
+	if len(data) > maxSessionFileSize {
+		return m, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, sessionFile, maxSessionFileSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%w: %s: %w", ErrCorrupt, sessionFile, err)
+	}
+	if m.Format != sessionFormat {
+		return m, fmt.Errorf("%w: %s: %w %d (this package reads version %d)", ErrCorrupt, sessionFile, errFormat, m.Format, sessionFormat)
+	}
+	return m, nil
+}
+
+// encodeSessionMeta returns a writer of m as the content of session.json.
+func encodeSessionMeta(m any) (func(io.Writer) error, error) {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
+	}
+	data = append(data, '\n')
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, nil
+}
+
+// readerOn opens a ReadOnly store, without hooks, on the child store sub,
+// which it owns from then on, to see what a session holds without knowing
+// its T.
 func (r *Sessions) readerOn(sub Backend) *Store[json.RawMessage] {
-	cfg := r.readerConfig()
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
 	st, _ := newStore[json.RawMessage](sub, cfg) // a ReadOnly store takes no lock: it cannot fail
 	return st
 }
 
-func (r *Sessions) listBackend(ctx context.Context) ([]Session, error) {
-	ids, err := r.b.Children(ctx)
-	if err != nil {
-		return nil, opError("list sessions", r.dir, err)
-	}
-	var out []Session
-	for _, id := range ids {
-		if ValidSessionID(id) != nil {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, opError("list sessions", r.dir, err)
-		}
-		if s, ok := r.describeBackend(ctx, id); ok {
-			out = append(out, s)
-		}
-	}
-	sortSessions(out)
-	return out, nil
-}
-
-func (r *Sessions) getBackend(ctx context.Context, id string) (Session, error) {
-	if err := ValidSessionID(id); err != nil {
-		return Session{}, opError("get session", r.path(id), err)
-	}
-	if err := ctx.Err(); err != nil {
-		return Session{}, opError("get session", r.path(id), err)
-	}
-	s, ok := r.describeBackend(ctx, id)
-	if !ok {
-		return Session{}, opError("get session", r.path(id), fmt.Errorf("%w: no session %q", ErrNotFound, id))
-	}
-	return s, s.Err
-}
-
-// describeBackend reads what List reports of the session id, and whether
-// it exists (has a session.json); damage goes to Err.
-func (r *Sessions) describeBackend(ctx context.Context, id string) (Session, bool) {
+// describe reads what List reports of the session id, and whether it is a
+// session (see readMetaIn); damage goes to Err.
+func (r *Sessions) describe(ctx context.Context, id string) (Session, bool) {
 	s := Session{ID: id, Dir: r.path(id)}
 	sub, err := r.b.Sub(ctx, id, false)
 	if err != nil {
@@ -251,125 +240,170 @@ func (r *Sessions) nextFreeID(ctx context.Context, tried []string) (string, erro
 	return nextSessionID(append(names, tried...))
 }
 
-// createBackend makes the session id, or, if id is "", the next numbered
-// one.
-func (r *Sessions) createBackend(ctx context.Context, op, id string, meta map[string]string) (Session, error) {
+// nextSessionID returns the number after the highest all-digit name of
+// names, with at least three digits. Names are compared as decimal numbers
+// of any length, not as machine integers, so that numbering goes on past
+// any ID Create took ("9223372036854775807" is followed by
+// "9223372036854775808"). Past the longest ID (64 nines) there is no number
+// left: that is an error, every time, and nothing is created.
+func nextSessionID(names []string) (string, error) {
+	highest := "0"
+	for _, name := range names {
+		if n, ok := sessionNumber(name); ok && (len(n) > len(highest) || len(n) == len(highest) && n > highest) {
+			highest = n
+		}
+	}
+	next := []byte(highest)
+	i := len(next) - 1
+	for ; i >= 0 && next[i] == '9'; i-- {
+		next[i] = '0'
+	}
+	if i >= 0 {
+		next[i]++
+	} else {
+		next = append([]byte{'1'}, next...)
+	}
+	if len(next) > maxSessionIDLen {
+		return "", fmt.Errorf("%w: no session number is left after %q (a session ID has at most %d characters): name new sessions with Create", ErrInvalid, highest, maxSessionIDLen)
+	}
+	return strings.Repeat("0", max(0, 3-len(next))) + string(next), nil
+}
+
+// sessionNumber returns the number an all-digit name stands for, without
+// leading zeros ("007" is "7"), and whether name is all digits.
+func sessionNumber(name string) (string, bool) {
+	if name == "" || strings.Trim(name, "0123456789") != "" {
+		return "", false
+	}
+	if n := strings.TrimLeft(name, "0"); n != "" {
+		return n, true
+	}
+	return "0", true
+}
+
+// stamp completes the metadata of a session being made with the ID id: its
+// format, ID, creation time and a copy of the caller's fields.
+func (r *Sessions) stamp(m *sessionMeta, id string) {
+	m.Format, m.ID = sessionFormat, id
+	m.Created = r.now(time.Time{})
+	m.Updated = m.Created
+	m.Meta = maps.Clone(m.Meta)
+}
+
+// create makes the session id, or, if id is "", the next numbered one.
+func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]string) (Session, error) {
 	if r.cfg.readOnly {
 		return Session{}, opError(op, r.path(id), ErrReadOnly)
 	}
-	numbered := id == ""
-	var tried []string
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return Session{}, opError(op, r.path(id), err)
-		}
-		if numbered {
-			var err error
-			if id, err = r.nextFreeID(ctx, tried); err != nil {
-				return Session{}, opError(op, r.dir, err)
-			}
-			tried = append(tried, id)
-		}
-		err := r.publish(ctx, id, claimCreate, sessionMeta{Meta: meta}, nil)
-		if numbered && errors.Is(err, ErrExists) && attempt < maxNumberAttempts {
-			continue // another worker took the number first
-		}
-		if err != nil {
-			return Session{}, opError(op, r.path(id), err)
-		}
-		s, _ := r.describeBackend(context.WithoutCancel(ctx), id)
-		return s, nil
+	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
+		return Session{}, opError(op, r.dir, err)
 	}
+	s, err := r.publishNumbered(ctx, id, claimCreate, sessionMeta{Meta: meta}, nil)
+	if err != nil {
+		return Session{}, opError(op, r.path(s.ID), err)
+	}
+	return s, nil
 }
 
-func (r *Sessions) forkBackend(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
-	fail := func(err error) (Session, error) {
-		return Session{}, &Error{Op: "fork session", Step: step, HasStep: true, Path: r.path(from), Err: err}
-	}
-	if err := ValidSessionID(from); err != nil {
-		return fail(err)
-	}
-	if err := checkStep(step); err != nil {
-		return fail(err)
-	}
-	if r.cfg.readOnly {
-		return fail(ErrReadOnly)
+// fork makes the next numbered session of the checkpoints of from up to
+// step (see Fork).
+func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
+	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
+		return Session{}, err
 	}
 	src, err := r.b.Sub(ctx, from, false)
 	if err != nil {
-		return fail(err)
+		return Session{}, err
 	}
 	if _, _, err := readMetaIn(ctx, src, from); err != nil {
 		src.Close()
 		if !errors.Is(err, ErrNotFound) {
 			err = fmt.Errorf("session %q: %w", from, err)
 		}
-		return fail(err)
+		return Session{}, err
 	}
 	st := r.readerOn(src)
 	defer st.Close()
 	if _, _, err := st.Load(ctx, step); err != nil {
-		return fail(inner(err, st.dir))
+		return Session{}, inner(err, st.dir)
 	}
 	infos, err := st.List(ctx)
 	if err != nil {
-		return fail(inner(err, st.dir))
+		return Session{}, inner(err, st.dir)
 	}
 	m := sessionMeta{Parent: from, ParentStep: &step, Meta: meta}
 	fill := func(id string, dst Backend) ([]string, error) {
-		return r.copyCheckpointsTo(ctx, st.b, infos, id, dst, step)
+		return r.forkInto(ctx, st.b, infos, id, dst, step)
 	}
+	return r.publishNumbered(ctx, "", claimFork, m, fill)
+}
+
+// publishNumbered publishes the session id, or, if id is "", the next
+// number that no child store uses, going on to the next when another
+// worker takes it first. The Session it returns has its ID set even when
+// publishing fails.
+func (r *Sessions) publishNumbered(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (Session, error) {
+	numbered := id == ""
 	var tried []string
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return fail(err)
+			return Session{ID: id}, err
 		}
-		id, err := r.nextFreeID(ctx, tried)
-		if err != nil {
-			return fail(err)
+		if numbered {
+			var err error
+			if id, err = r.nextFreeID(ctx, tried); err != nil {
+				return Session{}, err
+			}
+			tried = append(tried, id)
 		}
-		tried = append(tried, id)
-		err = r.publish(ctx, id, claimFork, m, fill)
-		if errors.Is(err, ErrExists) && attempt < maxNumberAttempts {
+		err := r.publish(ctx, id, op, m, fill)
+		if numbered && errors.Is(err, ErrExists) && attempt < maxNumberAttempts {
 			continue // another worker took the number first
 		}
 		if err != nil {
-			return fail(err)
+			return Session{ID: id}, err
 		}
-		s, _ := r.describeBackend(context.WithoutCancel(ctx), id)
+		// The session exists now: report it, and any trouble reading it
+		// back in its Err, but not as a failure (a caller that retried
+		// would make a second one).
+		s, _ := r.describe(context.WithoutCancel(ctx), id)
 		return s, nil
 	}
 }
 
 // publish makes the session id: it claims the ID (as op), lets fill put
 // checkpoints in the child store and return their names, then creates
-// session.json. If anything fails, it removes what it made (the claim and
-// what fill made) and the session is not visible.
-func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) error {
+// session.json. If anything fails, it removes what it made (what fill
+// made, then the claim, then the child if it is empty) and the session is
+// not visible.
+func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (err error) {
 	dst, err := r.b.Sub(ctx, id, false)
 	if err != nil {
 		return err
 	}
-	defer dst.Close()
+	var made []string // what this call made, the claim last
+	published := false
+	defer func() {
+		if !published {
+			// What this call made is its own: no other caller writes under
+			// a claim it does not hold, and none adopts a fork's.
+			_, rerr := dst.Remove(context.WithoutCancel(ctx), made...)
+			if rerr == nil {
+				r.dropChild(ctx, id)
+			}
+		}
+		dst.Close()
+	}()
 	mine, err := r.claim(ctx, dst, id, op)
 	if err != nil {
 		return err
 	}
-	var made []string
 	if mine {
 		made = append(made, claimName)
 	}
-	published := false
-	defer func() {
-		if !published && len(made) > 0 {
-			// What this call made is its own: no other caller writes under
-			// a claim it does not hold, and none adopts a fork's.
-			dst.Remove(context.WithoutCancel(ctx), made...)
-		}
-	}()
 	if fill != nil {
 		names, err := fill(id, dst)
-		made = append(made, names...)
+		made = append(names, made...)
 		if err != nil {
 			return err
 		}
@@ -389,12 +423,25 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 			return fmt.Errorf("%w: session %q was abandoned (by RemoveStaging) while it was being forked", ErrExists, id)
 		}
 		// Another creation went on over the claim and won: the claim is
-		// part of its session now.
+		// its to remove now.
 		published = true
 		return fmt.Errorf("%w: session %q", ErrExists, id)
 	}
 	published = true
+	// The session exists now, whatever becomes of the claim: it took the
+	// ID while the session was made, and session.json holds it from here
+	// on. A claim a crash leaves here is a hidden object, and harmless.
+	dst.Remove(context.WithoutCancel(ctx), claimName)
 	return nil
+}
+
+// dropChild removes the child store id if the Backend keeps empty ones
+// (ChildRemover) and it is empty: a failed creation leaves nothing. A
+// child that holds anything (another call's claim, a session) stays.
+func (r *Sessions) dropChild(ctx context.Context, id string) {
+	if cr, ok := r.b.(ChildRemover); ok {
+		cr.RemoveChild(context.WithoutCancel(ctx), id)
+	}
 }
 
 // claim takes the ID of the child store dst for a session made by op, and
@@ -486,11 +533,16 @@ func readClaim(ctx context.Context, b Backend) (sessionClaim, error) {
 	return c, nil
 }
 
-// copyCheckpointsTo copies the checkpoints of infos (read from src) with
-// steps up to step into dst, and returns the names it created. Like the
-// directory's Fork, it skips a checkpoint pruned meanwhile and then checks
-// that the newest checkpoint that loads in dst is step.
-func (r *Sessions) copyCheckpointsTo(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
+// forkInto puts the checkpoints of infos (read from src) with steps up to
+// step into dst, the child store of the new session id, and returns the
+// names it created: a link each where dst is a Linker, a copy where it is
+// not or linking fails, and always a copy of the rolling file (a link
+// would change a local file's inode change time, and so its Version,
+// under the source's writer, whose next conditional Replace of it would
+// fail). A checkpoint pruned meanwhile by the source's writer is skipped;
+// then checkFork checks what dst holds.
+func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
+	linker, _ := dst.(Linker)
 	var made []string
 	for _, info := range infos {
 		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
@@ -500,18 +552,25 @@ func (r *Sessions) copyCheckpointsTo(ctx context.Context, src Backend, infos []I
 			return made, err
 		}
 		name := info.Name()
-		err := copyObject(ctx, src, dst, name)
+		err := errors.ErrUnsupported
+		if linker != nil && info.Kind != KindRolling {
+			_, err = linker.Link(ctx, src, name)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+			err = copyObject(ctx, src, dst, name)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
-			continue // pruned meanwhile by the session's writer: the check below sees to it
+			continue // pruned meanwhile by the session's writer: checkFork sees to it
 		}
 		if err != nil {
 			return made, fmt.Errorf("copy %s: %w", name, err)
 		}
 		made = append(made, name)
 	}
-	return made, r.checkForkIn(ctx, id, dst, step)
+	return made, r.checkFork(ctx, id, dst, step)
 }
 
+// copyObject copies the object name of src to a new object of dst.
 func copyObject(ctx context.Context, src, dst Backend, name string) error {
 	rc, _, err := src.Open(ctx, name)
 	if err != nil {
@@ -525,9 +584,12 @@ func copyObject(ctx context.Context, src, dst Backend, name string) error {
 	return err
 }
 
-// checkForkIn is checkFork on a Backend: it drops a rolling file past step
-// from dst, then the newest checkpoint that loads must be step.
-func (r *Sessions) checkForkIn(ctx context.Context, id string, dst Backend, step int64) error {
+// checkFork checks the checkpoints gathered in dst, the child store of the
+// new session id, which no writer can change: a running writer of the
+// source may have pruned the step or moved its rolling file on between the
+// listing and the copies. A rolling file past step is dropped; then the
+// newest checkpoint that loads must be step.
+func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64) error {
 	view, err := r.b.Sub(ctx, id, false) // the reader owns and closes it
 	if err != nil {
 		return err
@@ -552,102 +614,56 @@ func (r *Sessions) checkForkIn(ctx context.Context, id string, dst Backend, step
 	return nil
 }
 
-func (r *Sessions) setMetaBackend(ctx context.Context, id string, meta map[string]string) error {
-	path := r.path(id)
-	fail := func(err error) error { return opError("set session meta", path, err) }
-	if err := ValidSessionID(id); err != nil {
-		return fail(err)
+// inner returns the reason of a store's error without its "checkpoint: op"
+// prefix, naming the file if the error names one in the store dir: the
+// session call's own error names the operation and the session.
+func inner(err error, dir string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
 	}
-	if r.cfg.readOnly {
-		return fail(ErrReadOnly)
+	if e.Path != dir && e.Path != "" {
+		return fmt.Errorf("%s: %w", filepath.Base(e.Path), e.Err)
 	}
-	sub, err := r.b.Sub(ctx, id, false)
-	if err != nil {
-		return fail(err)
-	}
-	defer sub.Close()
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return fail(err)
-		}
-		m, obj, err := readMetaIn(ctx, sub, id)
-		if err != nil {
-			return fail(err)
-		}
-		m.Meta = maps.Clone(meta)
-		m.Updated = r.now(m.Created)
-		write, err := encodeSessionMeta(m)
-		if err != nil {
-			return fail(err)
-		}
-		_, err = sub.Replace(ctx, sessionFile, obj.Version, write)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrConflict) || attempt == setMetaAttempts {
-			return fail(err)
-		}
-	}
+	return e.Err
 }
 
-func openSessionBackend[T any](r *Sessions, id string, opts []Option) (*Store[T], error) {
-	path := r.path(id)
-	if err := ValidSessionID(id); err != nil {
-		return nil, opError("open session", path, err)
-	}
-	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
-		return nil, opError("open session", path, err)
-	}
-	all := append(slices.Clone(r.opts), opts...)
-	if _, err := newConfig(all); err != nil {
-		return nil, opError("open session", path, err)
-	}
-	ctx := context.Background()
-	sub, err := r.b.Sub(ctx, id, false)
+// removeStaleSessionTemps removes the temporary files of session.json, in
+// the child store sub, that an interrupted SetMeta left: those older than
+// staleSessionTemp (a SetMeta under way, in any process, has a younger
+// one).
+func (r *Sessions) removeStaleSessionTemps(ctx context.Context, sub Backend) error {
+	objs, err := sub.List(ctx)
 	if err != nil {
-		return nil, opError("open session", path, err)
+		return err
 	}
-	if _, _, err := readMetaIn(ctx, sub, id); err != nil {
-		sub.Close()
-		return nil, opError("open session", sub.Locate(sessionFile), err)
-	}
-	return OpenBackend[T](sub, all...)
-}
-
-// removeStagingBackend removes what crashed forks left: for each child
-// store with a fork's claim and no session.json, it creates session.json
-// as a tombstone (a fork still running there then fails to publish), then
-// removes every other object of the child.
-func (r *Sessions) removeStagingBackend(ctx context.Context) ([]string, error) {
-	fail := func(removed []string, err error) ([]string, error) {
-		return removed, opError("remove staging", r.dir, err)
-	}
-	if r.cfg.readOnly {
-		return fail(nil, ErrReadOnly)
-	}
-	ids, err := r.b.Children(ctx)
-	if err != nil {
-		return fail(nil, err)
-	}
-	slices.Sort(ids)
-	var removed []string
-	for _, id := range ids {
-		if ValidSessionID(id) != nil {
+	var stale []string
+	for _, o := range objs {
+		if !isSessionTemp(o.Name) {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			return fail(removed, err)
+		if o.Version == "" { // a listing that does not tell the time
+			if o, err = sub.Stat(ctx, o.Name); err != nil {
+				continue // gone meanwhile, or unreadable: not ours to judge
+			}
 		}
-		ok, err := r.abandon(ctx, id)
-		if err != nil {
-			return fail(removed, err)
-		}
-		if ok {
-			removed = append(removed, r.path(id))
-			r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", r.path(id))
+		if o.Mode.IsRegular() && time.Since(o.ModTime) > staleSessionTemp {
+			stale = append(stale, o.Name)
 		}
 	}
-	return removed, nil
+	if len(stale) == 0 {
+		return nil
+	}
+	_, err = sub.Remove(ctx, stale...)
+	return err
+}
+
+// isSessionTemp reports whether name is a temporary file of session.json:
+// tempPrefix(session.json) and random digits, or, from releases before the
+// marker, the digits alone (session.json is the library's own name).
+func isSessionTemp(name string) bool {
+	final, _, ok := splitTemp(name)
+	return ok && final == sessionFile
 }
 
 // abandon cleans the child store id if a crashed fork left it, and reports
@@ -699,4 +715,69 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// removeLegacyOnWrite is removeLegacy where the Backend keeps child stores
+// apart from their objects (a directory: the only place earlier releases
+// made staging directories), so that creating a session on object storage
+// costs no extra listing.
+func (r *Sessions) removeLegacyOnWrite(ctx context.Context) ([]string, error) {
+	if _, ok := r.b.(ChildRemover); !ok {
+		return nil, nil
+	}
+	return r.removeLegacy(ctx)
+}
+
+// removeLegacy removes what the protocol of earlier releases left in a
+// root: staging directories a crash interrupted (every file in them, then
+// the directory where the Backend can remove one) and the root's lock
+// file. It returns the staging directories' locations.
+func (r *Sessions) removeLegacy(ctx context.Context) ([]string, error) {
+	children, err := r.b.Children(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, name := range children {
+		if !strings.HasPrefix(name, stagingPrefix) {
+			continue
+		}
+		if err := r.removeChild(ctx, name); err != nil {
+			return removed, err
+		}
+		removed = append(removed, r.b.Locate(name))
+		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", r.b.Locate(name))
+	}
+	if _, err := r.b.Stat(ctx, sessionsLockName); err == nil {
+		if _, err := r.b.Remove(ctx, sessionsLockName); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// removeChild removes every object of the child store name, then the
+// child itself where the Backend keeps empty ones.
+func (r *Sessions) removeChild(ctx context.Context, name string) error {
+	sub, err := r.b.Sub(ctx, name, false)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	objs, err := sub.List(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.Name
+	}
+	if _, err := sub.Remove(ctx, names...); err != nil {
+		return err
+	}
+	sub.Close() // a directory: release it before it goes
+	if cr, ok := r.b.(ChildRemover); ok {
+		return cr.RemoveChild(ctx, name)
+	}
+	return nil
 }
