@@ -138,7 +138,7 @@ func TestEmptyDirectoryIsNoSession(t *testing.T) {
 	r := openSessions(t, dir)
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "001"), 0o755))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "002"), 0o755))
-	touch(t, filepath.Join(dir, "002"), "."+claimName+"123456")
+	touch(t, filepath.Join(dir, "002"), tempName(claimName))
 	require.Empty(t, listIDs(t, r))
 	for _, id := range []string{"001", "002"} {
 		_, err := r.Get(ctx, id)

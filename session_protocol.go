@@ -384,15 +384,17 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 	var made []string // what this call made, the claim last
 	published := false
 	defer func() {
-		if !published {
-			// What this call made is its own: no other caller writes under
-			// a claim it does not hold, and none adopts a fork's.
-			_, rerr := dst.Remove(context.WithoutCancel(ctx), made...)
-			if rerr == nil {
-				r.dropChild(ctx, id)
-			}
+		if published {
+			dst.Close()
+			return
 		}
-		dst.Close()
+		// What this call made is its own: no other caller writes under a
+		// claim it does not hold, and none adopts a fork's.
+		_, rerr := dst.Remove(context.WithoutCancel(ctx), made...)
+		dst.Close() // a directory: release it before it goes
+		if rerr == nil {
+			r.dropChild(ctx, id)
+		}
 	}()
 	mine, err := r.claim(ctx, dst, id, op)
 	if err != nil {
