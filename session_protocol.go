@@ -389,8 +389,17 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 			return
 		}
 		// What this call made is its own: no other caller writes under a
-		// claim it does not hold, and none adopts a fork's.
-		_, rerr := dst.Remove(context.WithoutCancel(ctx), made...)
+		// claim it does not hold, and none adopts a fork's. The claim goes
+		// last, on its own (a Remove of many names may go in any order),
+		// so that a crash meanwhile leaves the child out of sight.
+		ctx := context.WithoutCancel(ctx)
+		var rerr error
+		if n := len(made); n > 1 {
+			_, rerr = dst.Remove(ctx, made[:n-1]...)
+		}
+		if rerr == nil && len(made) > 0 {
+			_, rerr = dst.Remove(ctx, made[len(made)-1])
+		}
 		dst.Close() // a directory: release it before it goes
 		if rerr == nil {
 			r.dropChild(ctx, id)
