@@ -23,8 +23,7 @@ type writeTo func(w io.Writer) error
 type fileIO struct {
 	noSync bool
 	// fault, if set, is asked before each point of a write or removal
-	// ("create", "write", "sync", "close", "publish", "dirsync", "remove",
-	// and "take back" for a new session whose root sync failed)
+	// ("create", "write", "sync", "close", "publish", "dirsync", "remove")
 	// and an error it returns is that operation's failure: a seam for the
 	// fault-injection tests, never set outside them.
 	fault func(point, name string) error
