@@ -269,7 +269,8 @@ func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string
 // retries a few times, then returns an error wrapping ErrConflict. A
 // session removed meanwhile is not brought back: that is ErrNotFound.
 // SetMeta also removes the temporary files of session.json that an
-// interrupted SetMeta left (see staleSessionTemp).
+// interrupted SetMeta left, once they are a minute old (a SetMeta under
+// way, in any process, has a younger one).
 func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]string) error {
 	fail := func(err error) error { return opError("set session meta", r.path(id), err) }
 	if err := r.writable(ctx, id); err != nil {
