@@ -46,7 +46,7 @@ const (
 // session.json does. New, Create and Fork either return the session,
 // visible, with a nil error, or return an error and leave no session
 // behind, so that a caller may retry without making a second session; a
-// crash (kill -9, or a power cut) at any step leaves no visible session
+// crash (kill -9, or a power cut unless NoSync) at any step leaves no visible session
 // either (what it left is out of sight, and RemoveStaging removes it).
 // Each session's store has its own writer lock, so different processes
 // can run different sessions of one root at the same time.
