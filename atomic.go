@@ -23,13 +23,12 @@ type writeTo func(w io.Writer) error
 type fileIO struct {
 	noSync bool
 	// fault, if set, is asked before each point inside one write of the
-	// directory ("create", "write", "sync", "close", "publish", "dirsync"),
-	// of a Rename ("quarantine", before the move) and of Sessions ("take
-	// back" for a new session whose root sync failed), and an error it
+	// directory ("create", "write", "sync", "close", "publish", "dirsync")
+	// and of a Rename ("quarantine", before the move), and an error it
 	// returns is that point's failure: the directory's own test seam, set
-	// by tests only (dirBackend.fault, Sessions.fault), never by an option.
-	// A fault of a whole Backend operation (a removal, a Create) is
-	// injected by wrapping the backend instead (backendtest.Inject).
+	// by tests only (dirBackend.fault), never by an option. A fault of a
+	// whole Backend operation (a removal, a Create) is injected by wrapping
+	// the backend instead (backendtest.Inject).
 	fault func(point, name string) error
 	// unchanged, if set, is called by a replace just before it publishes
 	// (the rename over the name), after the temporary file is written,
@@ -56,36 +55,6 @@ func (o fileIO) at(point, name string) error {
 		return nil
 	}
 	return o.fault(point, name)
-}
-
-// createFile writes a new file called name in root, atomically and durably,
-// and never replaces an existing file: if name exists it returns an error
-// wrapping ErrExists and leaves that file untouched. It returns the number of
-// bytes written.
-//
-// The bytes go to a temporary file in the same directory (named
-// tempPrefix(name) + random digits, see createTemp), are flushed and fsynced,
-// and the file is closed; only then is it published under name by an
-// operation that fails instead of replacing (see publishNew): a rename that
-// never replaces, or a hard link after which the temporary name is removed.
-// The directory is then fsynced, so that the new name (and the removal)
-// survive a power cut. A crash at any instant leaves no file
-// called name or a complete one, and at worst a temporary file that the next
-// writer's Open removes.
-//
-// With o.noSync (NoSync) both fsyncs are skipped: the publication is still
-// atomic for every process, and survives the writer's crash, but not an
-// operating-system crash or a power cut. Windows has no directory fsync at
-// all (see syncDir in atomic_windows.go).
-func createFile(root *os.Root, name string, write writeTo, o fileIO) (int64, error) {
-	return writeFile(rootOps{root}, name, write, false, o)
-}
-
-// replaceFile writes name in root like createFile but replaces an existing
-// file atomically (rename over it): a reader sees the old file or the new
-// one. Only the rolling checkpoint and side files are written this way.
-func replaceFile(root *os.Root, name string, write writeTo, o fileIO) (int64, error) {
-	return writeFile(rootOps{root}, name, write, true, o)
 }
 
 // dirOps are the operations on one directory that writeFile is made of.
@@ -133,7 +102,29 @@ func (r rootOps) rename(old, new string) error              { return renameFile(
 func (r rootOps) remove(name string) error                  { return removeFile(r.root, name) }
 func (r rootOps) syncDir() error                            { return syncDir(r.root) }
 
-// writeFile is createFile (replace false) and replaceFile, in dir.
+// writeFile writes a new file called name in dir, atomically and durably,
+// and, unless replace, never replaces an existing file: if name exists it returns an error
+// wrapping ErrExists and leaves that file untouched. It returns the number of
+// bytes written.
+//
+// The bytes go to a temporary file in the same directory (named
+// tempPrefix(name) + random digits, see createTemp), are flushed and fsynced,
+// and the file is closed; only then is it published under name by an
+// operation that fails instead of replacing (see publishNew): a rename that
+// never replaces, or a hard link after which the temporary name is removed.
+// The directory is then fsynced, so that the new name (and the removal)
+// survive a power cut. A crash at any instant leaves no file
+// called name or a complete one, and at worst a temporary file that the next
+// writer's Open removes.
+//
+// With o.noSync (NoSync) both fsyncs are skipped: the publication is still
+// atomic for every process, and survives the writer's crash, but not an
+// operating-system crash or a power cut. Windows has no directory fsync at
+// all (see syncDir in atomic_windows.go).
+//
+// With replace, it replaces an existing file atomically (rename over it): a
+// reader sees the old file or the new one. Only the rolling checkpoint and
+// side files are written this way.
 func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
 	if err := o.at("create", name); err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)

@@ -43,11 +43,6 @@ func removeFile(root *os.Root, name string) error {
 	return root.Remove(name)
 }
 
-// removeAll removes name and everything in it from root.
-func removeAll(root *os.Root, name string) error {
-	return root.RemoveAll(name)
-}
-
 // syncDir fsyncs the directory of root, making entries created, renamed or
 // removed in it durable. renameio does not do this; without it a power cut
 // can lose a published name.

@@ -79,12 +79,6 @@ func removeFile(root *os.Root, name string) error {
 	return retryInUse(func() error { return root.Remove(name) })
 }
 
-// removeAll removes name and everything in it from root, retrying for a
-// short while if another program holds a file in it without delete sharing.
-func removeAll(root *os.Root, name string) error {
-	return retryInUse(func() error { return root.RemoveAll(name) })
-}
-
 // moveNoReplace renames old to new in root's directory and fails with an
 // error wrapping fs.ErrExist, changing nothing, if new exists. os.Root.Rename
 // always replaces.

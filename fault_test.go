@@ -416,7 +416,7 @@ func TestFaultWhileCreatingASession(t *testing.T) {
 			dir := t.TempDir()
 			sw := &faultSwitch{}
 			r := openDurableSessions(t, dir)
-			r.fault = sw.fault
+			r.b.(*dirBackend).fault = sw.fault // the directory's fault points; its children share them
 			sw.arm(point)
 			_, err := r.New(ctx, nil)
 			require.ErrorIs(t, err, errInjected)

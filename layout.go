@@ -190,8 +190,8 @@ func (l layout) ownsTemp(final string, legacy bool) bool {
 	if _, ok := l.parse(final); ok {
 		return true
 	}
-	// session.json's temporaries belong to Sessions, which removes them
-	// under its own lock: a store's Open could race with a SetMeta.
+	// session.json's temporaries belong to Sessions, whose SetMeta removes
+	// the stale ones: a store's Open could race with a SetMeta.
 	return !legacy && (l.sideName(final) == nil || final == indexName)
 }
 

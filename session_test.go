@@ -145,7 +145,13 @@ func TestMissingAndDamagedSessions(t *testing.T) {
 	bad, err := r.New(ctx, nil)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(bad.Dir, "session.json"), []byte(`{"format":1,"created":`), 0o644))
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "003"), 0o755)) // no session.json at all
+	// No session.json at all, and a checkpoint: a damaged session. (An
+	// empty directory is none: see TestEmptyDirectoryIsNoSession.)
+	st, err := Open[int](filepath.Join(dir, "003"))
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644))
 	if canSymlink(t) {
 		require.NoError(t, os.Symlink(good.Dir, filepath.Join(dir, "link")))
@@ -178,11 +184,6 @@ func TestMissingAndDamagedSessions(t *testing.T) {
 
 	// A damaged most recent session is reported by ResumeSession; the
 	// caller can start a fresh one.
-	st, err := Open[int](filepath.Join(dir, "003"))
-	require.NoError(t, err)
-	_, err = st.Save(ctx, 1, 1)
-	require.NoError(t, err)
-	require.NoError(t, st.Close())
 	_, got, err := ResumeSession[int](ctx, r)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.Equal(t, "003", got.ID)
@@ -474,17 +475,17 @@ func forkWhileWriting(t *testing.T, r *Sessions, src string, write func(step int
 			cur.Store(step)
 		}
 	})
-	defer writer.Wait()
-	defer close(stop)
-	forked := 0
-	for range 100 {
-		step := cur.Load()
-		f, err := r.Fork(ctx, src, step, nil)
-		if err != nil {
-			require.ErrorIs(t, err, ErrNotFound)
-			continue
+	stopped := false
+	stopWriter := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			writer.Wait()
 		}
-		forked++
+	}
+	defer stopWriter()
+	check := func(step int64, f Session) {
+		t.Helper()
 		fst, err := OpenSession[int](r, f.ID, ReadOnly())
 		require.NoError(t, err)
 		v, info, err := fst.Latest(ctx)
@@ -493,7 +494,23 @@ func forkWhileWriting(t *testing.T, r *Sessions, src string, write func(step int
 		require.Equal(t, step, info.Step, "Fork(step %d) succeeded", step)
 		require.Equal(t, int(step), v)
 	}
-	require.Positive(t, forked)
+	for range 100 {
+		step := cur.Load()
+		f, err := r.Fork(ctx, src, step, nil)
+		if err != nil {
+			require.ErrorIs(t, err, ErrNotFound)
+			continue
+		}
+		check(step, f)
+	}
+	// However the race went, a fork of the step the stopped writer
+	// reached last succeeds: the checks above cannot all have been
+	// skipped by a writer that always won.
+	stopWriter()
+	step := cur.Load()
+	f, err := r.Fork(ctx, src, step, nil)
+	require.NoError(t, err)
+	check(step, f)
 }
 
 func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
@@ -531,54 +548,145 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 	})
 }
 
+// unlinkable wraps a Backend, and the child stores it returns, without
+// Linker: a backend that cannot link.
+type unlinkable struct{ Backend }
+
+func (u unlinkable) Sub(ctx context.Context, name string, create bool) (Backend, error) {
+	b, err := u.Backend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return unlinkable{b}, nil
+}
+
+// linkFails is a child store whose Link fails as across file systems.
+type linkFails struct{ *dirBackend }
+
+func (l linkFails) Link(context.Context, Backend, string) (Object, error) {
+	return Object{}, &os.LinkError{Op: "link", Err: syscall.EXDEV}
+}
+
+type linkFailsRoot struct{ *dirBackend }
+
+func (l linkFailsRoot) Sub(ctx context.Context, name string, create bool) (Backend, error) {
+	b, err := l.dirBackend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return linkFails{b.(*dirBackend)}, nil
+}
+
+// TestForkCopiesWhereLinkingFails forks on a directory whose Link fails
+// and on a Backend without Linker: either way the checkpoints are copied.
 func TestForkCopiesWhereLinkingFails(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	r := openSessions(t, dir)
-	r.link = func(oldname, newname string) error {
-		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: syscall.EXDEV}
+	for _, c := range []struct {
+		name string
+		wrap func(b *dirBackend) Backend
+	}{
+		{"link fails", func(b *dirBackend) Backend { return linkFailsRoot{b} }},
+		{"no Linker", func(b *dirBackend) Backend { return unlinkable{b} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			b, err := OpenDir(dir, NoSync())
+			require.NoError(t, err)
+			r, err := OpenSessionsBackend(c.wrap(b.(*dirBackend)), NoSync())
+			require.NoError(t, err)
+			t.Cleanup(func() { r.Close() })
+			src, err := r.New(ctx, nil)
+			require.NoError(t, err)
+			st, err := OpenSession[int](r, src.ID)
+			require.NoError(t, err)
+			for step := int64(1); step <= 3; step++ {
+				_, err = st.Save(ctx, step, int(step))
+				require.NoError(t, err)
+			}
+			require.NoError(t, st.Close())
+			fork, err := r.Fork(ctx, src.ID, 2, nil)
+			require.NoError(t, err)
+			require.Equal(t, 2, fork.Checkpoints)
+			for _, name := range []string{"step_00000001.json", "step_00000002.json"} {
+				a, err := os.ReadFile(filepath.Join(src.Dir, name))
+				require.NoError(t, err)
+				b, err := os.ReadFile(filepath.Join(fork.Dir, name))
+				require.NoError(t, err)
+				require.Equal(t, a, b, "a byte-for-byte copy")
+				fa, err := os.Stat(filepath.Join(src.Dir, name))
+				require.NoError(t, err)
+				fb, err := os.Stat(filepath.Join(fork.Dir, name))
+				require.NoError(t, err)
+				require.False(t, os.SameFile(fa, fb), "a copy, not a link")
+			}
+		})
 	}
+}
+
+// TestForkLinksInADirectory: on a directory (a Linker), a fork's
+// checkpoints are hard links of the source's; its rolling file is a copy.
+func TestForkLinksInADirectory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir(), WithRolling(), Every(2))
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
 	st, err := OpenSession[int](r, src.ID)
 	require.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
-		_, err = st.Save(ctx, step, int(step))
+		_, _, err = st.Tick(ctx, step, int(step))
 		require.NoError(t, err)
 	}
+	infos, err := st.List(ctx)
+	require.NoError(t, err)
 	require.NoError(t, st.Close())
-	fork, err := r.Fork(ctx, src.ID, 2, nil)
+	var numbered, rolling string
+	for _, info := range infos {
+		if info.Kind == KindRolling {
+			rolling = info.Name()
+		} else {
+			numbered = info.Name()
+		}
+	}
+	fork, err := r.Fork(ctx, src.ID, 3, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, fork.Checkpoints)
-	for _, name := range []string{"step_00000001.json", "step_00000002.json"} {
-		a, err := os.ReadFile(filepath.Join(src.Dir, name))
-		require.NoError(t, err)
-		b, err := os.ReadFile(filepath.Join(fork.Dir, name))
-		require.NoError(t, err)
-		require.Equal(t, a, b, "a byte-for-byte copy")
+	same := func(name string) bool {
 		fa, err := os.Stat(filepath.Join(src.Dir, name))
 		require.NoError(t, err)
 		fb, err := os.Stat(filepath.Join(fork.Dir, name))
 		require.NoError(t, err)
-		require.False(t, os.SameFile(fa, fb), "a copy, not a link")
+		return os.SameFile(fa, fb)
 	}
+	require.True(t, same(numbered), "a numbered checkpoint is linked")
+	require.False(t, same(rolling), "the rolling file is copied")
 }
 
-func TestSessionsLockWaitHonoursContext(t *testing.T) {
+// TestLegacySessionsLockDoesNotBlock: the lock file of an earlier
+// release's protocol, even held, keeps no call waiting (this release
+// takes no lock on the root), and goes with the next New; a done context
+// stops New before it makes anything.
+func TestLegacySessionsLockDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
-	held, err := lockFile(r.root, sessionsLockName) // another process, say
+	root, err := os.OpenRoot(dir)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
+	defer root.Close()
+	held, err := lockFile(root, sessionsLockName) // an earlier release's process, say
+	require.NoError(t, err)
+	defer unlockFile(held)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
 	_, err = r.New(ctx, nil)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, sessionsLockName)
-	require.NoError(t, unlockFile(held))
-	_, err = r.New(context.Background(), nil)
-	require.NoError(t, err, "the lock is free again")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, listIDs(t, r))
+	s, err := r.New(context.Background(), nil)
+	require.NoError(t, err)
+	require.Equal(t, "001", s.ID)
+	require.NoFileExists(t, filepath.Join(dir, sessionsLockName))
 }
 
 func TestSessionFileIsReserved(t *testing.T) {
@@ -598,12 +706,17 @@ func TestSessionFileIsReserved(t *testing.T) {
 	// the next SetMeta (under the root's lock) removes it if it is stale.
 	temp := filepath.Join(s.Dir, ".session.json123456")
 	require.NoError(t, os.WriteFile(temp, []byte("{"), 0o644))
+	fresh := filepath.Join(s.Dir, ".session.json654321")
+	require.NoError(t, os.WriteFile(fresh, []byte("{"), 0o644))
+	old := time.Now().Add(-2 * staleSessionTemp)
+	require.NoError(t, os.Chtimes(temp, old, old)) // the SetMeta that wrote it is long gone
 	st, err = OpenSession[int](r, s.ID)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	require.FileExists(t, temp)
 	require.NoError(t, r.SetMeta(ctx, s.ID, map[string]string{"turn": "2"}))
 	require.NoFileExists(t, temp)
+	require.FileExists(t, fresh, "a SetMeta may be writing it right now")
 	got, err := r.Get(ctx, s.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Meta["turn"])
@@ -674,7 +787,7 @@ func TestFailedRootSyncLeavesNoSession(t *testing.T) {
 				return nil
 			}
 			r := openDurableSessions(t, dir)
-			r.fault = fault
+			r.b.(*dirBackend).fault = fault // the directory's fault points; its children share them
 			src, err := r.New(ctx, nil)
 			require.NoError(t, err)
 			st, err := OpenSession[int](r, src.ID)
@@ -709,26 +822,32 @@ func listIDs(t *testing.T, r *Sessions) []string {
 	return sessionIDs(list)
 }
 
-// TestSessionLeftVisibleIsReturnedWithItsError fails the root's sync and
-// then taking the new session back: the session stays visible, so the
-// call returns it along with the error, and a retry of Create is
-// ErrExists, not a second session.
-func TestSessionLeftVisibleIsReturnedWithItsError(t *testing.T) {
+// TestCreateThatCannotSyncTheRootLeavesNoSession fails every sync of the
+// root: the new session's directory is synced into the root before
+// anything of the session is made, so the call fails with nothing visible
+// (earlier releases renamed the session into place first, and could leave
+// it visible with the error), and a retry makes exactly one session.
+func TestCreateThatCannotSyncTheRootLeavesNoSession(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
+	var failing atomic.Bool
+	failing.Store(true)
 	fault := func(point, name string) error {
-		if point == "take back" || point == "dirsync" && name == "" {
+		if failing.Load() && point == "dirsync" && name == "" {
 			return errInjected
 		}
 		return nil
 	}
 	r := openDurableSessions(t, dir)
-	r.fault = fault
+	r.b.(*dirBackend).fault = fault // the directory's fault points; its children share them
 	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
 	require.ErrorIs(t, err, errInjected)
-	require.ErrorContains(t, err, "the session is visible")
-	require.Equal(t, "run-a", s.ID)
+	require.Zero(t, s)
+	require.Empty(t, listIDs(t, r))
+	failing.Store(false)
+	s, err = r.Create(ctx, "run-a", map[string]string{"k": "v"})
+	require.NoError(t, err)
 	require.NoError(t, s.Err)
 	require.Equal(t, map[string]string{"k": "v"}, s.Meta)
 	require.Equal(t, []string{"run-a"}, listIDs(t, r))

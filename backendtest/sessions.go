@@ -508,7 +508,14 @@ func testBackendCreateDoesNotAdoptForeign(t *testing.T, w workers) {
 	req.NoError(t, err)
 	req.NoError(t, st.Close())
 
-	req.Empty(t, listedIDs(t, r), "a store without session.json is no session")
+	// A store without session.json is listed as a damaged session: damage
+	// hides nothing.
+	list, err := r.List(ctx)
+	req.NoError(t, err)
+	req.Len(t, list, 1)
+	req.Equal(t, "x", list[0].ID)
+	req.ErrorIs(t, list[0].Err, checkpoint.ErrCorrupt)
+	req.Equal(t, 1, list[0].Checkpoints)
 	_, err = r.Create(ctx, "x", nil)
 	req.ErrorIs(t, err, checkpoint.ErrExists)
 	req.Contains(t, err.Error(), "turn_001.json")

@@ -120,25 +120,22 @@ func TestRemoteRootOfSessionsIsListedAndVerified(t *testing.T) {
 	t.Parallel()
 	root, remote, _ := fixtureRemote(t, "campaign")
 
-	// On a Backend, a session exists exactly when its session.json does
-	// (checkpoint.OpenSessionsBackend): 003, which has none, is not one.
+	// Sessions are one protocol on every Backend: the remote root lists
+	// what the local one does, 003 (checkpoints, no session.json) as a
+	// damaged session on both.
 	local := runCLI(t, "ls", "testdata/campaign")
 	r := runRemote(t, remote, "ls", "test://campaign")
 	require.Equal(t, 0, r.code, r.stderr)
-	var want []string
-	for line := range strings.Lines(local.stdout) {
-		if !strings.HasPrefix(line, "003 ") {
-			want = append(want, line)
-		}
-	}
-	require.Equal(t, strings.Join(want, ""), r.stdout)
+	require.Contains(t, local.stdout, "(damaged: corrupt checkpoint: missing session.json)")
+	require.Equal(t, local.stdout, r.stdout)
 
 	r = runRemote(t, remote, "verify", "-v", "test://campaign")
-	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, exitFound, r.code, r.stderr)
+	require.Contains(t, r.stdout, "corrupt checkpoint: missing session.json")
 	for _, f := range []string{"002/session.json", "002/turn_002.json", "001/session.json", "001/turn_001.json"} {
-		require.Contains(t, r.stdout, "ok  "+filepath.Join(root, "campaign", filepath.FromSlash(f))+"\n")
+		require.Contains(t, r.stdout, "ok   "+filepath.Join(root, "campaign", filepath.FromSlash(f))+"\n") // aligned with "BAD  "
 	}
-	require.Contains(t, r.stdout, "6 files checked in test://campaign (layout turn/3): 6 ok, 0 bad\n")
+	require.Contains(t, r.stdout, "8 files checked in test://campaign (layout turn/3): 7 ok, 1 bad\n", "as in the local directory (TestVerifySessions)")
 
 	r = runRemote(t, remote, "show", "test://campaign", "latest")
 	require.Equal(t, exitUsage, r.code)

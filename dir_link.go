@@ -1,0 +1,96 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+)
+
+// Link hard-links the file name of src, another child of d's parent, into
+// d, through the parent's os.Root (no path reaches outside it), then
+// fsyncs d's directory (see Linker).
+func (d *dirBackend) Link(ctx context.Context, src Backend, name string) (Object, error) {
+	if err := ctx.Err(); err != nil {
+		return Object{}, err
+	}
+	if err := plainName(name); err != nil {
+		return Object{}, err
+	}
+	if d.readOnly {
+		return Object{}, ErrReadOnly
+	}
+	s, ok := src.(*dirBackend)
+	if !ok || d.parent == nil || s.parent != d.parent {
+		return Object{}, fmt.Errorf("link %s: %w: not a child of the same directory", d.Locate(name), errors.ErrUnsupported)
+	}
+	root, err := d.opened(true)
+	if err != nil {
+		return Object{}, err
+	}
+	proot, err := d.parent.opened(false)
+	if err != nil {
+		return Object{}, err
+	}
+	d.writing.RLock() // Close waits for the link
+	err = proot.Link(s.name+"/"+name, d.name+"/"+name)
+	d.writing.RUnlock()
+	if errors.Is(err, fs.ErrExist) {
+		return Object{}, fmt.Errorf("%w: %s: %w", ErrExists, d.Locate(name), err)
+	}
+	if err != nil {
+		return Object{}, err
+	}
+	if err := d.io().syncDir(root); err != nil {
+		// The link may not survive a power cut: take it back.
+		return Object{}, errors.Join(err, root.Remove(name))
+	}
+	fi, err := d.lstat(root, name)
+	if err != nil {
+		return Object{Name: name, Size: -1}, nil // linked and durable all the same
+	}
+	return objectOf(name, fi), nil
+}
+
+// RemoveChild removes the empty subdirectory name (see ChildRemover).
+func (d *dirBackend) RemoveChild(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := plainName(name); err != nil {
+		return err
+	}
+	if d.readOnly {
+		return ErrReadOnly
+	}
+	root, err := d.existing()
+	if root == nil {
+		return err
+	}
+	fi, err := root.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%w: %s is not a child store", ErrInvalid, d.Locate(name))
+	}
+	// Remove takes an empty directory only: one that anything was put in
+	// meanwhile stays.
+	if err := root.Remove(name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if sub, oerr := root.OpenRoot(name); oerr == nil {
+			names, _ := readNames(sub)
+			sub.Close()
+			if len(names) > 0 {
+				return fmt.Errorf("%w: %s is not empty: %w", ErrExists, d.Locate(name), err)
+			}
+		}
+		return err
+	}
+	return d.io().syncDir(root)
+}

@@ -1,0 +1,794 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The protocol of Sessions, the same on every Backend (a local directory,
+// object storage). No lock spans the root: a bucket shared by many workers
+// has none that a crashed worker releases at once. Instead every step that
+// must have one winner is a Backend.Create:
+//
+//   - A session is the child store Sub(id). It exists exactly when its
+//     session.json exists (and is not a tombstone, below).
+//   - Whoever makes a session first creates the claim (claimName) in the
+//     child: the claim takes the ID, so that two forks never put
+//     checkpoints into one child. A claim says who made it (claimCreate or
+//     claimFork). Create and New may go on over a creation's claim whose
+//     session.json is missing (a racing creation, or one a crash
+//     interrupted: it left no checkpoints), since the Create of
+//     session.json picks one winner; nobody goes on over a fork's.
+//   - A fork links (Linker) or copies the checkpoints into the child, each
+//     durable before the next step; session.json is created last: a crash
+//     before that leaves no visible session, since a child with a claim and
+//     no session.json is none. Once session.json is there, the claim is
+//     removed: the session holds only its session.json and its store's
+//     objects.
+//   - A call that fails removes what it made, the claim last, and then the
+//     child itself where the Backend keeps empty children (ChildRemover).
+//     A child that holds only hidden objects (names starting with a dot:
+//     a temporary file of a Create a crash interrupted) is no session
+//     either, so that no instant of a creation shows one.
+//   - RemoveStaging removes what crashed forks left (a fork's claim, no
+//     session.json): it first creates session.json as a tombstone, so that
+//     a fork still running there can never publish, then removes the rest.
+//     The tombstone stays: the ID is never used again.
+//   - Earlier releases made sessions in a directory under a lock file
+//     (sessionsLockName), in hidden staging directories (stagingPrefix)
+//     renamed into place: their sessions are the same, and what they left
+//     is removed by removeLegacy.
+const (
+	// claimName is the object that takes a session's ID. Its leading dot
+	// keeps it out of every layout and every side file name.
+	claimName = ".session.claim"
+	// claimCreate and claimFork say which call made a claim.
+	claimCreate = "create"
+	claimFork   = "fork"
+	// maxClaimSize bounds how much of a claim is read.
+	maxClaimSize = 4096
+	// maxNumberAttempts bounds how many numbers New and Fork try when
+	// other workers take each first.
+	maxNumberAttempts = 100
+	// setMetaAttempts bounds how often SetMeta reads session.json again
+	// after another writer replaced it between its read and its write.
+	setMetaAttempts = 8
+	// staleSessionTemp is the age past which a temporary file of
+	// session.json is taken for one an interrupted SetMeta left: a SetMeta
+	// writes its few hundred bytes in far less.
+	staleSessionTemp = time.Minute
+	// sessionsLockName is the lock file of a root that earlier releases
+	// held while making a session in a directory.
+	sessionsLockName = ".sessions.lock"
+	// stagingPrefix starts the name of the hidden directory in which
+	// earlier releases assembled a new session before renaming it into
+	// place.
+	stagingPrefix = ".staging-"
+)
+
+// sessionClaim is the content of a claim.
+type sessionClaim struct {
+	Op    string    `json:"op"`
+	Token string    `json:"token"` // random, so that every claim's Version differs
+	Time  time.Time `json:"time"`
+}
+
+// sessionTombstone is the session.json RemoveStaging puts where a fork was
+// abandoned. Its format 0 is no session's: no reader of sessions takes it
+// for one.
+type sessionTombstone struct {
+	Format    int       `json:"format"`
+	ID        string    `json:"id"`
+	Abandoned string    `json:"abandoned"`
+	Time      time.Time `json:"time"`
+}
+
+// readMetaIn reads the session.json of the session id in its child store
+// sub, and returns it with its Object (for a conditional Replace). Where
+// there is no session it returns an error wrapping ErrNotFound: no
+// session.json and either a claim (a session being made, or one a crash
+// interrupted) or no object but hidden ones, or a tombstone. A child that
+// holds other objects but no session.json is a damaged session:
+// ErrCorrupt.
+func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Object, error) {
+	rc, obj, err := sub.Open(ctx, sessionFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return sessionMeta{}, obj, missingMeta(ctx, sub, id)
+	case errors.Is(err, errNotRegular):
+		return sessionMeta{}, obj, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case err != nil:
+		return sessionMeta{}, obj, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxSessionFileSize+1))
+	if err != nil {
+		return sessionMeta{}, obj, err
+	}
+	var t sessionTombstone
+	if json.Unmarshal(data, &t) == nil && t.Format == 0 && t.Abandoned != "" {
+		return sessionMeta{}, obj, fmt.Errorf("%w: no session %q (%s)", ErrNotFound, id, t.Abandoned)
+	}
+	m, err := decodeSessionMeta(bytes.NewReader(data))
+	return m, obj, err
+}
+
+// missingMeta tells why the child store sub of id has no session.json:
+// ErrNotFound if it is no session, ErrCorrupt if it is a damaged one.
+func missingMeta(ctx context.Context, sub Backend, id string) error {
+	objs, err := sub.List(ctx)
+	if err != nil {
+		return err
+	}
+	visible := false
+	for _, o := range objs {
+		if o.Name == claimName {
+			return fmt.Errorf("%w: no session %q (it is being made, or a crash interrupted its making)", ErrNotFound, id)
+		}
+		visible = visible || !strings.HasPrefix(o.Name, ".")
+	}
+	if !visible {
+		return fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	return fmt.Errorf("%w: missing %s", ErrCorrupt, sessionFile)
+}
+
+// decodeSessionMeta reads a session.json from f, at most
+// maxSessionFileSize bytes of it. Damage is ErrCorrupt.
+func decodeSessionMeta(f io.Reader) (sessionMeta, error) {
+	var m sessionMeta
+	data, err := io.ReadAll(io.LimitReader(f, maxSessionFileSize+1))
+	if err != nil {
+		return m, err
+	}
+	if len(data) > maxSessionFileSize {
+		return m, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, sessionFile, maxSessionFileSize)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%w: %s: %w", ErrCorrupt, sessionFile, err)
+	}
+	if m.Format != sessionFormat {
+		return m, fmt.Errorf("%w: %s: %w %d (this package reads version %d)", ErrCorrupt, sessionFile, errFormat, m.Format, sessionFormat)
+	}
+	return m, nil
+}
+
+// encodeSessionMeta returns a writer of m as the content of session.json.
+func encodeSessionMeta(m any) (func(io.Writer) error, error) {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
+	}
+	data = append(data, '\n')
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, nil
+}
+
+// readerOn opens a ReadOnly store, without hooks, on the child store sub,
+// which it owns from then on, to see what a session holds without knowing
+// its T.
+func (r *Sessions) readerOn(sub Backend) *Store[json.RawMessage] {
+	cfg := r.cfg
+	cfg.readOnly = true
+	cfg.hooks = Hooks{}
+	st, _ := newStore[json.RawMessage](sub, cfg) // a ReadOnly store takes no lock: it cannot fail
+	return st
+}
+
+// describe reads what List reports of the session id, and whether it is a
+// session (see readMetaIn); damage goes to Err.
+func (r *Sessions) describe(ctx context.Context, id string) (Session, bool) {
+	s := Session{ID: id, Dir: r.path(id)}
+	sub, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		s.Err = opError("read session", s.Dir, err)
+		return s, true
+	}
+	s.Dir = sub.Locate("")
+	m, _, err := readMetaIn(ctx, sub, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		sub.Close()
+		return s, false
+	case err != nil:
+		s.Err = opError("read session", sub.Locate(sessionFile), err)
+	default:
+		s.setMeta(m)
+	}
+	st := r.readerOn(sub)
+	defer st.Close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		if s.Err == nil {
+			s.Err = err
+		}
+		return s, true
+	}
+	s.setCheckpoints(infos)
+	return s, true
+}
+
+// nextFreeID returns the number after the highest all-digit name in the
+// root, of a child store (a session or not yet one) or of an object (a
+// file, which a session's directory could not be created over), and of
+// the IDs already tried.
+func (r *Sessions) nextFreeID(ctx context.Context, tried []string) (string, error) {
+	names, err := r.b.Children(ctx)
+	if err != nil {
+		return "", err
+	}
+	objs, err := r.b.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	return nextSessionID(append(names, tried...))
+}
+
+// nextSessionID returns the number after the highest all-digit name of
+// names, with at least three digits. Names are compared as decimal numbers
+// of any length, not as machine integers, so that numbering goes on past
+// any ID Create took ("9223372036854775807" is followed by
+// "9223372036854775808"). Past the longest ID (64 nines) there is no number
+// left: that is an error, every time, and nothing is created.
+func nextSessionID(names []string) (string, error) {
+	highest := "0"
+	for _, name := range names {
+		if n, ok := sessionNumber(name); ok && (len(n) > len(highest) || len(n) == len(highest) && n > highest) {
+			highest = n
+		}
+	}
+	next := []byte(highest)
+	i := len(next) - 1
+	for ; i >= 0 && next[i] == '9'; i-- {
+		next[i] = '0'
+	}
+	if i >= 0 {
+		next[i]++
+	} else {
+		next = append([]byte{'1'}, next...)
+	}
+	if len(next) > maxSessionIDLen {
+		return "", fmt.Errorf("%w: no session number is left after %q (a session ID has at most %d characters): name new sessions with Create", ErrInvalid, highest, maxSessionIDLen)
+	}
+	return strings.Repeat("0", max(0, 3-len(next))) + string(next), nil
+}
+
+// sessionNumber returns the number an all-digit name stands for, without
+// leading zeros ("007" is "7"), and whether name is all digits.
+func sessionNumber(name string) (string, bool) {
+	if name == "" || strings.Trim(name, "0123456789") != "" {
+		return "", false
+	}
+	if n := strings.TrimLeft(name, "0"); n != "" {
+		return n, true
+	}
+	return "0", true
+}
+
+// stamp completes the metadata of a session being made with the ID id: its
+// format, ID, creation time and a copy of the caller's fields.
+func (r *Sessions) stamp(m *sessionMeta, id string) {
+	m.Format, m.ID = sessionFormat, id
+	m.Created = r.now(time.Time{})
+	m.Updated = m.Created
+	m.Meta = maps.Clone(m.Meta)
+}
+
+// create makes the session id, or, if id is "", the next numbered one.
+func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]string) (Session, error) {
+	if r.cfg.readOnly {
+		return Session{}, opError(op, r.path(id), ErrReadOnly)
+	}
+	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
+		return Session{}, opError(op, r.dir, err)
+	}
+	s, err := r.publishNumbered(ctx, id, claimCreate, sessionMeta{Meta: meta}, nil)
+	if err != nil {
+		return Session{}, opError(op, r.path(s.ID), err)
+	}
+	return s, nil
+}
+
+// fork makes the next numbered session of the checkpoints of from up to
+// step (see Fork).
+func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
+	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
+		return Session{}, err
+	}
+	src, err := r.b.Sub(ctx, from, false)
+	if err != nil {
+		return Session{}, err
+	}
+	if _, _, err := readMetaIn(ctx, src, from); err != nil {
+		src.Close()
+		if !errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("session %q: %w", from, err)
+		}
+		return Session{}, err
+	}
+	st := r.readerOn(src)
+	defer st.Close()
+	if _, _, err := st.Load(ctx, step); err != nil {
+		return Session{}, inner(err, st.dir)
+	}
+	infos, err := st.List(ctx)
+	if err != nil {
+		return Session{}, inner(err, st.dir)
+	}
+	m := sessionMeta{Parent: from, ParentStep: &step, Meta: meta}
+	fill := func(id string, dst Backend) ([]string, error) {
+		return r.forkInto(ctx, st.b, infos, id, dst, step)
+	}
+	return r.publishNumbered(ctx, "", claimFork, m, fill)
+}
+
+// publishNumbered publishes the session id, or, if id is "", the next
+// number that no child store uses, going on to the next when another
+// worker takes it first. The Session it returns has its ID set even when
+// publishing fails.
+func (r *Sessions) publishNumbered(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (Session, error) {
+	numbered := id == ""
+	var tried []string
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return Session{ID: id}, err
+		}
+		if numbered {
+			var err error
+			if id, err = r.nextFreeID(ctx, tried); err != nil {
+				return Session{}, err
+			}
+			tried = append(tried, id)
+		}
+		err := r.publish(ctx, id, op, m, fill)
+		if numbered && errors.Is(err, ErrExists) && attempt < maxNumberAttempts {
+			continue // another worker took the number first
+		}
+		if err != nil {
+			return Session{ID: id}, err
+		}
+		// The session exists now: report it, and any trouble reading it
+		// back in its Err, but not as a failure (a caller that retried
+		// would make a second one).
+		s, _ := r.describe(context.WithoutCancel(ctx), id)
+		return s, nil
+	}
+}
+
+// publish makes the session id: it claims the ID (as op), lets fill put
+// checkpoints in the child store and return their names, then creates
+// session.json. If anything fails, it removes what it made (what fill
+// made, then the claim, then the child if it is empty) and the session is
+// not visible.
+func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (err error) {
+	dst, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	var made []string // what this call made, the claim last
+	published := false
+	defer func() {
+		if published {
+			dst.Close()
+			return
+		}
+		// What this call made is its own: no other caller writes under a
+		// claim it does not hold, and none adopts a fork's. The claim goes
+		// last, on its own (a Remove of many names may go in any order),
+		// so that a crash meanwhile leaves the child out of sight.
+		ctx := context.WithoutCancel(ctx)
+		var rerr error
+		if n := len(made); n > 1 {
+			_, rerr = dst.Remove(ctx, made[:n-1]...)
+		}
+		if rerr == nil && len(made) > 0 {
+			_, rerr = dst.Remove(ctx, made[len(made)-1])
+		}
+		dst.Close() // a directory: release it before it goes
+		if rerr == nil {
+			r.dropChild(ctx, id)
+		}
+	}()
+	mine, err := r.claim(ctx, dst, id, op)
+	if err != nil {
+		return err
+	}
+	if mine {
+		made = append(made, claimName)
+	}
+	if fill != nil {
+		names, err := fill(id, dst)
+		made = append(names, made...)
+		if err != nil {
+			return err
+		}
+	}
+	r.stamp(&m, id)
+	write, err := encodeSessionMeta(m)
+	if err != nil {
+		return err
+	}
+	if _, err := dst.Create(ctx, sessionFile, write); err != nil {
+		if !errors.Is(err, ErrExists) {
+			return err
+		}
+		if op == claimFork {
+			// Only RemoveStaging's tombstone is created over a fork's
+			// claim: what the fork made is removed, as it wants.
+			return fmt.Errorf("%w: session %q was abandoned (by RemoveStaging) while it was being forked", ErrExists, id)
+		}
+		// Another creation went on over the claim and won: the claim is
+		// its to remove now.
+		published = true
+		return fmt.Errorf("%w: session %q", ErrExists, id)
+	}
+	published = true
+	// The session exists now, whatever becomes of the claim: it took the
+	// ID while the session was made, and session.json holds it from here
+	// on. A claim a crash leaves here is a hidden object, and harmless.
+	dst.Remove(context.WithoutCancel(ctx), claimName)
+	return nil
+}
+
+// dropChild removes the child store id if the Backend keeps empty ones
+// (ChildRemover) and it is empty: a failed creation leaves nothing. A
+// child that holds anything (another call's claim, a session) stays.
+func (r *Sessions) dropChild(ctx context.Context, id string) {
+	if cr, ok := r.b.(ChildRemover); ok {
+		cr.RemoveChild(context.WithoutCancel(ctx), id)
+	}
+}
+
+// claim takes the ID of the child store dst for a session made by op, and
+// reports whether it created the claim (mine) or goes on over a
+// creation's. It returns an error wrapping ErrExists if the session exists,
+// if a fork holds the ID (or, for a fork, any claim), or if the child holds
+// objects that are not a session's: they are never adopted.
+func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (mine bool, err error) {
+	if _, err := dst.Stat(ctx, sessionFile); err == nil {
+		return false, fmt.Errorf("%w: session %q", ErrExists, id)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	c, err := json.Marshal(sessionClaim{Op: op, Token: rand.Text(), Time: r.now(time.Time{})})
+	if err != nil {
+		return false, err
+	}
+	for attempt := 1; !mine; attempt++ {
+		_, err = dst.Create(ctx, claimName, func(w io.Writer) error {
+			_, err := w.Write(c)
+			return err
+		})
+		if err == nil {
+			mine = true
+			break
+		}
+		if !errors.Is(err, ErrExists) {
+			return false, err
+		}
+		if op == claimFork {
+			return false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
+		}
+		held, err := readClaim(ctx, dst)
+		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
+			continue // its maker failed and removed it: claim again
+		}
+		if err != nil {
+			return false, fmt.Errorf("%w: session %q is being made by another call (its claim: %w)", ErrExists, id, err)
+		}
+		if held.Op != claimCreate {
+			return false, fmt.Errorf("%w: a fork holds session ID %q (it is running, or a crash interrupted it and RemoveStaging removes what it left)", ErrExists, id)
+		}
+		break // a creation's claim: go on over it, session.json picks the winner
+	}
+	objs, err := dst.List(ctx)
+	if err != nil {
+		return mine, err
+	}
+	// Checkpoints and side files never start with a dot: what does (the
+	// claim, temporary files, a store's lock or lease) is no state.
+	var foreign []string
+	exists := false
+	for _, o := range objs {
+		if o.Name == sessionFile {
+			exists = true
+		} else if !strings.HasPrefix(o.Name, ".") {
+			foreign = append(foreign, o.Name)
+		}
+	}
+	switch {
+	case exists:
+		err = fmt.Errorf("%w: session %q", ErrExists, id)
+	case len(foreign) > 0:
+		slices.Sort(foreign)
+		err = fmt.Errorf("%w: %s holds objects that are not a session's (%s): a session is not made over them", ErrExists, dst.Locate(""), strings.Join(foreign[:min(len(foreign), 3)], ", "))
+	default:
+		return mine, nil
+	}
+	if mine && !exists {
+		dst.Remove(context.WithoutCancel(ctx), claimName)
+	}
+	return false, err
+}
+
+func readClaim(ctx context.Context, b Backend) (sessionClaim, error) {
+	var c sessionClaim
+	rc, _, err := b.Open(ctx, claimName)
+	if err != nil {
+		return c, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxClaimSize))
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("%w: %s: %w", ErrCorrupt, claimName, err)
+	}
+	return c, nil
+}
+
+// forkInto puts the checkpoints of infos (read from src) with steps up to
+// step into dst, the child store of the new session id, and returns the
+// names it created: a link each where dst is a Linker, a copy where it is
+// not or linking fails, and always a copy of the rolling file (a link
+// would change a local file's inode change time, and so its Version,
+// under the source's writer, whose next conditional Replace of it would
+// fail). A checkpoint pruned meanwhile by the source's writer is skipped;
+// then checkFork checks what dst holds.
+func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
+	linker, _ := dst.(Linker)
+	var made []string
+	for _, info := range infos {
+		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return made, err
+		}
+		name := info.Name()
+		err := errors.ErrUnsupported
+		if linker != nil && info.Kind != KindRolling {
+			_, err = linker.Link(ctx, src, name)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+			err = copyObject(ctx, src, dst, name)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // pruned meanwhile by the session's writer: checkFork sees to it
+		}
+		if err != nil {
+			return made, fmt.Errorf("copy %s: %w", name, err)
+		}
+		made = append(made, name)
+	}
+	return made, r.checkFork(ctx, id, dst, step)
+}
+
+// copyObject copies the object name of src to a new object of dst.
+func copyObject(ctx context.Context, src, dst Backend, name string) error {
+	rc, _, err := src.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = dst.Create(ctx, name, func(w io.Writer) error {
+		_, err := io.Copy(w, rc)
+		return err
+	})
+	return err
+}
+
+// checkFork checks the checkpoints gathered in dst, the child store of the
+// new session id, which no writer can change: a running writer of the
+// source may have pruned the step or moved its rolling file on between the
+// listing and the copies. A rolling file past step is dropped; then the
+// newest checkpoint that loads must be step.
+func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64) error {
+	view, err := r.b.Sub(ctx, id, false) // the reader owns and closes it
+	if err != nil {
+		return err
+	}
+	st := r.readerOn(view)
+	defer st.Close()
+	infos, err := st.List(ctx)
+	if err != nil {
+		return inner(err, st.dir)
+	}
+	for _, info := range infos {
+		if info.Kind == KindRolling && (info.Step > step || info.Format == 0) {
+			if _, err := dst.Remove(ctx, info.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	_, info, err := st.Latest(ctx)
+	if err != nil || info.Step != step {
+		return fmt.Errorf("%w: the checkpoint of step %d changed while it was being forked (a running writer pruned or replaced it)", ErrNotFound, step)
+	}
+	return nil
+}
+
+// inner returns the reason of a store's error without its "checkpoint: op"
+// prefix, naming the file if the error names one in the store dir: the
+// session call's own error names the operation and the session.
+func inner(err error, dir string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	if e.Path != dir && e.Path != "" {
+		return fmt.Errorf("%s: %w", filepath.Base(e.Path), e.Err)
+	}
+	return e.Err
+}
+
+// removeStaleSessionTemps removes the temporary files of session.json, in
+// the child store sub, that an interrupted SetMeta left: those older than
+// staleSessionTemp (a SetMeta under way, in any process, has a younger
+// one).
+func (r *Sessions) removeStaleSessionTemps(ctx context.Context, sub Backend) error {
+	objs, err := sub.List(ctx)
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for _, o := range objs {
+		if !isSessionTemp(o.Name) {
+			continue
+		}
+		if o.Version == "" { // a listing that does not tell the time
+			if o, err = sub.Stat(ctx, o.Name); err != nil {
+				continue // gone meanwhile, or unreadable: not ours to judge
+			}
+		}
+		if o.Mode.IsRegular() && time.Since(o.ModTime) > staleSessionTemp {
+			stale = append(stale, o.Name)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	_, err = sub.Remove(ctx, stale...)
+	return err
+}
+
+// isSessionTemp reports whether name is a temporary file of session.json:
+// tempPrefix(session.json) and random digits, or, from releases before the
+// marker, the digits alone (session.json is the library's own name).
+func isSessionTemp(name string) bool {
+	final, _, ok := splitTemp(name)
+	return ok && final == sessionFile
+}
+
+// abandon cleans the child store id if a crashed fork left it, and reports
+// whether it did.
+func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
+	sub, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		return false, err
+	}
+	defer sub.Close()
+	_, _, err = readMetaIn(ctx, sub, id)
+	if !errors.Is(err, ErrNotFound) {
+		return false, nil // a session (or a damaged one, which List shows): not ours to remove
+	}
+	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
+		c, err := readClaim(ctx, sub)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) || err == nil && c.Op != claimFork {
+			return false, nil // no fork's: nothing of it could be adopted by mistake
+		}
+		if err != nil {
+			return false, err
+		}
+		write, err := encodeSessionMeta(sessionTombstone{ID: id, Abandoned: "a fork a crash interrupted, removed by RemoveStaging", Time: r.now(time.Time{})})
+		if err != nil {
+			return false, err
+		}
+		if _, err := sub.Create(ctx, sessionFile, write); errors.Is(err, ErrExists) {
+			return r.abandon(ctx, id) // the fork finished after all, or another RemoveStaging won
+		} else if err != nil {
+			return false, err
+		}
+	}
+	// session.json is a tombstone now, made here or by a RemoveStaging that
+	// a crash interrupted: no fork can publish here.
+	objs, err := sub.List(ctx)
+	if err != nil {
+		return false, err
+	}
+	var names []string
+	for _, o := range objs {
+		if o.Name != sessionFile {
+			names = append(names, o.Name)
+		}
+	}
+	if len(names) == 0 {
+		return false, nil
+	}
+	if _, err := sub.Remove(ctx, names...); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// removeLegacyOnWrite is removeLegacy where the Backend keeps child stores
+// apart from their objects (a directory: the only place earlier releases
+// made staging directories), so that creating a session on object storage
+// costs no extra listing.
+func (r *Sessions) removeLegacyOnWrite(ctx context.Context) ([]string, error) {
+	if _, ok := r.b.(ChildRemover); !ok {
+		return nil, nil
+	}
+	return r.removeLegacy(ctx)
+}
+
+// removeLegacy removes what the protocol of earlier releases left in a
+// root: staging directories a crash interrupted (every file in them, then
+// the directory where the Backend can remove one) and the root's lock
+// file. It returns the staging directories' locations.
+func (r *Sessions) removeLegacy(ctx context.Context) ([]string, error) {
+	children, err := r.b.Children(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, name := range children {
+		if !strings.HasPrefix(name, stagingPrefix) {
+			continue
+		}
+		if err := r.removeChild(ctx, name); err != nil {
+			return removed, err
+		}
+		removed = append(removed, r.b.Locate(name))
+		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", r.b.Locate(name))
+	}
+	if _, err := r.b.Stat(ctx, sessionsLockName); err == nil {
+		if _, err := r.b.Remove(ctx, sessionsLockName); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// removeChild removes every object of the child store name, then the
+// child itself where the Backend keeps empty ones.
+func (r *Sessions) removeChild(ctx context.Context, name string) error {
+	sub, err := r.b.Sub(ctx, name, false)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	objs, err := sub.List(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.Name
+	}
+	if _, err := sub.Remove(ctx, names...); err != nil {
+		return err
+	}
+	sub.Close() // a directory: release it before it goes
+	if cr, ok := r.b.(ChildRemover); ok {
+		return cr.RemoveChild(ctx, name)
+	}
+	return nil
+}
