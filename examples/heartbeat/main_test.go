@@ -107,18 +107,18 @@ func openReadOnly(t *testing.T, dir string) *checkpoint.Store[State] {
 	return store
 }
 
-// TestResumeAfterSIGKILL kills the daemon with SIGKILL, which no program can
-// catch, and proves the next run resumes from the last checkpoint it
-// reported, with its whole state.
-func TestResumeAfterSIGKILL(t *testing.T) {
+// TestKilledDaemonResumesFromItsLastReportedCheckpoint kills the daemon
+// with SIGKILL, which no program can catch, and proves the next run resumes
+// from the last checkpoint it reported, with its whole state.
+func TestKilledDaemonResumesFromItsLastReportedCheckpoint(t *testing.T) {
 	t.Parallel()
-	t.Run("sync", func(t *testing.T) { testResumeAfterSIGKILL(t) })
+	t.Run("sync", func(t *testing.T) { testKilledDaemonResumes(t) })
 	// With -async, "created" is printed once a checkpoint is published,
 	// so the same promise holds.
-	t.Run("async", func(t *testing.T) { testResumeAfterSIGKILL(t, "-async") })
+	t.Run("async", func(t *testing.T) { testKilledDaemonResumes(t, "-async") })
 }
 
-func testResumeAfterSIGKILL(t *testing.T, flags ...string) {
+func testKilledDaemonResumes(t *testing.T, flags ...string) {
 	dir := t.TempDir()
 	d := startDaemon(t, append([]string{"-dir", dir, "-beats", "0", "-interval", "0"}, flags...)...)
 	lastSaved := d.waitForSaves(t, 3)
