@@ -54,9 +54,15 @@
 // its test ends, and logs its output and standard error if the test failed.
 //
 // Tests that only need a second process (a contender for a lock, a program
-// run to its end) use the same roles, Proc.Wait and Proc.Output.
+// run to its end) use the same roles, Proc.Wait and Proc.Output. A test that
+// re-runs a test function in a child under other conditions (another user, a
+// seccomp filter, a broken backend) and reads its PASS or FAIL runs the
+// binary with -test.run itself: the child's harness is then package testing.
 //
-// CHECKPOINT_KILLS sets how many kills each kill test makes (Kills).
+// CHECKPOINT_KILLS sets how many kills each kill test makes (Kills). On
+// Windows, Proc.Kill is TerminateProcess, which, as SIGKILL, gives the child
+// no chance to run any code; where a test binary cannot start processes
+// (js, wasip1), Command skips the test.
 package killtest
 
 import (
