@@ -3,11 +3,9 @@
 package checkpoint
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -19,21 +17,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
-// Attack: kill -9 at random instants of saves made through the new
+// Kill -9 at random instants of saves made through the
 // descriptor-based writer (fdOps), with states on both sides of its 64 KiB
 // buffer, in each compression, with KeepLast, the rolling file and a side
 // file; and the same with renameat2 refused by a seccomp filter, so that
 // every publish takes the linkat fallback.
 
-const (
-	attackKillDirEnv  = "ATTACK_KILL_DIR"
-	attackKillCompEnv = "ATTACK_KILL_COMP"
-	// attackNoRename2Env makes a child refuse renameat2 with this errno
-	// ("ENOSYS" or "EINVAL"), as FUSE, NFS or 9p do for RENAME_NOREPLACE.
-	attackNoRename2Env = "ATTACK_NO_RENAMEAT2"
-)
+// attackNoRename2Env makes a child refuse renameat2 with this errno
+// ("ENOSYS" or "EINVAL"), as FUSE, NFS or 9p do for RENAME_NOREPLACE.
+const attackNoRename2Env = "ATTACK_NO_RENAMEAT2"
 
 // noRenameat2 installs a seccomp filter on every thread of the process that
 // fails renameat2 with errno.
@@ -102,19 +98,18 @@ func attackKillOptions(comp string) []Option {
 	return opts
 }
 
-// TestAttackKillChild is the child: it saves until its standard input
-// closes, printing "ack N" after each step returned without error.
-func TestAttackKillChild(t *testing.T) {
-	dir := os.Getenv(attackKillDirEnv)
-	if dir == "" {
-		t.Skip("the child of TestAttackKill9")
-	}
-	fail := childStart()
-	if err := maybeNoRenameat2(); err != nil {
-		fail(9, err)
+// attackKillRole saves in the directory Args[0], compressed as Args[1],
+// acknowledging each step returned without error; Args[2], if not empty,
+// is the errno ("ENOSYS", "EINVAL") with which it refuses renameat2.
+var attackKillRole = killtest.Register("attack-kill", func(c *killtest.Child) int {
+	dir, comp, noRename2, fail := c.Args[0], c.Args[1], c.Args[2], c.Fail
+	if noRename2 != "" {
+		if err := noRenameat2(errnoNamed(noRename2)); err != nil {
+			fail(9, err)
+		}
 	}
 	ctx := context.Background()
-	s, err := Open[attackState](dir, attackKillOptions(os.Getenv(attackKillCompEnv))...)
+	s, err := Open[attackState](dir, attackKillOptions(comp)...)
 	if err != nil {
 		fail(2, err)
 	}
@@ -128,19 +123,25 @@ func TestAttackKillChild(t *testing.T) {
 				fail(6, err)
 			}
 		}
-		fmt.Printf("ack %d\n", next)
+		c.Ack(next)
 	}
-}
+})
 
-func TestAttackKill9FdWriter(t *testing.T) {
+// TestKill9DuringSavesAroundTheWriteBufferLosesNothing kills, at random
+// instants, saves of states on both sides of the descriptor-based writer's
+// 64 KiB buffer, in each compression, and proves after every kill that no
+// checkpoint or side file is torn, that every listed checkpoint loads, that
+// no temporary file outlives a reopen and that no acknowledged step is lost.
+func TestKill9DuringSavesAroundTheWriteBufferLosesNothing(t *testing.T) {
 	t.Parallel()
 	attackKill9(t, "", 6) // TestKill9DuringSavesLosesNothing kills this path too
 }
 
-// The same with renameat2 refused (EINVAL, as a file system without
-// RENAME_NOREPLACE answers): every publish of a
-// numbered checkpoint is a linkat and an unlink.
-func TestAttackKill9LinkatFallback(t *testing.T) {
+// TestKill9DuringSavesWithoutRenameat2LosesNothing does the same with
+// renameat2 refused (EINVAL, as a file system without RENAME_NOREPLACE
+// answers): every publish of a numbered checkpoint is a linkat and an
+// unlink.
+func TestKill9DuringSavesWithoutRenameat2LosesNothing(t *testing.T) {
 	t.Parallel()
 	if err := probeSeccomp(t); err != nil {
 		t.Skipf("cannot install a seccomp filter here: %v", err)
@@ -190,9 +191,7 @@ func attackKill9(t *testing.T, noRename2 string, kills int) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills = killCount(t, kills)
-	exe, err := os.Executable()
-	require.NoError(t, err)
+	kills = killtest.Kills(t, kills)
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 99))
 	ctx := context.Background()
 	for _, comp := range []string{"plain", "gzip", "zstd"} {
@@ -200,41 +199,19 @@ func attackKill9(t *testing.T, noRename2 string, kills int) {
 		lastAck := int64(0)
 		midWrite := 0
 		for kill := 0; kill < kills/3; kill++ {
-			env := []string{attackKillDirEnv + "=" + dir, attackKillCompEnv + "=" + comp}
-			if noRename2 != "" {
-				env = append(env, attackNoRename2Env+"="+noRename2)
-			}
-			cmd := exec.Command(exe, "-test.run=^TestAttackKillChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), env...)
-			stdin, err := cmd.StdinPipe()
-			require.NoError(t, err)
-			stdout, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			stderr := &strings.Builder{}
-			cmd.Stderr = stderr
-			require.NoError(t, cmd.Start())
-
+			p := attackKillRole.Start(t, dir, comp, noRename2)
 			want := 1 + rng.IntN(12)
-			sc := bufio.NewScanner(stdout)
-			for acks := 0; acks < want && sc.Scan(); {
-				if step, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-					n, err := strconv.ParseInt(step, 10, 64)
-					require.NoError(t, err)
-					lastAck = max(lastAck, n)
-					acks++
-				}
+			for _, step := range p.AwaitAcks(t, want) {
+				n, err := strconv.ParseInt(step, 10, 64)
+				require.NoError(t, err)
+				lastAck = max(lastAck, n)
 			}
-			require.NoError(t, cmd.Process.Kill())
-			for sc.Scan() {
-				if step, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
-					n, _ := strconv.ParseInt(step, 10, 64)
-					lastAck = max(lastAck, n)
-				}
+			p.Kill(t)
+			for _, step := range p.Acks()[want:] {
+				n, _ := strconv.ParseInt(step, 10, 64)
+				lastAck = max(lastAck, n)
 			}
-			io.Copy(io.Discard, stdout)
-			cmd.Wait()
-			stdin.Close()
-			require.Empty(t, stderr.String(), "%s kill %d: the child failed before it was killed", comp, kill)
+			require.Empty(t, p.Stderr(), "%s kill %d: the child failed before it was killed", comp, kill)
 			require.Positive(t, lastAck, "%s kill %d: the child acknowledged nothing", comp, kill)
 
 			for _, name := range dirNames(t, dir) {

@@ -1,14 +1,11 @@
 package checkpoint
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,23 +14,31 @@ import (
 
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
-// The crash test re-executes this test binary as a child process that saves
-// in a tight loop, and kills it with SIGKILL.
+// The kill tests run this test binary as a child process in a role (see
+// internal/killtest) that saves in a tight loop, and kill it with SIGKILL.
+// CHECKPOINT_KILLS sets how many kills each TestKill9 test makes; default 50
+// (15 for sessions).
 
 const (
-	crashChildEnv = "CHECKPOINT_CRASH_CHILD" // the child's store directory
-	crashModeEnv  = "CHECKPOINT_CRASH_MODE"
-	crashKillsEnv = "CHECKPOINT_KILLS" // how many kills each TestKill9 test makes; default 50 (15 for sessions)
-	crashKeep     = 4
-	crashEvery    = 30 // KeepEvery of the crash child: these steps stay forever
-	crashQueue    = 3  // the async child's queue
+	crashKeep  = 4
+	crashEvery = 30 // KeepEvery of the crash child: these steps stay forever
+	crashQueue = 3  // the async child's queue
+)
 
-	crashSessionsEnv = "CHECKPOINT_CRASH_SESSIONS" // the sessions child's root
-	// crashSessionsBackendEnv, set, makes the sessions child open its root
-	// with OpenSessionsBackend(OpenDir(root)).
-	crashSessionsBackendEnv = "CHECKPOINT_CRASH_SESSIONS_BACKEND"
+var (
+	// crashRole runs crashChild on the directory Args[0] in the crashMode
+	// Args[1].
+	crashRole = killtest.Register("crash", crashChild)
+	// crashSessionsRole runs crashSessionsChild on the root Args[0];
+	// Args[1] "backend" makes it open the root with
+	// OpenSessionsBackend(OpenDir(root)).
+	crashSessionsRole = killtest.Register("crash-sessions", crashSessionsChild)
+	// errorLoopRole runs errorLoopChild.
+	errorLoopRole = killtest.Register("error-loop", errorLoopChild)
 )
 
 // A crashMode is how the child saves.
@@ -49,22 +54,7 @@ const (
 func (m crashMode) async() bool { return m == crashAsyncZstd || m == crashAsyncNoSync }
 
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(lockChildEnv); dir != "" {
-		lockChild(dir)
-		return
-	}
-	if dir := os.Getenv(crashSessionsEnv); dir != "" {
-		crashSessionsChild(dir)
-		return
-	}
-	if dir := os.Getenv(crashChildEnv); dir != "" {
-		crashChild(dir, crashMode(os.Getenv(crashModeEnv)))
-		return
-	}
-	if dir := os.Getenv(errorLoopEnv); dir != "" {
-		errorLoopChild(dir)
-		return
-	}
+	killtest.Dispatch()
 	os.Exit(m.Run())
 }
 
@@ -73,9 +63,6 @@ type crashState struct {
 	Pad  string `json:"pad"`
 }
 
-// childStart makes a crash child exit when its standard input closes, so
-// that it never outlives the test, and returns how it fails: a message on
-// standard error and an exit code.
 // resumeStep returns the step a killed child resumes at: the one after
 // Latest's, or 1 in an empty store. Any other error of Latest fails it.
 func resumeStep[T any](ctx context.Context, s *Store[T], fail func(code int, err error)) int64 {
@@ -87,45 +74,6 @@ func resumeStep[T any](ctx context.Context, s *Store[T], fail func(code int, err
 		fail(3, err)
 	}
 	return info.Step + 1
-}
-
-func childStart() (fail func(code int, err error)) {
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	}()
-	return func(code int, err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(code)
-	}
-}
-
-// killCount returns how many kills a kill test makes: CHECKPOINT_KILLS, or
-// def.
-func killCount(t *testing.T, def int) int {
-	v := os.Getenv(crashKillsEnv)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	require.NoError(t, err, crashKillsEnv)
-	return n
-}
-
-// startChild starts the test binary exe as a crash child with env added,
-// and returns it with its pipes and its standard error.
-func startChild(t *testing.T, exe string, env ...string) (*exec.Cmd, io.WriteCloser, io.Reader, *strings.Builder) {
-	t.Helper()
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), env...)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	stderr := &strings.Builder{}
-	cmd.Stderr = stderr
-	require.NoError(t, cmd.Start())
-	return cmd, stdin, stdout, stderr
 }
 
 func newCrashState(step int64) crashState {
@@ -146,12 +94,11 @@ func crashOptions(mode crashMode) []Option {
 }
 
 // crashChild ticks forever (numbered and rolling checkpoints, pruned by
-// KeepLast), saves and clears error checkpoints and rewrites a side file,
-// printing "ack N" after each step whose saves returned without error (with
-// Async: were queued). It exits when its standard input closes, so that it
-// never outlives the test.
-func crashChild(dir string, mode crashMode) {
-	fail := childStart()
+// KeepLast) in the directory Args[0], saving as crashMode Args[1], saves and
+// clears error checkpoints and rewrites a side file, acknowledging each step
+// whose saves returned without error (with Async: were queued).
+func crashChild(c *killtest.Child) int {
+	dir, mode, fail := c.Args[0], crashMode(c.Args[1]), c.Fail
 	ctx := context.Background()
 	s, err := Open[crashState](dir, crashOptions(mode)...)
 	if err != nil {
@@ -180,7 +127,7 @@ func crashChild(dir string, mode crashMode) {
 				fail(6, err)
 			}
 		}
-		fmt.Printf("ack %d\n", next)
+		c.Ack(next)
 	}
 }
 
@@ -208,9 +155,7 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills := killCount(t, 50)
-	exe, err := os.Executable()
-	require.NoError(t, err)
+	kills := killtest.Kills(t, 50)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 42))
 	ctx := context.Background()
@@ -218,15 +163,14 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 
 	for kill := 0; kill < kills; kill++ {
 		mode := modeOf(kill)
-		cmd, stdin, stdout, stderr := startChild(t, exe, crashChildEnv+"="+dir, crashModeEnv+"="+string(mode))
+		p := crashRole.Start(t, dir, string(mode))
 
 		// Let it acknowledge a random number of saves, then kill it while it
 		// is busy with the next one.
 		want := 1 + rng.IntN(25)
-		sc := bufio.NewScanner(stdout)
-		for acks := 0; acks < want && sc.Scan(); acks++ {
-			step, err := strconv.ParseInt(strings.TrimPrefix(sc.Text(), "ack "), 10, 64)
-			require.NoError(t, err, sc.Text())
+		for _, ack := range p.AwaitAcks(t, want) {
+			step, err := strconv.ParseInt(ack, 10, 64)
+			require.NoError(t, err, ack)
 			require.Greater(t, step, lastAck)
 			lastAck = step
 		}
@@ -237,7 +181,7 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 			require.ErrorIs(t, err, ErrLocked)
 			require.ErrorContains(t, err, "open it with ReadOnly()")
 			if runtime.GOOS == "linux" {
-				require.ErrorContains(t, err, fmt.Sprintf("(by process %d)", cmd.Process.Pid), "the holder is named")
+				require.ErrorContains(t, err, fmt.Sprintf("(by process %d)", p.Pid()), "the holder is named")
 			}
 			r, err := Open[crashState](dir, append(crashOptions(mode), ReadOnly())...)
 			require.NoError(t, err)
@@ -250,19 +194,16 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 			}
 			require.NoError(t, r.Close())
 		}
-		require.NoError(t, cmd.Process.Kill())
+		p.Kill(t)
 		// The child kept saving while the test was busy (kill 0 does more
-		// above): the acks still in the pipe are acknowledged saves too, and
-		// the retention checks below count from the last one. Read them
-		// before Wait closes the pipe.
-		for sc.Scan() {
-			step, err := strconv.ParseInt(strings.TrimPrefix(sc.Text(), "ack "), 10, 64)
-			require.NoError(t, err, sc.Text())
+		// above): the acks it printed before it died are acknowledged saves
+		// too, and the retention checks below count from the last one.
+		for _, ack := range p.Acks()[want:] {
+			step, err := strconv.ParseInt(ack, 10, 64)
+			require.NoError(t, err, ack)
 			lastAck = max(lastAck, step)
 		}
-		cmd.Wait()
-		stdin.Close()
-		require.NotContains(t, stderr.String(), "checkpoint:", "the child failed before it was killed")
+		require.NotContains(t, p.Stderr(), "checkpoint:", "the child failed before it was killed")
 
 		for _, name := range dirNames(t, dir) {
 			if isLeftover(name) {
@@ -352,14 +293,14 @@ func isLeftover(name string) bool {
 	return strings.HasPrefix(name, ".") && name != lockName
 }
 
-// crashSessionsChild creates sessions, saves in them and forks them in a
-// loop, printing "ack ID" after each session it finished, until its
-// standard input closes.
-func crashSessionsChild(dir string) {
-	fail := childStart()
+// crashSessionsChild creates sessions in the root Args[0], saves in them
+// and forks them in a loop, acknowledging the ID of each session it
+// finished.
+func crashSessionsChild(c *killtest.Child) int {
+	dir, backend, fail := c.Args[0], len(c.Args) > 1 && c.Args[1] == "backend", c.Fail
 	ctx := context.Background()
 	r, err := OpenSessions(dir)
-	if os.Getenv(crashSessionsBackendEnv) != "" {
+	if backend {
 		r, err = openSessionsDirBackend(dir)
 	}
 	if err != nil {
@@ -382,35 +323,32 @@ func crashSessionsChild(dir string) {
 		if err := st.Close(); err != nil {
 			fail(6, err)
 		}
-		fmt.Printf("ack %s\n", s.ID)
-		if os.Getenv(crashSessionsBackendEnv) != "" {
-			fmt.Println("forking") // a cue to kill it mid-fork
+		c.Ack(s.ID)
+		if backend {
+			c.Printf("forking") // a cue to kill it mid-fork
 		}
 		f, err := r.Fork(ctx, s.ID, 2, map[string]string{"kind": "fork"})
 		if err != nil {
 			fail(7, err)
 		}
-		fmt.Printf("ack %s\n", f.ID)
+		c.Ack(f.ID)
 	}
 }
 
-// killSessionsChild starts a sessions child with env, reads up to
+// killSessionsChild starts a sessions child with args, waits for
 // 1 + rng.IntN(lines) lines of its output, recording in acked the ID of
-// each "ack ID", and kills it.
-func killSessionsChild(t *testing.T, exe string, rng *rand.Rand, lines int, acked map[string]bool, env ...string) {
+// each acknowledgement among them, and kills it.
+func killSessionsChild(t *testing.T, rng *rand.Rand, lines int, acked map[string]bool, args ...string) {
 	t.Helper()
-	cmd, stdin, stdout, stderr := startChild(t, exe, env...)
+	p := crashSessionsRole.Start(t, args...)
 	want := 1 + rng.IntN(lines)
-	sc := bufio.NewScanner(stdout)
-	for n := 0; n < want && sc.Scan(); n++ {
-		if id, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+	for _, line := range p.Await(t, "", want) {
+		if id, ok := killtest.Acked(line); ok {
 			acked[id] = true
 		}
 	}
-	require.NoError(t, cmd.Process.Kill())
-	cmd.Wait()
-	stdin.Close()
-	require.Empty(t, stderr.String(), "the child failed before it was killed")
+	p.Kill(t)
+	require.Empty(t, p.Stderr(), "the child failed before it was killed")
 }
 
 // checkSessionsAfterKill checks the root r after the kill numbered kill:
@@ -450,16 +388,14 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 7))
 	ctx := context.Background()
 	acked := map[string]bool{}
 	leftovers := 0
-	kills := killCount(t, 15)
+	kills := killtest.Kills(t, 15)
 	for kill := 0; kill < kills; kill++ {
-		killSessionsChild(t, exe, rng, 6, acked, crashSessionsEnv+"="+dir)
+		killSessionsChild(t, rng, 6, acked, dir)
 		for _, name := range dirNames(t, dir) {
 			if strings.HasPrefix(name, stagingPrefix) {
 				leftovers++
@@ -484,12 +420,9 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 
 // The error-loop kill test runs the README's loop in a child that stops
 // after each call of the store (Latest, Tick, SaveError, ClearError,
-// SaveFinal), prints what it did and waits for a line on its standard input
-// before going on; the test kills it at each of those points in turn.
+// SaveFinal), prints what it did and pauses until the test lets it go on;
+// the test kills it at each of those points in turn.
 const (
-	errorLoopEnv     = "CHECKPOINT_ERROR_LOOP"       // the child's store directory
-	errorLoopFailEnv = "CHECKPOINT_ERROR_LOOP_FAIL"  // the step that fails, or none
-	errorLoopClear   = "CHECKPOINT_ERROR_LOOP_CLEAR" // set: the loop calls ClearError after the redone step
 	// Step 7 fails: steps 7 and 8 are redone to the rolling file
 	// (Every(3)), so the first pass after the failure is SaveFinal's.
 	errorLoopFailAt = 7
@@ -506,21 +439,15 @@ func errorLoopOptions() []Option {
 
 // errorLoopChild is the loop of the README's quick-start: resume from
 // Latest (redoing a failed step), save an error checkpoint and stop when a
-// step fails, Tick after each step, SaveFinal at the end.
-func errorLoopChild(dir string) {
+// step fails, Tick after each step, SaveFinal at the end. Its arguments:
+// the store's directory, the step that fails (0: none), and "clear" if the
+// loop calls ClearError after the redone step.
+func errorLoopChild(c *killtest.Child) int {
+	dir, clear := c.Args[0], c.Args[2] == "clear"
 	ctx := context.Background()
-	in := bufio.NewScanner(os.Stdin)
-	fail := func(err error) {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
-	}
-	point := func(what string, step int64) {
-		fmt.Printf("%s %d\n", what, step)
-		if !in.Scan() {
-			os.Exit(0) // the test is gone
-		}
-	}
-	failAt, _ := strconv.ParseInt(os.Getenv(errorLoopFailEnv), 10, 64)
+	fail := func(err error) { c.Fail(3, err) }
+	point := func(what string, step int64) { c.Pause("%s %d", what, step) }
+	failAt, _ := strconv.ParseInt(c.Args[1], 10, 64)
 	// A point inside a save (or Close), between publishing a clean
 	// checkpoint and removing the error checkpoint it superseded.
 	removing := func(op inject.Op) error {
@@ -570,7 +497,7 @@ func errorLoopChild(dir string) {
 			fail(err)
 		}
 		point("tick", step)
-		if os.Getenv(errorLoopClear) != "" && info.Kind == KindError && step == info.Step {
+		if clear && info.Kind == KindError && step == info.Step {
 			if err := s.ClearError(ctx, step); err != nil {
 				fail(err)
 			}
@@ -584,7 +511,7 @@ func errorLoopChild(dir string) {
 	if err := s.Close(); err != nil {
 		fail(err)
 	}
-	os.Exit(0)
+	return 0
 }
 
 // TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind kills the README's
@@ -605,36 +532,31 @@ func TestKill9InTheErrorLoopLeavesNoErrorCheckpointBehind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	ctx := context.Background()
 	// run runs one child to its end, answering each of its points, and
 	// returns them; with killAt > 0, it kills the child when it reaches
 	// its killAt-th point (counted by *seen) instead.
 	run := func(dir, clear string, failAt int64, seen *int, killAt int) (points []string, killed bool) {
-		env := []string{errorLoopEnv + "=" + dir, errorLoopFailEnv + "=" + strconv.FormatInt(failAt, 10),
-			// These children exit by themselves: under -race, without
-			// this, each would sleep a second as it exits.
-			"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
+		arg := ""
 		if clear != "" {
-			env = append(env, errorLoopClear+"=1")
+			arg = "clear"
 		}
-		cmd, stdin, stdout, stderr := startChild(t, exe, env...)
-		defer stdin.Close()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			points = append(points, sc.Text())
+		p := errorLoopRole.Start(t, dir, strconv.FormatInt(failAt, 10), arg)
+		for {
+			point, ok := p.Next(t)
+			if !ok {
+				break
+			}
+			points = append(points, point)
 			*seen++
 			if *seen == killAt {
-				require.NoError(t, cmd.Process.Kill())
-				cmd.Wait()
+				p.Kill(t)
 				return points, true
 			}
-			_, err := io.WriteString(stdin, "go\n")
-			require.NoError(t, err)
+			p.Resume(t)
 		}
-		err := cmd.Wait()
-		require.Empty(t, stderr.String(), "the child failed")
+		err := p.Wait()
+		require.Empty(t, p.Stderr(), "the child failed")
 		if failAt > 0 && len(points) > 0 && strings.HasPrefix(points[len(points)-1], "save-error") {
 			require.Error(t, err, "the loop stops after SaveError")
 		} else {

@@ -3,47 +3,39 @@ package checkpoint
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
-// lockChildEnv names the directory on which the test binary, re-executed
-// as a child process, opens a writer (see lockChild).
-const lockChildEnv = "CHECKPOINT_LOCK_CHILD"
-
-// lockChild opens a writer on dir and prints what happened: "opened",
-// "locked" or the error.
-func lockChild(dir string) {
-	s, err := Open[int](dir, NoSync())
+// lockRole opens a writer on the directory Args[0] in a process of its
+// own and prints what happened: "opened", "locked" or the error.
+var lockRole = killtest.Register("lock", func(c *killtest.Child) int {
+	s, err := Open[int](c.Args[0], NoSync())
 	switch {
 	case err == nil:
-		fmt.Println("opened")
+		c.Printf("opened")
 		s.Close()
 	case errors.Is(err, ErrLocked):
-		fmt.Println("locked")
+		c.Printf("locked")
 	default:
-		fmt.Println("error:", err)
+		c.Printf("error: %v", err)
 	}
-}
+	return 0
+})
 
-// openInChild runs lockChild on dir in another process and returns what it
+// openInChild runs lockRole on dir in another process and returns what it
 // printed.
 func openInChild(t *testing.T, dir string) string {
 	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe)
-	// Under -race, a child sleeps a second before it exits unless told not to.
-	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir, "GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	return strings.TrimSpace(string(out))
+	p := lockRole.Start(t, dir)
+	require.NoError(t, p.Wait())
+	return strings.Join(p.Output(), "\n")
 }
 
 // TestRemovedOrReplacedLockFileLetsNoSecondWriterIn removes, or replaces,

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
 // openSessionsDirBackend opens the root of sessions dir through the
@@ -30,19 +32,17 @@ func TestKill9DuringSessionsOnABackendLeavesNoHalfSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 11))
 	ctx := context.Background()
 	acked := map[string]bool{}
-	kills := killCount(t, 15)
+	kills := killtest.Kills(t, 15)
 	for kill := 0; kill < kills; kill++ {
-		// The child says "ack ID" after each session it finished and
+		// The child acknowledges each session it finished and says
 		// "forking" before each fork: killing it after a line chosen at
 		// random kills it now and then mid-fork (most kills land in the
 		// slower fsyncs of New and Save).
-		killSessionsChild(t, exe, rng, 9, acked, crashSessionsEnv+"="+dir, crashSessionsBackendEnv+"=1")
+		killSessionsChild(t, rng, 9, acked, dir, "backend")
 		r, err := openSessionsDirBackend(dir)
 		require.NoError(t, err)
 		checkSessionsAfterKill(t, r, kill, acked)

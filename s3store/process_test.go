@@ -1,18 +1,14 @@
 package s3store
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,42 +16,49 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
 // The tests below run writers as child processes: the test binary itself,
-// with envChild naming what it does (runChild). A child prints one line
-// per event on stdout: "locked", "ok STEP", "err STEP MESSAGE", "close
-// MESSAGE".
-const (
-	envChild  = "S3STORE_CHILD"  // "saver" or "contender"
-	envBucket = "S3STORE_BUCKET" // the bucket; the prefix is "run"
-	envWriter = "S3STORE_WRITER" // the writer's name, saved in its states
-	envRounds = "S3STORE_ROUNDS" // contender: how many times it takes the lease
-	// envUnguarded set to 1 turns off the saver's own lease checks (see
-	// Backend.unguarded).
-	envUnguarded = "S3STORE_UNGUARDED"
-	childTTL     = testTTL
+// in a killtest role (saverRole, contenderRole), reaching the server the
+// test uses through the environment (s3Env). A child prints one line per
+// event on stdout: "locked", "ack STEP" (a save returned without error),
+// "err STEP LOCKED MESSAGE", "close MESSAGE".
+const childTTL = testTTL
+
+var (
+	// saverRole saves step after step in the bucket Args[0] as the writer
+	// Args[1] until the test stops it (or kills it). Args[2] "unguarded"
+	// turns off its own lease checks (see Backend.unguarded).
+	saverRole = killtest.Register("s3-saver", func(c *killtest.Child) int { return runChild(c, "saver") })
+	// contenderRole takes the store in the bucket Args[0] as the writer
+	// Args[1] Args[2] times, and saves three steps each time.
+	contenderRole = killtest.Register("s3-contender", func(c *killtest.Child) int { return runChild(c, "contender") })
 )
 
-func runChild() int {
+func runChild(c *killtest.Child, role string) int {
 	s := server{endpoint: os.Getenv(envEndpoint), key: os.Getenv(envKey), secret: os.Getenv(envSecret)}
 	client := s.client(&counter{rt: http0()})
-	bucket, writer := os.Getenv(envBucket), os.Getenv(envWriter)
+	bucket, writer := c.Args[0], c.Args[1]
+	var stop <-chan struct{}
+	if role == "saver" {
+		stop = c.Stopping() // before anything blocks
+	}
 	open := func() *checkpoint.Store[state] {
 		for deadline := time.Now().Add(60 * time.Second); ; {
 			b, err := New(client, bucket, "run", LeaseTTL(childTTL))
 			if err != nil {
-				fmt.Println("close", err)
+				c.Printf("close %v", err)
 				os.Exit(2)
 			}
-			b.unguarded = os.Getenv(envUnguarded) == "1"
+			b.unguarded = role == "saver" && c.Args[2] == "unguarded"
 			st, err := checkpoint.OpenBackend[state](b)
 			if err == nil {
-				fmt.Println("locked")
+				c.Printf("locked")
 				return st
 			}
 			if !errors.Is(err, checkpoint.ErrLocked) || time.Now().After(deadline) {
-				fmt.Println("close", err)
+				c.Printf("close %v", err)
 				os.Exit(2)
 			}
 		}
@@ -66,34 +69,32 @@ func runChild() int {
 			return 1
 		}
 		if err != nil {
-			fmt.Println("close", err)
+			c.Printf("close %v", err)
 			os.Exit(2)
 		}
 		return info.Step + 1
 	}
 	ctx := context.Background()
-	switch os.Getenv(envChild) {
+	switch role {
 	case "saver":
-		// Saves step after step until stdin ends (or it is killed).
+		// Saves step after step until stopped (or killed).
 		st := open()
-		stop := make(chan struct{})
-		go func() { io.Copy(io.Discard, os.Stdin); close(stop) }()
 		for step := next(st); ; step++ {
 			select {
 			case <-stop:
 				err := st.Close()
-				fmt.Println("close", errors.Is(err, checkpoint.ErrLocked), err)
+				c.Printf("close %v %v", errors.Is(err, checkpoint.ErrLocked), err)
 				return 0
 			default:
 			}
 			if _, err := st.Save(ctx, step, state{Writer: writer, Step: step, Pad: strings.Repeat("x", 2000)}); err != nil {
-				fmt.Println("err", step, errors.Is(err, checkpoint.ErrLocked), strings.ReplaceAll(err.Error(), "\n", " "))
+				c.Printf("err %d %v %s", step, errors.Is(err, checkpoint.ErrLocked), strings.ReplaceAll(err.Error(), "\n", " "))
 			} else {
-				fmt.Println("ok", step)
+				c.Ack(step)
 			}
 		}
 	case "contender":
-		rounds, _ := strconv.Atoi(os.Getenv(envRounds))
+		rounds, _ := strconv.Atoi(c.Args[2])
 		for range rounds {
 			st := open()
 			for step, end := next(st), int64(0); ; step++ {
@@ -104,13 +105,13 @@ func runChild() int {
 					break
 				}
 				if _, err := st.Save(ctx, step, state{Writer: writer, Step: step}); err != nil {
-					fmt.Println("err", step, errors.Is(err, checkpoint.ErrLocked), err)
+					c.Printf("err %d %v %v", step, errors.Is(err, checkpoint.ErrLocked), err)
 					return 1
 				}
-				fmt.Println("ok", step)
+				c.Ack(step)
 			}
 			if err := st.Close(); err != nil {
-				fmt.Println("close", err)
+				c.Printf("close %v", err)
 				return 1
 			}
 		}
@@ -119,87 +120,13 @@ func runChild() int {
 	return 2
 }
 
-// child is a writer process and the lines it printed.
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	mu    sync.Mutex
-	lines []string
-	more  chan struct{} // signalled on each line
-	done  chan struct{} // closed when stdout ends
-}
-
-func startChild(t *testing.T, f *fixture, role, writer string, extra ...string) *child {
+// startChild starts a writer process in role, as writer, on f's bucket.
+func startChild(t *testing.T, f *fixture, role killtest.Role, writer string, args ...string) *killtest.Proc {
 	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envChild+"="+role, envBucket+"="+f.bucket, envWriter+"="+writer,
-		envEndpoint+"="+f.srv.endpoint, envKey+"="+f.srv.key, envSecret+"="+f.srv.secret)
-	cmd.Env = append(cmd.Env, extra...)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	c := &child{cmd: cmd, stdin: stdin, more: make(chan struct{}, 1), done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.mu.Lock()
-			c.lines = append(c.lines, sc.Text())
-			c.mu.Unlock()
-			select {
-			case c.more <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
-		_ = cmd.Wait()
-	})
-	return c
-}
-
-// waitFor waits until the child has printed n lines starting with prefix.
-func (c *child) waitFor(t *testing.T, prefix string, n int, d time.Duration) {
-	t.Helper()
-	timeout := time.After(d)
-	for {
-		if c.count(prefix) >= n {
-			return
-		}
-		select {
-		case <-c.more:
-		case <-c.done:
-			if c.count(prefix) >= n {
-				return
-			}
-			t.Fatalf("child exited having printed %d %q lines, want %d: %q", c.count(prefix), prefix, n, c.output())
-		case <-timeout:
-			t.Fatalf("child printed %d %q lines in %v, want %d: %q", c.count(prefix), prefix, d, n, c.output())
-		}
-	}
-}
-
-func (c *child) output() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.lines...)
-}
-
-func (c *child) count(prefix string) int {
-	n := 0
-	for _, l := range c.output() {
-		if strings.HasPrefix(l, prefix) {
-			n++
-		}
-	}
-	return n
+	p := role.Command(t, append([]string{f.bucket, writer}, args...)...)
+	p.Cmd.Env = append(os.Environ(), envEndpoint+"="+f.srv.endpoint, envKey+"="+f.srv.key, envSecret+"="+f.srv.secret)
+	p.Start(t)
+	return p
 }
 
 func lineStep(t *testing.T, line string) int64 {
@@ -249,17 +176,17 @@ func TestKilledWriterOnS3LosesNoAcknowledgedSave(t *testing.T) {
 	ctx := context.Background()
 	lastAcked := int64(0)
 	for round := range 3 {
-		c := startChild(t, f, "saver", fmt.Sprintf("w%d", round))
-		c.waitFor(t, "locked", 1, 60*time.Second)
-		// A random instant: somewhere in the first few saves, mid-request
-		// as often as not.
-		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond) // the kill's random instant, not synchronisation
-		require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
-		<-c.done
-		_ = c.cmd.Wait()
-		for _, l := range c.output() {
-			if strings.HasPrefix(l, "ok ") {
-				lastAcked = max(lastAcked, lineStep(t, l))
+		c := startChild(t, f, saverRole, fmt.Sprintf("w%d", round), "")
+		c.Await(t, "locked", 1)
+		// A random instant: somewhere in the first few saves (none to a
+		// dozen acknowledged), mid-request as often as not.
+		c.AwaitAcks(t, rand.IntN(13))
+		c.Kill(t)
+		for _, l := range c.Output() {
+			if a, ok := killtest.Acked(l); ok {
+				step, err := strconv.ParseInt(a, 10, 64)
+				require.NoError(t, err, l)
+				lastAcked = max(lastAcked, step)
 			}
 			require.False(t, strings.HasPrefix(l, "err "), "a save failed: %s", l)
 		}
@@ -298,13 +225,13 @@ func TestPausedWriterCannotPublishAfterTakeover(t *testing.T) {
 func pausedWriter(t *testing.T, unguarded bool) {
 	f := newFixture(t)
 	ctx := context.Background()
-	var extra []string
+	guard := ""
 	if unguarded {
-		extra = append(extra, envUnguarded+"=1")
+		guard = "unguarded"
 	}
-	a := startChild(t, f, "saver", "a", extra...)
-	a.waitFor(t, "ok ", 3, 60*time.Second)
-	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+	a := startChild(t, f, saverRole, "a", guard)
+	a.AwaitAcks(t, 3)
+	require.NoError(t, a.Signal(syscall.SIGSTOP))
 
 	b := takeStore(t, f)
 	sealed := verifyAll(t, b) // what B sees when it takes over
@@ -312,23 +239,24 @@ func pausedWriter(t *testing.T, unguarded bool) {
 		_, err := b.Save(ctx, step, state{Writer: "b", Step: step})
 		require.NoError(t, err)
 	}
-	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, a.Signal(syscall.SIGCONT))
 	// A tries a few more saves (and renewals) after it wakes up.
+	a.Timeout = 30 * time.Second
 	if unguarded {
-		a.waitFor(t, "ok ", 3+len(sealed)+3, 30*time.Second)
+		a.AwaitAcks(t, 3+len(sealed)+3)
 	} else {
-		a.waitFor(t, "err ", 2, 30*time.Second)
+		a.Await(t, "err ", 2)
 	}
-	require.NoError(t, a.stdin.Close())
-	a.waitFor(t, "close ", 1, 30*time.Second)
+	a.Stop(t)
+	a.Await(t, "close ", 1)
 
-	t.Logf("A printed: %q", a.output())
+	t.Logf("A printed: %q", a.Output())
 	var acked []int64
 	failed := false
-	for _, l := range a.output() {
+	for _, l := range a.Output() {
 		switch {
-		case strings.HasPrefix(l, "ok "):
-			require.False(t, failed, "A acknowledged a save after one failed: %q", a.output())
+		case strings.HasPrefix(l, "ack "):
+			require.False(t, failed, "A acknowledged a save after one failed: %q", a.Output())
 			acked = append(acked, lineStep(t, l))
 		case strings.HasPrefix(l, "err "):
 			require.False(t, unguarded, "unguarded A failed a save: %s", l)
@@ -382,12 +310,11 @@ func TestTwoProcessesContendingTakeTurns(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	const rounds = 5
-	x := startChild(t, f, "contender", "x", envRounds+"="+strconv.Itoa(rounds))
-	y := startChild(t, f, "contender", "y", envRounds+"="+strconv.Itoa(rounds))
-	for _, c := range []*child{x, y} {
-		<-c.done
-		require.NoError(t, c.cmd.Wait(), "%q", c.output())
-		require.Equal(t, 3*rounds, c.count("ok "), "%q", c.output())
+	x := startChild(t, f, contenderRole, "x", strconv.Itoa(rounds))
+	y := startChild(t, f, contenderRole, "y", strconv.Itoa(rounds))
+	for _, c := range []*killtest.Proc{x, y} {
+		require.NoError(t, c.Wait(), "%q", c.Output())
+		require.Equal(t, 3*rounds, len(c.Acks()), "%q", c.Output())
 	}
 	reader, err := openStore(t, f, "run", checkpoint.ReadOnly())
 	require.NoError(t, err)

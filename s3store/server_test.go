@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
 )
 
@@ -45,9 +46,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envChild) != "" {
-		os.Exit(runChild())
-	}
+	killtest.Dispatch()
 	code := m.Run()
 	if started != nil {
 		started.Close()

@@ -1,41 +1,29 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
-// childEnv makes the test binary run the daemon instead of the tests, with
-// the JSON-encoded arguments in childArgsEnv: the kill tests need a real
-// process to kill.
-const (
-	childEnv     = "HEARTBEAT_CHILD"
-	childArgsEnv = "HEARTBEAT_ARGS"
-)
+// daemonRole runs the daemon with Args as its arguments in a child process
+// of the test binary: the kill tests need a real process to kill.
+var daemonRole = killtest.Register("heartbeat", func(c *killtest.Child) int { return daemon(c.Args) })
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		var args []string
-		if err := json.Unmarshal([]byte(os.Getenv(childArgsEnv)), &args); err != nil {
-			panic(err)
-		}
-		os.Exit(daemon(args))
-	}
+	killtest.Dispatch()
 	os.Exit(m.Run())
 }
 
@@ -46,30 +34,12 @@ var (
 
 // daemonProcess is the daemon running as a child process.
 type daemonProcess struct {
-	cmd    *exec.Cmd
-	lines  *bufio.Scanner
-	stdout io.Reader
-	stderr bytes.Buffer
+	*killtest.Proc
 }
 
 func startDaemon(t *testing.T, args ...string) *daemonProcess {
 	t.Helper()
-	encoded, err := json.Marshal(args)
-	require.NoError(t, err)
-	// The deadline only stops a hung child; the tests synchronise on its output.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", childArgsEnv+"="+string(encoded),
-		// A race-enabled binary sleeps a second at exit unless told not to.
-		"GORACE="+os.Getenv("GORACE")+" atexit_sleep_ms=0")
-	d := &daemonProcess{cmd: cmd}
-	cmd.Stderr = &d.stderr
-	d.stdout, err = cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	d.lines = bufio.NewScanner(d.stdout)
-	return d
+	return &daemonProcess{daemonRole.Start(t, args...)}
 }
 
 // waitForSaves reads the daemon's output until it has reported n step
@@ -78,12 +48,12 @@ func (d *daemonProcess) waitForSaves(t *testing.T, n int) int64 {
 	t.Helper()
 	var last int64
 	for seen := 0; seen < n; {
-		if !d.lines.Scan() {
-			err := d.cmd.Wait() // before reading stderr, which Wait finishes copying
-			t.Fatalf("daemon stopped before %d checkpoints: %v\nstderr:\n%s", n, err, d.stderr.String())
+		line, ok := d.Next(t)
+		if !ok {
+			t.Fatalf("daemon stopped before %d checkpoints: %v\nstderr:\n%s", n, d.Wait(), d.Stderr())
 		}
-		t.Logf("daemon: %s", d.lines.Text())
-		m := createdRe.FindStringSubmatch(d.lines.Text())
+		t.Logf("daemon: %s", line)
+		m := createdRe.FindStringSubmatch(line)
 		if m == nil || m[3] != string(checkpoint.KindStep) {
 			continue
 		}
@@ -100,8 +70,8 @@ func (d *daemonProcess) waitForSaves(t *testing.T, n int) int64 {
 // beat saved in a step checkpoint, last if none is reported.
 func (d *daemonProcess) drainSaves(t *testing.T, last int64) int64 {
 	t.Helper()
-	for d.lines.Scan() {
-		m := createdRe.FindStringSubmatch(d.lines.Text())
+	for line, ok := d.Next(t); ok; line, ok = d.Next(t) {
+		m := createdRe.FindStringSubmatch(line)
 		if m == nil || m[3] != string(checkpoint.KindStep) {
 			continue
 		}
@@ -137,26 +107,25 @@ func openReadOnly(t *testing.T, dir string) *checkpoint.Store[State] {
 	return store
 }
 
-// TestResumeAfterSIGKILL kills the daemon with SIGKILL, which no program can
-// catch, and proves the next run resumes from the last checkpoint it
-// reported, with its whole state.
-func TestResumeAfterSIGKILL(t *testing.T) {
+// TestKilledDaemonResumesFromItsLastReportedCheckpoint kills the daemon
+// with SIGKILL, which no program can catch, and proves the next run resumes
+// from the last checkpoint it reported, with its whole state.
+func TestKilledDaemonResumesFromItsLastReportedCheckpoint(t *testing.T) {
 	t.Parallel()
-	t.Run("sync", func(t *testing.T) { testResumeAfterSIGKILL(t) })
+	t.Run("sync", func(t *testing.T) { testKilledDaemonResumes(t) })
 	// With -async, "created" is printed once a checkpoint is published,
 	// so the same promise holds.
-	t.Run("async", func(t *testing.T) { testResumeAfterSIGKILL(t, "-async") })
+	t.Run("async", func(t *testing.T) { testKilledDaemonResumes(t, "-async") })
 }
 
-func testResumeAfterSIGKILL(t *testing.T, flags ...string) {
+func testKilledDaemonResumes(t *testing.T, flags ...string) {
 	dir := t.TempDir()
 	d := startDaemon(t, append([]string{"-dir", dir, "-beats", "0", "-interval", "0"}, flags...)...)
 	lastSaved := d.waitForSaves(t, 3)
-	require.NoError(t, d.cmd.Process.Kill())
-	// The daemon may have saved more before the kill landed: read what is
-	// left in the pipe (to EOF, before Wait closes it).
+	err := d.Kill(t)
+	// The daemon may have saved more before the kill landed: read what it
+	// printed before it died.
 	lastSaved = d.drainSaves(t, lastSaved)
-	err := d.cmd.Wait()
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit, "the daemon must die of the kill, not exit on its own")
 	if runtime.GOOS != "windows" {
@@ -215,16 +184,18 @@ func TestSIGTERMSavesBeatInHand(t *testing.T) {
 	dir := t.TempDir()
 	d := startDaemon(t, "-dir", dir, "-interval", "1ms")
 	lastSaved := d.waitForSaves(t, 1)
-	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
-	rest, err := io.ReadAll(d.stdout)
-	require.NoError(t, err)
-	err = d.cmd.Wait()
-	require.NoError(t, err, "stderr:\n%s", d.stderr.String())
-	t.Logf("daemon after SIGTERM:\n%s", rest)
+	require.NoError(t, d.Signal(syscall.SIGTERM))
+	err := d.Wait()
+	require.NoError(t, err, "stderr:\n%s", d.Stderr())
+	var rest []string
+	for line, ok := d.Next(t); ok; line, ok = d.Next(t) {
+		rest = append(rest, line)
+	}
+	t.Logf("daemon after SIGTERM:\n%s", strings.Join(rest, "\n"))
 
-	m := regexp.MustCompile(`(?m)^stopped at beat (\d+)$`).FindSubmatch(rest)
+	m := regexp.MustCompile(`(?m)^stopped at beat (\d+)$`).FindStringSubmatch(strings.Join(rest, "\n"))
 	require.NotNil(t, m, "the daemon did not report its stop")
-	beat, err := strconv.ParseInt(string(m[1]), 10, 64)
+	beat, err := strconv.ParseInt(m[1], 10, 64)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, beat, lastSaved)
 

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,72 +14,58 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/gocheckpoint/checkpoint/s3store"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
 )
 
-// The test runs the workers as child processes of its own binary.
-const childEnv = "WORKERS_EXAMPLE_CHILD"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		main()
-		os.Exit(0)
-	}
+	killtest.Dispatch()
 	os.Exit(m.Run())
 }
 
+// workerRole runs the example's main with Args as its arguments: the test
+// runs the workers as child processes of its own binary.
+var workerRole = killtest.Register("worker", func(c *killtest.Child) int {
+	os.Args = append(os.Args[:1], c.Args...)
+	main()
+	return 0
+})
+
 // worker is a worker process and the lines it prints.
 type worker struct {
-	cmd   *exec.Cmd
-	lines chan string // closed at the end of its output
+	*killtest.Proc
 }
 
 func startWorker(t *testing.T, srv *s3test.Server, args ...string) *worker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
+	p := workerRole.Command(t, args...)
 	none := filepath.Join(t.TempDir(), "none")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AWS_") {
-			cmd.Env = append(cmd.Env, kv)
+			p.Cmd.Env = append(p.Cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, srv.Env()...)
-	cmd.Env = append(cmd.Env, childEnv+"=1", "AWS_CONFIG_FILE="+none, "AWS_SHARED_CREDENTIALS_FILE="+none)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	w := &worker{cmd: cmd, lines: make(chan string, 1000)}
-	go func() {
-		defer close(w.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			w.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return w
+	p.Cmd.Env = append(p.Cmd.Env, srv.Env()...)
+	p.Cmd.Env = append(p.Cmd.Env, "AWS_CONFIG_FILE="+none, "AWS_SHARED_CREDENTIALS_FILE="+none)
+	p.Timeout = 2 * time.Minute // a failure, not a synchronisation
+	p.Start(t)
+	return &worker{p}
 }
 
 // await returns the first line of w that matches re, and the lines before.
 func (w *worker) await(t *testing.T, re *regexp.Regexp) (match []string, before []string) {
 	t.Helper()
-	timeout := time.After(2 * time.Minute) // a failure, not a synchronisation
 	for {
-		select {
-		case line, ok := <-w.lines:
-			if !ok {
-				t.Fatalf("the worker ended without printing a line that matches %s; it printed:\n%s", re, strings.Join(before, "\n"))
-			}
-			t.Log(line)
-			if m := re.FindStringSubmatch(line); m != nil {
-				return m, before
-			}
-			before = append(before, line)
-		case <-timeout:
-			t.Fatalf("no line matching %s; the worker printed:\n%s", re, strings.Join(before, "\n"))
+		line, ok := w.Next(t)
+		if !ok {
+			t.Fatalf("the worker ended without printing a line that matches %s; it printed:\n%s", re, strings.Join(before, "\n"))
 		}
+		t.Log(line)
+		if m := re.FindStringSubmatch(line); m != nil {
+			return m, before
+		}
+		before = append(before, line)
 	}
 }
 
@@ -100,9 +84,9 @@ func TestSecondWorkerTakesOverTheRunOfAKilledOne(t *testing.T) {
 	b := startWorker(t, srv, args("B")...)
 	b.await(t, regexp.MustCompile(`^worker B: waiting: another worker has the run \(.*locked.*\)$`))
 
-	require.NoError(t, a.cmd.Process.Kill()) // kill -9 mid-run
+	a.Kill(t) // kill -9 mid-run
 	lastA := int64(3)
-	for line := range a.lines {
+	for line, ok := a.Next(t); ok; line, ok = a.Next(t) {
 		if m := saved.FindStringSubmatch(line); m != nil {
 			lastA, _ = strconv.ParseInt(m[1], 10, 64)
 		}
@@ -113,7 +97,7 @@ func TestSecondWorkerTakesOverTheRunOfAKilledOne(t *testing.T) {
 	resumed, _ := strconv.ParseInt(m[1], 10, 64)
 	require.GreaterOrEqual(t, resumed, lastA, "B resumed before A's last acknowledged save")
 	b.await(t, regexp.MustCompile(fmt.Sprintf(`^worker B: finished the run: step %d, `, steps)))
-	require.NoError(t, b.cmd.Wait())
+	require.NoError(t, b.Wait())
 
 	// The run in the bucket: final, every step counted once, both workers
 	// in it, and every checkpoint loads.
