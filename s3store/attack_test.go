@@ -235,7 +235,7 @@ func TestServerKilledMidSaveFailsClearlyAndARestartRecovers(t *testing.T) {
 	infos, err := r.List(ctx)
 	require.NoError(t, err)
 	for _, in := range infos {
-		_, _, err := r.LoadInfo(ctx, in)
+		_, _, err := r.LoadExact(ctx, in)
 		require.NoError(t, err, "step %d", in.Step)
 	}
 	_, info, err := r.Latest(ctx)
@@ -437,7 +437,7 @@ func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
 	}
 	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
-	w, err := checkpoint.OpenBackend[state](b, checkpoint.WithRolling(), checkpoint.Every(10))
+	w, err := checkpoint.OpenBackend[state](b, checkpoint.WithRolling(), checkpoint.SaveEvery(10))
 	require.NoError(t, err, "the takeover")
 	_, err = w.Save(ctx, 1, state{Step: 1})
 	require.NoError(t, err, "a save")

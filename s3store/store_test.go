@@ -36,7 +36,7 @@ func TestStoreOnS3SavesLoadsAndIsSingleWriter(t *testing.T) {
 	ctx := context.Background()
 	s, err := openStore(t, f, "run", checkpoint.KeepLast(3))
 	require.NoError(t, err)
-	require.Equal(t, "s3://"+f.bucket+"/run/", s.Dir())
+	require.Equal(t, "s3://"+f.bucket+"/run/", s.Location())
 	f.count.take()
 	for step := int64(1); step <= 5; step++ {
 		_, err := s.Save(ctx, step, state{Writer: "a", Step: step})
@@ -115,7 +115,7 @@ func TestStoreKeepsItsPromisesUnderAPrefixOfAnyCharacters(t *testing.T) {
 			ctx := context.Background()
 			s, err := openStore(t, f, prefix, checkpoint.KeepLast(2))
 			require.NoError(t, err)
-			require.Equal(t, "s3://"+f.bucket+"/"+prefix+"/", s.Dir())
+			require.Equal(t, "s3://"+f.bucket+"/"+prefix+"/", s.Location())
 			for step := int64(1); step <= 3; step++ {
 				_, err := s.Save(ctx, step, state{Step: step})
 				require.NoError(t, err)
@@ -155,7 +155,7 @@ func TestStoreKeepsItsPromisesUnderAPrefixOfAnyCharacters(t *testing.T) {
 			defer root.Close()
 			sess, err := root.New(ctx, nil)
 			require.NoError(t, err)
-			st, err := checkpoint.OpenSession[state](root, sess.ID)
+			st, err := checkpoint.OpenSessionStore[state](root, sess.ID)
 			require.NoError(t, err)
 			for step := int64(1); step <= 2; step++ {
 				_, err := st.Save(ctx, step, state{Step: step})
@@ -196,7 +196,7 @@ func TestFirstWritesAfterOpenDoNotOverwriteAnotherProgramsObjects(t *testing.T) 
 	}
 	put("run/kept.json", `"before Open"`)
 	put("run/result.json", `"before Open"`)
-	s, err := openStore(t, f, "run", checkpoint.Every(10), checkpoint.WithRolling())
+	s, err := openStore(t, f, "run", checkpoint.SaveEvery(10), checkpoint.WithRolling())
 	require.NoError(t, err)
 	defer s.Close()
 	put("run/step_last.json", `"another program's"`)

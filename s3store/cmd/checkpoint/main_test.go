@@ -101,7 +101,7 @@ func TestCommandsReadAStoreInS3(t *testing.T) {
 	var infos []checkpoint.Info
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 3)
-	require.Equal(t, loc+"/turn_002.json", infos[1].Path)
+	require.Equal(t, loc+"/turn_002.json", infos[1].Location)
 
 	r = run(t, "show", loc, "latest", "--state")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -204,7 +204,7 @@ func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
 	defer root.Close()
 	s, err := root.New(ctx, map[string]string{"players": "3"})
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[game](root, s.ID)
+	st, err := checkpoint.OpenSessionStore[game](root, s.ID)
 	require.NoError(t, err)
 	for turn := 1; turn <= 2; turn++ {
 		_, err := st.Save(ctx, int64(turn), game{Turn: turn})

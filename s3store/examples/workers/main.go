@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		say("the run is finished already (step %d, total %d)", r.Step, r.Total)
 		return nil
 	default:
-		say("has the run: resuming after step %d (%s)", r.Step, info.Path)
+		say("has the run: resuming after step %d (%s)", r.Step, info.Location)
 	}
 
 	for r.Step < *steps {

@@ -118,7 +118,7 @@ func TestSecondWorkerTakesOverTheRunOfAKilledOne(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, infos)
 	for _, info := range infos {
-		_, _, err := st.LoadInfo(ctx, info)
-		require.NoError(t, err, info.Path)
+		_, _, err := st.LoadExact(ctx, info)
+		require.NoError(t, err, info.Location)
 	}
 }
