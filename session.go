@@ -66,6 +66,10 @@ type Sessions struct {
 	// metaMu serializes this Sessions' SetMeta calls, which would
 	// otherwise conflict with each other (see setMetaAttempts).
 	metaMu sync.Mutex
+	// clockMu guards newest, the latest activity time this Sessions has
+	// read or stamped (see now).
+	clockMu sync.Mutex
+	newest  time.Time
 }
 
 // Session describes one session of a root.
@@ -491,13 +495,37 @@ func (r *Sessions) writable(ctx context.Context, id string) error {
 }
 
 // now returns the current time, never before not (a clock that stepped back
-// must not make a session look younger than its creation).
+// must not make a session look younger than its creation), and after every
+// activity time this Sessions has read or stamped (see observe), unless
+// that is more than maxClockLead ahead: on a coarse clock (Windows ticks
+// every 0.5 to 15.6 ms) a SetMeta in the tick of another session's last
+// save must still make its session the most recently active.
 func (r *Sessions) now(not time.Time) time.Time {
 	t := r.cfg.now().UTC()
 	if t.Before(not) {
-		return not
+		t = not
+	}
+	r.clockMu.Lock()
+	defer r.clockMu.Unlock()
+	if !t.After(r.newest) && r.newest.Sub(t) <= maxClockLead {
+		t = r.newest.Add(time.Nanosecond)
+	}
+	if t.After(r.newest) {
+		r.newest = t
 	}
 	return t
+}
+
+// observe records t, an activity time read from the root (see now).
+func (r *Sessions) observe(t time.Time) {
+	if t.After(timeMax) {
+		return
+	}
+	r.clockMu.Lock()
+	if t.After(r.newest) {
+		r.newest = t
+	}
+	r.clockMu.Unlock()
 }
 
 // setMeta fills in what session.json says of the session.

@@ -218,6 +218,7 @@ func (r *Sessions) describe(ctx context.Context, id string) (Session, bool) {
 		return s, true
 	}
 	s.setCheckpoints(infos)
+	r.observe(s.Active())
 	return s, true
 }
 
