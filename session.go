@@ -67,7 +67,7 @@ type Sessions struct {
 	// otherwise conflict with each other (see setMetaAttempts).
 	metaMu sync.Mutex
 	// clockMu guards newest, the latest activity time this Sessions has
-	// read or stamped (see now).
+	// read (see now).
 	clockMu sync.Mutex
 	newest  time.Time
 }
@@ -496,7 +496,7 @@ func (r *Sessions) writable(ctx context.Context, id string) error {
 
 // now returns the current time, never before not (a clock that stepped back
 // must not make a session look younger than its creation), and after every
-// activity time this Sessions has read or stamped (see observe), unless
+// activity time this Sessions has read (see observe), unless
 // that is more than maxClockLead ahead: on a coarse clock (Windows ticks
 // every 0.5 to 15.6 ms) a SetMeta in the tick of another session's last
 // save must still make its session the most recently active.
@@ -509,9 +509,6 @@ func (r *Sessions) now(not time.Time) time.Time {
 	defer r.clockMu.Unlock()
 	if !t.After(r.newest) && r.newest.Sub(t) <= maxClockLead {
 		t = r.newest.Add(time.Nanosecond)
-	}
-	if t.After(r.newest) {
-		r.newest = t
 	}
 	return t
 }
