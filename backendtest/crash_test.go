@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // The power-cut tests run a small scenario of a store's calls on a Mem
@@ -288,9 +290,19 @@ func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *
 	return violations
 }
 
-func runStore(sc storeScenario) func(m *backendtest.Mem) (*ledger, error) {
+// runStore runs sc on a store on m, through wrap if it is not nil.
+func runStore(sc storeScenario, wrap func(checkpoint.Backend) checkpoint.Backend) func(m *backendtest.Mem) (*ledger, error) {
 	return func(m *backendtest.Mem) (*ledger, error) {
 		r := &cutRun{ctx: context.Background(), m: m, opts: sc.opts, l: &ledger{}}
+		if wrap != nil {
+			r.openStore = func() (*checkpoint.Store[cutState], error) {
+				b, err := m.Open()
+				if err != nil {
+					return nil, err
+				}
+				return checkpoint.OpenBackend[cutState](wrap(b), sc.opts...)
+			}
+		}
 		err := sc.run(r)
 		if r.st != nil {
 			r.st.Close() // after a cut: the process is gone, and so is what Close would do
@@ -300,7 +312,14 @@ func runStore(sc storeScenario) func(m *backendtest.Mem) (*ledger, error) {
 }
 
 func storeCuts(t *testing.T, sc storeScenario, newMem func() *backendtest.Mem) []string {
-	return powerCuts(t, newMem, runStore(sc), func(clone *backendtest.Mem, l *ledger) []string {
+	return storeCutsThrough(t, sc, newMem, nil)
+}
+
+// storeCutsThrough is storeCuts with the store of the scenario on wrap(a
+// backend of the Mem); the checks read what the cut leaves through a
+// store on the Mem's own backend.
+func storeCutsThrough(t *testing.T, sc storeScenario, newMem func() *backendtest.Mem, wrap func(checkpoint.Backend) checkpoint.Backend) []string {
+	return powerCuts(t, newMem, runStore(sc, wrap), func(clone *backendtest.Mem, l *ledger) []string {
 		b, err := clone.Open()
 		if err != nil {
 			return []string{fmt.Sprintf("open the clone: %v", err)}
@@ -312,15 +331,20 @@ func storeCuts(t *testing.T, sc storeScenario, newMem func() *backendtest.Mem) [
 // Every promise a store made before a power cut holds on what the cut
 // leaves, wherever it falls: in saves, retention, rolling writes, side
 // files, truncation and error checkpoints.
+// Each scenario runs on both flavours of Mem: object storage, and a local
+// directory, on which the store skips syncs (storage.Unsynced) and takes
+// the paths of a Local backend.
 func TestPowerCutKeepsStorePromises(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			t.Parallel()
-			for _, v := range storeCuts(t, sc, func() *backendtest.Mem { return backendtest.NewMem() }) {
-				t.Error(v)
-			}
-		})
+	for _, f := range memFlavours {
+		for _, sc := range storeScenarios {
+			t.Run(f.name+"/"+sc.name, func(t *testing.T) {
+				t.Parallel()
+				for _, v := range storeCuts(t, sc, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }) {
+					t.Error(v)
+				}
+			})
+		}
 	}
 }
 
@@ -572,6 +596,42 @@ func TestPowerCutCatchesAMissingSync(t *testing.T) {
 			violations := storeCuts(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMemLosing(c.op) })
 			if len(violations) == 0 {
 				t.Fatalf("no violation found on a Mem whose %s never syncs", c.op)
+			}
+			t.Logf("%d violations, the first: %s", len(violations), violations[0])
+		})
+	}
+}
+
+// unsyncedAlways is a local backend whose Remove and Replace are its
+// RemoveUnsynced and ReplaceUnsynced: a store that takes an unsynced
+// change for a durable one.
+type unsyncedAlways struct{ storage.Unsynced }
+
+func (u unsyncedAlways) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	return u.RemoveUnsynced(ctx, names...)
+}
+
+// Replace ignores ifVersion: the scenarios it runs in make no conflict.
+func (u unsyncedAlways) Replace(ctx context.Context, name, _ string, write func(io.Writer) error) (checkpoint.Object, error) {
+	return u.ReplaceUnsynced(ctx, name, write)
+}
+
+func (u unsyncedAlways) Unwrap() checkpoint.Backend { return u.Unsynced }
+
+// The crash model makes an unsynced change durable only when a later
+// synced call syncs its directory: a store that relied on a truncation's
+// removals, or a side file's replacement, being durable when they return
+// unsynced is caught by a cut before that call.
+func TestPowerCutCatchesAStoreTrustingUnsyncedChanges(t *testing.T) {
+	t.Parallel()
+	for _, scenario := range []string{"Truncation", "SideFiles"} {
+		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
+			i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == scenario })
+			wrap := func(b checkpoint.Backend) checkpoint.Backend { return unsyncedAlways{b.(storage.Unsynced)} }
+			violations := storeCutsThrough(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMem(backendtest.MemLocal()) }, wrap)
+			if len(violations) == 0 {
+				t.Fatal("no violation found of a store whose removals and replacements are all unsynced")
 			}
 			t.Logf("%d violations, the first: %s", len(violations), violations[0])
 		})

@@ -75,12 +75,13 @@ type memObject struct {
 // (a Rename, which puts the object at its new name and then removes the
 // old): such a change survives only if the one before it did.
 type memChange struct {
-	op      int
-	ordered bool
-	dir     string // the prefix of the store whose directory holds the entry
-	key     string
-	obj     memObject
-	gone    bool
+	op       int
+	ordered  bool
+	unsynced bool   // made by a call of storage.Unsynced: a sync of dir makes it durable
+	dir      string // the prefix of the store whose directory holds the entry
+	key      string
+	obj      memObject
+	gone     bool
 }
 
 // memOp is a kind of mutating call.
@@ -136,8 +137,8 @@ func MemNoSync() MemOption {
 // (LockState), and implement storage.Unsynced. Each store (the root and
 // each child) is a directory, and a call that makes its change durable
 // syncs its store's directory (Sub with create, its parent's): that makes
-// durable every earlier change of an entry of that directory that was
-// not, as a directory's fsync does. A ReplaceUnsynced or RemoveUnsynced
+// durable every earlier change an Unsynced call made of an entry of that
+// directory, as a directory's fsync does. A ReplaceUnsynced or RemoveUnsynced
 // makes nothing durable: its change survives a power cut if a later
 // durable call of its directory synced it, and otherwise only as a change
 // that was not made durable does (see CrashCloneConfig), whole or not at
@@ -293,7 +294,7 @@ func (m *Mem) change(op memOp, dir string, changes ...memChange) error {
 		m.syncDir(dir)
 	}
 	for _, ch := range changes {
-		ch.op, ch.ordered, ch.dir = n, op.ordered, dir
+		ch.op, ch.ordered, ch.unsynced, ch.dir = n, op.ordered, op.unsynced, dir
 		if ch.gone {
 			delete(m.live, ch.key)
 		} else {
@@ -323,12 +324,14 @@ func (m *Mem) persist(ch memChange) {
 }
 
 // syncDir makes durable every change of an entry of the directory dir
-// that was not, as a directory's fsync does. m.mu is held.
+// that an Unsynced call made, as a directory's fsync does. A change that
+// another call failed to make durable (a mutant's) stays so, as a file
+// whose bytes were never synced does. m.mu is held.
 func (m *Mem) syncDir(dir string) {
 	left := m.pending[:0]
 	for _, ch := range m.pending {
 		switch {
-		case ch.dir != dir:
+		case ch.dir != dir || !ch.unsynced:
 			left = append(left, ch)
 		case ch.op > m.synced[ch.key]:
 			m.persist(ch)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 func memHandle(t *testing.T, m *backendtest.Mem) checkpoint.Backend {
@@ -251,5 +252,94 @@ func TestMemCloseReleasesItsOwnLocks(t *testing.T) {
 	}
 	if _, err := c.Lock(ctx); err != nil {
 		t.Fatalf("Lock after the holder's Close: %v", err)
+	}
+}
+
+// A Mem models object storage by default and a local directory with
+// MemLocal, in every handle and child store: only the latter is Local and
+// has the optional interfaces of a directory.
+func TestMemFlavours(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, local := range []bool{false, true} {
+		var opts []backendtest.MemOption
+		if local {
+			opts = append(opts, backendtest.MemLocal())
+		}
+		root := memHandle(t, backendtest.NewMem(opts...))
+		child, err := root.Sub(ctx, "c", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []checkpoint.Backend{root, child} {
+			_, unsynced := b.(storage.Unsynced)
+			_, temps := b.(storage.TempCleaner)
+			_, prober := b.(storage.LockProber)
+			if got := storage.TraitsOf(b).Local; got != local || unsynced != local || temps != local || prober != local {
+				t.Errorf("MemLocal %v: %s is Local %v, Unsynced %v, TempCleaner %v, LockProber %v; want all %v",
+					local, b.Locate(""), got, unsynced, temps, prober, local)
+			}
+		}
+	}
+}
+
+// On a local Mem, a ReplaceUnsynced or RemoveUnsynced is seen at once and
+// made durable by nothing of its own: a power cut keeps it or not, whole,
+// until a later call that syncs its directory (a durable call of the same
+// store, or a Sub with create in it) makes it durable; a durable call of
+// another directory (a child store) does not.
+func TestMemLocalUnsyncedChangesNeedADirectorySync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	unsynced, synced := []string{"a=a", "b=b"}, []string{"b=b2"} // the root's objects
+	for _, c := range []struct {
+		name    string
+		sync    func(root, child checkpoint.Backend) error
+		durable []string // what a power cut keeps of the root's objects
+		all     []string // what it keeps with every change that was not durable
+	}{
+		{"Nothing", func(root, child checkpoint.Backend) error { return nil }, unsynced, synced},
+		{"ChildWrite", func(root, child checkpoint.Backend) error { return memPut(child, "x", "x2") }, unsynced, synced},
+		{"Create", func(root, child checkpoint.Backend) error {
+			_, err := root.Create(ctx, "n", func(w io.Writer) error { _, err := io.WriteString(w, "n"); return err })
+			return err
+		}, []string{"b=b2", "n=n"}, []string{"b=b2", "n=n"}},
+		{"Remove", func(root, child checkpoint.Backend) error { _, err := root.Remove(ctx); return err }, synced, synced},
+		{"SubCreate", func(root, child checkpoint.Backend) error { _, err := root.Sub(ctx, "d", true); return err }, synced, synced},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := backendtest.NewMem(backendtest.MemLocal())
+			root := memHandle(t, m)
+			child, err := root.Sub(ctx, "c", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(memPut(root, "a", "a"), memPut(root, "b", "b"), memPut(child, "x", "x")); err != nil {
+				t.Fatal(err)
+			}
+			u := root.(storage.Unsynced)
+			if gone, err := u.RemoveUnsynced(ctx, "a"); err != nil || !gone[0] {
+				t.Fatalf("RemoveUnsynced: %v, %v", gone, err)
+			}
+			if _, err := u.ReplaceUnsynced(ctx, "b", func(w io.Writer) error { _, err := io.WriteString(w, "b2"); return err }); err != nil {
+				t.Fatal(err)
+			}
+			rootOnly := func(list []string) []string {
+				return slices.DeleteFunc(list, func(s string) bool { return strings.Contains(s, "/") })
+			}
+			if got := rootOnly(memContents(t, root)); !slices.Equal(got, synced) {
+				t.Fatalf("the unsynced changes are not seen at once: %q; want %q", got, synced)
+			}
+			if err := c.sync(root, child); err != nil {
+				t.Fatal(err)
+			}
+			if got := rootOnly(crashContents(t, m, 0)); !slices.Equal(got, c.durable) {
+				t.Errorf("durable only: %q; want %q", got, c.durable)
+			}
+			if got := rootOnly(crashContents(t, m, 100)); !slices.Equal(got, c.all) {
+				t.Errorf("every change kept: %q; want %q", got, c.all)
+			}
+		})
 	}
 }
