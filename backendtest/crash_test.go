@@ -186,6 +186,8 @@ type storeScenario struct {
 	opts  []checkpoint.Option
 	rules rules
 	run   func(r *cutRun) error
+	// images are crash images to check besides cloneConfigs'.
+	images []backendtest.CrashCloneConfig
 }
 
 var storeScenarios = []storeScenario{
@@ -262,9 +264,10 @@ func cloneConfigs(cut int) []backendtest.CrashCloneConfig {
 }
 
 // powerCuts runs sc with the power cut at each of its mutating calls and
-// after its end, checks each crash image with check, and returns the
-// violations found. newMem makes the Mem of each run.
-func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *backendtest.Mem) (L, error), check func(clone *backendtest.Mem, l L) []string) []string {
+// after its end, checks each crash image (cloneConfigs' and extra) with
+// check, and returns the violations found. newMem makes the Mem of each
+// run.
+func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *backendtest.Mem) (L, error), check func(clone *backendtest.Mem, l L) []string, extra ...backendtest.CrashCloneConfig) []string {
 	t.Helper()
 	m := newMem()
 	if _, err := run(m); err != nil {
@@ -274,7 +277,7 @@ func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *
 	if n == 0 {
 		t.Fatal("the scenario makes no mutating call")
 	}
-	t.Logf("%d mutating calls: %d power cuts, %d crash images each", n, n+1, len(cloneConfigs(0)))
+	t.Logf("%d mutating calls: %d power cuts, %d crash images each", n, n+1, len(cloneConfigs(0))+len(extra))
 	var violations []string
 	for cut := 1; cut <= n+1; cut++ {
 		m := newMem()
@@ -284,9 +287,9 @@ func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *
 			violations = append(violations, fmt.Sprintf("cut at call %d of %d: the scenario failed before the cut: %v", cut, n, err))
 			continue
 		}
-		for _, cfg := range cloneConfigs(cut) {
+		for _, cfg := range append(cloneConfigs(cut), extra...) {
 			for _, v := range check(m.CrashClone(cfg), l) {
-				violations = append(violations, fmt.Sprintf("cut at call %d of %d, %d%% of unsynced changes kept: %s", cut, n, cfg.UnsyncedPercent, v))
+				violations = append(violations, fmt.Sprintf("cut at call %d of %d, %d%% of unsynced changes kept (torn: %v): %s", cut, n, cfg.UnsyncedPercent, cfg.TearUnsynced, v))
 			}
 		}
 	}
@@ -328,7 +331,7 @@ func storeCutsThrough(t *testing.T, sc storeScenario, newMem func() *backendtest
 			return []string{fmt.Sprintf("open the clone: %v", err)}
 		}
 		return checkStore(b, sc.opts, sc.rules, l)
-	})
+	}, sc.images...)
 }
 
 // Every promise a store made before a power cut holds on what the cut
@@ -660,7 +663,8 @@ const indexSteps = 260
 // only checkpoints that load as what they are, and the truncated steps'
 // new saves. The store starts with indexSteps checkpoints, lists them
 // (writing the index), truncates the last two, saves one of them again
-// and closes (writing the index again).
+// and closes (writing the index again). The index survives whole, or torn
+// as the directory may leave it (TearUnsynced).
 func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -681,7 +685,8 @@ func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	sc := storeScenario{name: "Index", rules: rules{loadFrom: indexSteps - 3}, run: func(r *cutRun) error {
+	torn := []backendtest.CrashCloneConfig{{UnsyncedPercent: 0, TearUnsynced: true}, {UnsyncedPercent: 100, TearUnsynced: true}}
+	sc := storeScenario{name: "Index", rules: rules{loadFrom: indexSteps - 3}, images: torn, run: func(r *cutRun) error {
 		for step := int64(1); step <= indexSteps; step++ {
 			r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
 		}

@@ -65,6 +65,7 @@ type memObject struct {
 	data    []byte // never written to once stored
 	version string
 	mod     time.Time
+	bare    bool // written by ReplaceUnsynced: its bytes were never synced (see TearUnsynced)
 }
 
 // memChange is one change that was not made durable: of the object
@@ -231,6 +232,16 @@ type CrashCloneConfig struct {
 	// Rand draws which changes survive; it must be set if UnsyncedPercent
 	// is strictly between 0 and 100.
 	Rand *rand.Rand
+	// TearUnsynced makes the clone hold, of each object that a
+	// ReplaceUnsynced wrote and that survives the crash, only the first
+	// half of its bytes, under a new Version: the local directory's
+	// ReplaceUnsynced syncs neither the file nor the directory, and a
+	// later sync of the directory persists the file's entry, not its
+	// bytes, which a power cut may leave empty or torn. (The
+	// storage.Unsynced contract promises the old object or the new one;
+	// a store that relies on no more than the directory keeps passes
+	// with TearUnsynced too.)
+	TearUnsynced bool
 }
 
 // CrashClone returns a new Mem holding what a power cut at this instant
@@ -270,6 +281,10 @@ func (m *Mem) CrashClone(cfg CrashCloneConfig) *Mem {
 		}
 	}
 	for k, o := range c.live {
+		if cfg.TearUnsynced && o.bare {
+			o = c.newObject(o.data[:len(o.data)/2])
+			c.live[k] = o
+		}
 		c.durable[k] = o
 	}
 	return c

@@ -115,6 +115,7 @@ func (b *memBackend) publish(ctx context.Context, op memOp, name string, write f
 		return checkpoint.Object{}, b.fail(op.name, name, refused)
 	}
 	o := m.newObject(data)
+	o.bare = op.unsynced
 	if err := m.change(op, b.prefix, memChange{key: key, obj: o}); err != nil {
 		return checkpoint.Object{}, b.fail(op.name, name, err)
 	}

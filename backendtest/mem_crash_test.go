@@ -343,3 +343,44 @@ func TestMemLocalUnsyncedChangesNeedADirectorySync(t *testing.T) {
 		})
 	}
 }
+
+// With TearUnsynced, an object a ReplaceUnsynced wrote that survives a
+// crash holds the first half of its bytes, under a new Version, whether a
+// directory sync or chance kept it; an object a durable call wrote is
+// whole.
+func TestMemCrashCloneTearsUnsyncedBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemLocal())
+	b := memHandle(t, m)
+	if err := errors.Join(memPut(b, "a", "aaaa"), memPut(b, "b", "bbbb")); err != nil {
+		t.Fatal(err)
+	}
+	written, err := b.(storage.Unsynced).ReplaceUnsynced(ctx, "a", func(w io.Writer) error { _, err := io.WriteString(w, "AAAAAA"); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := func(percent int) (checkpoint.Backend, []string) {
+		clone := memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: percent, TearUnsynced: true}))
+		return clone, memContents(t, clone)
+	}
+	if _, got := torn(0); !slices.Equal(got, []string{"a=aaaa", "b=bbbb"}) {
+		t.Errorf("lost unsynced write, torn: %q; want the old a", got)
+	}
+	clone, got := torn(100)
+	if !slices.Equal(got, []string{"a=AAA", "b=bbbb"}) {
+		t.Errorf("kept unsynced write, torn: %q; want its first half", got)
+	}
+	if o, err := clone.Stat(ctx, "a"); err != nil || o.Version == written.Version {
+		t.Errorf("a torn object has the Version of the whole one (%v, %v)", o, err)
+	}
+	if err := memPut(b, "c", "c"); err != nil { // syncs the directory
+		t.Fatal(err)
+	}
+	if _, got := torn(0); !slices.Equal(got, []string{"a=AAA", "b=bbbb", "c=c"}) {
+		t.Errorf("synced entry of an unsynced write, torn: %q; want its first half", got)
+	}
+	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a=AAAAAA", "b=bbbb", "c=c"}) {
+		t.Errorf("synced entry of an unsynced write, not torn: %q; want it whole", got)
+	}
+}
