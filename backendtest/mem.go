@@ -29,8 +29,9 @@ var ErrPowerCut = errors.New("backendtest: power cut")
 // interface, make each change durable on its own, and their List tells
 // each object's Size and Version. With MemLocal, a local directory: its
 // backends claim Traits{Local: true}, implement storage.Unsynced,
-// storage.TempCleaner and storage.LockProber, List names only, and a
-// change made durable syncs its directory (see MemLocal).
+// storage.TempCleaner, storage.LockProber, checkpoint.Linker and
+// checkpoint.ChildRemover, List names only, and a change made durable
+// syncs its directory (see MemLocal).
 //
 // A Mem is safe for concurrent use. Its Open is an Opener: every backend it
 // returns is a handle of its own on the same objects, child stores and
@@ -93,14 +94,16 @@ type memOp struct {
 }
 
 var (
-	opCreate   = memOp{name: "create"}
-	opReplace  = memOp{name: "replace"}
-	opRemove   = memOp{name: "remove"}
-	opRename   = memOp{name: "rename", ordered: true}
-	opSub      = memOp{name: "sub"}
-	opRefused  = memOp{unsynced: true} // a refused call syncs nothing
-	opReplaceU = memOp{name: "replace", unsynced: true}
-	opRemoveU  = memOp{name: "remove", unsynced: true}
+	opCreate      = memOp{name: "create"}
+	opReplace     = memOp{name: "replace"}
+	opRemove      = memOp{name: "remove"}
+	opRename      = memOp{name: "rename", ordered: true}
+	opSub         = memOp{name: "sub"}
+	opLink        = memOp{name: "link"}
+	opRemoveChild = memOp{name: "remove child"}
+	opRefused     = memOp{unsynced: true} // a refused call syncs nothing
+	opReplaceU    = memOp{name: "replace", unsynced: true}
+	opRemoveU     = memOp{name: "remove", unsynced: true}
 )
 
 // memLock is a lock held by the handle conn.
@@ -133,17 +136,20 @@ func MemNoSync() MemOption {
 
 // MemLocal makes the Mem model a local directory, as checkpoint.OpenDir's
 // backend is one: its backends claim storage.Traits{Local: true}, List
-// names only (Size -1, Version ""), remove no temporary object (RemoveTemps
-// finds none: a Mem writes none), tell whether the lock is held
-// (LockState), and implement storage.Unsynced. Each store (the root and
-// each child) is a directory, and a call that makes its change durable
-// syncs its store's directory (Sub with create, its parent's): that makes
-// durable every earlier change an Unsynced call made of an entry of that
-// directory, as a directory's fsync does. A ReplaceUnsynced or RemoveUnsynced
-// makes nothing durable: its change survives a power cut if a later
-// durable call of its directory synced it, and otherwise only as a change
-// that was not made durable does (see CrashCloneConfig), whole or not at
-// all.
+// names only (Size -1, Version ""), remove no temporary object
+// (RemoveTemps finds none: a Mem writes none), tell whether the lock is
+// held (LockState), link objects between sibling child stores durably
+// (checkpoint.Linker), remove an empty child store durably
+// (checkpoint.ChildRemover), and implement storage.Unsynced.
+//
+// Each store (the root and each child) is a directory, and a call that
+// makes its change durable syncs its store's directory (Sub with create,
+// its parent's): that makes durable every earlier change an Unsynced call
+// made of an entry of that directory, as a directory's fsync does. A
+// ReplaceUnsynced or RemoveUnsynced makes nothing durable: its change
+// survives a power cut if a later durable call of its directory synced
+// it, and otherwise only as a change that was not made durable does (see
+// CrashCloneConfig), whole or not at all (or torn, see TearUnsynced).
 func MemLocal() MemOption {
 	return memOptionFunc(func(c *memConfig) { c.local = true })
 }

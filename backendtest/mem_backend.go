@@ -530,3 +530,85 @@ func (l memLocal) LockState(ctx context.Context) (storage.LockState, int) {
 	}
 	return storage.LockNotSeen, 0
 }
+
+// Link puts the object name of src, another child store of l's parent,
+// under the same name in l, sharing its bytes and Version, as a hard link
+// does (see checkpoint.Linker); it is durable when it returns, as the
+// directory syncs itself after the link.
+func (l memLocal) Link(ctx context.Context, src checkpoint.Backend, name string) (checkpoint.Object, error) {
+	m := l.m
+	if err := m.checkName(name); err != nil {
+		return checkpoint.Object{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return checkpoint.Object{}, l.fail("link", name, err)
+	}
+	s, ok := src.(memLocal)
+	if !ok || s.m != m || l.prefix == "" || s.prefix == "" || parentOf(s.prefix) != parentOf(l.prefix) {
+		return checkpoint.Object{}, l.fail("link", name, fmt.Errorf("%w: not a child of the same store", errors.ErrUnsupported))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, found := m.live[s.prefix+name]
+	_, taken := m.live[l.prefix+name]
+	if !found || taken {
+		if err := m.count(); err != nil {
+			return checkpoint.Object{}, l.fail("link", name, err)
+		}
+		if !found {
+			return checkpoint.Object{}, s.fail("link", name, fs.ErrNotExist)
+		}
+		return checkpoint.Object{}, l.fail("link", name, checkpoint.ErrExists)
+	}
+	if err := m.change(opLink, l.prefix, memChange{key: l.prefix + name, obj: o}); err != nil {
+		return checkpoint.Object{}, l.fail("link", name, err)
+	}
+	return o.describe(name), nil
+}
+
+// parentOf returns the prefix of the store whose child the store of
+// prefix is.
+func parentOf(prefix string) string {
+	i := strings.LastIndexByte(strings.TrimSuffix(prefix, "/"), '/')
+	return prefix[:i+1]
+}
+
+// RemoveChild removes the child store name if it holds nothing, durably
+// (see checkpoint.ChildRemover): a child made by Sub with create.
+func (l memLocal) RemoveChild(ctx context.Context, name string) error {
+	m := l.m
+	if err := m.checkName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return l.fail("remove child", name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prefix := l.prefix + name + "/"
+	_, isObject := m.live[l.prefix+name]
+	holds := false
+	for key := range m.live {
+		if key != prefix && strings.HasPrefix(key, prefix) {
+			holds = true
+			break
+		}
+	}
+	if isObject || holds {
+		if err := m.count(); err != nil {
+			return l.fail("remove child", name, err)
+		}
+		if isObject {
+			return l.fail("remove child", name, fmt.Errorf("%w: not a child store", checkpoint.ErrInvalid))
+		}
+		return l.fail("remove child", name, checkpoint.ErrExists)
+	}
+	err := m.count() // no child: nothing to remove nor sync
+	if _, ok := m.live[prefix]; ok {
+		err = m.change(opRemoveChild, l.prefix, memChange{key: prefix, gone: true})
+	}
+	if err != nil {
+		return l.fail("remove child", name, err)
+	}
+	return nil
+}

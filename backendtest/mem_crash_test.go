@@ -257,7 +257,8 @@ func TestMemCloseReleasesItsOwnLocks(t *testing.T) {
 
 // A Mem models object storage by default and a local directory with
 // MemLocal, in every handle and child store: only the latter is Local and
-// has the optional interfaces of a directory.
+// has the optional interfaces of a directory (package storage's, and
+// checkpoint.Linker and checkpoint.ChildRemover).
 func TestMemFlavours(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -275,9 +276,11 @@ func TestMemFlavours(t *testing.T) {
 			_, unsynced := b.(storage.Unsynced)
 			_, temps := b.(storage.TempCleaner)
 			_, prober := b.(storage.LockProber)
-			if got := storage.TraitsOf(b).Local; got != local || unsynced != local || temps != local || prober != local {
-				t.Errorf("MemLocal %v: %s is Local %v, Unsynced %v, TempCleaner %v, LockProber %v; want all %v",
-					local, b.Locate(""), got, unsynced, temps, prober, local)
+			_, linker := b.(checkpoint.Linker)
+			_, remover := b.(checkpoint.ChildRemover)
+			if got := storage.TraitsOf(b).Local; got != local || unsynced != local || temps != local || prober != local || linker != local || remover != local {
+				t.Errorf("MemLocal %v: %s is Local %v, Unsynced %v, TempCleaner %v, LockProber %v, Linker %v, ChildRemover %v; want all %v",
+					local, b.Locate(""), got, unsynced, temps, prober, linker, remover, local)
 			}
 		}
 	}
@@ -382,5 +385,69 @@ func TestMemCrashCloneTearsUnsyncedBytes(t *testing.T) {
 	}
 	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a=AAAAAA", "b=bbbb", "c=c"}) {
 		t.Errorf("synced entry of an unsynced write, not torn: %q; want it whole", got)
+	}
+}
+
+// A local Mem links an object of one child store into a sibling, durably,
+// sharing its bytes, as hard links do, and refuses what the Linker
+// contract refuses; it removes an empty child store durably, and no other.
+func TestMemLocalLinksAndRemovesChildren(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemLocal())
+	root := memHandle(t, m)
+	sub := func(b checkpoint.Backend, name string, create bool) checkpoint.Backend {
+		t.Helper()
+		c, err := b.Sub(ctx, name, create)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, f := sub(root, "a", false), sub(root, "f", false)
+	if err := memPut(a, "x", "x"); err != nil {
+		t.Fatal(err)
+	}
+	link := func(dst, src checkpoint.Backend, name string) error {
+		_, err := dst.(checkpoint.Linker).Link(ctx, src, name)
+		return err
+	}
+	if err := link(f, a, "x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what     string
+		dst, src checkpoint.Backend
+		name     string
+		want     error
+	}{
+		{"an existing name", f, a, "x", checkpoint.ErrExists},
+		{"a missing name", f, a, "y", fs.ErrNotExist},
+		{"from the parent", f, root, "x", errors.ErrUnsupported},
+		{"from a grandchild", f, sub(a, "g", false), "x", errors.ErrUnsupported},
+	} {
+		if err := link(c.dst, c.src, c.name); !errors.Is(err, c.want) {
+			t.Errorf("Link of %s: %v; want %v", c.what, err, c.want)
+		}
+	}
+	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a/", "a/x=x", "f/", "f/x=x"}) {
+		t.Errorf("after a Link, durable only: %q", got)
+	}
+
+	remover := root.(checkpoint.ChildRemover)
+	sub(root, "e", true)
+	if err := memPut(root, "o", "o"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want error
+	}{{"a", checkpoint.ErrExists}, {"o", checkpoint.ErrInvalid}, {"missing", nil}, {"e", nil}} {
+		if err := remover.RemoveChild(ctx, c.name); !errors.Is(err, c.want) {
+			t.Errorf("RemoveChild(%s): %v; want %v", c.name, err, c.want)
+		}
+	}
+	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a/", "a/x=x", "f/", "f/x=x", "o=o"}) {
+		t.Errorf("after RemoveChild, durable only: %q", got)
 	}
 }
