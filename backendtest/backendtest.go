@@ -112,8 +112,11 @@
 //     durable, as the directory's fsync persists every earlier change of
 //     its entries. Until then a power cut keeps it or not, whole: the
 //     Unsynced contract promises the old object or the new one, never a
-//     torn one. Object storage (a Mem without MemLocal) has no directory:
-//     each change is durable on its own, or never.
+//     torn one (CrashCloneConfig.TearUnsynced tears it as the directory
+//     may). A local Mem's write that the power is cut in may also leave
+//     its temporary object, as a directory's temporary file. Object
+//     storage (a Mem without MemLocal) has no directory: each change is
+//     durable on its own, or never.
 //
 // A power-cut test runs a scenario once to count its mutating calls
 // (Mem.Ops), then once for each with Mem.CutPowerAt: what that call

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -369,6 +370,13 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 			bad("close the reopened store: %v", err)
 		}
 	}()
+	// Of the temporary objects a cut write left, the store's Open removes
+	// its own (Sessions removes session.json's, by the directory's names
+	// of them: not a Mem's).
+	left := slices.DeleteFunc(backendtest.MemTemps(b), func(name string) bool { return strings.HasPrefix(name, ".session.json.") })
+	if len(left) > 0 {
+		bad("the reopened store left the temporary objects %q of a cut write", left)
+	}
 	e := expectations(l, ru)
 
 	// Every checkpoint there is one a save made, whole, and not one a

@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -27,4 +28,19 @@ func MemMutant(mutant string) MemOption {
 // RewriteInPlace).
 func MemRewrite(t *testing.T, b checkpoint.Backend, name string, p []byte) {
 	memOf(b).rewrite(name, p)
+}
+
+// MemTemps returns the names of the temporary objects in the store of b, a
+// Mem's backend (see leaveTemps).
+func MemTemps(b checkpoint.Backend) []string {
+	mb := memOf(b)
+	mb.m.mu.Lock()
+	defer mb.m.mu.Unlock()
+	var names []string
+	for key, o := range mb.m.live {
+		if name, ok := strings.CutPrefix(key, mb.prefix); ok && o.tempOf != "" && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+	}
+	return names
 }

@@ -66,7 +66,8 @@ type memObject struct {
 	data    []byte // never written to once stored
 	version string
 	mod     time.Time
-	bare    bool // written by ReplaceUnsynced: its bytes were never synced (see TearUnsynced)
+	bare    bool   // written by ReplaceUnsynced: its bytes were never synced (see TearUnsynced)
+	tempOf  string // for a temporary object a cut write left behind, the name it was to publish
 }
 
 // memChange is one change that was not made durable: of the object
@@ -91,18 +92,19 @@ type memOp struct {
 	name     string // "create", "replace", "remove", "rename" or "sub" (see NewMemLosing); "" for a refused call
 	ordered  bool   // its changes survive a crash only in order (see memChange)
 	unsynced bool   // it makes nothing durable (storage.Unsynced)
+	temp     bool   // on a local Mem, it writes through a temporary object (see leaveTemps)
 }
 
 var (
-	opCreate      = memOp{name: "create"}
-	opReplace     = memOp{name: "replace"}
+	opCreate      = memOp{name: "create", temp: true}
+	opReplace     = memOp{name: "replace", temp: true}
 	opRemove      = memOp{name: "remove"}
 	opRename      = memOp{name: "rename", ordered: true}
 	opSub         = memOp{name: "sub"}
 	opLink        = memOp{name: "link"}
 	opRemoveChild = memOp{name: "remove child"}
 	opRefused     = memOp{unsynced: true} // a refused call syncs nothing
-	opReplaceU    = memOp{name: "replace", unsynced: true}
+	opReplaceU    = memOp{name: "replace", unsynced: true, temp: true}
 	opRemoveU     = memOp{name: "remove", unsynced: true}
 )
 
@@ -136,8 +138,9 @@ func MemNoSync() MemOption {
 
 // MemLocal makes the Mem model a local directory, as checkpoint.OpenDir's
 // backend is one: its backends claim storage.Traits{Local: true}, List
-// names only (Size -1, Version ""), remove no temporary object
-// (RemoveTemps finds none: a Mem writes none), tell whether the lock is
+// names only (Size -1, Version ""), write through temporary objects that
+// a power cut during a Create or a Replace may leave behind and that
+// RemoveTemps removes (storage.TempCleaner), tell whether the lock is
 // held (LockState), link objects between sibling child stores durably
 // (checkpoint.Linker), remove an empty child store durably
 // (checkpoint.ChildRemover), and implement storage.Unsynced.
@@ -328,10 +331,29 @@ func (m *Mem) change(op memOp, dir string, changes ...memChange) error {
 		}
 	}
 	if cutNow {
+		if m.local && op.temp {
+			m.leaveTemps(n, dir, changes)
+		}
 		m.cut = true
 		return ErrPowerCut
 	}
 	return nil
+}
+
+// leaveTemps adds to what a power cut may keep the temporary object of
+// each write of changes, made by the call numbered op, which the cut interrupted before or after its
+// publication, as a directory's temporary file is left when the power is
+// cut between its creation and its rename. A temporary object is told
+// from others by its tempOf, not by its name, as RemoveTemps promises.
+// m.mu is held.
+func (m *Mem) leaveTemps(op int, dir string, changes []memChange) {
+	for _, ch := range changes {
+		final := strings.TrimPrefix(ch.key, dir)
+		obj := ch.obj
+		obj.tempOf = final
+		tmp := fmt.Sprintf(".%s.%d.mem-tmp", final, op) // a name no Create makes by accident
+		m.pending = append(m.pending, memChange{op: op, dir: dir, key: dir + tmp, obj: obj})
+	}
 }
 
 // persist makes ch durable. m.mu is held.

@@ -494,25 +494,40 @@ func (l memLocal) RemoveUnsynced(ctx context.Context, names ...string) ([]bool, 
 	return gone, err
 }
 
-// RemoveTemps finds nothing to remove: a Mem writes no temporary object.
-// It is not a mutating call.
+// RemoveTemps removes the temporary objects a power cut left behind (see
+// MemLocal) whose final name ours accepts, durably. One that finds none
+// is not a mutating call, as it makes none on a directory.
 func (l memLocal) RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, l.fail("remove temps", "", err)
 	}
 	m := l.m
-	if !m.is("remove-temps-takes-dot-objects") {
-		return nil, m.off()
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.cut {
+		return nil, l.fail("remove temps", "", ErrPowerCut)
+	}
 	var removed []string
-	for key := range m.live {
+	var changes []memChange
+	for key, o := range m.live {
 		name, ok := strings.CutPrefix(key, l.prefix)
-		if ok && !strings.Contains(name, "/") && strings.HasPrefix(name, ".") && ours(name[1:], false) {
-			delete(m.live, key)
-			removed = append(removed, name)
+		if !ok || strings.Contains(name, "/") {
+			continue
 		}
+		final := o.tempOf
+		if m.is("remove-temps-takes-dot-objects") && strings.HasPrefix(name, ".") {
+			final = name[1:]
+		}
+		if final != "" && ours(final, false) {
+			removed = append(removed, name)
+			changes = append(changes, memChange{key: key, gone: true})
+		}
+	}
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	if err := m.change(opRemove, l.prefix, changes...); err != nil {
+		return nil, l.fail("remove temps", "", err)
 	}
 	return removed, nil
 }

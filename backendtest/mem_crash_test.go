@@ -451,3 +451,41 @@ func TestMemLocalLinksAndRemovesChildren(t *testing.T) {
 		t.Errorf("after RemoveChild, durable only: %q", got)
 	}
 }
+
+// A write of a local Mem that the power is cut in may leave its temporary
+// object, which RemoveTemps removes if its caller accepts the final name,
+// and no object a write published, whatever its name.
+func TestMemLocalCutWriteLeavesATemp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemLocal())
+	b := memHandle(t, m)
+	if err := memPut(b, ".n.mem-tmp", "not a temp"); err != nil {
+		t.Fatal(err)
+	}
+	m.CutPowerAt(1)
+	if err := memPut(b, "n", "n"); !errors.Is(err, backendtest.ErrPowerCut) {
+		t.Fatalf("the cut write: %v", err)
+	}
+	if got := backendtest.MemTemps(memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{}))); len(got) != 0 {
+		t.Errorf("durable only: temporary objects %q", got)
+	}
+	clone := memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: 100}))
+	temps := backendtest.MemTemps(clone)
+	if len(temps) != 1 {
+		t.Fatalf("every change kept: temporary objects %q; want one", temps)
+	}
+	tc := clone.(storage.TempCleaner)
+	var asked []string
+	removed, err := tc.RemoveTemps(ctx, func(final string, legacy bool) bool { asked = append(asked, final); return false })
+	if err != nil || len(removed) > 0 || !slices.Equal(asked, []string{"n"}) {
+		t.Fatalf("RemoveTemps refusing all: removed %q (%v), asked %q; want nothing removed, asked n", removed, err, asked)
+	}
+	removed, err = tc.RemoveTemps(ctx, func(string, bool) bool { return true })
+	if err != nil || !slices.Equal(removed, temps) {
+		t.Fatalf("RemoveTemps: removed %q (%v); want %q", removed, err, temps)
+	}
+	if got := memContents(t, clone); !slices.Equal(got, []string{".n.mem-tmp=not a temp", "n=n"}) {
+		t.Errorf("after RemoveTemps: %q", got)
+	}
+}
