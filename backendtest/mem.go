@@ -196,11 +196,13 @@ func (m *Mem) Open() (checkpoint.Backend, error) {
 }
 
 // Ops returns how many mutating calls (Create, Replace, Remove, Rename,
-// and Sub with create) the handles of m have made so far that reached the
-// storage: those refused with ErrExists or ErrConflict are counted, those
-// that failed before (an invalid name, a failed write, an ended context)
-// are not. Run a scenario once to count them, then again with CutPowerAt
-// each of 1 to Ops()+1.
+// and Sub with create; of a local Mem also ReplaceUnsynced,
+// RemoveUnsynced, Link, RemoveChild, and a RemoveTemps that finds
+// something to remove) the handles of m have made so far that reached
+// the storage: those refused (ErrExists, ErrConflict, a missing object or
+// child) are counted, those that failed before (an invalid name, a failed
+// write, an ended context) are not. Run a scenario once to count them,
+// then again with CutPowerAt each of 1 to Ops()+1.
 func (m *Mem) Ops() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
