@@ -57,7 +57,7 @@ type memConfig struct {
 	local  bool
 	ttl    time.Duration // the lock is a lease of this ttl (MemLease)
 	lose   string        // the one operation whose change is never made durable (a mutant, see export_test.go)
-	mutant string        // the promise the Mem breaks (a mutant, see export_test.go and mutants.go)
+	mutant string        // the promise the Mem breaks (a mutant: see MemMutant in export_test.go)
 }
 
 func (c memConfig) is(mutant string) bool { return c.mutant == mutant }
