@@ -602,9 +602,10 @@ func (e expected) atOrAfter(st cutState, s saved) bool {
 	return slices.ContainsFunc(e.made[i:], func(m saved) bool { return m.step == s.step && m.is(st) })
 }
 
-// The power-cut test sees a missing sync: on a Mem whose Creates (or
-// Replaces, or Removes) never become durable, a save, a rolling write or
-// a side file that returned nil is lost by a cut after it.
+// The power-cut test sees a missing sync, on both flavours of Mem: on a
+// Mem whose Creates (or Replaces, or Removes) never become durable, a
+// save, a rolling write or a side file that returned nil is lost by a cut
+// after it.
 func TestPowerCutCatchesAMissingSync(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ op, scenario string }{
@@ -613,15 +614,17 @@ func TestPowerCutCatchesAMissingSync(t *testing.T) {
 		{"replace", "SideFiles"},
 		{"remove", "Truncation"},
 	} {
-		t.Run(c.op+"/"+c.scenario, func(t *testing.T) {
-			t.Parallel()
-			i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == c.scenario })
-			violations := storeCuts(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMemLosing(c.op) })
-			if len(violations) == 0 {
-				t.Fatalf("no violation found on a Mem whose %s never syncs", c.op)
-			}
-			t.Logf("%d violations, the first: %s", len(violations), violations[0])
-		})
+		for _, f := range memFlavours {
+			t.Run(f.name+"/"+c.op+"/"+c.scenario, func(t *testing.T) {
+				t.Parallel()
+				i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == c.scenario })
+				violations := storeCuts(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMemLosing(c.op, f.opts...) })
+				if len(violations) == 0 {
+					t.Fatalf("no violation found on a Mem whose %s never syncs", c.op)
+				}
+				t.Logf("%d violations, the first: %s", len(violations), violations[0])
+			})
+		}
 	}
 }
 
