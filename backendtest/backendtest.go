@@ -77,10 +77,11 @@
 // of the directory could:
 //
 //   - Create and Replace: "When either returns nil the object is durable
-//     (unless ... NoSync)" makes that one object durable, and nothing else:
-//     a directory's fsync after the publication would persist other names'
-//     unsynced entries too, but the contract does not promise it, and it
-//     would not persist an unsynced file's bytes.
+//     (unless ... NoSync)" makes that one object durable, and nothing else
+//     of another call: a change a call failed to make durable (a mutant's,
+//     the one the power is cut in) stays so. Only a local Mem's calls sync
+//     a directory, for the changes that the Unsynced contract leaves to
+//     such a sync (see the last point).
 //   - Remove: "Removals are made durable together, once (one directory
 //     sync)" makes every removal it reports gone durable when it returns,
 //     whatever it returns for other names; before it returns, a directory
@@ -102,17 +103,31 @@
 //     file published before its bytes reached the disk, empty or torn:
 //     a store opened that way promises nothing after a power cut.
 //   - A call refused (ErrExists, ErrConflict) or failed changes nothing.
+//   - A local Mem (MemLocal) models the directory's optional operations:
+//     storage.Unsynced promises no durability ("the next sync of the
+//     directory, or none, makes them durable"), so a ReplaceUnsynced or
+//     RemoveUnsynced makes nothing durable when it returns; a later call
+//     that syncs the same directory (any durable Create, Replace, Remove
+//     or Rename of the same store, or a Sub with create in it) makes it
+//     durable, as the directory's fsync persists every earlier change of
+//     its entries. Until then a power cut keeps it or not, whole: the
+//     Unsynced contract promises the old object or the new one, never a
+//     torn one (CrashCloneConfig.TearUnsynced tears it as the directory
+//     may). A local Mem's write that the power is cut in may also leave
+//     its temporary object, as a directory's temporary file. Object
+//     storage (a Mem without MemLocal) has no directory: each change is
+//     durable on its own, or never.
 //
 // A power-cut test runs a scenario once to count its mutating calls
 // (Mem.Ops), then once for each with Mem.CutPowerAt: what that call
 // changes is seen but not durable, it and every later call fail with
 // ErrPowerCut, and Mem.CrashClone gives what the cut leaves (exactly what
 // was durable, everything, or a seeded mix). This package's own tests do
-// so for a checkpoint.Store on Mem: saves, retention, rolling writes, side
-// files, truncation, error checkpoints and sessions, checking after every
-// cut that each call that returned nil kept its promise, that no state is
-// wrong or torn and no session appears partly, and that the store and the
-// sessions reopen.
+// so for a checkpoint.Store on Mem, of both kinds: saves, retention,
+// rolling writes, side files, truncation, error checkpoints and sessions,
+// checking after every cut that each call that returned nil kept its
+// promise, that no state is wrong or torn and no session appears partly,
+// and that the store and the sessions reopen.
 package backendtest
 
 import (

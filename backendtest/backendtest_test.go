@@ -18,19 +18,13 @@ import (
 
 const leaseTTL = 20 * time.Millisecond
 
+// memOpener opens the Mem the mutant tests run the suite on: local (so
+// that it has every optional interface the suite checks), with a lease,
+// and broken by mutant if it is not "".
 func memOpener(mutant string) func(t *testing.T) backendtest.Opener {
 	return func(t *testing.T) backendtest.Opener {
-		return newMemStore(mutant, leaseTTL).open
+		return backendtest.NewMem(backendtest.MemLocal(), backendtest.MemLease(leaseTTL), backendtest.MemMutant(mutant)).Open
 	}
-}
-
-// A backend that keeps the contract and is no directory passes.
-func TestMemBackendConforms(t *testing.T) {
-	backendtest.Run(t, memOpener(""), backendtest.LeaseTTL(leaseTTL), backendtest.RewriteInPlace(memRewrite))
-}
-
-func memRewrite(t *testing.T, b checkpoint.Backend, name string, p []byte) {
-	b.(*memBackend).rewrite(name, p)
 }
 
 // mutantEnv names the broken backend TestMutantHost runs the suite on, in
@@ -42,7 +36,7 @@ func TestMutantHost(t *testing.T) {
 	if mutant == "" {
 		t.Skip("run by TestSuiteFailsBrokenBackends")
 	}
-	backendtest.Run(t, memOpener(mutant), backendtest.LeaseTTL(leaseTTL), backendtest.RewriteInPlace(memRewrite))
+	backendtest.Run(t, memOpener(mutant), backendtest.LeaseTTL(leaseTTL), backendtest.RewriteInPlace(backendtest.MemRewrite))
 }
 
 // Each broken promise fails the subtest that checks it: the suite cannot

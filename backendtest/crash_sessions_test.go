@@ -203,8 +203,13 @@ func prefixed(p string, vs []string) []string {
 // promise, and the root is cleaned and takes new sessions.
 func TestPowerCutKeepsSessionPromises(t *testing.T) {
 	t.Parallel()
-	for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem() }, runSessions, checkSessions) {
-		t.Error(v)
+	for _, f := range memFlavours {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessions, checkSessions) {
+				t.Error(v)
+			}
+		})
 	}
 }
 
@@ -229,11 +234,11 @@ func TestPowerCutCatchesAMissingSyncInSessions(t *testing.T) {
 // power cut left of a fork of it: the first cut of runSessions whose
 // durable state holds, besides "a", a child store with a checkpoint in it
 // and no session listed. It returns the ID of that child store.
-func crashedFork(t *testing.T) (*backendtest.Mem, string) {
+func crashedFork(t *testing.T, opts ...backendtest.MemOption) (*backendtest.Mem, string) {
 	t.Helper()
 	ctx := context.Background()
 	for cut := 1; cut <= 20; cut++ {
-		m := backendtest.NewMem()
+		m := backendtest.NewMem(opts...)
 		m.CutPowerAt(cut)
 		if _, err := runSessions(m); !errors.Is(err, backendtest.ErrPowerCut) {
 			break
@@ -282,7 +287,16 @@ func checkpointsIn(b checkpoint.Backend) []string {
 // once RemoveStaging returns nil, and every session listed is whole.
 func TestPowerCutKeepsSessionPromisesInCleanup(t *testing.T) {
 	t.Parallel()
-	base, id := crashedFork(t)
+	for _, f := range memFlavours {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			powerCutsInCleanup(t, f.opts...)
+		})
+	}
+}
+
+func powerCutsInCleanup(t *testing.T, opts ...backendtest.MemOption) {
+	base, id := crashedFork(t, opts...)
 	run := func(m *backendtest.Mem) (*sessionsLedger, error) {
 		ctx := context.Background()
 		a := &ledger{}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // The power-cut tests run a small scenario of a store's calls on a Mem
@@ -65,6 +68,9 @@ func (l *ledger) begin(e event) *event {
 // rules says what else than a truncation may remove an acknowledged save.
 type rules struct {
 	keepLast int // KeepLast: only the newest keepLast acknowledged saves must stay (and every final one)
+	// loadFrom, if not 0, is the first step the checks load: an older
+	// one that the scenario never changes is only looked for in List.
+	loadFrom int64
 }
 
 // cutRun is one run of a scenario: a store on m, and its ledger.
@@ -181,6 +187,8 @@ type storeScenario struct {
 	opts  []checkpoint.Option
 	rules rules
 	run   func(r *cutRun) error
+	// images are crash images to check besides cloneConfigs'.
+	images []backendtest.CrashCloneConfig
 }
 
 var storeScenarios = []storeScenario{
@@ -257,9 +265,10 @@ func cloneConfigs(cut int) []backendtest.CrashCloneConfig {
 }
 
 // powerCuts runs sc with the power cut at each of its mutating calls and
-// after its end, checks each crash image with check, and returns the
-// violations found. newMem makes the Mem of each run.
-func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *backendtest.Mem) (L, error), check func(clone *backendtest.Mem, l L) []string) []string {
+// after its end, checks each crash image (cloneConfigs' and extra) with
+// check, and returns the violations found. newMem makes the Mem of each
+// run.
+func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *backendtest.Mem) (L, error), check func(clone *backendtest.Mem, l L) []string, extra ...backendtest.CrashCloneConfig) []string {
 	t.Helper()
 	m := newMem()
 	if _, err := run(m); err != nil {
@@ -269,7 +278,7 @@ func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *
 	if n == 0 {
 		t.Fatal("the scenario makes no mutating call")
 	}
-	t.Logf("%d mutating calls: %d power cuts, %d crash images each", n, n+1, len(cloneConfigs(0)))
+	t.Logf("%d mutating calls: %d power cuts, %d crash images each", n, n+1, len(cloneConfigs(0))+len(extra))
 	var violations []string
 	for cut := 1; cut <= n+1; cut++ {
 		m := newMem()
@@ -279,18 +288,28 @@ func powerCuts[L any](t *testing.T, newMem func() *backendtest.Mem, run func(m *
 			violations = append(violations, fmt.Sprintf("cut at call %d of %d: the scenario failed before the cut: %v", cut, n, err))
 			continue
 		}
-		for _, cfg := range cloneConfigs(cut) {
+		for _, cfg := range append(cloneConfigs(cut), extra...) {
 			for _, v := range check(m.CrashClone(cfg), l) {
-				violations = append(violations, fmt.Sprintf("cut at call %d of %d, %d%% of unsynced changes kept: %s", cut, n, cfg.UnsyncedPercent, v))
+				violations = append(violations, fmt.Sprintf("cut at call %d of %d, %d%% of unsynced changes kept (torn: %v): %s", cut, n, cfg.UnsyncedPercent, cfg.TearUnsynced, v))
 			}
 		}
 	}
 	return violations
 }
 
-func runStore(sc storeScenario) func(m *backendtest.Mem) (*ledger, error) {
+// runStore runs sc on a store on m, through wrap if it is not nil.
+func runStore(sc storeScenario, wrap func(checkpoint.Backend) checkpoint.Backend) func(m *backendtest.Mem) (*ledger, error) {
 	return func(m *backendtest.Mem) (*ledger, error) {
 		r := &cutRun{ctx: context.Background(), m: m, opts: sc.opts, l: &ledger{}}
+		if wrap != nil {
+			r.openStore = func() (*checkpoint.Store[cutState], error) {
+				b, err := m.Open()
+				if err != nil {
+					return nil, err
+				}
+				return checkpoint.OpenBackend[cutState](wrap(b), sc.opts...)
+			}
+		}
 		err := sc.run(r)
 		if r.st != nil {
 			r.st.Close() // after a cut: the process is gone, and so is what Close would do
@@ -300,27 +319,39 @@ func runStore(sc storeScenario) func(m *backendtest.Mem) (*ledger, error) {
 }
 
 func storeCuts(t *testing.T, sc storeScenario, newMem func() *backendtest.Mem) []string {
-	return powerCuts(t, newMem, runStore(sc), func(clone *backendtest.Mem, l *ledger) []string {
+	return storeCutsThrough(t, sc, newMem, nil)
+}
+
+// storeCutsThrough is storeCuts with the store of the scenario on wrap(a
+// backend of the Mem); the checks read what the cut leaves through a
+// store on the Mem's own backend.
+func storeCutsThrough(t *testing.T, sc storeScenario, newMem func() *backendtest.Mem, wrap func(checkpoint.Backend) checkpoint.Backend) []string {
+	return powerCuts(t, newMem, runStore(sc, wrap), func(clone *backendtest.Mem, l *ledger) []string {
 		b, err := clone.Open()
 		if err != nil {
 			return []string{fmt.Sprintf("open the clone: %v", err)}
 		}
 		return checkStore(b, sc.opts, sc.rules, l)
-	})
+	}, sc.images...)
 }
 
 // Every promise a store made before a power cut holds on what the cut
 // leaves, wherever it falls: in saves, retention, rolling writes, side
 // files, truncation and error checkpoints.
+// Each scenario runs on both flavours of Mem: object storage, and a local
+// directory, on which the store skips syncs (storage.Unsynced) and takes
+// the paths of a Local backend.
 func TestPowerCutKeepsStorePromises(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			t.Parallel()
-			for _, v := range storeCuts(t, sc, func() *backendtest.Mem { return backendtest.NewMem() }) {
-				t.Error(v)
-			}
-		})
+	for _, f := range memFlavours {
+		for _, sc := range storeScenarios {
+			t.Run(f.name+"/"+sc.name, func(t *testing.T) {
+				t.Parallel()
+				for _, v := range storeCuts(t, sc, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }) {
+					t.Error(v)
+				}
+			})
+		}
 	}
 }
 
@@ -339,13 +370,20 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 			bad("close the reopened store: %v", err)
 		}
 	}()
+	// Of the temporary objects a cut write left, the store's Open removes
+	// its own (Sessions removes session.json's, by the directory's names
+	// of them: not a Mem's).
+	left := slices.DeleteFunc(backendtest.MemTemps(b), func(name string) bool { return strings.HasPrefix(name, ".session.json.") })
+	if len(left) > 0 {
+		bad("the reopened store left the temporary objects %q of a cut write", left)
+	}
 	e := expectations(l, ru)
 
 	// Every checkpoint there is one a save made, whole, and not one a
 	// truncation that returned removed.
-	infos, err := st.List(ctx)
-	if err != nil {
-		bad("List: %v", err)
+	infos, listErr := st.List(ctx)
+	if listErr != nil {
+		bad("List: %v", listErr)
 	}
 	seen := map[int64]bool{}
 	for _, info := range infos {
@@ -353,6 +391,9 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 			continue
 		}
 		seen[info.Step] = true
+		if info.Step < ru.loadFrom {
+			continue
+		}
 		state, got, err := st.Load(ctx, info.Step)
 		if err != nil {
 			bad("List shows step %d (%s), which does not load: %v", info.Step, info.Kind, err)
@@ -366,6 +407,12 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 	// Every acknowledged save that nothing may have removed loads, as
 	// itself or as a later save of its step.
 	for _, s := range e.mustLoad {
+		if s.step < ru.loadFrom {
+			if !seen[s.step] && listErr == nil {
+				bad("a save of %s returned nil, and List does not show its step", s)
+			}
+			continue
+		}
 		state, got, err := st.Load(ctx, s.step)
 		if err != nil {
 			bad("a save of %s returned nil, and its step does not load: %v", s, err)
@@ -555,9 +602,10 @@ func (e expected) atOrAfter(st cutState, s saved) bool {
 	return slices.ContainsFunc(e.made[i:], func(m saved) bool { return m.step == s.step && m.is(st) })
 }
 
-// The power-cut test sees a missing sync: on a Mem whose Creates (or
-// Replaces, or Removes) never become durable, a save, a rolling write or
-// a side file that returned nil is lost by a cut after it.
+// The power-cut test sees a missing sync, on both flavours of Mem: on a
+// Mem whose Creates (or Replaces, or Removes) never become durable, a
+// save, a rolling write or a side file that returned nil is lost by a cut
+// after it.
 func TestPowerCutCatchesAMissingSync(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ op, scenario string }{
@@ -566,14 +614,98 @@ func TestPowerCutCatchesAMissingSync(t *testing.T) {
 		{"replace", "SideFiles"},
 		{"remove", "Truncation"},
 	} {
-		t.Run(c.op+"/"+c.scenario, func(t *testing.T) {
+		for _, f := range memFlavours {
+			t.Run(f.name+"/"+c.op+"/"+c.scenario, func(t *testing.T) {
+				t.Parallel()
+				i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == c.scenario })
+				violations := storeCuts(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMemLosing(c.op, f.opts...) })
+				if len(violations) == 0 {
+					t.Fatalf("no violation found on a Mem whose %s never syncs", c.op)
+				}
+				t.Logf("%d violations, the first: %s", len(violations), violations[0])
+			})
+		}
+	}
+}
+
+// unsyncedAlways is a local backend whose Remove and Replace are its
+// RemoveUnsynced and ReplaceUnsynced: a store that takes an unsynced
+// change for a durable one.
+type unsyncedAlways struct{ storage.Unsynced }
+
+func (u unsyncedAlways) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	return u.RemoveUnsynced(ctx, names...)
+}
+
+// Replace ignores ifVersion: the scenarios it runs in make no conflict.
+func (u unsyncedAlways) Replace(ctx context.Context, name, _ string, write func(io.Writer) error) (checkpoint.Object, error) {
+	return u.ReplaceUnsynced(ctx, name, write)
+}
+
+func (u unsyncedAlways) Unwrap() checkpoint.Backend { return u.Unsynced }
+
+// The crash model makes an unsynced change durable only when a later
+// synced call syncs its directory: a store that relied on a truncation's
+// removals, or a side file's replacement, being durable when they return
+// unsynced is caught by a cut before that call.
+func TestPowerCutCatchesAStoreTrustingUnsyncedChanges(t *testing.T) {
+	t.Parallel()
+	for _, scenario := range []string{"Truncation", "SideFiles"} {
+		t.Run(scenario, func(t *testing.T) {
 			t.Parallel()
-			i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == c.scenario })
-			violations := storeCuts(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMemLosing(c.op) })
+			i := slices.IndexFunc(storeScenarios, func(sc storeScenario) bool { return sc.name == scenario })
+			wrap := func(b checkpoint.Backend) checkpoint.Backend { return unsyncedAlways{b.(storage.Unsynced)} }
+			violations := storeCutsThrough(t, storeScenarios[i], func() *backendtest.Mem { return backendtest.NewMem(backendtest.MemLocal()) }, wrap)
 			if len(violations) == 0 {
-				t.Fatalf("no violation found on a Mem whose %s never syncs", c.op)
+				t.Fatal("no violation found of a store whose removals and replacements are all unsynced")
 			}
 			t.Logf("%d violations, the first: %s", len(violations), violations[0])
 		})
+	}
+}
+
+// indexSteps is how many checkpoints the index scenario starts with: more
+// than a first List reads without writing the store's header index.
+const indexSteps = 260
+
+// Whatever call a power cut interrupts after a store on a local backend
+// wrote its header index without a sync (storage.Unsynced), what the
+// index says never stands for what the files say: a reopened store lists
+// only checkpoints that load as what they are, and the truncated steps'
+// new saves. The store starts with indexSteps checkpoints, lists them
+// (writing the index), truncates the last two, saves one of them again
+// and closes (writing the index again). The index survives whole, or torn
+// as the directory may leave it (TearUnsynced).
+func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := backendtest.NewMem(backendtest.MemLocal())
+	b, err := base.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := checkpoint.OpenBackend[cutState](b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := int64(1); step <= indexSteps; step++ {
+		if _, err := st.Save(ctx, step, cutState{Step: step, Tag: "clean", Gen: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	torn := []backendtest.CrashCloneConfig{{UnsyncedPercent: 0, TearUnsynced: true}, {UnsyncedPercent: 100, TearUnsynced: true}}
+	sc := storeScenario{name: "Index", rules: rules{loadFrom: indexSteps - 3}, images: torn, run: func(r *cutRun) error {
+		for step := int64(1); step <= indexSteps; step++ {
+			r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
+		}
+		list := func() error { _, err := r.st.List(r.ctx); return err }
+		return steps(r.open, list, func() error { return r.truncate(indexSteps - 2) }, func() error { return r.save(indexSteps-1, 2) }, r.close)
+	}}
+	newMem := func() *backendtest.Mem { return base.CrashClone(backendtest.CrashCloneConfig{}) }
+	for _, v := range storeCuts(t, sc, newMem) {
+		t.Error(v)
 	}
 }

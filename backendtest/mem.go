@@ -1,12 +1,8 @@
 package backendtest
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -26,96 +22,187 @@ var ErrPowerCut = errors.New("backendtest: power cut")
 // returns what a power cut would leave of it, which is what was made
 // durable under the contract (see the package doc for how the contract is
 // read). Its backends take the names of [A-Za-z0-9._-] only, as s3store
-// does, and their List tells each object's Size and Version.
+// does.
+//
+// A Mem models one of two kinds of storage. By default, object storage:
+// its backends have the zero storage.Traits, implement no optional
+// interface, make each change durable on its own, and their List tells
+// each object's Size and Version. With MemLocal, a local directory: its
+// backends claim Traits{Local: true}, implement storage.Unsynced,
+// storage.TempCleaner, storage.LockProber, checkpoint.Linker and
+// checkpoint.ChildRemover, List names only, and a change made durable
+// syncs its directory (see MemLocal).
 //
 // A Mem is safe for concurrent use. Its Open is an Opener: every backend it
 // returns is a handle of its own on the same objects, child stores and
 // locks, as processes share a directory.
 type Mem struct {
-	noSync bool
-	lose   string // the one operation whose change is never made durable (a mutant, see export_test.go)
+	memConfig
 
 	mu      sync.Mutex
 	live    map[string]memObject // what calls see, by key: prefix + name, or prefix + child + "/" for a child made by Sub(create)
 	durable map[string]memObject // what survives a power cut
 	synced  map[string]int       // the number of the operation whose change of the key was made durable last
 	pending []memChange          // the changes not made durable, oldest first
-	locks   map[string]*memConn  // by the prefix of the store locked
+	locks   map[string]*memLock  // by the prefix of the store locked
 	seq     int                  // the last Version given
 	ops     int                  // mutating calls so far
 	cutAt   int                  // the mutating call the power is cut at, 0 for none
 	cut     bool
 }
 
+// memConfig is what a Mem's options set; a CrashClone keeps it.
+type memConfig struct {
+	noSync bool
+	local  bool
+	ttl    time.Duration // the lock is a lease of this ttl (MemLease)
+	lose   string        // the one operation whose change is never made durable (a mutant, see export_test.go)
+	mutant string        // the promise the Mem breaks (a mutant: see MemMutant in export_test.go)
+}
+
+func (c memConfig) is(mutant string) bool { return c.mutant == mutant }
+
 type memObject struct {
 	data    []byte // never written to once stored
 	version string
 	mod     time.Time
+	bare    bool   // written by ReplaceUnsynced: its bytes were never synced (see TearUnsynced)
+	tempOf  string // for a temporary object a cut write left behind, the name it was to publish
 }
 
 // memChange is one change that was not made durable: of the object
-// under key (to its obj, or a removal when gone), made by the mutating call
-// numbered op. Each change of an op survives a power cut on its own (the
-// removals of one Remove: a directory may persist any of them before its
-// sync), unless it is one of an ordered op (a Rename, which puts the
-// object at its new name and then removes the old): such a change
-// survives only if the one before it did.
+// under key (to its obj, or a removal when gone) in the directory dir,
+// made by the mutating call numbered op. Each change of an op survives a
+// power cut on its own (the removals of one Remove: a directory may
+// persist any of them before its sync), unless it is one of an ordered op
+// (a Rename, which puts the object at its new name and then removes the
+// old): such a change survives only if the one before it did.
 type memChange struct {
-	op      int
-	ordered bool
-	key     string
-	obj     memObject
-	gone    bool
+	op       int
+	ordered  bool
+	unsynced bool   // made by a call of storage.Unsynced: a sync of dir makes it durable
+	dir      string // the prefix of the store whose directory holds the entry
+	key      string
+	obj      memObject
+	gone     bool
 }
 
-// memConn is one handle, shared by the backends Sub returns from it. It
-// is not of size zero, so that each has an address of its own.
-type memConn struct{ _ byte }
+// memOp is a kind of mutating call.
+type memOp struct {
+	name     string // "create", "replace", "remove", "rename" or "sub" (see NewMemLosing); "" for a refused call
+	ordered  bool   // its changes survive a crash only in order (see memChange)
+	unsynced bool   // it makes nothing durable (storage.Unsynced)
+	temp     bool   // on a local Mem, it writes through a temporary object (see leaveTemps)
+}
+
+var (
+	opCreate      = memOp{name: "create", temp: true}
+	opReplace     = memOp{name: "replace", temp: true}
+	opRemove      = memOp{name: "remove"}
+	opRename      = memOp{name: "rename", ordered: true}
+	opSub         = memOp{name: "sub"}
+	opLink        = memOp{name: "link"}
+	opRemoveChild = memOp{name: "remove child"}
+	opRefused     = memOp{unsynced: true} // a refused call syncs nothing
+	opReplaceU    = memOp{name: "replace", unsynced: true, temp: true}
+	opRemoveU     = memOp{name: "remove", unsynced: true}
+)
+
+// memLock is a lock held by the handle conn.
+type memLock struct {
+	conn     *memConn
+	closedAt time.Time // when conn was closed while holding the lock (MemLease)
+}
+
+// memConn is one handle, shared by the backends Sub returns from it.
+type memConn struct {
+	closed bool // guarded by Mem.mu
+}
 
 // A MemOption changes how a Mem behaves.
 type MemOption interface {
-	applyMem(*Mem)
+	applyMem(*memConfig)
 }
 
-type memOptionFunc func(*Mem)
+type memOptionFunc func(*memConfig)
 
-func (f memOptionFunc) applyMem(m *Mem) { f(m) }
+func (f memOptionFunc) applyMem(c *memConfig) { f(c) }
 
 // MemNoSync makes the Mem behave as a backend opened with
 // checkpoint.NoSync: no change is ever made durable, so a CrashClone with
 // an UnsyncedPercent of 0 holds only what the Mem held when NewMem made
 // it: nothing.
 func MemNoSync() MemOption {
-	return memOptionFunc(func(m *Mem) { m.noSync = true })
+	return memOptionFunc(func(c *memConfig) { c.noSync = true })
+}
+
+// MemLocal makes the Mem model a local directory, as checkpoint.OpenDir's
+// backend is one: its backends claim storage.Traits{Local: true}, List
+// names only (Size -1, Version ""), write through temporary objects that
+// a power cut during a Create or a Replace may leave behind and that
+// RemoveTemps removes (storage.TempCleaner), tell whether the lock is
+// held (LockState), link objects between sibling child stores durably
+// (checkpoint.Linker), remove an empty child store durably
+// (checkpoint.ChildRemover), and implement storage.Unsynced.
+//
+// Each store (the root and each child) is a directory, and a call that
+// makes its change durable syncs its store's directory (Sub with create,
+// its parent's): that makes durable every earlier change an Unsynced call
+// made of an entry of that directory, as a directory's fsync does. A
+// ReplaceUnsynced or RemoveUnsynced makes nothing durable: its change
+// survives a power cut if a later durable call of its directory synced
+// it, and otherwise only as a change that was not made durable does (see
+// CrashCloneConfig), whole or not at all (or torn, see TearUnsynced).
+func MemLocal() MemOption {
+	return memOptionFunc(func(c *memConfig) { c.local = true })
+}
+
+// MemLease makes the Mem's lock a lease of ttl, as s3store's is: a handle
+// closed without unlocking (a process that died) keeps its locks until ttl
+// has passed since its Close; without MemLease, its Close releases them,
+// as closing a directory's lock file does.
+func MemLease(ttl time.Duration) MemOption {
+	return memOptionFunc(func(c *memConfig) { c.ttl = ttl })
 }
 
 // NewMem returns an empty Mem.
 func NewMem(opts ...MemOption) *Mem {
-	m := &Mem{
-		live:    map[string]memObject{},
-		durable: map[string]memObject{},
-		synced:  map[string]int{},
-		locks:   map[string]*memConn{},
-	}
+	var c memConfig
 	for _, o := range opts {
-		o.applyMem(m)
+		o.applyMem(&c)
 	}
-	return m
+	return newMem(c)
+}
+
+func newMem(c memConfig) *Mem {
+	return &Mem{
+		memConfig: c,
+		live:      map[string]memObject{},
+		durable:   map[string]memObject{},
+		synced:    map[string]int{},
+		locks:     map[string]*memLock{},
+	}
 }
 
 // Open opens a new handle on m: a checkpoint.Backend of the root store,
 // as another process opening the same directory would. Its Close releases
-// the locks the handle holds, as closing a directory's lock file does.
+// the locks the handle holds, as closing a directory's lock file does
+// (unless MemLease).
 func (m *Mem) Open() (checkpoint.Backend, error) {
-	return &memBackend{m: m, conn: &memConn{}}, nil
+	if m.is("handles-not-shared") {
+		m = newMem(m.memConfig)
+	}
+	return (&memBackend{m: m, conn: &memConn{}}).flavoured(), nil
 }
 
 // Ops returns how many mutating calls (Create, Replace, Remove, Rename,
-// and Sub with create) the handles of m have made so far that reached the
-// storage: those refused with ErrExists or ErrConflict are counted, those
-// that failed before (an invalid name, a failed write, an ended context)
-// are not. Run a scenario once to count them, then again with CutPowerAt
-// each of 1 to Ops()+1.
+// and Sub with create; of a local Mem also ReplaceUnsynced,
+// RemoveUnsynced, Link, RemoveChild, and a RemoveTemps that finds
+// something to remove) the handles of m have made so far that reached
+// the storage: those refused (ErrExists, ErrConflict, a missing object or
+// child) are counted, those that failed before (an invalid name, a failed
+// write, an ended context) are not. Run a scenario once to count them,
+// then again with CutPowerAt each of 1 to Ops()+1.
 func (m *Mem) Ops() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -156,6 +243,16 @@ type CrashCloneConfig struct {
 	// Rand draws which changes survive; it must be set if UnsyncedPercent
 	// is strictly between 0 and 100.
 	Rand *rand.Rand
+	// TearUnsynced makes the clone hold, of each object that a
+	// ReplaceUnsynced wrote and that survives the crash, only the first
+	// half of its bytes, under a new Version: the local directory's
+	// ReplaceUnsynced syncs neither the file nor the directory, and a
+	// later sync of the directory persists the file's entry, not its
+	// bytes, which a power cut may leave empty or torn. (The
+	// storage.Unsynced contract promises the old object or the new one;
+	// a store that relies on no more than the directory keeps passes
+	// with TearUnsynced too.)
+	TearUnsynced bool
 }
 
 // CrashClone returns a new Mem holding what a power cut at this instant
@@ -166,15 +263,8 @@ type CrashCloneConfig struct {
 func (m *Mem) CrashClone(cfg CrashCloneConfig) *Mem {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &Mem{
-		noSync:  m.noSync,
-		lose:    m.lose,
-		live:    make(map[string]memObject, len(m.durable)),
-		durable: make(map[string]memObject, len(m.durable)),
-		synced:  map[string]int{},
-		locks:   map[string]*memConn{},
-		seq:     m.seq,
-	}
+	c := newMem(m.memConfig)
+	c.seq = m.seq
 	for k, o := range m.durable {
 		c.live[k] = o
 	}
@@ -202,56 +292,105 @@ func (m *Mem) CrashClone(cfg CrashCloneConfig) *Mem {
 		}
 	}
 	for k, o := range c.live {
+		if cfg.TearUnsynced && o.bare {
+			o = c.newObject(o.data[:len(o.data)/2])
+			c.live[k] = o
+		}
 		c.durable[k] = o
 	}
 	return c
 }
 
-// change applies one mutating call's changes to what calls see, and makes
-// them durable unless the Mem does not sync, the call is the lost one, or
-// the power is cut during it. It returns ErrPowerCut if the power was cut
-// before or during the call, in which case it made changes only in the
-// latter. Of an ordered call, a change survives a crash only if the one
-// before it does (see memChange). m.mu is held.
-func (m *Mem) change(op string, ordered bool, changes ...memChange) error {
+// change applies one mutating call's changes, all of entries of the
+// directory dir, to what calls see, and makes them durable unless the Mem
+// does not sync, the call does not (op.unsynced, or it is the lost one),
+// or the power is cut during it; a local Mem's call that makes its changes
+// durable syncs dir (see MemLocal). It returns ErrPowerCut if the power
+// was cut before or during the call, in which case it made changes only in
+// the latter. m.mu is held.
+func (m *Mem) change(op memOp, dir string, changes ...memChange) error {
 	if m.cut {
 		return ErrPowerCut
 	}
 	m.ops++
 	n := m.ops
 	cutNow := n == m.cutAt
-	durable := !m.noSync && m.lose != op && !cutNow
+	durable := !m.noSync && !op.unsynced && m.lose != op.name && !cutNow
+	if durable && m.local {
+		m.syncDir(dir)
+	}
 	for _, ch := range changes {
-		ch.op = n
-		ch.ordered = ordered
+		ch.op, ch.ordered, ch.unsynced, ch.dir = n, op.ordered, op.unsynced, dir
 		if ch.gone {
 			delete(m.live, ch.key)
 		} else {
 			m.live[ch.key] = ch.obj
 		}
 		if durable {
-			if ch.gone {
-				delete(m.durable, ch.key)
-			} else {
-				m.durable[ch.key] = ch.obj
-			}
-			m.synced[ch.key] = n
+			m.persist(ch)
 		} else {
 			m.pending = append(m.pending, ch)
 		}
 	}
 	if cutNow {
+		if m.local && op.temp {
+			m.leaveTemps(n, dir, changes)
+		}
 		m.cut = true
 		return ErrPowerCut
 	}
 	return nil
 }
 
+// leaveTemps adds to what a power cut may keep the temporary object of
+// each write of changes, made by the call numbered op, which the cut interrupted before or after its
+// publication, as a directory's temporary file is left when the power is
+// cut between its creation and its rename. A temporary object is told
+// from others by its tempOf, not by its name, as RemoveTemps promises.
+// m.mu is held.
+func (m *Mem) leaveTemps(op int, dir string, changes []memChange) {
+	for _, ch := range changes {
+		final := strings.TrimPrefix(ch.key, dir)
+		obj := ch.obj
+		obj.tempOf = final
+		tmp := fmt.Sprintf(".%s.%d.mem-tmp", final, op) // a name no Create makes by accident
+		m.pending = append(m.pending, memChange{op: op, dir: dir, key: dir + tmp, obj: obj})
+	}
+}
+
+// persist makes ch durable. m.mu is held.
+func (m *Mem) persist(ch memChange) {
+	if ch.gone {
+		delete(m.durable, ch.key)
+	} else {
+		m.durable[ch.key] = ch.obj
+	}
+	m.synced[ch.key] = ch.op
+}
+
+// syncDir makes durable every change of an entry of the directory dir
+// that an Unsynced call made, as a directory's fsync does. A change that
+// another call failed to make durable (a mutant's) stays so, as a file
+// whose bytes were never synced does. m.mu is held.
+func (m *Mem) syncDir(dir string) {
+	left := m.pending[:0]
+	for _, ch := range m.pending {
+		switch {
+		case ch.dir != dir || !ch.unsynced:
+			left = append(left, ch)
+		case ch.op > m.synced[ch.key]:
+			m.persist(ch)
+		}
+	}
+	clear(m.pending[len(left):])
+	m.pending = left
+}
+
 // count counts a mutating call that changes nothing (refused), so that
 // Ops does not depend on what a call finds; the power can be cut at it
 // too. m.mu is held.
 func (m *Mem) count() error {
-	return m.change("", false)
+	return m.change(opRefused, "")
 }
 
 func (m *Mem) off() error {
@@ -265,318 +404,21 @@ func (m *Mem) off() error {
 
 func (m *Mem) newObject(data []byte) memObject {
 	m.seq++
-	return memObject{data: data, version: fmt.Sprintf("m%d", m.seq), mod: time.Now()}
-}
-
-// memBackend is one handle on a Mem, or a child store reached from one.
-type memBackend struct {
-	m      *Mem
-	conn   *memConn
-	prefix string // "" or "child/" or "child/grand/"
+	v := fmt.Sprintf("m%d", m.seq)
+	if m.is("version-by-size") {
+		v = fmt.Sprintf("size%d", len(data))
+	}
+	return memObject{data: data, version: v, mod: time.Now()}
 }
 
 const memNameChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
 
-func memName(name string) error {
+func (m *Mem) checkName(name string) error {
+	if m.is("names-unchecked") && name != "" {
+		return nil
+	}
 	if name == "" || name == "." || name == ".." || strings.Trim(name, memNameChars) != "" {
 		return fmt.Errorf("mem: invalid name %q: %w", name, checkpoint.ErrInvalid)
 	}
 	return nil
-}
-
-func (b *memBackend) fail(op, name string, err error) error {
-	return fmt.Errorf("mem: %s %s: %w", op, b.Locate(name), err)
-}
-
-// write runs write into a buffer, as a backend writes a temporary file.
-func (b *memBackend) write(ctx context.Context, op, name string, write func(io.Writer) error) ([]byte, error) {
-	if err := memName(name); err != nil {
-		return nil, err
-	}
-	if err := b.m.off(); err != nil {
-		return nil, b.fail(op, name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, b.fail(op, name, err)
-	}
-	var buf bytes.Buffer
-	if err := write(&buf); err != nil {
-		return nil, b.fail(op, name, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, b.fail(op, name, err)
-	}
-	return buf.Bytes(), nil
-}
-
-func (b *memBackend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
-	data, err := b.write(ctx, "create", name, write)
-	if err != nil {
-		return checkpoint.Object{}, err
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := b.prefix + name
-	if _, ok := m.live[key]; ok {
-		if err := m.count(); err != nil {
-			return checkpoint.Object{}, b.fail("create", name, err)
-		}
-		return checkpoint.Object{}, b.fail("create", name, checkpoint.ErrExists)
-	}
-	o := m.newObject(data)
-	if err := m.change("create", false, memChange{key: key, obj: o}); err != nil {
-		return checkpoint.Object{}, b.fail("create", name, err)
-	}
-	return o.describe(name), nil
-}
-
-func (b *memBackend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (checkpoint.Object, error) {
-	data, err := b.write(ctx, "replace", name, write)
-	if err != nil {
-		return checkpoint.Object{}, err
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := b.prefix + name
-	cur, ok := m.live[key]
-	if ifVersion == checkpoint.NoObject && ok || ifVersion != "" && ifVersion != checkpoint.NoObject && (!ok || cur.version != ifVersion) {
-		if err := m.count(); err != nil {
-			return checkpoint.Object{}, b.fail("replace", name, err)
-		}
-		return checkpoint.Object{}, b.fail("replace", name, checkpoint.ErrConflict)
-	}
-	o := m.newObject(data)
-	if err := m.change("replace", false, memChange{key: key, obj: o}); err != nil {
-		return checkpoint.Object{}, b.fail("replace", name, err)
-	}
-	return o.describe(name), nil
-}
-
-func (o memObject) describe(name string) checkpoint.Object {
-	return checkpoint.Object{Name: name, Size: int64(len(o.data)), Version: o.version, ModTime: o.mod}
-}
-
-func (b *memBackend) stat(ctx context.Context, name string) (memObject, error) {
-	if err := memName(name); err != nil {
-		return memObject{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return memObject{}, b.fail("stat", name, err)
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut {
-		return memObject{}, b.fail("stat", name, ErrPowerCut)
-	}
-	o, ok := m.live[b.prefix+name]
-	if !ok {
-		return memObject{}, b.fail("stat", name, fs.ErrNotExist)
-	}
-	return o, nil
-}
-
-func (b *memBackend) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
-	o, err := b.stat(ctx, name)
-	if err != nil {
-		return nil, checkpoint.Object{}, err
-	}
-	return io.NopCloser(bytes.NewReader(o.data)), o.describe(name), nil
-}
-
-func (b *memBackend) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
-	o, err := b.stat(ctx, name)
-	if err != nil {
-		return checkpoint.Object{}, err
-	}
-	return o.describe(name), nil
-}
-
-// List tells each object's Size and Version, as object storage does.
-func (b *memBackend) List(ctx context.Context) ([]checkpoint.Object, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, b.fail("list", "", err)
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut {
-		return nil, b.fail("list", "", ErrPowerCut)
-	}
-	var objs []checkpoint.Object
-	for key, o := range m.live {
-		if name, ok := strings.CutPrefix(key, b.prefix); ok && name != "" && !strings.Contains(name, "/") {
-			objs = append(objs, o.describe(name))
-		}
-	}
-	return objs, nil
-}
-
-func (b *memBackend) Remove(ctx context.Context, names ...string) ([]bool, error) {
-	gone := make([]bool, len(names))
-	if err := ctx.Err(); err != nil {
-		return gone, b.fail("remove", "", err)
-	}
-	var errs []error
-	var changes []memChange
-	var at []int
-	for i, name := range names {
-		if err := memName(name); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		changes = append(changes, memChange{key: b.prefix + name, gone: true})
-		at = append(at, i)
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.change("remove", false, changes...); err != nil {
-		return gone, b.fail("remove", "", err)
-	}
-	for _, i := range at {
-		gone[i] = true
-	}
-	return gone, errors.Join(errs...)
-}
-
-func (b *memBackend) Rename(ctx context.Context, from, to string) error {
-	if err := errors.Join(memName(from), memName(to)); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return b.fail("rename", from, err)
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	o, ok := m.live[b.prefix+from]
-	_, taken := m.live[b.prefix+to]
-	if !ok || taken {
-		if err := m.count(); err != nil {
-			return b.fail("rename", from, err)
-		}
-		if !ok {
-			return b.fail("rename", from, fs.ErrNotExist)
-		}
-		return b.fail("rename to", to, checkpoint.ErrExists)
-	}
-	if err := m.change("rename", true, memChange{key: b.prefix + to, obj: o}, memChange{key: b.prefix + from, gone: true}); err != nil {
-		return b.fail("rename", from, err)
-	}
-	return nil
-}
-
-// Lock takes the lock of b's store. A power cut releases every lock, as
-// it ends every process.
-func (b *memBackend) Lock(ctx context.Context) (func() error, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, b.fail("lock", "", err)
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut {
-		return nil, b.fail("lock", "", ErrPowerCut)
-	}
-	if m.locks[b.prefix] != nil {
-		return nil, b.fail("lock", "", checkpoint.ErrLocked)
-	}
-	m.locks[b.prefix] = b.conn
-	key, conn := b.prefix, b.conn
-	return func() error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.locks[key] == conn {
-			delete(m.locks, key)
-		}
-		return nil
-	}, nil
-}
-
-func (b *memBackend) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
-	if err := memName(name); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, b.fail("sub", name, err)
-	}
-	prefix := b.prefix + name + "/"
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut {
-		return nil, b.fail("sub", name, ErrPowerCut)
-	}
-	if create {
-		if _, ok := m.live[prefix]; ok {
-			if err := m.count(); err != nil {
-				return nil, b.fail("sub", name, err)
-			}
-		} else if err := m.change("sub", false, memChange{key: prefix, obj: memObject{}}); err != nil {
-			return nil, b.fail("sub", name, err)
-		}
-	}
-	return &memBackend{m: m, conn: b.conn, prefix: prefix}, nil
-}
-
-func (b *memBackend) Children(ctx context.Context) ([]string, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, b.fail("children", "", err)
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cut {
-		return nil, b.fail("children", "", ErrPowerCut)
-	}
-	seen := map[string]bool{}
-	var names []string
-	for key := range m.live {
-		rest, ok := strings.CutPrefix(key, b.prefix)
-		if child, _, nested := strings.Cut(rest, "/"); ok && nested && !seen[child] {
-			seen[child] = true
-			names = append(names, child)
-		}
-	}
-	return names, nil
-}
-
-func (b *memBackend) Locate(name string) string {
-	return "mem:/" + b.prefix + name
-}
-
-// Close releases the locks the handle holds (a child's Close leaves its
-// handle open).
-func (b *memBackend) Close() error {
-	if b.prefix != "" {
-		return nil
-	}
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for key, conn := range m.locks {
-		if conn == b.conn {
-			delete(m.locks, key)
-		}
-	}
-	return nil
-}
-
-// rewrite puts p under name in place, as a program writing behind the
-// backend would: a new Version, the old modification time. It is not a
-// mutating call of the store (Ops does not count it) and is made durable.
-func (b *memBackend) rewrite(name string, p []byte) {
-	m := b.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := b.prefix + name
-	old := m.live[key]
-	o := m.newObject(bytes.Clone(p))
-	o.mod = old.mod
-	m.live[key] = o
-	m.durable[key] = o
-	m.synced[key] = m.ops
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 func memHandle(t *testing.T, m *backendtest.Mem) checkpoint.Backend {
@@ -251,5 +252,240 @@ func TestMemCloseReleasesItsOwnLocks(t *testing.T) {
 	}
 	if _, err := c.Lock(ctx); err != nil {
 		t.Fatalf("Lock after the holder's Close: %v", err)
+	}
+}
+
+// A Mem models object storage by default and a local directory with
+// MemLocal, in every handle and child store: only the latter is Local and
+// has the optional interfaces of a directory (package storage's, and
+// checkpoint.Linker and checkpoint.ChildRemover).
+func TestMemFlavours(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, local := range []bool{false, true} {
+		var opts []backendtest.MemOption
+		if local {
+			opts = append(opts, backendtest.MemLocal())
+		}
+		root := memHandle(t, backendtest.NewMem(opts...))
+		child, err := root.Sub(ctx, "c", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []checkpoint.Backend{root, child} {
+			_, unsynced := b.(storage.Unsynced)
+			_, temps := b.(storage.TempCleaner)
+			_, prober := b.(storage.LockProber)
+			_, linker := b.(checkpoint.Linker)
+			_, remover := b.(checkpoint.ChildRemover)
+			if got := storage.TraitsOf(b).Local; got != local || unsynced != local || temps != local || prober != local || linker != local || remover != local {
+				t.Errorf("MemLocal %v: %s is Local %v, Unsynced %v, TempCleaner %v, LockProber %v, Linker %v, ChildRemover %v; want all %v",
+					local, b.Locate(""), got, unsynced, temps, prober, linker, remover, local)
+			}
+		}
+	}
+}
+
+// On a local Mem, a ReplaceUnsynced or RemoveUnsynced is seen at once and
+// made durable by nothing of its own: a power cut keeps it or not, whole,
+// until a later call that syncs its directory (a durable call of the same
+// store, or a Sub with create in it) makes it durable; a durable call of
+// another directory (a child store) does not.
+func TestMemLocalUnsyncedChangesNeedADirectorySync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	unsynced, synced := []string{"a=a", "b=b"}, []string{"b=b2"} // the root's objects
+	for _, c := range []struct {
+		name    string
+		sync    func(root, child checkpoint.Backend) error
+		durable []string // what a power cut keeps of the root's objects
+		all     []string // what it keeps with every change that was not durable
+	}{
+		{"Nothing", func(root, child checkpoint.Backend) error { return nil }, unsynced, synced},
+		{"ChildWrite", func(root, child checkpoint.Backend) error { return memPut(child, "x", "x2") }, unsynced, synced},
+		{"Create", func(root, child checkpoint.Backend) error {
+			_, err := root.Create(ctx, "n", func(w io.Writer) error { _, err := io.WriteString(w, "n"); return err })
+			return err
+		}, []string{"b=b2", "n=n"}, []string{"b=b2", "n=n"}},
+		{"Remove", func(root, child checkpoint.Backend) error { _, err := root.Remove(ctx); return err }, synced, synced},
+		{"SubCreate", func(root, child checkpoint.Backend) error { _, err := root.Sub(ctx, "d", true); return err }, synced, synced},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			m := backendtest.NewMem(backendtest.MemLocal())
+			root := memHandle(t, m)
+			child, err := root.Sub(ctx, "c", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(memPut(root, "a", "a"), memPut(root, "b", "b"), memPut(child, "x", "x")); err != nil {
+				t.Fatal(err)
+			}
+			u := root.(storage.Unsynced)
+			if gone, err := u.RemoveUnsynced(ctx, "a"); err != nil || !gone[0] {
+				t.Fatalf("RemoveUnsynced: %v, %v", gone, err)
+			}
+			if _, err := u.ReplaceUnsynced(ctx, "b", func(w io.Writer) error { _, err := io.WriteString(w, "b2"); return err }); err != nil {
+				t.Fatal(err)
+			}
+			rootOnly := func(list []string) []string {
+				return slices.DeleteFunc(list, func(s string) bool { return strings.Contains(s, "/") })
+			}
+			if got := rootOnly(memContents(t, root)); !slices.Equal(got, synced) {
+				t.Fatalf("the unsynced changes are not seen at once: %q; want %q", got, synced)
+			}
+			if err := c.sync(root, child); err != nil {
+				t.Fatal(err)
+			}
+			if got := rootOnly(crashContents(t, m, 0)); !slices.Equal(got, c.durable) {
+				t.Errorf("durable only: %q; want %q", got, c.durable)
+			}
+			if got := rootOnly(crashContents(t, m, 100)); !slices.Equal(got, c.all) {
+				t.Errorf("every change kept: %q; want %q", got, c.all)
+			}
+		})
+	}
+}
+
+// With TearUnsynced, an object a ReplaceUnsynced wrote that survives a
+// crash holds the first half of its bytes, under a new Version, whether a
+// directory sync or chance kept it; an object a durable call wrote is
+// whole.
+func TestMemCrashCloneTearsUnsyncedBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemLocal())
+	b := memHandle(t, m)
+	if err := errors.Join(memPut(b, "a", "aaaa"), memPut(b, "b", "bbbb")); err != nil {
+		t.Fatal(err)
+	}
+	written, err := b.(storage.Unsynced).ReplaceUnsynced(ctx, "a", func(w io.Writer) error { _, err := io.WriteString(w, "AAAAAA"); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := func(percent int) (checkpoint.Backend, []string) {
+		clone := memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: percent, TearUnsynced: true}))
+		return clone, memContents(t, clone)
+	}
+	if _, got := torn(0); !slices.Equal(got, []string{"a=aaaa", "b=bbbb"}) {
+		t.Errorf("lost unsynced write, torn: %q; want the old a", got)
+	}
+	clone, got := torn(100)
+	if !slices.Equal(got, []string{"a=AAA", "b=bbbb"}) {
+		t.Errorf("kept unsynced write, torn: %q; want its first half", got)
+	}
+	if o, err := clone.Stat(ctx, "a"); err != nil || o.Version == written.Version {
+		t.Errorf("a torn object has the Version of the whole one (%v, %v)", o, err)
+	}
+	if err := memPut(b, "c", "c"); err != nil { // syncs the directory
+		t.Fatal(err)
+	}
+	if _, got := torn(0); !slices.Equal(got, []string{"a=AAA", "b=bbbb", "c=c"}) {
+		t.Errorf("synced entry of an unsynced write, torn: %q; want its first half", got)
+	}
+	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a=AAAAAA", "b=bbbb", "c=c"}) {
+		t.Errorf("synced entry of an unsynced write, not torn: %q; want it whole", got)
+	}
+}
+
+// A local Mem links an object of one child store into a sibling, durably,
+// sharing its bytes, as hard links do, and refuses what the Linker
+// contract refuses; it removes an empty child store durably, and no other.
+func TestMemLocalLinksAndRemovesChildren(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemLocal())
+	root := memHandle(t, m)
+	sub := func(b checkpoint.Backend, name string, create bool) checkpoint.Backend {
+		t.Helper()
+		c, err := b.Sub(ctx, name, create)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, f := sub(root, "a", false), sub(root, "f", false)
+	if err := memPut(a, "x", "x"); err != nil {
+		t.Fatal(err)
+	}
+	link := func(dst, src checkpoint.Backend, name string) error {
+		_, err := dst.(checkpoint.Linker).Link(ctx, src, name)
+		return err
+	}
+	if err := link(f, a, "x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what     string
+		dst, src checkpoint.Backend
+		name     string
+		want     error
+	}{
+		{"an existing name", f, a, "x", checkpoint.ErrExists},
+		{"a missing name", f, a, "y", fs.ErrNotExist},
+		{"from the parent", f, root, "x", errors.ErrUnsupported},
+		{"from a grandchild", f, sub(a, "g", false), "x", errors.ErrUnsupported},
+	} {
+		if err := link(c.dst, c.src, c.name); !errors.Is(err, c.want) {
+			t.Errorf("Link of %s: %v; want %v", c.what, err, c.want)
+		}
+	}
+	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a/", "a/x=x", "f/", "f/x=x"}) {
+		t.Errorf("after a Link, durable only: %q", got)
+	}
+
+	remover := root.(checkpoint.ChildRemover)
+	sub(root, "e", true)
+	if err := memPut(root, "o", "o"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want error
+	}{{"a", checkpoint.ErrExists}, {"o", checkpoint.ErrInvalid}, {"missing", nil}, {"e", nil}} {
+		if err := remover.RemoveChild(ctx, c.name); !errors.Is(err, c.want) {
+			t.Errorf("RemoveChild(%s): %v; want %v", c.name, err, c.want)
+		}
+	}
+	if got := crashContents(t, m, 0); !slices.Equal(got, []string{"a/", "a/x=x", "f/", "f/x=x", "o=o"}) {
+		t.Errorf("after RemoveChild, durable only: %q", got)
+	}
+}
+
+// A write of a local Mem that the power is cut in may leave its temporary
+// object, which RemoveTemps removes if its caller accepts the final name,
+// and no object a write published, whatever its name.
+func TestMemLocalCutWriteLeavesATemp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemLocal())
+	b := memHandle(t, m)
+	if err := memPut(b, ".n.mem-tmp", "not a temp"); err != nil {
+		t.Fatal(err)
+	}
+	m.CutPowerAt(1)
+	if err := memPut(b, "n", "n"); !errors.Is(err, backendtest.ErrPowerCut) {
+		t.Fatalf("the cut write: %v", err)
+	}
+	if got := backendtest.MemTemps(memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{}))); len(got) != 0 {
+		t.Errorf("durable only: temporary objects %q", got)
+	}
+	clone := memHandle(t, m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: 100}))
+	temps := backendtest.MemTemps(clone)
+	if len(temps) != 1 {
+		t.Fatalf("every change kept: temporary objects %q; want one", temps)
+	}
+	tc := clone.(storage.TempCleaner)
+	var asked []string
+	removed, err := tc.RemoveTemps(ctx, func(final string, legacy bool) bool { asked = append(asked, final); return false })
+	if err != nil || len(removed) > 0 || !slices.Equal(asked, []string{"n"}) {
+		t.Fatalf("RemoveTemps refusing all: removed %q (%v), asked %q; want nothing removed, asked n", removed, err, asked)
+	}
+	removed, err = tc.RemoveTemps(ctx, func(string, bool) bool { return true })
+	if err != nil || !slices.Equal(removed, temps) {
+		t.Fatalf("RemoveTemps: removed %q (%v); want %q", removed, err, temps)
+	}
+	if got := memContents(t, clone); !slices.Equal(got, []string{".n.mem-tmp=not a temp", "n=n"}) {
+		t.Errorf("after RemoveTemps: %q", got)
 	}
 }
