@@ -79,8 +79,12 @@ func TraitsOf(b Backend) Traits {
 // Each method keeps every promise of its synced counterpart but
 // durability: the change is atomic, visible to Open and List in every
 // process when the method returns, and survives the writer's crash; a
-// power cut or an operating-system crash may undo it, leaving the old
-// object or the new one, never a torn one. A backend whose every change is
+// power cut or an operating-system crash may undo it. After one, a name
+// written by ReplaceUnsynced may hold the old object, the new one, or a
+// torn or empty one (the directory skips the file's fsync as well), so a
+// caller checks what it reads back: the store's index is checksummed entry
+// by entry. A name removed by RemoveUnsynced holds the old object or
+// nothing. A backend whose every change is
 // durable when it returns (object storage) has no need to implement it.
 type Unsynced interface {
 	Backend
