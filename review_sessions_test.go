@@ -108,3 +108,86 @@ func TestCreatedSessionNeverHoldsAForksCheckpoints(t *testing.T) {
 	require.Zero(t, got.Checkpoints, "the session Create made holds checkpoints it never saved (the fork's)")
 	require.Zero(t, b.s.Checkpoints, "Create returned a session holding the fork's checkpoints")
 }
+
+// TestLosingClaimRaceLeavesNoClaimInASession: a Fork that finds no
+// session.json, then creates its claim just after a New published 002 and
+// removed its own claim, sees session.json and gives up without removing
+// its claim. The live session 002 then holds a fork's claim: once its
+// session.json is lost, List hides the session (instead of listing it
+// damaged) and RemoveStaging deletes its checkpoints, though "a child store
+// without a fork's claim is never touched, and no session is".
+func TestLosingClaimRaceLeavesNoClaimInASession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemNoSync())
+	open := func(hook func(child, name string) error) *checkpoint.Sessions {
+		b, err := m.Open()
+		require.NoError(t, err)
+		r, err := checkpoint.OpenSessionsBackend(gated{Backend: b, hook: hook})
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	r := open(nil)
+	_, err := r.Create(ctx, "001", nil)
+	require.NoError(t, err)
+	playSession(t, r, "001", 1)
+
+	fAt, fGo := make(chan struct{}), make(chan struct{})
+	rF := open(func(child, name string) error {
+		if child == "002" && name == ".session.claim" {
+			close(fAt)
+			<-fGo
+		}
+		return nil
+	})
+	type result struct {
+		s   checkpoint.Session
+		err error
+	}
+	fDone := make(chan result, 1)
+	go func() { s, err := rF.Fork(ctx, "001", 1, nil); fDone <- result{s, err} }()
+	<-fAt // F saw no session.json in 002 and is about to claim it
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	require.Equal(t, "002", s.ID)
+	close(fGo)
+	f := <-fDone
+	require.NoError(t, f.err)
+	require.Equal(t, "003", f.s.ID)
+
+	playSession(t, r, "002", 2)
+	b, err := m.Open()
+	require.NoError(t, err)
+	defer b.Close()
+	sub, err := b.Sub(ctx, "002", false)
+	require.NoError(t, err)
+	objs, err := sub.List(ctx)
+	require.NoError(t, err)
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	// The session.json is lost (deleted by hand, say): a damaged session,
+	// which must stay listed and untouched.
+	_, err = sub.Remove(ctx, "session.json")
+	require.NoError(t, err)
+	_, err = r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	after := checkpointsIn(t, sub)
+	require.Len(t, after, 2, "RemoveStaging deleted the checkpoints of session 002")
+	require.NotContains(t, names, ".session.claim", "a claim left in the live session 002")
+}
+
+func checkpointsIn(t *testing.T, b checkpoint.Backend) []string {
+	t.Helper()
+	objs, err := b.List(context.Background())
+	require.NoError(t, err)
+	var out []string
+	for _, o := range objs {
+		if o.Name != "session.json" && o.Name[0] != '.' {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
