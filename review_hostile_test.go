@@ -1,0 +1,33 @@
+package checkpoint_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// TestCreateOverASymlinkMakesNoHiddenSession: a symbolic link at a
+// session's name (to a directory inside the root) is no session directory:
+// Get and OpenSessionStore refuse it, List skips it. Create must refuse it
+// too, rather than return a session, with a nil error, that no other call
+// can see (its session.json written through the link).
+func TestCreateOverASymlinkMakesNoHiddenSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".elsewhere"), 0o755))
+	require.NoError(t, os.Symlink(".elsewhere", filepath.Join(dir, "run")))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	s, cerr := r.Create(ctx, "run", nil)
+	_, gerr := r.Get(ctx, "run")
+	_, statErr := os.Lstat(filepath.Join(dir, ".elsewhere", "session.json"))
+	require.Truef(t, cerr != nil || gerr == nil, "Create returned session %q (nil error) that Get refuses: %v", s.ID, gerr)
+	require.ErrorIs(t, statErr, os.ErrNotExist, "Create wrote session.json through the symbolic link")
+}
