@@ -1,10 +1,14 @@
+//go:build unix
+
 package checkpoint_test
 
 import (
 	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,3 +35,25 @@ func TestCreateOverASymlinkMakesNoHiddenSession(t *testing.T) {
 	require.Truef(t, cerr != nil || gerr == nil, "Create returned session %q (nil error) that Get refuses: %v", s.ID, gerr)
 	require.ErrorIs(t, statErr, os.ErrNotExist, "Create wrote session.json through the symbolic link")
 }
+
+// TestCreateOverAFIFOReturns: a FIFO at a session's name must make Create
+// fail, never hang.
+func TestCreateOverAFIFOReturns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, syscallMkfifo(filepath.Join(dir, "run")))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	done := make(chan error, 1)
+	go func() { _, err := r.Create(context.Background(), "run", nil); done <- err }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		t.Log(err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Create over a FIFO hangs")
+	}
+}
+
+func syscallMkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
