@@ -57,3 +57,19 @@ func TestCreateOverAFIFOReturns(t *testing.T) {
 }
 
 func syscallMkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
+
+// TestOddStagingDirectoryDoesNotBlockNew: a directory named like an
+// earlier release's staging directory but holding a subdirectory (put
+// there by hand, or by another tool) must not make every New, Create and
+// Fork of the root fail for ever.
+func TestOddStagingDirectoryDoesNotBlockNew(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".staging-tool", "cache"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".staging-tool", "cache", "x"), nil, 0o644))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.New(context.Background(), nil)
+	require.NoError(t, err, "New fails for ever on this root")
+}
