@@ -191,3 +191,57 @@ func checkpointsIn(t *testing.T, b checkpoint.Backend) []string {
 	}
 	return out
 }
+
+// gatedDir is gated over a directory, passing RemoveChild on (a wrapper of
+// the directory keeps its empty children).
+type gatedDir struct{ gated }
+
+func (g gatedDir) RemoveChild(ctx context.Context, name string) error {
+	return g.Backend.(checkpoint.ChildRemover).RemoveChild(ctx, name)
+}
+
+// TestConcurrentCreateSucceedsOrSaysExists: of two Creates of one ID, the
+// one that goes on over the other's claim must succeed, or fail with
+// ErrExists, when the other fails: here the failing one removes its claim
+// and the (empty) directory under the first, whose session.json then
+// cannot be created (ENOENT), and neither Create succeeds.
+func TestConcurrentCreateSucceedsOrSaysExists(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(hook func(child, name string) error) *checkpoint.Sessions {
+		b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+		require.NoError(t, err)
+		r, err := checkpoint.OpenSessionsBackend(gatedDir{gated{Backend: b, hook: hook}}, checkpoint.NoSync())
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	aAt, aGo := make(chan struct{}), make(chan struct{})
+	bAt, bGo := make(chan struct{}), make(chan struct{})
+	at := func(ch, gate chan struct{}, fail error) func(child, name string) error {
+		return func(child, name string) error {
+			if child != "run" || name != "session.json" {
+				return nil
+			}
+			close(ch)
+			<-gate
+			return fail
+		}
+	}
+	rA := open(at(aAt, aGo, errors.New("injected: A's caller gave up")))
+	rB := open(at(bAt, bGo, nil))
+	aDone := make(chan error, 1)
+	go func() { _, err := rA.Create(ctx, "run", nil); aDone <- err }()
+	<-aAt
+	bDone := make(chan error, 1)
+	go func() { _, err := rB.Create(ctx, "run", nil); bDone <- err }()
+	<-bAt // B went on over A's claim
+	close(aGo)
+	require.Error(t, <-aDone)
+	close(bGo)
+	err := <-bDone
+	if err != nil {
+		require.ErrorIs(t, err, checkpoint.ErrExists, "B's Create failed with neither success nor ErrExists")
+	}
+}
