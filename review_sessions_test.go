@@ -245,3 +245,68 @@ func TestConcurrentCreateSucceedsOrSaysExists(t *testing.T) {
 		require.ErrorIs(t, err, checkpoint.ErrExists, "B's Create failed with neither success nor ErrExists")
 	}
 }
+
+// TestForkNeverMixesTwoHistories: a writer that rewrites history
+// (Truncate, then saves the same steps again) while Fork copies must not
+// leave a fork holding the old step 4 and the new step 5, a history the
+// parent never held; "if it prunes or replaces what Fork takes, Fork
+// fails".
+func TestForkNeverMixesTwoHistories(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemNoSync())
+	open := func(hook func(child, name string) error) *checkpoint.Sessions {
+		b, err := m.Open()
+		require.NoError(t, err)
+		r, err := checkpoint.OpenSessionsBackend(gated{Backend: b, hook: hook})
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	r := open(nil)
+	_, err := r.Create(ctx, "a", nil)
+	require.NoError(t, err)
+	playSession(t, r, "a", 5) // state of step n: 10n
+	w, err := checkpoint.OpenSessionStore[int](r, "a")
+	require.NoError(t, err)
+	defer w.Close()
+
+	at, proceed := make(chan struct{}), make(chan struct{})
+	var once bool
+	rF := open(func(child, name string) error {
+		if child == "001" && name == "step_00000004.json" && !once {
+			once = true
+			close(at)
+			<-proceed
+		}
+		return nil
+	})
+	type result struct {
+		s   checkpoint.Session
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { s, err := rF.Fork(ctx, "a", 5, nil); done <- result{s, err} }()
+	<-at // the fork read step 4 and is about to copy it, then 5
+	_, err = w.Truncate(ctx, 3)
+	require.NoError(t, err)
+	for step := int64(4); step <= 5; step++ {
+		_, err := w.Save(ctx, step, int(step)*100)
+		require.NoError(t, err)
+	}
+	close(proceed)
+	f := <-done
+	if f.err != nil {
+		t.Logf("fork failed: %v", f.err)
+		return // Fork saw the rewrite: the promise holds
+	}
+	st, err := checkpoint.OpenSessionStore[int](r, f.s.ID, checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer st.Close()
+	v4, _, err := st.Load(ctx, 4)
+	require.NoError(t, err)
+	v5, _, err := st.Load(ctx, 5)
+	require.NoError(t, err)
+	require.Truef(t, v4 == 40 && v5 == 50 || v4 == 400 && v5 == 500,
+		"fork %s holds step 4 = %d and step 5 = %d: a history the parent never held", f.s.ID, v4, v5)
+}
