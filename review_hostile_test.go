@@ -73,3 +73,35 @@ func TestOddStagingDirectoryDoesNotBlockNew(t *testing.T) {
 	_, err = r.New(context.Background(), nil)
 	require.NoError(t, err, "New fails for ever on this root")
 }
+
+// TestCreateOverAFileSaysExists: a file at the ID's name takes the ID:
+// Create's error wraps ErrExists ("an ID already taken is ErrExists"), as
+// Get's wraps ErrNotFound, not a bare ENOTDIR.
+func TestCreateOverAFileSaysExists(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run"), []byte("x"), 0o644))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Create(context.Background(), "run", nil)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+}
+
+// TestRemoveStagingGoesPastAnOddChild: one child whose claim is not a
+// regular file (a directory here) must not stop RemoveStaging from
+// removing what a crashed fork left in another child.
+func TestRemoveStagingGoesPastAnOddChild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "aa", ".session.claim"), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "zz"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "zz", ".session.claim"), []byte(`{"op":"fork","token":"x","time":"2026-01-01T00:00:00Z"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "zz", "step_00000001.json"), []byte("x"), 0o644))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	removed, err := r.RemoveStaging(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "zz")}, removed)
+}
