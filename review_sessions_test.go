@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -309,4 +311,35 @@ func TestForkNeverMixesTwoHistories(t *testing.T) {
 	require.NoError(t, err)
 	require.Truef(t, v4 == 40 && v5 == 50 || v4 == 400 && v5 == 500,
 		"fork %s holds step 4 = %d and step 5 = %d: a history the parent never held", f.s.ID, v4, v5)
+}
+
+// passThrough is the trivial wrapper a host writes around a backend (a
+// tracer), saying what it wraps (storage.Wrapper).
+type passThrough struct{ checkpoint.Backend }
+
+func (p passThrough) Unwrap() checkpoint.Backend { return p.Backend }
+
+// TestSessionsOverAWrappedDirectoryCleanLikeTheDirectory: a root of
+// sessions over a pass-through wrapper of a directory that an earlier
+// release wrote: New removes the lock file and the staging directory, as
+// OpenSessions does, and RemoveStaging reports a staging directory once.
+func TestSessionsOverAWrappedDirectoryCleanLikeTheDirectory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".sessions.lock"), nil, 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".staging-K3J9QZ"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".staging-K3J9QZ", "step_00000001.json"), []byte("x"), 0o644))
+	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	r, err := checkpoint.OpenSessionsBackend(passThrough{b}, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	first, err := r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	second, err := r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	_, err = os.Lstat(filepath.Join(dir, ".staging-K3J9QZ"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the staging directory stays (RemoveStaging said %v, then %v)", first, second)
+	require.Empty(t, second, "RemoveStaging reports the same staging directory removed again")
 }
