@@ -105,3 +105,25 @@ func TestRemoveStagingGoesPastAnOddChild(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join(dir, "zz")}, removed)
 }
+
+// TestOpenOnAFIFOReturns: Open and OpenSessions on a path that is a FIFO
+// must fail, never hang.
+func TestOpenOnAFIFOReturns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, name := range []string{"store", "root"} {
+		require.NoError(t, syscallMkfifo(filepath.Join(dir, name)))
+	}
+	done := make(chan error, 2)
+	go func() { _, err := checkpoint.Open[int](filepath.Join(dir, "store")); done <- err }()
+	go func() { _, err := checkpoint.OpenSessions(filepath.Join(dir, "root")); done <- err }()
+	timeout := time.After(5 * time.Second)
+	for range 2 {
+		select {
+		case err := <-done:
+			require.Error(t, err)
+		case <-timeout:
+			t.Fatal("Open or OpenSessions on a FIFO hangs")
+		}
+	}
+}
