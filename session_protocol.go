@@ -665,7 +665,11 @@ func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id s
 		}
 		made = append(made, name)
 	}
-	return made, r.checkFork(ctx, id, dst, step)
+	listed := make(map[string]Info, len(made))
+	for _, info := range infos {
+		listed[info.Name()] = info
+	}
+	return made, r.checkFork(ctx, id, dst, step, listed)
 }
 
 // copyObject copies the object name of src to a new object of dst.
@@ -684,10 +688,13 @@ func copyObject(ctx context.Context, src, dst Backend, name string) error {
 
 // checkFork checks the checkpoints gathered in dst, the child store of the
 // new session id, which no writer can change: a running writer of the
-// source may have pruned the step or moved its rolling file on between the
-// listing and the copies. A rolling file past step is dropped; then the
-// newest checkpoint that loads must be step.
-func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64) error {
+// source may have pruned the step, moved its rolling file on, or rewritten
+// its history (Truncate, then saves of the same steps) between the listing
+// and the copies. A rolling file past step is dropped; every other
+// checkpoint must be the one listed (its step, kind, save time and size),
+// so that the fork never mixes two histories; then the newest checkpoint
+// that loads must be step.
+func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64, listed map[string]Info) error {
 	view, err := r.b.Sub(ctx, id, false) // the reader owns and closes it
 	if err != nil {
 		return err
@@ -698,16 +705,22 @@ func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step i
 	if err != nil {
 		return inner(err, st.dir)
 	}
+	changed := fmt.Errorf("%w: the checkpoints up to step %d changed while they were being forked (a running writer pruned or replaced them)", ErrNotFound, step)
 	for _, info := range infos {
 		if info.Kind == KindRolling && (info.Step > step || info.Format == 0) {
 			if _, err := dst.Remove(ctx, info.Name()); err != nil {
 				return err
 			}
+			continue
+		}
+		was, ok := listed[info.Name()]
+		if !ok || was.Step != info.Step || was.Kind != info.Kind || !was.Time.Equal(info.Time) || was.Size != info.Size {
+			return changed
 		}
 	}
 	_, info, err := st.Latest(ctx)
 	if err != nil || info.Step != step {
-		return fmt.Errorf("%w: the checkpoint of step %d changed while it was being forked (a running writer pruned or replaced it)", ErrNotFound, step)
+		return changed
 	}
 	return nil
 }
