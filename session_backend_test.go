@@ -129,3 +129,46 @@ func TestDirectoryRootListsNoClaimOrTombstoneOfTheBackendPath(t *testing.T) {
 	require.Empty(t, listedIDs(t, local), "a tombstone is no session")
 	require.Empty(t, listedIDs(t, generic))
 }
+
+// TestRemoveStagingTakesNoClaimBesideASessionForAFork: a fork's claim that
+// a crash left beside the session.json it published (the crash came
+// between the two) is removed by RemoveStaging, so that the session, once
+// its session.json is lost, is listed as damaged and keeps its
+// checkpoints, instead of being taken for a fork a crash interrupted.
+func TestRemoveStagingTakesNoClaimBesideASessionForAFork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemNoSync())
+	b, err := m.Open()
+	require.NoError(t, err)
+	r, err := checkpoint.OpenSessionsBackend(b)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Create(ctx, "a", nil)
+	require.NoError(t, err)
+	playSession(t, r, "a", 2)
+	raw, err := m.Open()
+	require.NoError(t, err)
+	defer raw.Close()
+	sub, err := raw.Sub(ctx, "a", false)
+	require.NoError(t, err)
+	defer sub.Close()
+	_, err = sub.Create(ctx, ".session.claim", func(w io.Writer) error {
+		_, err := io.WriteString(w, `{"op":"fork","token":"x"}`)
+		return err
+	})
+	require.NoError(t, err)
+
+	removed, err := r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed, "a live session is no fork's leftover")
+	_, err = sub.Remove(ctx, "session.json") // lost, by hand
+	require.NoError(t, err)
+	removed, err = r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	require.Len(t, checkpointsIn(t, sub), 2, "RemoveStaging deleted the checkpoints of a session")
+	s, err := r.Get(ctx, "a")
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt, "a session without its session.json is listed as damaged")
+	require.Equal(t, 2, s.Checkpoints)
+}

@@ -49,7 +49,9 @@ import (
 //   - RemoveStaging removes what crashed forks left (a fork's claim, no
 //     session.json): it first creates session.json as a tombstone, so that
 //     a fork still running there can never publish, then removes the rest.
-//     The tombstone stays: the ID is never used again.
+//     The tombstone stays: the ID is never used again. A claim beside a
+//     valid session.json (a crash came between publishing and removing
+//     it) is removed, never taken for a fork's.
 //   - Earlier releases made sessions in a directory under a lock file
 //     (sessionsLockName), in hidden staging directories (stagingPrefix)
 //     renamed into place: their sessions are the same, and what they left
@@ -786,8 +788,11 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	}
 	defer sub.Close()
 	_, _, err = readMetaIn(ctx, sub, id)
+	if err == nil {
+		return false, dropStaleClaim(ctx, sub)
+	}
 	if !errors.Is(err, ErrNotFound) {
-		return false, nil // a session (or a damaged one, which List shows): not ours to remove
+		return false, nil // a damaged session, which List shows: not ours to remove
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)
@@ -826,6 +831,19 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// dropStaleClaim removes the claim a crash left in the child store sub of
+// a live session, between the publication of its session.json and the
+// removal of its claim: beside a session.json no claim guards anything,
+// and a fork's would make the session, once its session.json is lost,
+// look like a fork a crash interrupted.
+func dropStaleClaim(ctx context.Context, sub Backend) error {
+	if o, err := sub.Stat(ctx, claimName); err != nil || !o.Mode.IsRegular() {
+		return nil // none, or none the protocol made
+	}
+	_, err := sub.Remove(ctx, claimName)
+	return err
 }
 
 // removeLegacyOnWrite is removeLegacy where the Backend keeps child stores
