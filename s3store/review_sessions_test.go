@@ -73,3 +73,35 @@ func TestForkRetriedAfterItLandedKeepsItsCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionClaimRetriedAfterItLandedIsTheCallersOwn: the PUT of a
+// fork's claim lands, its answer is lost, and the SDK sends it again: the
+// retry's If-None-Match fails on the caller's own claim, which Fork must
+// recognise by its token and go on with (the first free number), not take
+// for another worker's and leave behind.
+func TestSessionClaimRetriedAfterItLandedIsTheCallersOwn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	lose := &landThenLose{suffix: "/.session.claim", rt: http0()}
+	b, err := New(f.clientThrough(lose), f.bucket, "root")
+	require.NoError(t, err)
+	r, err := checkpoint.OpenSessionsBackend(b)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Create(ctx, "a", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](r, "a")
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 10)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	lose.n.Store(1)
+	s, err := r.Fork(ctx, "a", 1, nil)
+	require.Equal(t, int32(1), lose.lost.Load(), "no answer was lost")
+	require.NoError(t, err)
+	require.Equal(t, "001", s.ID, "the fork took its own claim for another worker's")
+	children, err := b.Children(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"a", "001"}, children, "a fork left a claim behind")
+}
