@@ -434,7 +434,11 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 	if op == claimCreate {
 		// Another creation may have taken the claim over: the session is
 		// then its to publish.
-		if held, _, err := readClaimObject(ctx, dst); err != nil || held.Token != token {
+		held, _, err := readClaimObject(ctx, dst)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		if err != nil || held.Token != token {
 			return fmt.Errorf("%w: session %q is being made by another call", ErrExists, id)
 		}
 	}
