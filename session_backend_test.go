@@ -129,3 +129,86 @@ func TestDirectoryRootListsNoClaimOrTombstoneOfTheBackendPath(t *testing.T) {
 	require.Empty(t, listedIDs(t, local), "a tombstone is no session")
 	require.Empty(t, listedIDs(t, generic))
 }
+
+// TestRemoveStagingTakesNoClaimBesideASessionForAFork: a fork's claim that
+// a crash left beside the session.json it published (the crash came
+// between the two) is removed by RemoveStaging, so that the session, once
+// its session.json is lost, is listed as damaged and keeps its
+// checkpoints, instead of being taken for a fork a crash interrupted.
+func TestRemoveStagingTakesNoClaimBesideASessionForAFork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemNoSync())
+	b, err := m.Open()
+	require.NoError(t, err)
+	r, err := checkpoint.OpenSessionsBackend(b)
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Create(ctx, "a", nil)
+	require.NoError(t, err)
+	playSession(t, r, "a", 2)
+	raw, err := m.Open()
+	require.NoError(t, err)
+	defer raw.Close()
+	sub, err := raw.Sub(ctx, "a", false)
+	require.NoError(t, err)
+	defer sub.Close()
+	_, err = sub.Create(ctx, ".session.claim", func(w io.Writer) error {
+		_, err := io.WriteString(w, `{"op":"fork","token":"x"}`)
+		return err
+	})
+	require.NoError(t, err)
+
+	removed, err := r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed, "a live session is no fork's leftover")
+	_, err = sub.Remove(ctx, "session.json") // lost, by hand
+	require.NoError(t, err)
+	removed, err = r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	require.Len(t, checkpointsIn(t, sub), 2, "RemoveStaging deleted the checkpoints of a session")
+	s, err := r.Get(ctx, "a")
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt, "a session without its session.json is listed as damaged")
+	require.Equal(t, 2, s.Checkpoints)
+}
+
+// TestCreateTakesOverACrashedCreationsClaim: a Create of an ID whose
+// creation a crash interrupted after its claim takes the claim over and
+// makes the session, leaving only its session.json; a fork's claim is
+// never taken over.
+func TestCreateTakesOverACrashedCreationsClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := backendtest.NewMem(backendtest.MemNoSync())
+	raw, err := m.Open()
+	require.NoError(t, err)
+	defer raw.Close()
+	for id, op := range map[string]string{"run": "create", "forked": "fork"} {
+		sub, err := raw.Sub(ctx, id, true)
+		require.NoError(t, err)
+		_, err = sub.Create(ctx, ".session.claim", func(w io.Writer) error {
+			_, err := io.WriteString(w, `{"op":"`+op+`","token":"x"}`)
+			return err
+		})
+		require.NoError(t, err)
+		require.NoError(t, sub.Close())
+	}
+	b, err := m.Open()
+	require.NoError(t, err)
+	r, err := checkpoint.OpenSessionsBackend(b)
+	require.NoError(t, err)
+	defer r.Close()
+	s, err := r.Create(ctx, "run", nil)
+	require.NoError(t, err)
+	require.Equal(t, "run", s.ID)
+	sub, err := raw.Sub(ctx, "run", false)
+	require.NoError(t, err)
+	defer sub.Close()
+	objs, err := sub.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, objs, 1, "only session.json stays")
+	require.Equal(t, "session.json", objs[0].Name)
+	_, err = r.Create(ctx, "forked", nil)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+}

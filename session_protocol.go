@@ -23,13 +23,18 @@ import (
 //
 //   - A session is the child store Sub(id). It exists exactly when its
 //     session.json exists (and is not a tombstone, below).
-//   - Whoever makes a session first creates the claim (claimName) in the
-//     child: the claim takes the ID, so that two forks never put
-//     checkpoints into one child. A claim says who made it (claimCreate or
-//     claimFork). Create and New may go on over a creation's claim whose
-//     session.json is missing (a racing creation, or one a crash
-//     interrupted: it left no checkpoints), since the Create of
-//     session.json picks one winner; nobody goes on over a fork's.
+//   - Whoever makes a session first holds the claim (claimName) in the
+//     child: the claim takes the ID, so that no two calls ever put a
+//     session into one child. A claim says who made it (claimCreate or
+//     claimFork) and carries a random token. A call goes on only while it
+//     holds the claim, and removes only its own. Create and New take over
+//     a creation's claim whose session.json is missing (a racing
+//     creation, or one a crash interrupted: it left no checkpoints) with
+//     a conditional Replace; a claim taken over is not removed before
+//     session.json exists (see claim). Nobody takes over a fork's.
+//   - A Create retried by object storage after it landed fails with
+//     ErrExists on the caller's own object: a claim holding the call's
+//     token, or a session.json holding its bytes, is its own.
 //   - A fork links (Linker) or copies the checkpoints into the child, each
 //     durable before the next step; session.json is created last: a crash
 //     before that leaves no visible session, since a child with a claim and
@@ -44,7 +49,9 @@ import (
 //   - RemoveStaging removes what crashed forks left (a fork's claim, no
 //     session.json): it first creates session.json as a tombstone, so that
 //     a fork still running there can never publish, then removes the rest.
-//     The tombstone stays: the ID is never used again.
+//     The tombstone stays: the ID is never used again. A claim beside a
+//     valid session.json (a crash came between publishing and removing
+//     it) is removed, never taken for a fork's.
 //   - Earlier releases made sessions in a directory under a lock file
 //     (sessionsLockName), in hidden staging directories (stagingPrefix)
 //     renamed into place: their sessions are the same, and what they left
@@ -375,14 +382,15 @@ func (r *Sessions) publishNumbered(ctx context.Context, id, op string, m session
 // publish makes the session id: it claims the ID (as op), lets fill put
 // checkpoints in the child store and return their names, then creates
 // session.json. If anything fails, it removes what it made (what fill
-// made, then the claim, then the child if it is empty) and the session is
-// not visible.
+// made, then its claim if it is still its own, then the child if it is
+// empty) and the session is not visible.
 func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (err error) {
 	dst, err := r.b.Sub(ctx, id, false)
 	if err != nil {
 		return err
 	}
-	var made []string // what this call made, the claim last
+	var made []string // what fill made
+	token, fresh := "", false
 	published := false
 	defer func() {
 		if published {
@@ -390,32 +398,30 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 			return
 		}
 		// What this call made is its own: no other caller writes under a
-		// claim it does not hold, and none adopts a fork's. The claim goes
-		// last, on its own (a Remove of many names may go in any order),
-		// so that a crash meanwhile leaves the child out of sight.
+		// claim it does not hold. The claim goes last, on its own (a
+		// Remove of many names may go in any order), so that a crash
+		// meanwhile leaves the child out of sight; a claim taken over
+		// from another creation stays (see claim).
 		ctx := context.WithoutCancel(ctx)
 		var rerr error
-		if n := len(made); n > 1 {
-			_, rerr = dst.Remove(ctx, made[:n-1]...)
+		if len(made) > 0 {
+			_, rerr = dst.Remove(ctx, made...)
 		}
-		if rerr == nil && len(made) > 0 {
-			_, rerr = dst.Remove(ctx, made[len(made)-1])
+		if rerr == nil && fresh {
+			rerr = releaseClaim(ctx, dst, token)
 		}
 		dst.Close() // a directory: release it before it goes
 		if rerr == nil {
 			r.dropChild(ctx, id)
 		}
 	}()
-	mine, err := r.claim(ctx, dst, id, op)
+	token, fresh, err = r.claim(ctx, dst, id, op)
 	if err != nil {
 		return err
 	}
-	if mine {
-		made = append(made, claimName)
-	}
 	if fill != nil {
 		names, err := fill(id, dst)
-		made = append(names, made...)
+		made = names
 		if err != nil {
 			return err
 		}
@@ -425,26 +431,64 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 	if err != nil {
 		return err
 	}
+	if op == claimCreate {
+		// Another creation may have taken the claim over: the session is
+		// then its to publish.
+		held, _, err := readClaimObject(ctx, dst)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrCorrupt) {
+			return err
+		}
+		if err != nil || held.Token != token {
+			return fmt.Errorf("%w: session %q is being made by another call", ErrExists, id)
+		}
+	}
 	if _, err := dst.Create(ctx, sessionFile, write); err != nil {
 		if !errors.Is(err, ErrExists) {
 			return err
 		}
-		if op == claimFork {
-			// Only RemoveStaging's tombstone is created over a fork's
-			// claim: what the fork made is removed, as it wants.
-			return fmt.Errorf("%w: session %q was abandoned (by RemoveStaging) while it was being forked", ErrExists, id)
+		if mine, rerr := holdsContent(ctx, dst, sessionFile, write); rerr != nil {
+			return errors.Join(err, rerr)
+		} else if !mine {
+			if op == claimFork {
+				// Only RemoveStaging's tombstone is created over a fork's
+				// claim: what the fork made is removed, as it wants.
+				return fmt.Errorf("%w: session %q was abandoned (by RemoveStaging) while it was being forked", ErrExists, id)
+			}
+			return fmt.Errorf("%w: session %q", ErrExists, id)
 		}
-		// Another creation went on over the claim and won: the claim is
-		// its to remove now.
-		published = true
-		return fmt.Errorf("%w: session %q", ErrExists, id)
+		// This call's own Create, retried after it landed (object
+		// storage): the session is published.
 	}
 	published = true
 	// The session exists now, whatever becomes of the claim: it took the
 	// ID while the session was made, and session.json holds it from here
-	// on. A claim a crash leaves here is a hidden object, and harmless.
+	// on; no claim beside it guards anything. A claim a crash leaves here
+	// is a hidden object, and harmless (RemoveStaging removes it).
 	dst.Remove(context.WithoutCancel(ctx), claimName)
 	return nil
+}
+
+// holdsContent reports whether the object name of b holds exactly the
+// bytes write produces: whether an object whose Create failed with
+// ErrExists is the caller's own, a Create retried after it landed.
+func holdsContent(ctx context.Context, b Backend, name string, write func(io.Writer) error) (bool, error) {
+	var want bytes.Buffer
+	if err := write(&want); err != nil {
+		return false, err
+	}
+	rc, _, err := b.Open(ctx, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(io.LimitReader(rc, int64(want.Len())+1))
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(got, want.Bytes()), nil
 }
 
 // dropChild removes the child store id if the Backend keeps empty ones
@@ -456,51 +500,78 @@ func (r *Sessions) dropChild(ctx context.Context, id string) {
 	}
 }
 
-// claim takes the ID of the child store dst for a session made by op, and
-// reports whether it created the claim (mine) or goes on over a
-// creation's. It returns an error wrapping ErrExists if the session exists,
-// if a fork holds the ID (or, for a fork, any claim), or if the child holds
-// objects that are not a session's: they are never adopted.
-func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (mine bool, err error) {
+// claim takes the ID of the child store dst for a session made by op. It
+// returns the claim's token and whether it created the claim (fresh), or
+// took over another creation's with a conditional Replace. Whoever holds
+// the claim holds the ID alone: a creation publishes only while the claim
+// is its own, and removes only its own; a creation whose claim another
+// creation took over leaves the claim to it and fails with ErrExists.
+// Creations never fill the child, so one taking over another's claim
+// adopts nothing; a claim taken over is never removed before session.json
+// exists (the creation it was taken from may still publish), so that a
+// fork never claims an ID a creation may still publish over. A creation's
+// claim a crash left is taken over the same way.
+//
+// It returns an error wrapping ErrExists if the session exists, if a fork
+// holds the ID (or, for a fork, any claim), if another creation took the
+// claim first, or if the child holds objects that are not a session's:
+// they are never adopted.
+func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token string, fresh bool, err error) {
 	if _, err := dst.Stat(ctx, sessionFile); err == nil {
-		return false, fmt.Errorf("%w: session %q", ErrExists, id)
+		return "", false, fmt.Errorf("%w: session %q", ErrExists, id)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return false, err
+		return "", false, err
 	}
-	c, err := json.Marshal(sessionClaim{Op: op, Token: rand.Text(), Time: r.now(time.Time{})})
+	token = rand.Text()
+	c, err := json.Marshal(sessionClaim{Op: op, Token: token, Time: r.now(time.Time{})})
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
-	for attempt := 1; !mine; attempt++ {
-		_, err = dst.Create(ctx, claimName, func(w io.Writer) error {
-			_, err := w.Write(c)
-			return err
-		})
+	write := func(w io.Writer) error {
+		_, err := w.Write(c)
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		_, err = dst.Create(ctx, claimName, write)
 		if err == nil {
-			mine = true
+			fresh = true
 			break
 		}
 		if !errors.Is(err, ErrExists) {
-			return false, err
+			return "", false, err
 		}
-		if op == claimFork {
-			return false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
-		}
-		held, err := readClaim(ctx, dst)
+		held, obj, err := readClaimObject(ctx, dst)
 		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
 			continue // its maker failed and removed it: claim again
 		}
 		if err != nil {
-			return false, fmt.Errorf("%w: session %q is being made by another call (its claim: %w)", ErrExists, id, err)
+			return "", false, fmt.Errorf("%w: session %q is being made by another call (its claim: %w)", ErrExists, id, err)
+		}
+		if held.Token == token {
+			fresh = true // this call's own Create, retried after it landed (object storage)
+			break
+		}
+		if op == claimFork {
+			return "", false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
 		}
 		if held.Op != claimCreate {
-			return false, fmt.Errorf("%w: a fork holds session ID %q (it is running, or a crash interrupted it and RemoveStaging removes what it left)", ErrExists, id)
+			return "", false, fmt.Errorf("%w: a fork holds session ID %q (it is running, or a crash interrupted it and RemoveStaging removes what it left)", ErrExists, id)
 		}
-		break // a creation's claim: go on over it, session.json picks the winner
+		// A creation's claim: take it over, if nobody changes it first.
+		if _, err := dst.Replace(ctx, claimName, obj.Version, write); err != nil {
+			if held, _, rerr := readClaimObject(ctx, dst); rerr == nil && held.Token == token {
+				break // this call's own Replace, retried after it landed
+			}
+			if errors.Is(err, ErrConflict) || errors.Is(err, fs.ErrNotExist) {
+				return "", false, fmt.Errorf("%w: session %q is being made by another call", ErrExists, id)
+			}
+			return "", false, err
+		}
+		break
 	}
 	objs, err := dst.List(ctx)
 	if err != nil {
-		return mine, err
+		return token, fresh, err
 	}
 	// Checkpoints and side files never start with a dot: what does (the
 	// claim, temporary files, a store's lock or lease) is no state.
@@ -520,29 +591,50 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (mine 
 		slices.Sort(foreign)
 		err = fmt.Errorf("%w: %s holds objects that are not a session's (%s): a session is not made over them", ErrExists, dst.Locate(""), strings.Join(foreign[:min(len(foreign), 3)], ", "))
 	default:
-		return mine, nil
+		return token, fresh, nil
 	}
-	if mine && !exists {
-		dst.Remove(context.WithoutCancel(ctx), claimName)
+	// A claim beside a session guards nothing; one this call took over
+	// beside foreign objects stays, as any claim taken over does.
+	if exists || fresh {
+		releaseClaim(context.WithoutCancel(ctx), dst, token)
 	}
-	return false, err
+	return "", false, err
+}
+
+// releaseClaim removes the claim of b if it is still the one with token.
+func releaseClaim(ctx context.Context, b Backend, token string) error {
+	held, _, err := readClaimObject(ctx, b)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && held.Token != token {
+		return nil // removed (by RemoveStaging), or taken over by another creation
+	}
+	if err != nil {
+		return err
+	}
+	_, err = b.Remove(ctx, claimName)
+	return err
 }
 
 func readClaim(ctx context.Context, b Backend) (sessionClaim, error) {
+	c, _, err := readClaimObject(ctx, b)
+	return c, err
+}
+
+// readClaimObject reads the claim of b, and returns it with its Object.
+func readClaimObject(ctx context.Context, b Backend) (sessionClaim, Object, error) {
 	var c sessionClaim
-	rc, _, err := b.Open(ctx, claimName)
+	rc, obj, err := b.Open(ctx, claimName)
 	if err != nil {
-		return c, err
+		return c, obj, err
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, maxClaimSize))
 	if err != nil {
-		return c, err
+		return c, obj, err
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return c, fmt.Errorf("%w: %s: %w", ErrCorrupt, claimName, err)
+		return c, obj, fmt.Errorf("%w: %s: %w", ErrCorrupt, claimName, err)
 	}
-	return c, nil
+	return c, obj, nil
 }
 
 // forkInto puts the checkpoints of infos (read from src) with steps up to
@@ -579,7 +671,11 @@ func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id s
 		}
 		made = append(made, name)
 	}
-	return made, r.checkFork(ctx, id, dst, step)
+	listed := make(map[string]Info, len(made))
+	for _, info := range infos {
+		listed[info.Name()] = info
+	}
+	return made, r.checkFork(ctx, id, dst, step, listed)
 }
 
 // copyObject copies the object name of src to a new object of dst.
@@ -598,10 +694,13 @@ func copyObject(ctx context.Context, src, dst Backend, name string) error {
 
 // checkFork checks the checkpoints gathered in dst, the child store of the
 // new session id, which no writer can change: a running writer of the
-// source may have pruned the step or moved its rolling file on between the
-// listing and the copies. A rolling file past step is dropped; then the
-// newest checkpoint that loads must be step.
-func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64) error {
+// source may have pruned the step, moved its rolling file on, or rewritten
+// its history (Truncate, then saves of the same steps) between the listing
+// and the copies. A rolling file past step is dropped; every other
+// checkpoint must be the one listed (its step, kind, save time and size),
+// so that the fork never mixes two histories; then the newest checkpoint
+// that loads must be step.
+func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64, listed map[string]Info) error {
 	view, err := r.b.Sub(ctx, id, false) // the reader owns and closes it
 	if err != nil {
 		return err
@@ -612,16 +711,22 @@ func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step i
 	if err != nil {
 		return inner(err, st.dir)
 	}
+	changed := fmt.Errorf("%w: the checkpoints up to step %d changed while they were being forked (a running writer pruned or replaced them)", ErrNotFound, step)
 	for _, info := range infos {
 		if info.Kind == KindRolling && (info.Step > step || info.Format == 0) {
 			if _, err := dst.Remove(ctx, info.Name()); err != nil {
 				return err
 			}
+			continue
+		}
+		was, ok := listed[info.Name()]
+		if !ok || was.Step != info.Step || was.Kind != info.Kind || !was.Time.Equal(info.Time) || was.Size != info.Size {
+			return changed
 		}
 	}
 	_, info, err := st.Latest(ctx)
 	if err != nil || info.Step != step {
-		return fmt.Errorf("%w: the checkpoint of step %d changed while it was being forked (a running writer pruned or replaced it)", ErrNotFound, step)
+		return changed
 	}
 	return nil
 }
@@ -687,8 +792,11 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	}
 	defer sub.Close()
 	_, _, err = readMetaIn(ctx, sub, id)
+	if err == nil {
+		return false, dropStaleClaim(ctx, sub)
+	}
 	if !errors.Is(err, ErrNotFound) {
-		return false, nil // a session (or a damaged one, which List shows): not ours to remove
+		return false, nil // a damaged session, which List shows: not ours to remove
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)
@@ -727,6 +835,19 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// dropStaleClaim removes the claim a crash left in the child store sub of
+// a live session, between the publication of its session.json and the
+// removal of its claim: beside a session.json no claim guards anything,
+// and a fork's would make the session, once its session.json is lost,
+// look like a fork a crash interrupted.
+func dropStaleClaim(ctx context.Context, sub Backend) error {
+	if o, err := sub.Stat(ctx, claimName); err != nil || !o.Mode.IsRegular() {
+		return nil // none, or none the protocol made
+	}
+	_, err := sub.Remove(ctx, claimName)
+	return err
 }
 
 // removeLegacyOnWrite is removeLegacy where the Backend keeps child stores

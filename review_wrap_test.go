@@ -1,0 +1,31 @@
+package checkpoint_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+)
+
+// TestOpenThroughAWrapperRemovesStaleTemps: "a crash at any instant
+// leaves ... at worst a temporary file that the next Open removes". A
+// writer opened through the trivial pass-through wrapper of the directory
+// (one that says what it wraps, and is treated as the directory) leaves
+// the temporary file of a crashed save in place, for ever: the wrapper
+// does not implement TempCleaner, and nothing else removes it.
+func TestOpenThroughAWrapperRemovesStaleTemps(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, ".step_00000001.json.ckpt-tmp-123")
+	require.NoError(t, os.WriteFile(tmp, []byte("x"), 0o644))
+	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	st, err := checkpoint.OpenBackend[int](passThrough{b}, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = os.Lstat(tmp)
+	require.ErrorIs(t, err, os.ErrNotExist, "the writer's Open left the temporary file of a crashed save")
+}
