@@ -66,10 +66,11 @@ type dirBackend struct {
 // wrap the local directory in a Backend of your own. The backend is a
 // storage.Describer (Traits().Local), a storage.Unsynced and a
 // storage.TempCleaner: a store treats a wrapper that implements Unwrap
-// (storage.Wrapper) as the directory it wraps, and reaches the optional
-// operations through the wrapper's own methods (a wrapper without them
-// gets the synced operations, and leaves a crashed save's temporary files
-// where they are).
+// (storage.Wrapper) as the directory it wraps: it removes a crashed save's
+// temporary files through the directory when the wrapper does not
+// implement RemoveTemps, and writes unsynced only through the wrapper's
+// own methods, a wrapper without them getting the synced operations (see
+// storage.As).
 //
 // An Object's Version is the file's device and inode, size, modification
 // time and inode change time, so a file rewritten in place by another

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // The protocol of Sessions, the same on every Backend (a local directory,
@@ -451,7 +453,7 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 // (ChildRemover) and it is empty: a failed creation leaves nothing. A
 // child that holds anything (another call's claim, a session) stays.
 func (r *Sessions) dropChild(ctx context.Context, id string) {
-	if cr, ok := r.b.(ChildRemover); ok {
+	if cr, ok := storage.As[ChildRemover](r.b); ok {
 		cr.RemoveChild(context.WithoutCancel(ctx), id)
 	}
 }
@@ -554,7 +556,7 @@ func readClaim(ctx context.Context, b Backend) (sessionClaim, error) {
 // fail). A checkpoint pruned meanwhile by the source's writer is skipped;
 // then checkFork checks what dst holds.
 func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
-	linker, _ := dst.(Linker)
+	linker, _ := storage.As[Linker](dst)
 	var made []string
 	for _, info := range infos {
 		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
@@ -734,7 +736,7 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 // made staging directories), so that creating a session on object storage
 // costs no extra listing.
 func (r *Sessions) removeLegacyOnWrite(ctx context.Context) ([]string, error) {
-	if _, ok := r.b.(ChildRemover); !ok {
+	if _, ok := storage.As[ChildRemover](r.b); !ok {
 		return nil, nil
 	}
 	return r.removeLegacy(ctx)
@@ -788,7 +790,7 @@ func (r *Sessions) removeChild(ctx context.Context, name string) error {
 		return err
 	}
 	sub.Close() // a directory: release it before it goes
-	if cr, ok := r.b.(ChildRemover); ok {
+	if cr, ok := storage.As[ChildRemover](r.b); ok {
 		return cr.RemoveChild(ctx, name)
 	}
 	return nil
