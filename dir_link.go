@@ -85,7 +85,7 @@ func (d *dirBackend) RemoveChild(ctx context.Context, name string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		if sub, oerr := root.OpenRoot(name); oerr == nil {
+		if sub, oerr := openChild(root, name, d.Locate(name), false); oerr == nil {
 			names, _ := readNames(sub)
 			sub.Close()
 			if len(names) > 0 {

@@ -4,12 +4,14 @@ package checkpoint_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -126,4 +128,44 @@ func TestOpenOnAFIFOReturns(t *testing.T) {
 			t.Fatal("Open or OpenSessions on a FIFO hangs")
 		}
 	}
+}
+
+// TestDirChildThatIsNoDirectoryIsRefused: the directory backend opens a
+// child store (Sub) only on a subdirectory: on a named pipe its calls
+// return, never hang, and through a symbolic link they write nothing.
+// Reading such a child is ErrInvalid; creating it, ErrExists.
+func TestDirChildThatIsNoDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".elsewhere"), 0o755))
+	require.NoError(t, os.Symlink(".elsewhere", filepath.Join(dir, "link")))
+	require.NoError(t, syscallMkfifo(filepath.Join(dir, "pipe")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer b.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, name := range []string{"link", "pipe", "file"} {
+			sub, err := b.Sub(ctx, name, false)
+			assert.NoError(t, err, name)
+			_, err = sub.List(ctx)
+			assert.ErrorIs(t, err, checkpoint.ErrInvalid, name)
+			_, err = sub.Create(ctx, "x", func(io.Writer) error { return nil })
+			assert.ErrorIs(t, err, checkpoint.ErrExists, name)
+			assert.ErrorContains(t, err, filepath.Join(dir, name), "the error names the child")
+			assert.NoError(t, sub.Close())
+			_, err = b.Sub(ctx, name, true)
+			assert.ErrorIs(t, err, checkpoint.ErrExists, name)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a child store on a named pipe hangs")
+	}
+	_, err = os.Lstat(filepath.Join(dir, ".elsewhere", "x"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a write went through the symbolic link")
 }
