@@ -259,7 +259,9 @@ func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, er
 
 // Create creates the session id, such as a run's ID. An ID already taken is
 // ErrExists (so is one whose child store holds objects that are not a
-// session's: they are never adopted); an invalid one is ErrInvalid.
+// session's: they are never adopted, and one under which the root holds
+// anything but a child store, such as a file or a symbolic link: nothing
+// is written through it); an invalid one is ErrInvalid.
 func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string) (Session, error) {
 	if err := ValidSessionID(id); err != nil {
 		return Session{}, opError("create session", r.path(id), err)
@@ -470,16 +472,33 @@ func (r *Sessions) check(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	what, err := r.nonChild(ctx, id)
+	if err == nil && what != "" {
+		err = fmt.Errorf("%w: %q is not a session directory (it is %s)", ErrNotFound, id, what)
+	}
+	return err
+}
+
+// nonChild returns what the root holds under the name id if it lists it as
+// an object that is not a child store ("a file", "a symbolic link", ...),
+// and "" otherwise. On object storage a child store is no object.
+func (r *Sessions) nonChild(ctx context.Context, id string) (what string, err error) {
 	o, err := r.b.Stat(ctx, id)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil // object storage: a child store is no object
+		return "", nil
 	case err != nil:
-		return err
-	case o.Mode&fs.ModeDir == 0:
-		return fmt.Errorf("%w: %q is not a session directory", ErrNotFound, id)
+		return "", err
+	case o.Mode&fs.ModeDir != 0:
+		return "", nil
+	case o.Mode&fs.ModeSymlink != 0:
+		return "a symbolic link", nil
+	case o.Mode&fs.ModeNamedPipe != 0:
+		return "a named pipe", nil
+	case o.Mode.IsRegular():
+		return "a file", nil
 	}
-	return nil
+	return "a special file", nil
 }
 
 // writable checks that the root may be changed and that id names a child

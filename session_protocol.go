@@ -298,6 +298,16 @@ func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]st
 	if r.cfg.readOnly {
 		return Session{}, opError(op, r.path(id), ErrReadOnly)
 	}
+	if id != "" {
+		// What is there and no child store (a file, a symbolic link, a
+		// named pipe) takes the ID: a session is never made through it.
+		if what, err := r.nonChild(ctx, id); err != nil || what != "" {
+			if err == nil {
+				err = fmt.Errorf("%w: session ID %q is taken by %s, not a session directory", ErrExists, id, what)
+			}
+			return Session{}, opError(op, r.path(id), err)
+		}
+	}
 	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
 		return Session{}, opError(op, r.dir, err)
 	}
