@@ -418,7 +418,10 @@ func ResumeLatestSession[T any](ctx context.Context, r *Sessions, opts ...Option
 // stays: its ID is not used again. A child store without a fork's claim is
 // never touched, and no session is. New, Create and Fork remove the
 // staging directories of earlier releases as well; RemoveStaging is for
-// tools that clean up without creating anything.
+// tools that clean up without creating anything. What it cannot remove in
+// one place (its error names the place) does not stop it in the others: it
+// returns what it removed with the errors joined. A child store whose claim
+// is not a regular file is no fork's: it is logged and left as it is.
 func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	fail := func(removed []string, err error) ([]string, error) {
 		return removed, opError("remove staging", r.dir, err)
@@ -427,12 +430,10 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 		return fail(nil, ErrReadOnly)
 	}
 	removed, err := r.removeLegacy(ctx)
-	if err != nil {
-		return fail(removed, err)
-	}
+	errs := []error{err}
 	ids, err := r.b.Children(ctx)
 	if err != nil {
-		return fail(removed, err)
+		return fail(removed, errors.Join(append(errs, err)...))
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -440,11 +441,12 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return fail(removed, err)
+			return fail(removed, errors.Join(append(errs, err)...))
 		}
 		ok, err := r.abandon(ctx, id)
 		if err != nil {
-			return fail(removed, err)
+			errs = append(errs, fmt.Errorf("%s: %w", r.path(id), err))
+			continue // one child in trouble does not keep the others' leftovers
 		}
 		if ok {
 			removed = append(removed, r.path(id))
@@ -452,6 +454,9 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(removed)
+	if err := errors.Join(errs...); err != nil {
+		return fail(removed, err)
+	}
 	return removed, nil
 }
 

@@ -704,6 +704,10 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)
+		if errors.Is(err, errNotRegular) {
+			r.cfg.logger.Warn("checkpoint: left a session directory whose claim is not a regular file", "path", sub.Locate(claimName))
+			return false, nil // no claim the protocol made
+		}
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) || err == nil && c.Op != claimFork {
 			return false, nil // no fork's: nothing of it could be adopted by mistake
 		}
