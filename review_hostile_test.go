@@ -169,3 +169,38 @@ func TestDirChildThatIsNoDirectoryIsRefused(t *testing.T) {
 	_, err = os.Lstat(filepath.Join(dir, ".elsewhere", "x"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a write went through the symbolic link")
 }
+
+// TestLegacyStagingRemovalStaysInTheRoot: a staging directory of an
+// earlier release is removed whole, its subdirectories too, and a
+// symbolic link in it is removed, never followed; one nested deeper than
+// any release made is left, and named by RemoveStaging's error, but never
+// blocks New.
+func TestLegacyStagingRemovalStaysInTheRoot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := t.TempDir()
+	dir := filepath.Join(base, "root")
+	require.NoError(t, os.MkdirAll(filepath.Join(base, "outside"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(base, "outside", "keep"), nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".staging-a", "sub", "subsub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".staging-a", "sub", "subsub", "x"), nil, 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(base, "outside"), filepath.Join(dir, ".staging-a", "out")))
+	require.NoError(t, os.Symlink(filepath.Join(base, "outside"), filepath.Join(dir, ".staging-a", "sub", "out")))
+	deep := filepath.Join(dir, ".staging-deep")
+	for range 12 {
+		deep = filepath.Join(deep, "d")
+	}
+	require.NoError(t, os.MkdirAll(deep, 0o755))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err, "a staging directory that cannot be removed blocks New")
+	require.Equal(t, "001", s.ID)
+	require.NoDirExists(t, filepath.Join(dir, ".staging-a"))
+	require.FileExists(t, filepath.Join(base, "outside", "keep"), "the removal followed a symbolic link out of the root")
+	removed, err := r.RemoveStaging(ctx)
+	require.ErrorContains(t, err, filepath.Join(dir, ".staging-deep"))
+	require.Empty(t, removed, "RemoveStaging reports a directory it did not remove")
+	require.DirExists(t, filepath.Join(dir, ".staging-deep"))
+}
