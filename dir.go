@@ -66,10 +66,11 @@ type dirBackend struct {
 // wrap the local directory in a Backend of your own. The backend is a
 // storage.Describer (Traits().Local), a storage.Unsynced and a
 // storage.TempCleaner: a store treats a wrapper that implements Unwrap
-// (storage.Wrapper) as the directory it wraps, and reaches the optional
-// operations through the wrapper's own methods (a wrapper without them
-// gets the synced operations, and leaves a crashed save's temporary files
-// where they are).
+// (storage.Wrapper) as the directory it wraps: it removes a crashed save's
+// temporary files through the directory when the wrapper does not
+// implement RemoveTemps, and writes unsynced only through the wrapper's
+// own methods, a wrapper without them getting the synced operations (see
+// storage.As).
 //
 // An Object's Version is the file's device and inode, size, modification
 // time and inode change time, so a file rewritten in place by another
@@ -121,6 +122,9 @@ func openDirRoot(dir string, readOnly, noSync bool) (*os.Root, error) {
 			return nil, err
 		}
 	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() { // os.OpenRoot would block on a named pipe
+		return nil, fmt.Errorf("%w: %s is not a directory (%v)", ErrInvalid, dir, fi.Mode().Type())
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -163,12 +167,12 @@ func (d *dirBackend) opened(create bool) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := proot.OpenRoot(d.name)
+	root, err := openChild(proot, d.name, d.dir, create)
 	if errors.Is(err, fs.ErrNotExist) && create {
 		err = proot.Mkdir(d.name, dirPerm)
 		if err == nil || errors.Is(err, fs.ErrExist) {
 			if err = d.parent.io().syncDir(proot); err == nil {
-				root, err = proot.OpenRoot(d.name)
+				root, err = openChild(proot, d.name, d.dir, create)
 			}
 		}
 	}
@@ -177,6 +181,42 @@ func (d *dirBackend) opened(create bool) (*os.Root, error) {
 	}
 	d.root.Store(root)
 	return root, nil
+}
+
+// openChild opens the subdirectory name of proot (at path) as an os.Root,
+// never anything else: a symbolic link, a named pipe (on which an open
+// blocks) or a file there is an error wrapping ErrExists if the child was
+// to be created, ErrInvalid otherwise.
+func openChild(proot *os.Root, name, path string, create bool) (*os.Root, error) {
+	fi, err := proot.Lstat(name)
+	if err == nil && !fi.IsDir() {
+		err = ErrInvalid
+		if create {
+			err = ErrExists
+		}
+		err = fmt.Errorf("%w: %s is not a directory (%v)", err, path, fi.Mode().Type())
+	}
+	if err != nil {
+		return nil, err
+	}
+	root, err := proot.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	// What was opened must be what Lstat saw: OpenRoot follows a symbolic
+	// link put there meanwhile (fileID is zero where the system has none).
+	if cur, err := root.Stat("."); err != nil || !sameID(cur, fi) {
+		root.Close()
+		return nil, errors.Join(fmt.Errorf("%w: %s was replaced while it was opened", ErrInvalid, path), err)
+	}
+	return root, nil
+}
+
+// sameID reports whether a and b have the same fileID.
+func sameID(a, b fs.FileInfo) bool {
+	ad, ai := fileID(a)
+	bd, bi := fileID(b)
+	return ad == bd && ai == bi
 }
 
 func (d *dirBackend) Create(ctx context.Context, name string, write func(io.Writer) error) (Object, error) {

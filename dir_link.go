@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // Link hard-links the file name of src, another child of d's parent, into
@@ -20,7 +22,7 @@ func (d *dirBackend) Link(ctx context.Context, src Backend, name string) (Object
 	if d.readOnly {
 		return Object{}, ErrReadOnly
 	}
-	s, ok := src.(*dirBackend)
+	s, ok := storage.As[*dirBackend](src)
 	if !ok || d.parent == nil || s.parent != d.parent {
 		return Object{}, fmt.Errorf("link %s: %w: not a child of the same directory", d.Locate(name), errors.ErrUnsupported)
 	}
@@ -83,7 +85,7 @@ func (d *dirBackend) RemoveChild(ctx context.Context, name string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		if sub, oerr := root.OpenRoot(name); oerr == nil {
+		if sub, oerr := openChild(root, name, d.Locate(name), false); oerr == nil {
 			names, _ := readNames(sub)
 			sub.Close()
 			if len(names) > 0 {

@@ -69,7 +69,7 @@ func (s *Store[T]) Leftovers(ctx context.Context) (Leftovers, error) {
 	// writer held it and still there once the lock is free was left by a
 	// save that a crash interrupted.
 	lock, holder := LockUnknown, 0
-	if p, ok := s.b.(storage.LockProber); ok {
+	if p, ok := storage.As[storage.LockProber](s.b); ok {
 		lock, holder = p.LockState(ctx)
 	}
 	return Leftovers{Temps: s.paths(temps), Quarantined: s.paths(quarantined), Lock: lock, LockHolder: holder}, nil

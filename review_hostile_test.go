@@ -4,12 +4,14 @@ package checkpoint_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -126,4 +128,79 @@ func TestOpenOnAFIFOReturns(t *testing.T) {
 			t.Fatal("Open or OpenSessions on a FIFO hangs")
 		}
 	}
+}
+
+// TestDirChildThatIsNoDirectoryIsRefused: the directory backend opens a
+// child store (Sub) only on a subdirectory: on a named pipe its calls
+// return, never hang, and through a symbolic link they write nothing.
+// Reading such a child is ErrInvalid; creating it, ErrExists.
+func TestDirChildThatIsNoDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, ".elsewhere"), 0o755))
+	require.NoError(t, os.Symlink(".elsewhere", filepath.Join(dir, "link")))
+	require.NoError(t, syscallMkfifo(filepath.Join(dir, "pipe")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), nil, 0o644))
+	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer b.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, name := range []string{"link", "pipe", "file"} {
+			sub, err := b.Sub(ctx, name, false)
+			assert.NoError(t, err, name)
+			_, err = sub.List(ctx)
+			assert.ErrorIs(t, err, checkpoint.ErrInvalid, name)
+			_, err = sub.Create(ctx, "x", func(io.Writer) error { return nil })
+			assert.ErrorIs(t, err, checkpoint.ErrExists, name)
+			assert.ErrorContains(t, err, filepath.Join(dir, name), "the error names the child")
+			assert.NoError(t, sub.Close())
+			_, err = b.Sub(ctx, name, true)
+			assert.ErrorIs(t, err, checkpoint.ErrExists, name)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a child store on a named pipe hangs")
+	}
+	_, err = os.Lstat(filepath.Join(dir, ".elsewhere", "x"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a write went through the symbolic link")
+}
+
+// TestLegacyStagingRemovalStaysInTheRoot: a staging directory of an
+// earlier release is removed whole, its subdirectories too, and a
+// symbolic link in it is removed, never followed; one nested deeper than
+// any release made is left, and named by RemoveStaging's error, but never
+// blocks New.
+func TestLegacyStagingRemovalStaysInTheRoot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base := t.TempDir()
+	dir := filepath.Join(base, "root")
+	require.NoError(t, os.MkdirAll(filepath.Join(base, "outside"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(base, "outside", "keep"), nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".staging-a", "sub", "subsub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".staging-a", "sub", "subsub", "x"), nil, 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(base, "outside"), filepath.Join(dir, ".staging-a", "out")))
+	require.NoError(t, os.Symlink(filepath.Join(base, "outside"), filepath.Join(dir, ".staging-a", "sub", "out")))
+	deep := filepath.Join(dir, ".staging-deep")
+	for range 12 {
+		deep = filepath.Join(deep, "d")
+	}
+	require.NoError(t, os.MkdirAll(deep, 0o755))
+	r, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err, "a staging directory that cannot be removed blocks New")
+	require.Equal(t, "001", s.ID)
+	require.NoDirExists(t, filepath.Join(dir, ".staging-a"))
+	require.FileExists(t, filepath.Join(base, "outside", "keep"), "the removal followed a symbolic link out of the root")
+	removed, err := r.RemoveStaging(ctx)
+	require.ErrorContains(t, err, filepath.Join(dir, ".staging-deep"))
+	require.Empty(t, removed, "RemoveStaging reports a directory it did not remove")
+	require.DirExists(t, filepath.Join(dir, ".staging-deep"))
 }

@@ -259,7 +259,9 @@ func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, er
 
 // Create creates the session id, such as a run's ID. An ID already taken is
 // ErrExists (so is one whose child store holds objects that are not a
-// session's: they are never adopted); an invalid one is ErrInvalid.
+// session's: they are never adopted, and one under which the root holds
+// anything but a child store, such as a file or a symbolic link: nothing
+// is written through it); an invalid one is ErrInvalid.
 func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string) (Session, error) {
 	if err := ValidSessionID(id); err != nil {
 		return Session{}, opError("create session", r.path(id), err)
@@ -416,7 +418,10 @@ func ResumeLatestSession[T any](ctx context.Context, r *Sessions, opts ...Option
 // stays: its ID is not used again. A child store without a fork's claim is
 // never touched, and no session is. New, Create and Fork remove the
 // staging directories of earlier releases as well; RemoveStaging is for
-// tools that clean up without creating anything.
+// tools that clean up without creating anything. What it cannot remove in
+// one place (its error names the place) does not stop it in the others: it
+// returns what it removed with the errors joined. A child store whose claim
+// is not a regular file is no fork's: it is logged and left as it is.
 func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	fail := func(removed []string, err error) ([]string, error) {
 		return removed, opError("remove staging", r.dir, err)
@@ -425,12 +430,10 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 		return fail(nil, ErrReadOnly)
 	}
 	removed, err := r.removeLegacy(ctx)
-	if err != nil {
-		return fail(removed, err)
-	}
+	errs := []error{err}
 	ids, err := r.b.Children(ctx)
 	if err != nil {
-		return fail(removed, err)
+		return fail(removed, errors.Join(append(errs, err)...))
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -438,11 +441,12 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return fail(removed, err)
+			return fail(removed, errors.Join(append(errs, err)...))
 		}
 		ok, err := r.abandon(ctx, id)
 		if err != nil {
-			return fail(removed, err)
+			errs = append(errs, fmt.Errorf("%s: %w", r.path(id), err))
+			continue // one child in trouble does not keep the others' leftovers
 		}
 		if ok {
 			removed = append(removed, r.path(id))
@@ -450,6 +454,9 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(removed)
+	if err := errors.Join(errs...); err != nil {
+		return fail(removed, err)
+	}
 	return removed, nil
 }
 
@@ -470,16 +477,33 @@ func (r *Sessions) check(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	what, err := r.nonChild(ctx, id)
+	if err == nil && what != "" {
+		err = fmt.Errorf("%w: %q is not a session directory (it is %s)", ErrNotFound, id, what)
+	}
+	return err
+}
+
+// nonChild returns what the root holds under the name id if it lists it as
+// an object that is not a child store ("a file", "a symbolic link", ...),
+// and "" otherwise. On object storage a child store is no object.
+func (r *Sessions) nonChild(ctx context.Context, id string) (what string, err error) {
 	o, err := r.b.Stat(ctx, id)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil // object storage: a child store is no object
+		return "", nil
 	case err != nil:
-		return err
-	case o.Mode&fs.ModeDir == 0:
-		return fmt.Errorf("%w: %q is not a session directory", ErrNotFound, id)
+		return "", err
+	case o.Mode&fs.ModeDir != 0:
+		return "", nil
+	case o.Mode&fs.ModeSymlink != 0:
+		return "a symbolic link", nil
+	case o.Mode&fs.ModeNamedPipe != 0:
+		return "a named pipe", nil
+	case o.Mode.IsRegular():
+		return "a file", nil
 	}
-	return nil
+	return "a special file", nil
 }
 
 // writable checks that the root may be changed and that id names a child

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // The protocol of Sessions, the same on every Backend (a local directory,
@@ -303,9 +305,17 @@ func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]st
 	if r.cfg.readOnly {
 		return Session{}, opError(op, r.path(id), ErrReadOnly)
 	}
-	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
-		return Session{}, opError(op, r.dir, err)
+	if id != "" {
+		// What is there and no child store (a file, a symbolic link, a
+		// named pipe) takes the ID: a session is never made through it.
+		if what, err := r.nonChild(ctx, id); err != nil || what != "" {
+			if err == nil {
+				err = fmt.Errorf("%w: session ID %q is taken by %s, not a session directory", ErrExists, id, what)
+			}
+			return Session{}, opError(op, r.path(id), err)
+		}
 	}
+	r.removeLegacyOnWrite(ctx)
 	s, err := r.publishNumbered(ctx, id, claimCreate, sessionMeta{Meta: meta}, nil)
 	if err != nil {
 		return Session{}, opError(op, r.path(s.ID), err)
@@ -316,9 +326,7 @@ func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]st
 // fork makes the next numbered session of the checkpoints of from up to
 // step (see Fork).
 func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
-	if _, err := r.removeLegacyOnWrite(ctx); err != nil {
-		return Session{}, err
-	}
+	r.removeLegacyOnWrite(ctx)
 	src, err := r.b.Sub(ctx, from, false)
 	if err != nil {
 		return Session{}, err
@@ -495,7 +503,7 @@ func holdsContent(ctx context.Context, b Backend, name string, write func(io.Wri
 // (ChildRemover) and it is empty: a failed creation leaves nothing. A
 // child that holds anything (another call's claim, a session) stays.
 func (r *Sessions) dropChild(ctx context.Context, id string) {
-	if cr, ok := r.b.(ChildRemover); ok {
+	if cr, ok := storage.As[ChildRemover](r.b); ok {
 		cr.RemoveChild(context.WithoutCancel(ctx), id)
 	}
 }
@@ -646,7 +654,7 @@ func readClaimObject(ctx context.Context, b Backend) (sessionClaim, Object, erro
 // fail). A checkpoint pruned meanwhile by the source's writer is skipped;
 // then checkFork checks what dst holds.
 func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
-	linker, _ := dst.(Linker)
+	linker, _ := storage.As[Linker](dst)
 	var made []string
 	for _, info := range infos {
 		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
@@ -800,6 +808,10 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)
+		if errors.Is(err, errNotRegular) {
+			r.cfg.logger.Warn("checkpoint: left a session directory whose claim is not a regular file", "path", sub.Locate(claimName))
+			return false, nil // no claim the protocol made
+		}
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrCorrupt) || err == nil && c.Op != claimFork {
 			return false, nil // no fork's: nothing of it could be adopted by mistake
 		}
@@ -853,50 +865,90 @@ func dropStaleClaim(ctx context.Context, sub Backend) error {
 // removeLegacyOnWrite is removeLegacy where the Backend keeps child stores
 // apart from their objects (a directory: the only place earlier releases
 // made staging directories), so that creating a session on object storage
-// costs no extra listing.
-func (r *Sessions) removeLegacyOnWrite(ctx context.Context) ([]string, error) {
-	if _, ok := r.b.(ChildRemover); !ok {
-		return nil, nil
+// costs no extra listing. What it cannot remove is logged and left for
+// RemoveStaging to report: the leftovers of earlier releases are out of
+// every session's way, and never block a creation.
+func (r *Sessions) removeLegacyOnWrite(ctx context.Context) {
+	if _, ok := storage.As[ChildRemover](r.b); !ok {
+		return
 	}
-	return r.removeLegacy(ctx)
+	if _, err := r.removeLegacy(ctx); err != nil {
+		r.cfg.logger.Warn("checkpoint: could not remove what an earlier release left in a root of sessions", "path", r.dir, "err", err)
+	}
 }
 
+// maxLegacyDepth bounds how deep removeLegacy goes into a staging
+// directory: earlier releases made none deeper than one level (a session's
+// directory), and what is deeper is nobody's session.
+const maxLegacyDepth = 8
+
 // removeLegacy removes what the protocol of earlier releases left in a
-// root: staging directories a crash interrupted (every file in them, then
-// the directory where the Backend can remove one) and the root's lock
-// file. It returns the staging directories' locations.
+// root: staging directories a crash interrupted (every object in them and
+// in their child stores, maxLegacyDepth deep, then the directory itself
+// where the Backend can remove one) and the root's lock file. It returns
+// the locations of the staging directories it removed; one it cannot
+// remove does not stop the others, and its error names it.
 func (r *Sessions) removeLegacy(ctx context.Context) ([]string, error) {
 	children, err := r.b.Children(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var removed []string
+	var gone []string
+	var errs []error
 	for _, name := range children {
 		if !strings.HasPrefix(name, stagingPrefix) {
 			continue
 		}
-		if err := r.removeChild(ctx, name); err != nil {
-			return removed, err
+		if err := removeTree(ctx, r.b, name, maxLegacyDepth); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.b.Locate(name), err))
+			continue
 		}
-		removed = append(removed, r.b.Locate(name))
-		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", r.b.Locate(name))
+		gone = append(gone, name)
+	}
+	if _, ok := storage.As[ChildRemover](r.b); !ok && len(gone) > 0 {
+		// A child store without objects is gone where the Backend keeps
+		// no empty ones; report none that is still listed.
+		left, err := r.b.Children(ctx)
+		if err != nil {
+			return nil, errors.Join(append(errs, err)...)
+		}
+		gone = slices.DeleteFunc(gone, func(name string) bool { return slices.Contains(left, name) })
+	}
+	removed := make([]string, len(gone))
+	for i, name := range gone {
+		removed[i] = r.b.Locate(name)
+		r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", removed[i])
 	}
 	if _, err := r.b.Stat(ctx, sessionsLockName); err == nil {
 		if _, err := r.b.Remove(ctx, sessionsLockName); err != nil {
-			return removed, err
+			errs = append(errs, err)
 		}
 	}
-	return removed, nil
+	return removed, errors.Join(errs...)
 }
 
-// removeChild removes every object of the child store name, then the
-// child itself where the Backend keeps empty ones.
-func (r *Sessions) removeChild(ctx context.Context, name string) error {
-	sub, err := r.b.Sub(ctx, name, false)
+// removeTree removes every object of the child store name of parent and,
+// depth levels deep, of its own child stores, then the child itself where
+// the Backend keeps empty ones (ChildRemover). It never follows a symbolic
+// link: a directory lists one as an object, and removing it removes the
+// link.
+func removeTree(ctx context.Context, parent Backend, name string, depth int) error {
+	sub, err := parent.Sub(ctx, name, false)
 	if err != nil {
 		return err
 	}
 	defer sub.Close()
+	if depth > 0 {
+		kids, err := sub.Children(ctx)
+		if err != nil {
+			return err
+		}
+		for _, kid := range kids {
+			if err := removeTree(ctx, sub, kid, depth-1); err != nil {
+				return fmt.Errorf("%s: %w", kid, err)
+			}
+		}
+	}
 	objs, err := sub.List(ctx)
 	if err != nil {
 		return err
@@ -909,7 +961,7 @@ func (r *Sessions) removeChild(ctx context.Context, name string) error {
 		return err
 	}
 	sub.Close() // a directory: release it before it goes
-	if cr, ok := r.b.(ChildRemover); ok {
+	if cr, ok := storage.As[ChildRemover](parent); ok {
 		return cr.RemoveChild(ctx, name)
 	}
 	return nil

@@ -158,7 +158,7 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 	}
 	// Only the writer may remove the temporary files a crashed save left
 	// behind: a save in progress has one.
-	if tc, ok := b.(storage.TempCleaner); ok {
+	if tc, ok := storage.As[storage.TempCleaner](b); ok {
 		stale, err := tc.RemoveTemps(context.Background(), cfg.layout.ownsTemp)
 		for _, name := range stale {
 			cfg.logger.Warn("checkpoint: removed temporary file left by an interrupted save", "path", b.Locate(name))

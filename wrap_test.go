@@ -161,3 +161,110 @@ func TestOpenRemovesStaleTempsThroughTheBackend(t *testing.T) {
 	require.True(t, open(), "a writer's Open did not ask for the removal")
 	require.ElementsMatch(t, kept, slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return n == lockName }))
 }
+
+// writes is a pass-through wrapper (storage.Wrapper) that records the
+// names it is asked to write: one that changed the bytes (an encrypting
+// wrapper) must see every write.
+type writes struct {
+	storage.Backend
+	mu    sync.Mutex
+	names []string
+}
+
+func (w *writes) Unwrap() storage.Backend { return w.Backend }
+
+func (w *writes) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error) {
+	w.mu.Lock()
+	w.names = append(w.names, "Replace "+name)
+	w.mu.Unlock()
+	return w.Backend.Replace(ctx, name, ifVersion, write)
+}
+
+func (w *writes) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	w.mu.Lock()
+	for _, name := range names {
+		w.names = append(w.names, "Remove "+name)
+	}
+	w.mu.Unlock()
+	return w.Backend.Remove(ctx, names...)
+}
+
+// The optional operations that only move or remove what the wrapped
+// backend holds are taken from it through Unwrap (storage.As), so that a
+// pass-through wrapper of the directory behaves as the directory; the one
+// that writes new bytes (storage.Unsynced) never is: the store writes its
+// header index through the wrapper's Replace.
+func TestWrapperGetsOnlyTheOperationsThatMoveBytes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d, err := OpenDir(t.TempDir(), NoSync())
+	require.NoError(t, err)
+	w := &writes{Backend: d}
+	for name, found := range map[string]bool{
+		"TempCleaner": func() bool { _, ok := storage.As[storage.TempCleaner](w); return ok }(),
+		"Describer":   func() bool { _, ok := storage.As[storage.Describer](w); return ok }(),
+		"Linker":      func() bool { _, ok := storage.As[Linker](w); return ok }(),
+		"Remover":     func() bool { _, ok := storage.As[ChildRemover](w); return ok }(),
+	} {
+		require.True(t, found, "%s is not reached through Unwrap", name)
+	}
+	_, ok := storage.As[storage.Unsynced](&tracer{Backend: d})
+	require.False(t, ok, "As unwrapped a wrapper that says nothing of what it wraps")
+
+	s, err := OpenBackend[int](w, WithLayout("c", 3), NoSync(), KeepLast(indexMinWrite))
+	require.NoError(t, err)
+	for step := int64(1); step <= indexMinWrite+1; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close()) // writes the header index
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	require.Contains(t, w.names, "Replace "+indexName, "the header index was written around the wrapper (the directory's ReplaceUnsynced)")
+	require.Contains(t, w.names, "Remove c_001.json", "a pruning removed around the wrapper (the directory's RemoveUnsynced)")
+}
+
+// Sessions over a wrapper that wraps its child stores too (the fault
+// injector) link a fork's checkpoints as over the directory (Linker
+// through Unwrap, of the source as well), and remove a failed creation's
+// empty directory (ChildRemover).
+func TestSessionsOverAWrapperLinkAndRemoveAsTheDirectory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, err := OpenDir(dir, NoSync())
+	require.NoError(t, err)
+	failClaim := false
+	var mu sync.Mutex
+	r, err := OpenSessionsBackend(inject.Wrap(d, func(op inject.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failClaim && op.Kind == inject.Create && op.Name == claimName {
+			return errInjected
+		}
+		return nil
+	}), NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := OpenSessionStore[int](r, src.ID)
+	require.NoError(t, err)
+	info, err := st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	f, err := r.Fork(ctx, src.ID, 1, nil)
+	require.NoError(t, err)
+	a, err := os.Stat(info.Path)
+	require.NoError(t, err)
+	b, err := os.Stat(filepath.Join(f.Dir, filepath.Base(info.Path)))
+	require.NoError(t, err)
+	require.True(t, os.SameFile(a, b), "the fork copied the checkpoint instead of linking it")
+
+	mu.Lock()
+	failClaim = true
+	mu.Unlock()
+	_, err = r.Create(ctx, "run", nil)
+	require.ErrorIs(t, err, errInjected)
+	require.NoDirExists(t, filepath.Join(dir, "run"), "a failed creation left its directory")
+}

@@ -9,7 +9,7 @@ import (
 // the optional interfaces below, which any backend may implement: a store
 // asks for them by interface, never by a backend's type, and a wrapper
 // that implements Unwrap is described as the backend it wraps (see
-// TraitsOf). The package backendtest checks each property for every
+// TraitsOf and As). The package backendtest checks each property for every
 // backend that claims it.
 
 // Traits describes what a backend's operations cost, and so what a store
@@ -41,29 +41,53 @@ type Describer interface {
 
 // Wrapper is a Backend built on another one, which it passes every call
 // to, changed or not (a fault injector, a tracer, a cache). A wrapper that
-// implements Unwrap is described as the backend it wraps (see TraitsOf);
-// the optional operations of the wrapped backend (Unsynced, TempCleaner)
-// are reached only through the wrapper's own methods, so that a wrapper
-// that does not implement them gets the plain operation.
+// implements Unwrap is described as the backend it wraps (see TraitsOf),
+// and an optional operation it does not implement itself is taken from
+// the backend it wraps where that operation only moves or removes bytes
+// the wrapped backend already holds (see As): a wrapper that passes its
+// calls through behaves as the backend it wraps.
 type Wrapper interface {
 	Backend
 	// Unwrap returns the wrapped backend.
 	Unwrap() Backend
 }
 
-// TraitsOf returns the Traits of b: b.Traits() if b is a Describer,
-// otherwise, if b is a Wrapper, those of the backend it wraps, otherwise
-// the zero Traits.
-func TraitsOf(b Backend) Traits {
+// As returns b as a T, or, if b is not a T, the first backend that b
+// wraps (through Wrapper's Unwrap, one layer after another) that is, and
+// whether it found one. A wrapper's own implementation of T always wins
+// over the wrapped backend's.
+//
+// A store looks up through As only the optional operations that move or
+// remove bytes the backend already holds, or only read its state:
+// TempCleaner, LockProber, Describer (see TraitsOf), and the session
+// root's Linker and ChildRemover of package checkpoint; a wrapper that
+// does not implement them would otherwise leave a crashed save's
+// temporary files, or a session root's leftovers, for ever. It never looks
+// up through As an operation that writes new bytes (Unsynced): that one
+// is taken from the outermost backend only, so that a wrapper that
+// changes what is written (an encrypting wrapper) is never bypassed; a
+// wrapper without it gets the plain, synced operation.
+func As[T any](b Backend) (T, bool) {
 	for b != nil {
-		switch v := b.(type) {
-		case Describer:
-			return v.Traits()
-		case Wrapper:
-			b = v.Unwrap()
-		default:
-			return Traits{}
+		if t, ok := b.(T); ok {
+			return t, true
 		}
+		w, ok := b.(Wrapper)
+		if !ok {
+			break
+		}
+		b = w.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
+// TraitsOf returns the Traits of b: b.Traits() if b is a Describer,
+// otherwise, if b is a Wrapper, those of the backend it wraps (see As),
+// otherwise the zero Traits.
+func TraitsOf(b Backend) Traits {
+	if d, ok := As[Describer](b); ok {
+		return d.Traits()
 	}
 	return Traits{}
 }
@@ -86,6 +110,8 @@ func TraitsOf(b Backend) Traits {
 // by entry. A name removed by RemoveUnsynced holds the old object or
 // nothing. A backend whose every change is
 // durable when it returns (object storage) has no need to implement it.
+// Since it writes new bytes, a store never takes it from the backend a
+// Wrapper wraps (see As).
 type Unsynced interface {
 	Backend
 	// ReplaceUnsynced is Replace(ctx, name, "", write) without the
@@ -101,7 +127,8 @@ type Unsynced interface {
 // temporary objects so that it can tell them from any object a user may
 // keep (a name no Create of a plain name makes by accident), and removes
 // them when asked: only the writer that holds the lock may ask, since a
-// write under way has one.
+// write under way has one. A store takes it from the backend a Wrapper
+// wraps when the wrapper does not implement it (see As).
 type TempCleaner interface {
 	Backend
 	// RemoveTemps removes the temporary objects the backend's writes left
@@ -133,7 +160,9 @@ const (
 
 // LockProber is a Backend that can tell whether its writer lock (see
 // Backend.Lock) is held without taking it, which would make a writer
-// starting meanwhile fail with ErrLocked: the local directory on Linux.
+// starting meanwhile fail with ErrLocked: the local directory on Linux. A
+// store takes it from the backend a Wrapper wraps when the wrapper does
+// not implement it (see As).
 type LockProber interface {
 	Backend
 	// LockState returns whether the lock is held and, when it is held

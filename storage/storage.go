@@ -5,6 +5,16 @@
 // github.com/gocheckpoint/checkpoint speaks to storage through this
 // contract only; package backendtest checks that an implementation keeps
 // it.
+//
+// A Backend built on another (a Wrapper: a fault injector, a tracer) is
+// treated as the backend it wraps, except where it says otherwise: its
+// Traits are those of the wrapped backend (TraitsOf), and the optional
+// operations that only move or remove bytes the wrapped backend holds
+// (TempCleaner, LockProber, and package checkpoint's Linker and
+// ChildRemover) are taken from the wrapped backend when the wrapper does
+// not implement them (As). An optional operation that writes new bytes
+// (Unsynced) never is: a wrapper that changes what is written cannot be
+// bypassed.
 package storage
 
 import (
