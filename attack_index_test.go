@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
 // Attack: the first List of a store (its header index read while the names
@@ -71,14 +73,14 @@ func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
 	p20 := filepath.Join(dir, "c_0020.json")
 	b, err := os.ReadFile(p20)
 	require.NoError(t, err)
-	rewriteInPlace(t, p20, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
+	platformtest.RewriteInPlace(t, p20, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
 	// Another step's file of the same size copied over it.
 	b31, err := os.ReadFile(filepath.Join(dir, "c_0031.json"))
 	require.NoError(t, err)
 	b30, err := os.ReadFile(filepath.Join(dir, "c_0030.json"))
 	require.NoError(t, err)
 	if len(b31) == len(b30) {
-		rewriteInPlace(t, filepath.Join(dir, "c_0030.json"), b31)
+		platformtest.RewriteInPlace(t, filepath.Join(dir, "c_0030.json"), b31)
 	}
 	// Truncated in place.
 	p40 := filepath.Join(dir, "c_0040.json")
@@ -170,7 +172,7 @@ func TestAttackInPlaceRewriteRightAfterSave(t *testing.T) {
 			require.NoError(t, err)
 			b, err := os.ReadFile(info.Path)
 			require.NoError(t, err)
-			rewriteInPlace(t, info.Path, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
+			platformtest.RewriteInPlace(t, info.Path, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
 			list, err := s.List(ctx)
 			require.NoError(t, err)
 			for _, i := range list {

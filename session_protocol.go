@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // The protocol of Sessions, the same on every Backend (a local directory,
@@ -106,7 +108,7 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return sessionMeta{}, obj, missingMeta(ctx, sub, id)
-	case errors.Is(err, errNotRegular):
+	case errors.Is(err, storage.ErrNotRegular):
 		return sessionMeta{}, obj, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	case err != nil:
 		return sessionMeta{}, obj, err
@@ -650,7 +652,7 @@ func (r *Sessions) removeStaleSessionTemps(ctx context.Context, sub Backend) err
 	}
 	var stale []string
 	for _, o := range objs {
-		if !isSessionTemp(o.Name) {
+		if !isSessionTemp(sub, o.Name) {
 			continue
 		}
 		if o.Version == "" { // a listing that does not tell the time
@@ -669,11 +671,11 @@ func (r *Sessions) removeStaleSessionTemps(ctx context.Context, sub Backend) err
 	return err
 }
 
-// isSessionTemp reports whether name is a temporary file of session.json:
-// tempPrefix(session.json) and random digits, or, from releases before the
-// marker, the digits alone (session.json is the library's own name).
-func isSessionTemp(name string) bool {
-	final, _, ok := splitTemp(name)
+// isSessionTemp reports whether name is a temporary object of session.json
+// in the child store b (see storage.TempOf), of either naming: session.json
+// is the library's own name.
+func isSessionTemp(b Backend, name string) bool {
+	final, _, ok := storage.TempOf(b, name)
 	return ok && final == sessionFile
 }
 
