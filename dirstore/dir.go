@@ -21,7 +21,7 @@ import (
 // name, is a system call relative to the directory's descriptor that does
 // not follow a symbolic link (dir_open_linux.go, dir_write_linux.go): no
 // name reaches outside it. Files are written to a temporary name, fsynced
-// and published without replacing (atomic.go), the directory is fsynced
+// and published without replacing (publish.go), the directory is fsynced
 // after each change unless NoSync, and the writer lock is a flock
 // (lock.go).
 type dirBackend struct {

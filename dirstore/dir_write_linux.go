@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeFile writes name in the directory as writeFile in atomic.go does,
+// writeFile writes name in the directory as writeFile in publish.go does,
 // with fdOps on the directory's descriptor for a plain name (any other name
 // goes through root). Where rootOps costs a save of a small state about 20
 // system calls, fdOps costs 7 (openat, write, fsync, close, renameat2,

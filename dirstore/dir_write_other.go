@@ -4,7 +4,7 @@ package dirstore
 
 import "os"
 
-// writeFile writes name in the directory as writeFile in atomic.go does,
+// writeFile writes name in the directory as writeFile in publish.go does,
 // through root (Linux has a faster one).
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (int64, error) {
 	return writeFile(rootOps{root}, name, write, replace, o)

@@ -122,7 +122,7 @@ func (r rootOps) syncDir() error                            { return syncDir(r.r
 // With o.noSync (NoSync) both fsyncs are skipped: the publication is still
 // atomic for every process, and survives the writer's crash, but not an
 // operating-system crash or a power cut. Windows has no directory fsync at
-// all (see syncDir in atomic_windows.go).
+// all (see syncDir in publish_windows.go).
 //
 // With replace, it replaces an existing file atomically (rename over it): a
 // reader sees the old file or the new one. Only the rolling checkpoint and
