@@ -6,107 +6,46 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
-// filePerm is the permission of new checkpoint and side files, before umask.
-const filePerm = 0o644
-
-// dirPerm is the permission of new directories, before umask.
-const dirPerm = 0o755
-
-// writeTo streams a file's contents.
-type writeTo func(w io.Writer) error
-
-// fileIO says how files are written and removed: durably (fsync) or not
-// (NoSync), and, in tests, at which point an operation fails.
-type fileIO struct {
-	noSync bool
-	// fault, if set, is asked before each point inside one write of the
-	// directory ("create", "write", "sync", "close", "publish", "dirsync")
-	// and of a Rename ("quarantine", before the move), and an error it
-	// returns is that point's failure: the directory's own test seam, set
-	// by tests only (dirBackend.fault), never by an option. A fault of a
-	// whole Backend operation (a removal, a Create) is injected by wrapping
-	// the backend instead (backendtest.Inject).
-	fault func(point, name string) error
-	// unchanged, if set, is called by a replace just before it publishes
-	// (the rename over the name), after the temporary file is written,
-	// synced and closed: an error it returns fails the write, as is, and
-	// the temporary file is removed. A conditional Replace checks there
-	// that the file is still the one it expects.
-	unchanged func() error
-}
-
-// syncDir fsyncs root's directory unless noSync, failing where the seam says.
-func (o fileIO) syncDir(root *os.Root) error {
-	if o.noSync {
-		return nil
-	}
-	if err := o.at("dirsync", ""); err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	return syncDir(root)
-}
-
-// at returns the injected failure of the operation at point on name, if any.
-func (o fileIO) at(point, name string) error {
-	if o.fault == nil {
-		return nil
-	}
-	return o.fault(point, name)
-}
-
-// dirOps are the operations on one directory that writeFile is made of.
-// rootOps does them through an os.Root, on every platform; on Linux the
-// directory backend does them with system calls on the directory's open
-// descriptor (fdOps in dir_write_linux.go), which a save of a small state
-// makes several times fewer of.
-type dirOps interface {
-	// createTemp creates a new temporary file for name (tempPrefix(name)
-	// and random digits), exclusively, and returns it and its name.
-	createTemp(name string) (tempFile, string, error)
-	// publishNew gives tmp the name name, or fails with fs.ErrExist if
-	// name exists; moved is false if tmp stays (a hard link).
-	publishNew(tmp, name string) (moved bool, err error)
-	// rename renames old to new, replacing new atomically.
-	rename(old, new string) error
-	// remove removes the file name.
-	remove(name string) error
-	// syncDir fsyncs the directory.
-	syncDir() error
-}
-
-// tempFile is a temporary file being written. Close after a failed Write
-// or Sync may return any error; it is called again after a failure, which
-// must do nothing.
-type tempFile interface {
-	io.Writer
-	Sync() error
-	Close() error
-}
-
-// rootOps are dirOps through an os.Root.
-type rootOps struct{ root *os.Root }
-
-func (r rootOps) createTemp(name string) (tempFile, string, error) {
-	f, tmp, err := createTemp(r.root, name)
-	if err != nil {
-		return nil, "", err
-	}
-	return f, tmp, nil
-}
-
-func (r rootOps) publishNew(tmp, name string) (bool, error) { return publishNew(r.root, tmp, name) }
-func (r rootOps) rename(old, new string) error              { return renameFile(r.root, old, new) }
-func (r rootOps) remove(name string) error                  { return removeFile(r.root, name) }
-func (r rootOps) syncDir() error                            { return syncDir(r.root) }
+// The publish protocol: how a file comes to exist whole under its name, or
+// not at all, in the directory. Create and Replace (writeFile) go through
+// it top to bottom; Rename (moveNew) takes steps 4 and 5.
+//
+//  1. Create a temporary file in the same directory, exclusively, named
+//     tempPrefix(name) and random digits (createTemp; temp.go): no other
+//     file's name, and what RemoveTemps removes, for the next holder of
+//     the writer lock, should a crash leave it.
+//  2. Write the bytes, flush them, and fsync the file (unless NoSync).
+//  3. Close it.
+//  4. Publish it under name without ever replacing (publishNew): on
+//     Linux, for a plain name, a rename with RENAME_NOREPLACE; elsewhere,
+//     and where the file system refuses that, a hard link, after which the
+//     temporary name is removed; on a Windows volume without hard links
+//     (FAT32, exFAT), a move that fails if name exists. A name that exists
+//     is ErrExists and stays as it was. A Replace instead renames over
+//     name (a reader sees the old file or the new one), after a
+//     conditional Replace has checked, last, that the file there is still
+//     the one it expects.
+//  5. Fsync the directory (unless NoSync; Windows has no directory
+//     fsync), so that the new name survives a power cut. If that fails, a
+//     new name is taken back (removed) and the write fails: a write never
+//     reports success for a name a power cut may take.
+//
+// A crash at any instant leaves no file at name, or a whole one, and at
+// worst a temporary file. With NoSync the steps are the same less the
+// fsyncs: the publication is atomic for every process and survives the
+// writer's crash, not a power cut. The fault points of the test seam
+// (fileIO.fault) are named after the steps: "create", "write", "sync",
+// "close", "publish", "dirsync". The platforms' system calls are in
+// publish_unix.go and publish_windows.go, and, for Linux's calls on the
+// directory's descriptor, in dir_write_linux.go.
 
 // writeFile writes a new file called name in dir, atomically and durably,
-// and, unless replace, never replaces an existing file: if name exists it returns an error
-// wrapping ErrExists and leaves that file untouched. It returns the number of
+// and, unless replace, never replaces an existing file: if name exists it
+// returns an error wrapping ErrExists and leaves that file untouched. It returns the number of
 // bytes written.
 //
 // The bytes go to a temporary file in the same directory (named
@@ -116,8 +55,8 @@ func (r rootOps) syncDir() error                            { return syncDir(r.r
 // never replaces, or a hard link after which the temporary name is removed.
 // The directory is then fsynced, so that the new name (and the removal)
 // survive a power cut. A crash at any instant leaves no file
-// called name or a complete one, and at worst a temporary file that the next
-// writer's Open removes.
+// called name or a complete one, and at worst a temporary file that the
+// next writer removes (RemoveTemps).
 //
 // With o.noSync (NoSync) both fsyncs are skipped: the publication is still
 // atomic for every process, and survives the writer's crash, but not an
@@ -249,104 +188,98 @@ func moveNew(dir dirOps, from, to string) error {
 	return nil
 }
 
-// mkdirDurable creates dir and any missing parents, and fsyncs the parent of
-// each directory it created, so that the new directories survive a power cut
-// with the checkpoints written into them.
-func mkdirDurable(dir string) error {
-	var created []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		created = append(created, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if len(created) == 0 {
+// filePerm is the permission of new checkpoint and side files, before umask.
+const filePerm = 0o644
+
+// dirPerm is the permission of new directories, before umask.
+const dirPerm = 0o755
+
+// writeTo streams a file's contents.
+type writeTo func(w io.Writer) error
+
+// fileIO says how files are written and removed: durably (fsync) or not
+// (NoSync), and, in tests, at which point an operation fails.
+type fileIO struct {
+	noSync bool
+	// fault, if set, is asked before each point inside one write of the
+	// directory ("create", "write", "sync", "close", "publish", "dirsync")
+	// and of a Rename ("quarantine", before the move), and an error it
+	// returns is that point's failure: the directory's own test seam, set
+	// by tests only (dirBackend.fault), never by an option. A fault of a
+	// whole Backend operation (a removal, a Create) is injected by wrapping
+	// the backend instead (backendtest.Inject).
+	fault func(point, name string) error
+	// unchanged, if set, is called by a replace just before it publishes
+	// (the rename over the name), after the temporary file is written,
+	// synced and closed: an error it returns fails the write, as is, and
+	// the temporary file is removed. A conditional Replace checks there
+	// that the file is still the one it expects.
+	unchanged func() error
+}
+
+// syncDir fsyncs root's directory unless noSync, failing where the seam says.
+func (o fileIO) syncDir(root *os.Root) error {
+	if o.noSync {
 		return nil
 	}
-	if err := os.MkdirAll(dir, dirPerm); err != nil {
-		return err
+	if err := o.at("dirsync", ""); err != nil {
+		return fmt.Errorf("sync directory: %w", err)
 	}
-	for _, d := range created {
-		if err := syncPath(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return syncDir(root)
 }
 
-// removeNames removes names from root, in order, and then syncs the
-// directory once (unless o.noSync). A name that is already gone is not an
-// error, and a removal that fails does not stop the others. It returns
-// whether each name is gone.
-func removeNames(root *os.Root, o fileIO, names []string) (gone []bool, err error) {
-	var errs []error
-	gone = make([]bool, len(names))
-	for i, name := range names {
-		err := removeFile(root, name)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-			continue
-		}
-		gone[i] = true
+// at returns the injected failure of the operation at point on name, if any.
+func (o fileIO) at(point, name string) error {
+	if o.fault == nil {
+		return nil
 	}
-	if err := o.syncDir(root); err != nil {
-		errs = append(errs, err)
-	}
-	return gone, errors.Join(errs...)
+	return o.fault(point, name)
 }
 
-// removeStaleTemps removes the temporary files a crashed save left behind and
-// returns their names. Only regular files that have the shape of a
-// temporary file (see splitTemp) and whose final name ours accepts are
-// touched.
-func removeStaleTemps(root *os.Root, ours func(final string, legacy bool) bool, o fileIO) ([]string, error) {
-	names, err := readNames(root)
+// dirOps are the operations on one directory that writeFile is made of.
+// rootOps does them through an os.Root, on every platform; on Linux the
+// directory backend does them with system calls on the directory's open
+// descriptor (fdOps in dir_write_linux.go), which a save of a small state
+// makes several times fewer of.
+type dirOps interface {
+	// createTemp creates a new temporary file for name (tempPrefix(name)
+	// and random digits), exclusively, and returns it and its name.
+	createTemp(name string) (tempFile, string, error)
+	// publishNew gives tmp the name name, or fails with fs.ErrExist if
+	// name exists; moved is false if tmp stays (a hard link).
+	publishNew(tmp, name string) (moved bool, err error)
+	// rename renames old to new, replacing new atomically.
+	rename(old, new string) error
+	// remove removes the file name.
+	remove(name string) error
+	// syncDir fsyncs the directory.
+	syncDir() error
+}
+
+// tempFile is a temporary file being written. Close after a failed Write
+// or Sync may return any error; it is called again after a failure, which
+// must do nothing.
+type tempFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+}
+
+// rootOps are dirOps through an os.Root.
+type rootOps struct{ root *os.Root }
+
+func (r rootOps) createTemp(name string) (tempFile, string, error) {
+	f, tmp, err := createTemp(r.root, name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	var stale []string
-	for _, name := range names {
-		if final, marked, ok := splitTemp(name); !ok || !ours(final, !marked) {
-			continue
-		}
-		if fi, err := root.Lstat(name); err == nil && fi.Mode().IsRegular() {
-			stale = append(stale, name)
-		}
-	}
-	if len(stale) == 0 {
-		return nil, nil
-	}
-	_, err = removeNames(root, o, stale)
-	return stale, err
+	return f, tmp, nil
 }
 
-// readDir reads the directory entries of root, for callers that need
-// their types (a session directory, a staging directory).
-func readDir(root *os.Root) ([]fs.DirEntry, error) {
-	d, err := root.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.ReadDir(-1)
-}
-
-// readNames returns the names in root's directory, in directory order. It
-// stats nothing: entries of a directory opened in an os.Root are each
-// stat'ed by ReadDir, which costs more than reading the names.
-func readNames(root *os.Root) ([]string, error) {
-	d, err := root.Open(".")
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	return d.Readdirnames(-1)
-}
+func (r rootOps) publishNew(tmp, name string) (bool, error) { return publishNew(r.root, tmp, name) }
+func (r rootOps) rename(old, new string) error              { return renameFile(r.root, old, new) }
+func (r rootOps) remove(name string) error                  { return removeFile(r.root, name) }
+func (r rootOps) syncDir() error                            { return syncDir(r.root) }
 
 type countingWriter struct {
 	w io.Writer
