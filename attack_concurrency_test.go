@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // Attack: many goroutines saving, listing, loading, pruning and closing one
@@ -112,7 +114,7 @@ func TestAttackDirBackendCloseRacesEverything(t *testing.T) {
 	for round := 0; round < 20; round++ {
 		ctx := context.Background()
 		dir := t.TempDir()
-		b, err := OpenDir(dir, NoSync())
+		b, err := dirstore.Open(dir, dirstore.NoSync())
 		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
 			_, err := b.Create(ctx, "f"+strconv.Itoa(i)+".json", func(w io.Writer) error {

@@ -24,3 +24,13 @@ func tempPrefix(final string) string { return "." + final + tempMarker }
 func tempName(final string) string {
 	return tempPrefix(final) + strconv.FormatInt(rand.Int64(), 10)
 }
+
+// openDirWith opens dir as Open does, with the ReadOnly and NoSync among
+// opts.
+func openDirWith(dir string, opts ...Option) (Backend, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return openDir(dir, cfg)
+}

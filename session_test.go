@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // openSessions opens a root of sessions with NoSync, as openStore does;
@@ -598,7 +600,7 @@ func TestForkCopiesWhereLinkingFails(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
-			b, err := OpenDir(dir, NoSync())
+			b, err := dirstore.Open(dir, dirstore.NoSync())
 			require.NoError(t, err)
 			r, err := OpenSessionsBackend(c.wrap(b), NoSync())
 			require.NoError(t, err)
