@@ -1,3 +1,14 @@
+// Package dirstore is the local directory as a storage.Backend: the storage
+// of checkpoint.Open, which opens it with Open. Each object is a file in
+// the directory, written to a temporary file and published whole without
+// replacing (publish.go), and a child store (Backend.Sub) is a
+// subdirectory. The platform code of the directory (Linux's system calls
+// on the directory's descriptor, the Windows file sharing and
+// LockFileEx, the inode change times of each system) is this package's.
+//
+// Use it to run the backend conformance suite (package backendtest) on the
+// local directory, or to wrap the directory in a Backend of your own and
+// open a store on it with checkpoint.OpenBackend.
 package dirstore
 
 import (
@@ -92,8 +103,8 @@ func NoSync() Option { return func(o *options) { o.noSync = true } }
 //
 // The backend is a storage.Describer (Traits().Local), a
 // storage.Unsynced, a storage.TempCleaner and a storage.TempNamer, a
-// storage.Linker and a storage.ChildRemover, and on Linux a
-// storage.LockProber. A wrapper that implements Unwrap (storage.Wrapper)
+// storage.Linker, a storage.ChildRemover and a storage.LockProber (which
+// can name the holder of the lock on Linux only). A wrapper that implements Unwrap (storage.Wrapper)
 // is described as the directory it wraps, and reaches the optional
 // operations through its own methods (a wrapper without them gets the
 // synced operations, and leaves a crashed save's temporary files where

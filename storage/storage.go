@@ -46,7 +46,7 @@ var (
 // (a file), written whole or not at all. A Store writes through a Backend
 // and knows nothing of paths, fsync or HTTP; a Backend knows nothing of
 // steps, JSON or retention. checkpoint.Open uses the local directory
-// (checkpoint.OpenDir); the module github.com/gocheckpoint/checkpoint/s3store
+// (package github.com/gocheckpoint/checkpoint/dirstore); the module github.com/gocheckpoint/checkpoint/s3store
 // provides one for S3 and S3-compatible object storage; checkpoint.OpenBackend
 // opens a store on any.
 //
@@ -78,7 +78,7 @@ var (
 //     trusts the cache while the Version is the same. A Version may change
 //     when the bytes did not (a local file's on chmod): that costs a read
 //     or a conflict, never a wrong answer. Where a platform cannot see a
-//     change, the backend says so (see checkpoint.OpenDir).
+//     change, the backend says so (see dirstore.Open).
 //   - Errors wrap the package's sentinels where one applies (ErrExists,
 //     ErrConflict, ErrLocked, ErrReadOnly), fs.ErrNotExist for a missing
 //     name, and otherwise say what failed and where (Locate's form).
