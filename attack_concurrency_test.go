@@ -1,5 +1,3 @@
-//go:build linux
-
 package checkpoint
 
 import (
@@ -26,6 +24,7 @@ import (
 // store (and one raw OpenDir backend) at once; run with -race.
 
 func TestAttackStoreFreeForAllThenClose(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	for round := 0; round < 3; round++ {
 		ctx := context.Background()
@@ -110,6 +109,7 @@ func TestAttackStoreFreeForAllThenClose(t *testing.T) {
 
 // The exported Backend of OpenDir, used directly: Close races every call.
 func TestAttackDirBackendCloseRacesEverything(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	for round := 0; round < 20; round++ {
 		ctx := context.Background()
@@ -173,6 +173,7 @@ func TestAttackDirBackendCloseRacesEverything(t *testing.T) {
 // Two (and more) processes contending for the writer lock: never two
 // writers at once, and every save that returned is there.
 func TestAttackWriterLockContention(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
@@ -203,6 +204,7 @@ func TestAttackWriterLockContention(t *testing.T) {
 }
 
 func TestAttackLockChild(t *testing.T) {
+	skipUnlessLinux(t)
 	dir := os.Getenv("ATTACK_LOCK_DIR")
 	if dir == "" {
 		t.Skip("a child of TestAttackWriterLockContention")
@@ -231,6 +233,7 @@ func TestAttackLockChild(t *testing.T) {
 // A fresh store's first Lists (reading the header index ahead, on another
 // goroutine) racing Close.
 func TestAttackFirstListRacesClose(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -1,12 +1,9 @@
-//go:build linux
-
 package checkpoint
 
 import (
 	"context"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,6 +15,7 @@ import (
 // failed, something is only put in the way).
 
 func TestAttackHostileTempNamesBeforeOpen(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -34,7 +32,7 @@ func TestAttackHostileTempNamesBeforeOpen(t *testing.T) {
 	linkIn := filepath.Join(dir, tempPrefix("c_003.json")+"222")
 	require.NoError(t, os.Symlink(filepath.Join(dir, "c_001.json"), linkIn))
 	fifo := filepath.Join(dir, tempPrefix("c_004.json")+"333")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	mkfifo(t, fifo)
 	sub := filepath.Join(dir, tempPrefix("c_005.json")+"444")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(sub, "x"), []byte("x"), 0o644))
@@ -67,6 +65,7 @@ func TestAttackHostileTempNamesBeforeOpen(t *testing.T) {
 // into the directory of a running writer after its first full scan. Nothing
 // may be replaced or lost; this records what List, Load and Latest say.
 func TestAttackOtherCompressionAfterOpen(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

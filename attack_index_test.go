@@ -1,5 +1,3 @@
-//go:build linux
-
 package checkpoint
 
 import (
@@ -64,6 +62,7 @@ func attackFirstList(t *testing.T, dir string) []Info {
 }
 
 func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	dir := t.TempDir()
 	attackIndexStore(t, dir)
@@ -111,6 +110,7 @@ func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
 }
 
 func TestAttackFirstListWithBadIndexes(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -157,6 +157,7 @@ func TestAttackFirstListWithBadIndexes(t *testing.T) {
 // Files rewritten in place in the same instant as they were saved, many
 // times: the header cache and index key on the inode change time.
 func TestAttackInPlaceRewriteRightAfterSave(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	for _, d := range []string{t.TempDir(), "/dev/shm"} {

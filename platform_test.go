@@ -1,6 +1,11 @@
 package checkpoint
 
-import "github.com/gocheckpoint/checkpoint/internal/platformtest"
+import (
+	"runtime"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
+)
 
 // What the tests need to know of the platform (see package platformtest).
 var (
@@ -15,3 +20,13 @@ var (
 )
 
 const haveFIFOs = platformtest.HaveFIFOs
+
+// skipUnlessLinux skips t elsewhere than on Linux: the attack tests
+// (attack_*_test.go) were written against Linux's file systems, /proc and
+// its descriptor-based writer, and are proven there only.
+func skipUnlessLinux(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("proven on Linux only")
+	}
+}
