@@ -1,4 +1,4 @@
-package checkpoint
+package dirstore_test
 
 import (
 	"context"
@@ -10,18 +10,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/internal/killtest"
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
 // lockRole opens a writer on the directory Args[0] in a process of its
 // own and prints what happened: "opened", "locked" or the error.
 var lockRole = killtest.Register("lock", func(c *killtest.Child) int {
-	s, err := Open[int](c.Args[0], NoSync())
+	s, err := checkpoint.Open[int](c.Args[0], checkpoint.NoSync())
 	switch {
 	case err == nil:
 		c.Printf("opened")
 		s.Close()
-	case errors.Is(err, ErrLocked):
+	case errors.Is(err, checkpoint.ErrLocked):
 		c.Printf("locked")
 	default:
 		c.Printf("error: %v", err)
@@ -60,14 +62,14 @@ func TestRemovedOrReplacedLockFileLetsNoSecondWriterIn(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			if c.name == "replaced" {
-				skipUnderWine(t, "Wine refuses to rename over a file another handle holds open (it has no POSIX rename), so the lock file cannot be replaced under its writer there")
+				platformtest.SkipUnderWine(t, "Wine refuses to rename over a file another handle holds open (it has no POSIX rename), so the lock file cannot be replaced under its writer there")
 			}
 			dir := t.TempDir()
-			w := openStore[int](t, dir, NoSync())
+			w := openStore[int](t, dir, checkpoint.NoSync())
 			require.NoError(t, c.swap(filepath.Join(dir, lockName)))
 			require.Equal(t, "locked", openInChild(t, dir), "a second writer got in")
-			_, err := Open[int](dir, NoSync())
-			require.ErrorIs(t, err, ErrLocked, "nor in this process")
+			_, err := checkpoint.Open[int](dir, checkpoint.NoSync())
+			require.ErrorIs(t, err, checkpoint.ErrLocked, "nor in this process")
 
 			_, err = w.Save(ctx, 1, 1)
 			require.NoError(t, err, "the first writer goes on")
@@ -82,11 +84,11 @@ func TestRemovedOrReplacedLockFileLetsNoSecondWriterIn(t *testing.T) {
 // elsewhere under a writer; Open says so instead of locking its target.
 func TestSymlinkedLockFileIsRefused(t *testing.T) {
 	t.Parallel()
-	requireSymlinks(t)
+	platformtest.RequireSymlinks(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "target"), nil, 0o644))
 	require.NoError(t, os.Symlink("target", filepath.Join(dir, lockName)))
-	_, err := Open[int](dir, NoSync())
-	require.ErrorIs(t, err, ErrInvalid)
+	_, err := checkpoint.Open[int](dir, checkpoint.NoSync())
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	require.ErrorContains(t, err, lockName+" is a symbolic link")
 }
