@@ -515,7 +515,7 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 		return nil
 	}
 	failed := make(chan struct{}, 8)
-	s := openFaulty[int](t, t.TempDir(), nil, fault, WithLayout("c", 3), Async(4), NoSync(),
+	s := openInjected[int](t, t.TempDir(), fault, WithLayout("c", 3), Async(4), NoSync(),
 		WithHooks(Hooks{OnError: func(error) { failed <- struct{}{} }}))
 	for step := int64(1); step <= 2; step++ {
 		_, err := s.Save(ctx, step, int(step))
@@ -565,7 +565,7 @@ func TestAsyncFailuresKeptAreBounded(t *testing.T) {
 		}
 		return nil
 	}
-	s := openFaulty[int](t, t.TempDir(), nil, fault, Async(4), NoSync())
+	s := openInjected[int](t, t.TempDir(), fault, Async(4), NoSync())
 	const saves = maxFailures + 36
 	for step := int64(1); step <= saves; step++ {
 		_, err := s.Save(ctx, step, int(step))

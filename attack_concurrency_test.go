@@ -1,5 +1,3 @@
-//go:build linux
-
 package checkpoint
 
 import (
@@ -18,12 +16,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // Attack: many goroutines saving, listing, loading, pruning and closing one
 // store (and one raw OpenDir backend) at once; run with -race.
 
 func TestAttackStoreFreeForAllThenClose(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	for round := 0; round < 3; round++ {
 		ctx := context.Background()
@@ -108,11 +109,12 @@ func TestAttackStoreFreeForAllThenClose(t *testing.T) {
 
 // The exported Backend of OpenDir, used directly: Close races every call.
 func TestAttackDirBackendCloseRacesEverything(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	for round := 0; round < 20; round++ {
 		ctx := context.Background()
 		dir := t.TempDir()
-		b, err := OpenDir(dir, NoSync())
+		b, err := dirstore.Open(dir, dirstore.NoSync())
 		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
 			_, err := b.Create(ctx, "f"+strconv.Itoa(i)+".json", func(w io.Writer) error {
@@ -171,6 +173,7 @@ func TestAttackDirBackendCloseRacesEverything(t *testing.T) {
 // Two (and more) processes contending for the writer lock: never two
 // writers at once, and every save that returned is there.
 func TestAttackWriterLockContention(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
@@ -201,6 +204,7 @@ func TestAttackWriterLockContention(t *testing.T) {
 }
 
 func TestAttackLockChild(t *testing.T) {
+	skipUnlessLinux(t)
 	dir := os.Getenv("ATTACK_LOCK_DIR")
 	if dir == "" {
 		t.Skip("a child of TestAttackWriterLockContention")
@@ -229,6 +233,7 @@ func TestAttackLockChild(t *testing.T) {
 // A fresh store's first Lists (reading the header index ahead, on another
 // goroutine) racing Close.
 func TestAttackFirstListRacesClose(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -1,5 +1,3 @@
-//go:build linux
-
 package checkpoint
 
 import (
@@ -58,6 +56,7 @@ func checkNoDebris[T any](t *testing.T, s *Store[T], dir, what string) {
 }
 
 func TestAttackDiskFullFdWriter(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	cases := []struct {
 		name string
@@ -162,6 +161,7 @@ func TestAttackDiskFullFdWriter(t *testing.T) {
 
 // A tmpfs out of inodes: the temporary file cannot be created at all.
 func TestAttackOutOfInodes(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := attackTinyDisk(t, "size=8m,nr_inodes=8")
@@ -196,6 +196,7 @@ func TestAttackOutOfInodes(t *testing.T) {
 // Saves failing on a full disk, over and over, leak no descriptor and no
 // temporary file; the longest names a layout or a side file can have fit.
 func TestAttackFailingSavesLeakNothing(t *testing.T) {
+	skipUnlessLinux(t)
 	ctx := context.Background()
 	dir := attackTinyDisk(t, "size=256k")
 	prefix := strings.Repeat("p", 64)

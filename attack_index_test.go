@@ -1,5 +1,3 @@
-//go:build linux
-
 package checkpoint
 
 import (
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
 // Attack: the first List of a store (its header index read while the names
@@ -62,6 +62,7 @@ func attackFirstList(t *testing.T, dir string) []Info {
 }
 
 func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	dir := t.TempDir()
 	attackIndexStore(t, dir)
@@ -71,14 +72,14 @@ func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
 	p20 := filepath.Join(dir, "c_0020.json")
 	b, err := os.ReadFile(p20)
 	require.NoError(t, err)
-	rewriteInPlace(t, p20, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
+	platformtest.RewriteInPlace(t, p20, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
 	// Another step's file of the same size copied over it.
 	b31, err := os.ReadFile(filepath.Join(dir, "c_0031.json"))
 	require.NoError(t, err)
 	b30, err := os.ReadFile(filepath.Join(dir, "c_0030.json"))
 	require.NoError(t, err)
 	if len(b31) == len(b30) {
-		rewriteInPlace(t, filepath.Join(dir, "c_0030.json"), b31)
+		platformtest.RewriteInPlace(t, filepath.Join(dir, "c_0030.json"), b31)
 	}
 	// Truncated in place.
 	p40 := filepath.Join(dir, "c_0040.json")
@@ -109,6 +110,7 @@ func TestAttackFirstListAfterInPlaceRewrites(t *testing.T) {
 }
 
 func TestAttackFirstListWithBadIndexes(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -155,6 +157,7 @@ func TestAttackFirstListWithBadIndexes(t *testing.T) {
 // Files rewritten in place in the same instant as they were saved, many
 // times: the header cache and index key on the inode change time.
 func TestAttackInPlaceRewriteRightAfterSave(t *testing.T) {
+	skipUnlessLinux(t)
 	t.Parallel()
 	ctx := context.Background()
 	for _, d := range []string{t.TempDir(), "/dev/shm"} {
@@ -170,7 +173,7 @@ func TestAttackInPlaceRewriteRightAfterSave(t *testing.T) {
 			require.NoError(t, err)
 			b, err := os.ReadFile(info.Path)
 			require.NoError(t, err)
-			rewriteInPlace(t, info.Path, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
+			platformtest.RewriteInPlace(t, info.Path, bytes.Replace(b, []byte(`"aaaa"`), []byte(`"bbbb"`), 1))
 			list, err := s.List(ctx)
 			require.NoError(t, err)
 			for _, i := range list {

@@ -186,13 +186,6 @@ func TestSaveDoesNotCopyTheEncodedState(t *testing.T) {
 	}
 }
 
-func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
-	t.Parallel()
-	for _, dir := range []string{"runs/001", "runs/001/", "./runs", ".", "/", "/tmp/x/../y", "a"} {
-		require.Equal(t, filepath.Join(dir, "step_00000001.json"), pathPrefix(dir)+"step_00000001.json", dir)
-	}
-}
-
 // TestLargeStatesRoundTrip saves states large enough to span many
 // compressed blocks and buffer sizes, in every compression, and loads them
 // back.

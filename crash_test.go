@@ -35,7 +35,7 @@ var (
 	crashRole = killtest.Register("crash", crashChild)
 	// crashSessionsRole runs crashSessionsChild on the root Args[0];
 	// Args[1] "backend" makes it open the root with
-	// OpenSessionsBackend(OpenDir(root)).
+	// OpenSessionsBackend(dirstore.Open(root)).
 	crashSessionsRole = killtest.Register("crash-sessions", crashSessionsChild)
 	// errorLoopRole runs errorLoopChild.
 	errorLoopRole = killtest.Register("error-loop", errorLoopChild)
@@ -456,7 +456,7 @@ func errorLoopChild(c *killtest.Child) int {
 		}
 		return nil
 	}
-	d, err := OpenDir(dir, errorLoopOptions()...)
+	d, err := openDirWith(dir, errorLoopOptions()...)
 	if err != nil {
 		fail(err)
 	}

@@ -46,3 +46,20 @@ func OpenSession[T any](r *Sessions, id string, opts ...Option) (*Store[T], erro
 func ResumeSession[T any](ctx context.Context, r *Sessions, opts ...Option) (*Store[T], Session, error) {
 	return ResumeLatestSession[T](ctx, r, opts...)
 }
+
+// OpenDir opens the directory dir as a Backend, with the ReadOnly and
+// NoSync among opts; the other options are checked and ignored.
+//
+// Deprecated: use dirstore.Open, whose options are the ones the directory
+// reads.
+func OpenDir(dir string, opts ...Option) (Backend, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, opError("open", dir, err)
+	}
+	b, err := openDir(dir, cfg)
+	if err != nil {
+		return nil, opError("open", dir, err)
+	}
+	return b, nil
+}

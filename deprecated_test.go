@@ -2,9 +2,12 @@ package checkpoint
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // TestRenamedNamesKeepWorking: hosts written against the names before the
@@ -43,4 +46,35 @@ func TestRenamedNamesKeepWorking(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sess.ID, resumed.ID)
 	require.NoError(t, st.Close())
+}
+
+// TestOpenDirIsTheDirectoryOfOpen: the deprecated OpenDir opens what
+// dirstore.Open opens, with the ReadOnly and NoSync among the store's
+// options, its errors the store's (an *Error of "open" on the directory),
+// and a store on it behaves as Open's.
+func TestOpenDirIsTheDirectoryOfOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "runs")
+	_, err := OpenDir(missing, ReadOnly(), KeepLast(2))
+	require.ErrorIs(t, err, ErrNotFound)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "open", e.Op)
+	require.Equal(t, missing, e.Path)
+	require.NoDirExists(t, missing)
+	_, err = OpenDir(missing, WithLayout("a/b", 3))
+	require.ErrorIs(t, err, ErrInvalid, "the store's options are checked")
+
+	b, err := OpenDir(missing, NoSync())
+	require.NoError(t, err)
+	require.True(t, storage.TraitsOf(b).Local)
+	s, err := OpenBackend[int](b, NoSync())
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	got, _, err := openStore[int](t, missing, ReadOnly()).Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, got)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // entry is one checkpoint file found in the directory.
@@ -374,7 +376,7 @@ func (s *Store[T]) fillIndex(ctx context.Context, entries []entry, todo func(*en
 // is no longer a checkpoint file: removed, or replaced by something that is
 // not a regular file, since it was stat'ed. fill drops such entries.
 func gone(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular)
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, storage.ErrNotRegular)
 }
 
 // setUnreadable records why e's header could not be read, and gives it the

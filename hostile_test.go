@@ -21,6 +21,10 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // These tests prove the promises of issue 11 under hostile files, huge
@@ -367,7 +371,7 @@ func TestDirectoryAtACheckpointNameIsAClearError(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, ErrExists)
 	require.ErrorIs(t, err, ErrCorrupt)
-	require.ErrorIs(t, err, errNotRegular)
+	require.ErrorIs(t, err, storage.ErrNotRegular)
 	require.ErrorContains(t, err, "a directory")
 	require.DirExists(t, filepath.Join(dir, "step_00000003.json"), "nothing is moved")
 }
@@ -388,32 +392,6 @@ func TestOpenKeepsAUsersHiddenFiles(t *testing.T) {
 	for _, name := range stale {
 		require.NotContains(t, names, name)
 	}
-}
-
-func TestSaveTempFilesCarryTheMarker(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	var seen []string
-	s := openFaulty[int](t, dir, func(point, name string) error {
-		if point == "publish" {
-			seen = append(seen, dirNames(t, dir)...)
-		}
-		return nil
-	}, nil, NoSync())
-	_, err := s.Save(ctx, 1, 1)
-	require.NoError(t, err)
-	require.NoError(t, s.WriteJSON(ctx, "notes.json", 1))
-	var temps []string
-	for _, n := range seen {
-		if strings.HasPrefix(n, ".") && n != lockName {
-			temps = append(temps, n)
-			require.True(t, s.cfg.layout.isTemp(n), n)
-		}
-	}
-	require.Len(t, temps, 2)
-	require.True(t, strings.HasPrefix(temps[0], tempPrefix("step_00000001.json")), temps[0])
-	require.True(t, strings.HasPrefix(temps[1], tempPrefix("notes.json")), temps[1])
 }
 
 func TestConcurrentSavesNeverShareASaveTime(t *testing.T) {
@@ -472,11 +450,11 @@ func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
 		now, err := os.Stat(info.Path)
 		require.NoError(t, err)
 		require.True(t, os.SameFile(was, now) && now.Size() == was.Size() && now.ModTime().Equal(was.ModTime()))
-		if changeTime(now) != changeTime(was) || changeTime(now) == 0 {
+		if platformtest.ChangeTime(now) != platformtest.ChangeTime(was) || platformtest.ChangeTime(now) == 0 {
 			break
 		}
 	}
-	if changeTime(was) == 0 {
+	if platformtest.ChangeTime(was) == 0 {
 		t.Skip("this system gives no inode change time")
 	}
 	list, err = s.List(ctx)
@@ -619,8 +597,7 @@ func TestListRacingASaveLeftItsCheckpointUnknownToRetention(t *testing.T) {
 
 	_, err = s.Save(ctx, 6, 6)
 	require.NoError(t, err)
-	names, err := readNames(s.b.(*dirBackend).root.Load())
-	require.NoError(t, err)
+	names := dirNames(t, s.Location())
 	var left []string
 	for _, n := range names {
 		if strings.HasPrefix(n, "step_") {

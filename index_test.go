@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // openCounter is a Backend wrapping the local directory that counts the
@@ -71,7 +73,7 @@ func saveIndexedStore(t *testing.T, dir string) map[int64]string {
 // countingReader opens a ReadOnly store on dir through an openCounter.
 func countingReader(t *testing.T, dir string) (*Store[int], *openCounter) {
 	t.Helper()
-	b, err := OpenDir(dir, NoSync(), ReadOnly())
+	b, err := dirstore.Open(dir, dirstore.NoSync(), dirstore.ReadOnly())
 	require.NoError(t, err)
 	c := &openCounter{Backend: b, opens: make(map[string]int)}
 	s, err := OpenBackend[int](c, ReadOnly(), NoSync())

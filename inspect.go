@@ -108,7 +108,7 @@ func (s *Store[T]) leftovers(ctx context.Context) (temps, quarantined []string, 
 	}
 	for _, o := range objs {
 		name := o.Name
-		temp := s.cfg.layout.isTemp(name)
+		temp := s.cfg.layout.isTemp(s.b, name)
 		stem, q := quarantinedStem(name)
 		if q {
 			_, q = s.cfg.layout.parse(stem)

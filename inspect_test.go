@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 func touch(t *testing.T, dir string, names ...string) {
@@ -56,7 +58,7 @@ func TestDetectLayouts(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 
-			b, err := OpenDir(dir, ReadOnly())
+			b, err := dirstore.Open(dir, dirstore.ReadOnly())
 			require.NoError(t, err)
 			defer b.Close()
 			got, err = DetectBackendLayouts(context.Background(), b)

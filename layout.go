@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 const (
@@ -21,9 +21,6 @@ const (
 	extZstd  = format.ExtZstd
 	// rollingStem replaces the step in the rolling file's name.
 	rollingStem = "last"
-	// lockName is the writer's lock file. The leading dot keeps it out of
-	// every listing.
-	lockName = ".checkpoint.lock"
 	// maxNameLen bounds side-file names, well under every file system's limit.
 	maxNameLen = 200
 )
@@ -136,51 +133,15 @@ func (l layout) parse(name string) (fileName, bool) {
 	return n, string(l.appendName(buf[:0], n)) == name
 }
 
-// tempMarker sits between a file's name and the random digits in the names
-// of its temporary files. It is what lets Open tell the temporary files of
-// the library's own saves from a user's hidden files: only a name with the
-// marker (or, from saves of releases before it, a checkpoint's name followed
-// by digits) is ever removed as a stale temporary file.
-const tempMarker = ".ckpt-tmp-"
-
-// tempPrefix returns the names of final's temporary files, less their random
-// digits: a dot (which keeps them out of listings and out of every layout),
-// final and tempMarker. Every writer of the library names its temporary
-// files so (renameio, where it writes them, appends the digits; see
-// createTemp).
-func tempPrefix(final string) string { return "." + final + tempMarker }
-
-// tempName returns a new temporary name for final, for a writer that
-// creates its temporary file itself: tempPrefix(final) and random digits.
-func tempName(final string) string {
-	return tempPrefix(final) + strconv.FormatInt(rand.Int64(), 10)
-}
-
-// splitTemp returns the final name of the temporary file name, and whether
-// it has the marker, if name has the shape of one: a dot, the final name,
-// the marker or not, random digits.
-func splitTemp(name string) (final string, marked, ok bool) {
-	if len(name) < 2 || name[0] != '.' {
-		return "", false, false
-	}
-	stem := strings.TrimRight(name[1:], "0123456789")
-	if len(stem) == len(name)-1 {
-		return "", false, false // no random suffix
-	}
-	if f, ok := strings.CutSuffix(stem, tempMarker); ok {
-		return f, true, f != ""
-	}
-	return stem, false, true
-}
-
-// isTemp reports whether name is a temporary file that a save of this store
-// left behind: tempPrefix of a checkpoint name of this layout, of a side
-// file or of the index, and random digits. A checkpoint's name followed by digits alone is
-// also one (what saves wrote before the marker); a side file's name followed
-// by digits alone is not, since a user may keep such a file (.notes.json2).
-func (l layout) isTemp(name string) bool {
-	final, marked, ok := splitTemp(name)
-	return ok && l.ownsTemp(final, !marked)
+// isTemp reports whether name is a temporary object of b's writes (see
+// storage.TempOf) that a save of this store left behind: one of a
+// checkpoint name of this layout, of a side file or of the index. One of
+// the legacy naming (a checkpoint's name followed by digits alone, what
+// saves wrote before the marker) counts for a checkpoint only, since a
+// user may keep a file named so after a side file (.notes.json2).
+func (l layout) isTemp(b Backend, name string) bool {
+	final, legacy, ok := storage.TempOf(b, name)
+	return ok && l.ownsTemp(final, legacy)
 }
 
 // ownsTemp reports whether a temporary file of final is one a save of this
@@ -263,18 +224,16 @@ func (l Layout) Option() Option { return WithLayout(l.Prefix, l.Digits) }
 // directory is ErrNotFound. Only names are read, never a file's contents, so
 // a side file named like a checkpoint (notes_2024.json) is counted too.
 func DetectLayouts(dir string) ([]Layout, error) {
-	dirents, err := os.ReadDir(dir)
+	b, err := dirstore.Open(dir, dirstore.ReadOnly(), dirstore.NoSync())
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		}
+		return nil, opError("detect layouts", dir, dirOpenCause(err, dir))
+	}
+	defer b.Close()
+	found, err := DetectBackendLayouts(context.Background(), b)
+	if err != nil {
 		return nil, opError("detect layouts", dir, err)
 	}
-	objs := make([]Object, len(dirents))
-	for i, d := range dirents {
-		objs[i] = Object{Name: d.Name(), Size: -1, Version: "dirent", Mode: d.Type()}
-	}
-	return layoutsOf(objs), nil
+	return found, nil
 }
 
 // DetectBackendLayouts is DetectLayouts on the objects of b, a store's
@@ -290,7 +249,7 @@ func DetectBackendLayouts(ctx context.Context, b Backend) ([]Layout, error) {
 	}
 	known := objs[:0]
 	for _, o := range objs {
-		if _, _, _, ok := layoutEvidence(o.Name); ok && o.Version == "" {
+		if _, _, _, ok := layoutEvidence(b, o.Name); ok && o.Version == "" {
 			if o, err = b.Stat(ctx, o.Name); errors.Is(err, fs.ErrNotExist) {
 				continue // removed since the listing
 			} else if err != nil {
@@ -299,12 +258,12 @@ func DetectBackendLayouts(ctx context.Context, b Backend) ([]Layout, error) {
 		}
 		known = append(known, o)
 	}
-	return layoutsOf(known), nil
+	return layoutsOf(b, known), nil
 }
 
-func layoutsOf(objs []Object) []Layout {
+func layoutsOf(b Backend, objs []Object) []Layout {
 	var out []Layout
-	for _, f := range detectLayouts(objs, false) {
+	for _, f := range detectLayouts(b, objs, false) {
 		out = append(out, f.Layout)
 	}
 	return out
@@ -320,7 +279,7 @@ type detectedLayout struct {
 // detectLayouts is DetectLayouts on a backend's objects: those known not to
 // be regular files are no evidence, nor, with checkpointsOnly, temporary
 // and quarantined files.
-func detectLayouts(objs []Object, checkpointsOnly bool) []detectedLayout {
+func detectLayouts(b Backend, objs []Object, checkpointsOnly bool) []detectedLayout {
 	type span struct { // the digit counts that name a file
 		lo, hi int
 		name   string
@@ -336,7 +295,7 @@ func detectLayouts(objs []Object, checkpointsOnly bool) []detectedLayout {
 				continue
 			}
 		}
-		if prefix, lo, hi, ok := layoutEvidence(name); ok {
+		if prefix, lo, hi, ok := layoutEvidence(b, name); ok {
 			byPrefix[prefix] = append(byPrefix[prefix], span{lo, hi, name})
 		}
 	}
@@ -372,16 +331,17 @@ func detectLayouts(objs []Object, checkpointsOnly bool) []detectedLayout {
 	return out
 }
 
-// layoutEvidence returns the prefix of the layouts that would name the file
-// name, a checkpoint, a temporary file of a save or a quarantined checkpoint,
-// and the range of digit counts among them.
-func layoutEvidence(name string) (prefix string, lo, hi int, ok bool) {
+// layoutEvidence returns the prefix of the layouts that would name the
+// object name of b, a checkpoint, a temporary object of a save (see
+// storage.TempOf) or a quarantined checkpoint, and the range of digit
+// counts among them.
+func layoutEvidence(b Backend, name string) (prefix string, lo, hi int, ok bool) {
 	if name == "" {
 		return "", 0, 0, false
 	}
 	if name[0] == '.' {
-		// A temporary file: a dot, the name, the marker, random digits.
-		final, _, ok := splitTemp(name)
+		// A temporary object of the backend's, or nothing.
+		final, _, ok := storage.TempOf(b, name)
 		if !ok {
 			return "", 0, 0, false
 		}

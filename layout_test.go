@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 func TestLayoutParse(t *testing.T) {
@@ -69,6 +71,7 @@ func TestLayoutParse(t *testing.T) {
 
 func TestIsTemp(t *testing.T) {
 	t.Parallel()
+	b := openTestDir(t)
 	l := layout{prefix: "turn", digits: 3}
 	for name, want := range map[string]bool{
 		".step_00000007.json.ckpt-tmp-123":     true, // the temp of a side file named step_00000007.json
@@ -98,7 +101,7 @@ func TestIsTemp(t *testing.T) {
 		". turn_007.json1":                     false,
 		".turn_007.json.gz5577006791947779410": true,
 	} {
-		require.Equal(t, want, l.isTemp(name), name)
+		require.Equal(t, want, l.isTemp(b, name), name)
 	}
 }
 
@@ -116,6 +119,7 @@ func FuzzParseName(f *testing.F) {
 	}
 	f.Add("step", 8, "step_00000001.json")
 	f.Add("a.b", 1, "a.b_9.final.json.gz")
+	b := openTestDir(f)
 	f.Fuzz(func(t *testing.T, prefix string, digits int, name string) {
 		l := layout{prefix: prefix, digits: digits}
 		if l.validate() != nil {
@@ -128,11 +132,23 @@ func FuzzParseName(f *testing.F) {
 		if got := l.format(fn); got != name {
 			t.Fatalf("parse(%q) = %+v, which formats as %q", name, fn, got)
 		}
-		if l.isTemp(name) {
+		if l.isTemp(b, name) {
 			t.Fatalf("%q is both a checkpoint and a temporary file", name)
 		}
 		if !validChars(name) || fn.step < 0 {
 			t.Fatalf("accepted %q: %+v", name, fn)
 		}
 	})
+}
+
+// openTestDir opens a directory of its own as the store's Backend, for a
+// test that asks it what its names mean (storage.TempOf).
+func openTestDir(t testing.TB) Backend {
+	t.Helper()
+	b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // Load returns the state and Info of the checkpoint of step. If the step has
@@ -49,7 +51,7 @@ func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	}
 	for _, n := range named {
 		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
-			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, o.Mode)))
+			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, storage.NotRegular(n.name, o.Mode)))
 		}
 	}
 	return stepError("load", step, s.dir, ErrNotFound)
@@ -250,7 +252,7 @@ func (s *Store[T]) notRegularAmong(ctx context.Context, op string, ns []named, f
 			continue
 		}
 		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
-			errs = append(errs, stepError(op, n.fn.step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, notRegular(n.name, o.Mode))))
+			errs = append(errs, stepError(op, n.fn.step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, storage.NotRegular(n.name, o.Mode))))
 		}
 	}
 	return errs
@@ -277,14 +279,14 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 		// A listing that says no types (a local directory's): only
 		// regular files are evidence.
 		if o.Version == "" {
-			if _, _, _, ok := layoutEvidence(o.Name); ok {
+			if _, _, _, ok := layoutEvidence(s.b, o.Name); ok {
 				if st, err := s.b.Stat(ctx, o.Name); err == nil {
 					objs[i] = st
 				}
 			}
 		}
 	}
-	for _, found := range detectLayouts(objs, true) {
+	for _, found := range detectLayouts(s.b, objs, true) {
 		l := layout{prefix: found.Prefix, digits: found.Digits}
 		slices.SortFunc(found.names, func(a, b string) int { return strings.Compare(b, a) })
 		for _, name := range found.names {
@@ -357,7 +359,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		case errors.Is(err, errNotRegular):
+		case errors.Is(err, storage.ErrNotRegular):
 			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 		}
 		return f, o, err

@@ -1,51 +1,32 @@
 package checkpoint
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
-// skipOnWindows skips t on Windows, saying why the test cannot mean anything
-// there (file modes, running as another user, FIFOs, signals). Every other
-// test runs on Windows too.
-func skipOnWindows(t testing.TB, why string) {
-	t.Helper()
-	if runtime.GOOS == "windows" {
-		t.Skip("not on Windows: " + why)
-	}
-}
+// What the tests need to know of the platform (see package platformtest).
+var (
+	skipOnWindows    = platformtest.SkipOnWindows
+	skipUnderWine    = platformtest.SkipUnderWine
+	canSymlink       = platformtest.CanSymlink
+	requireSymlinks  = platformtest.RequireSymlinks
+	mkfifo           = platformtest.Mkfifo
+	runAs            = platformtest.RunAs
+	processCPU       = platformtest.ProcessCPU
+	passChangeTimeOf = platformtest.PassChangeTimeOf
+)
 
-// skipUnderWine skips t when its Windows binary runs under Wine, for a
-// reason that real Windows does not have; why names the Wine limitation.
-// The test still runs on real Windows.
-func skipUnderWine(t testing.TB, why string) {
-	t.Helper()
-	if underWine() {
-		t.Skip("not under Wine: " + why)
-	}
-}
+const haveFIFOs = platformtest.HaveFIFOs
 
-// canSymlink reports whether symbolic links can be made here, by making
-// one: Windows makes them only with Developer Mode or administrator rights,
-// and Wine 8 reports a link as made but makes none.
-func canSymlink(t testing.TB) bool {
+// skipUnlessLinux skips t elsewhere than on Linux: the attack tests
+// (attack_*_test.go) were written against Linux's file systems, /proc and
+// its descriptor-based writer, and are proven there only.
+func skipUnlessLinux(t testing.TB) {
 	t.Helper()
-	dir := t.TempDir()
-	link := filepath.Join(dir, "link")
-	if err := os.Symlink(dir, link); err != nil {
-		return false
-	}
-	fi, err := os.Lstat(link)
-	return err == nil && fi.Mode()&fs.ModeSymlink != 0
-}
-
-// requireSymlinks skips t where canSymlink is false.
-func requireSymlinks(t testing.TB) {
-	t.Helper()
-	if !canSymlink(t) {
-		t.Skip("no symbolic links can be made here (Windows without Developer Mode or administrator rights, or Wine)")
+	if runtime.GOOS != "linux" {
+		t.Skip("proven on Linux only")
 	}
 }

@@ -524,50 +524,6 @@ func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
 	require.Equal(t, []int64{5}, steps(list))
 }
 
-// countPoints counts the fault points a store passes, failing none.
-type countPoints struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-func (c *countPoints) fault(point, _ string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.counts[point]++
-	return nil
-}
-
-func (c *countPoints) take(point string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.counts[point]
-	c.counts = map[string]int{}
-	return n
-}
-
-// TestSaveWithRetentionSyncsTheDirectoryOnce: once a store has pruned once
-// (reading the directory), a save that prunes pays one directory fsync, its
-// own, not a second one after removing, and still removes what the rule
-// says.
-func TestSaveWithRetentionSyncsTheDirectoryOnce(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	c := &countPoints{counts: map[string]int{}}
-	s := openFaulty[int](t, dir, c.fault, nil, WithLayout("c", 3), KeepLast(2))
-	for step := int64(1); step <= 3; step++ {
-		_, err := s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-	}
-	c.take("dirsync")
-	for step := int64(4); step <= 8; step++ {
-		_, err := s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-		require.Equal(t, 1, c.take("dirsync"), "step %d", step)
-		require.Equal(t, []string{fmt.Sprintf("c_%03d.json", step-1), fmt.Sprintf("c_%03d.json", step)}, checkpointNames(t, dir))
-	}
-}
-
 // checkpointNames lists the checkpoint files in dir, sorted.
 func checkpointNames(t *testing.T, dir string) []string {
 	t.Helper()
@@ -655,7 +611,7 @@ func TestFaultWhilePruningAfterASave(t *testing.T) {
 	var pruneErrs []error
 	var mu sync.Mutex
 	hooks := Hooks{OnError: func(err error) { mu.Lock(); pruneErrs = append(pruneErrs, err); mu.Unlock() }}
-	s := openFaulty[int](t, dir, nil, sw.op, WithLayout("c", 3), KeepLast(2), WithHooks(hooks))
+	s := openInjected[int](t, dir, sw.op, WithLayout("c", 3), KeepLast(2), WithHooks(hooks))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -998,7 +954,7 @@ func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
 	failing.Store(true)
 	var reported []error
 	hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
-	s := openFaulty[int](t, dir, nil, fault, NoSync(), hooks)
+	s := openInjected[int](t, dir, fault, NoSync(), hooks)
 	_, err := s.SaveError(ctx, 5, 4, errors.New("boom"))
 	require.NoError(t, err)
 	_, err = s.SaveFinal(ctx, 5, 5)
@@ -1008,7 +964,7 @@ func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
 	require.ErrorIs(t, reported[1], errInjected)
 
 	failing.Store(false)
-	s = openFaulty[int](t, dir, nil, fault, NoSync())
+	s = openInjected[int](t, dir, fault, NoSync())
 	_, err = s.SaveFinal(ctx, 5, 5)
 	require.ErrorIs(t, err, ErrExists, "the next run saves nothing")
 	require.NoError(t, s.Close())

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // countingBackend is a Backend that is not the local directory (so a store
@@ -22,7 +24,7 @@ type countingBackend struct {
 }
 
 func newCountingBackend(t *testing.T, dir string) *countingBackend {
-	b, err := OpenDir(dir, NoSync())
+	b, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
 	return &countingBackend{Backend: b, calls: make(map[string]int)}
 }
@@ -151,7 +153,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = rs.Tick(ctx, 2, 2)
 	require.NoError(t, err)
-	other, err := OpenDir(rdir, NoSync())
+	other, err := dirstore.Open(rdir, dirstore.NoSync())
 	require.NoError(t, err)
 	defer other.Close()
 	_, err = other.Replace(ctx, "step_last.json", "", func(w io.Writer) error {
@@ -186,7 +188,7 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 	s, err := OpenBackend[int](newCountingBackend(t, dir), NoSync(), Every(10), WithRolling())
 	require.NoError(t, err)
 	defer s.Close()
-	other, err := OpenDir(dir, NoSync())
+	other, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
 	defer other.Close()
 	foreign := func(w io.Writer) error { _, err := w.Write([]byte(`"another program's"`)); return err }

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"context"
 	"errors"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"os"
 	"path/filepath"
@@ -199,7 +200,7 @@ func checkpointsIn(t *testing.T, b checkpoint.Backend) []string {
 type gatedDir struct{ gated }
 
 func (g gatedDir) RemoveChild(ctx context.Context, name string) error {
-	return g.Backend.(checkpoint.ChildRemover).RemoveChild(ctx, name)
+	return g.Backend.(storage.ChildRemover).RemoveChild(ctx, name)
 }
 
 // TestConcurrentCreateSucceedsOrSaysExists: of two Creates of one ID, the

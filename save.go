@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"strconv"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // Save writes the checkpoint of step: state encoded with encoding/json inside
@@ -436,10 +438,10 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 	case mode&fs.ModeSymlink != 0:
 		damage = errors.New("a symbolic link where a checkpoint file belongs")
 	case !mode.IsRegular():
-		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, notRegular(name, mode))
+		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, storage.NotRegular(name, mode))
 	default:
 		f, o, err := s.b.Open(ctx, name)
-		if errors.Is(err, errNotRegular) { // replaced since the Stat
+		if errors.Is(err, storage.ErrNotRegular) { // replaced since the Stat
 			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
 		}
 		if err == nil {

@@ -118,7 +118,8 @@ type sessionMeta struct {
 }
 
 // OpenSessions opens the root of sessions in dir, creating it (durably) if it
-// does not exist: it is OpenSessionsBackend(OpenDir(dir, opts...), opts...).
+// does not exist: it is OpenSessionsBackend on dirstore.Open(dir), with the ReadOnly and
+// NoSync among opts.
 // opts apply to every session's store, as if given to Open: a layout,
 // compression, retention rules, hooks. With ReadOnly, a missing dir is
 // ErrNotFound, and creating, forking and SetMeta return ErrReadOnly.
@@ -131,12 +132,12 @@ type sessionMeta struct {
 // release and an earlier one at the same time: the earlier one's lock
 // file is no longer taken.
 func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
-	b, err := OpenDir(dir, opts...)
+	cfg, err := newConfig(opts)
 	if err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			err = e.Err
-		}
+		return nil, opError("open sessions", dir, err)
+	}
+	b, err := openDir(dir, cfg)
+	if err != nil {
 		return nil, opError("open sessions", dir, err)
 	}
 	return OpenSessionsBackend(b, opts...)

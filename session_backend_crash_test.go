@@ -15,7 +15,7 @@ import (
 // openSessionsDirBackend opens the root of sessions dir through the
 // generic path: OpenSessionsBackend on the directory's Backend.
 func openSessionsDirBackend(dir string, opts ...Option) (*Sessions, error) {
-	b, err := OpenDir(dir, opts...)
+	b, err := openDirWith(dir, opts...)
 	if err != nil {
 		return nil, err
 	}

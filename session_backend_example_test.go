@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // Workers sharing one root of sessions on a Backend: here the local
@@ -17,7 +18,7 @@ func ExampleOpenSessionsBackend() {
 	ctx := context.Background()
 	dir := tempDir()
 	worker := func() *checkpoint.Sessions {
-		b, err := checkpoint.OpenDir(dir)
+		b, err := dirstore.Open(dir)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -10,15 +10,16 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // TestSessionsOnDirBackend runs the sessions of a Backend on the local
-// directory, through the generic path (OpenSessionsBackend(OpenDir(...)))
+// directory, through the generic path (OpenSessionsBackend(dirstore.Open(...)))
 // rather than OpenSessions.
 func TestSessionsOnDirBackend(t *testing.T) {
 	t.Parallel()
 	backendtest.RunSessions(t, func(t *testing.T) checkpoint.Backend {
-		b, err := checkpoint.OpenDir(t.TempDir(), checkpoint.NoSync())
+		b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
 		require.NoError(t, err)
 		return b
 	})
@@ -35,7 +36,7 @@ func TestDirectoryRootReadsTheSameEitherWay(t *testing.T) {
 	local, err := checkpoint.OpenSessions(dir, opts...)
 	require.NoError(t, err)
 	defer local.Close()
-	b, err := checkpoint.OpenDir(dir, opts...)
+	b, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
 	generic, err := checkpoint.OpenSessionsBackend(b, opts...)
 	require.NoError(t, err)
@@ -98,7 +99,7 @@ func TestDirectoryRootListsNoClaimOrTombstoneOfTheBackendPath(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	b, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
 	generic, err := checkpoint.OpenSessionsBackend(b, checkpoint.NoSync())
 	require.NoError(t, err)

@@ -150,23 +150,3 @@ func TestEmptyDirectoryIsNoSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "003", s.ID)
 }
-
-// TestFailedCreationRemovesItsDirectory: a creation that fails after it
-// made the session's directory (here its claim cannot be written) leaves
-// no directory behind, so the retry takes the same number.
-func TestFailedCreationRemovesItsDirectory(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	sw := &faultSwitch{}
-	r := openDurableSessions(t, dir)
-	r.b.(*dirBackend).fault = sw.fault
-	sw.arm("write")
-	_, err := r.New(ctx, nil)
-	require.ErrorIs(t, err, errInjected)
-	require.Empty(t, dirNames(t, dir))
-	s, err := r.New(ctx, nil)
-	require.NoError(t, err)
-	require.Equal(t, "001", s.ID)
-	require.Equal(t, []string{sessionFile}, dirNames(t, s.Dir), "the claim goes once session.json is there")
-}

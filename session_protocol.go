@@ -115,7 +115,7 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return sessionMeta{}, obj, missingMeta(ctx, sub, id)
-	case errors.Is(err, errNotRegular):
+	case errors.Is(err, storage.ErrNotRegular):
 		return sessionMeta{}, obj, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	case err != nil:
 		return sessionMeta{}, obj, err
@@ -503,7 +503,7 @@ func holdsContent(ctx context.Context, b Backend, name string, write func(io.Wri
 // (ChildRemover) and it is empty: a failed creation leaves nothing. A
 // child that holds anything (another call's claim, a session) stays.
 func (r *Sessions) dropChild(ctx context.Context, id string) {
-	if cr, ok := storage.As[ChildRemover](r.b); ok {
+	if cr, ok := storage.As[storage.ChildRemover](r.b); ok {
 		cr.RemoveChild(context.WithoutCancel(ctx), id)
 	}
 }
@@ -654,7 +654,7 @@ func readClaimObject(ctx context.Context, b Backend) (sessionClaim, Object, erro
 // fail). A checkpoint pruned meanwhile by the source's writer is skipped;
 // then checkFork checks what dst holds.
 func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
-	linker, _ := storage.As[Linker](dst)
+	linker, _ := storage.As[storage.Linker](dst)
 	var made []string
 	for _, info := range infos {
 		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
@@ -764,7 +764,7 @@ func (r *Sessions) removeStaleSessionTemps(ctx context.Context, sub Backend) err
 	}
 	var stale []string
 	for _, o := range objs {
-		if !isSessionTemp(o.Name) {
+		if !isSessionTemp(sub, o.Name) {
 			continue
 		}
 		if o.Version == "" { // a listing that does not tell the time
@@ -783,11 +783,11 @@ func (r *Sessions) removeStaleSessionTemps(ctx context.Context, sub Backend) err
 	return err
 }
 
-// isSessionTemp reports whether name is a temporary file of session.json:
-// tempPrefix(session.json) and random digits, or, from releases before the
-// marker, the digits alone (session.json is the library's own name).
-func isSessionTemp(name string) bool {
-	final, _, ok := splitTemp(name)
+// isSessionTemp reports whether name is a temporary object of session.json
+// in the child store b (see storage.TempOf), of either naming: session.json
+// is the library's own name.
+func isSessionTemp(b Backend, name string) bool {
+	final, _, ok := storage.TempOf(b, name)
 	return ok && final == sessionFile
 }
 
@@ -808,7 +808,7 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)
-		if errors.Is(err, errNotRegular) {
+		if errors.Is(err, storage.ErrNotRegular) {
 			r.cfg.logger.Warn("checkpoint: left a session directory whose claim is not a regular file", "path", sub.Locate(claimName))
 			return false, nil // no claim the protocol made
 		}
@@ -869,7 +869,7 @@ func dropStaleClaim(ctx context.Context, sub Backend) error {
 // RemoveStaging to report: the leftovers of earlier releases are out of
 // every session's way, and never block a creation.
 func (r *Sessions) removeLegacyOnWrite(ctx context.Context) {
-	if _, ok := storage.As[ChildRemover](r.b); !ok {
+	if _, ok := storage.As[storage.ChildRemover](r.b); !ok {
 		return
 	}
 	if _, err := r.removeLegacy(ctx); err != nil {
@@ -905,7 +905,7 @@ func (r *Sessions) removeLegacy(ctx context.Context) ([]string, error) {
 		}
 		gone = append(gone, name)
 	}
-	if _, ok := storage.As[ChildRemover](r.b); !ok && len(gone) > 0 {
+	if _, ok := storage.As[storage.ChildRemover](r.b); !ok && len(gone) > 0 {
 		// A child store without objects is gone where the Backend keeps
 		// no empty ones; report none that is still listed.
 		left, err := r.b.Children(ctx)
@@ -961,7 +961,7 @@ func removeTree(ctx context.Context, parent Backend, name string, depth int) err
 		return err
 	}
 	sub.Close() // a directory: release it before it goes
-	if cr, ok := storage.As[ChildRemover](parent); ok {
+	if cr, ok := storage.As[storage.ChildRemover](parent); ok {
 		return cr.RemoveChild(ctx, name)
 	}
 	return nil

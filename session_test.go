@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/dirstore"
 )
 
 // openSessions opens a root of sessions with NoSync, as openStore does;
@@ -561,20 +564,26 @@ func (u unlinkable) Sub(ctx context.Context, name string, create bool) (Backend,
 }
 
 // linkFails is a child store whose Link fails as across file systems.
-type linkFails struct{ *dirBackend }
+type linkFails struct{ Backend }
+
+func (l linkFails) Unwrap() Backend { return l.Backend }
+
+func (l linkFails) RemoveChild(ctx context.Context, name string) error {
+	return l.Backend.(storage.ChildRemover).RemoveChild(ctx, name)
+}
 
 func (l linkFails) Link(context.Context, Backend, string) (Object, error) {
 	return Object{}, &os.LinkError{Op: "link", Err: syscall.EXDEV}
 }
 
-type linkFailsRoot struct{ *dirBackend }
+type linkFailsRoot struct{ linkFails }
 
 func (l linkFailsRoot) Sub(ctx context.Context, name string, create bool) (Backend, error) {
-	b, err := l.dirBackend.Sub(ctx, name, create)
+	b, err := l.Backend.Sub(ctx, name, create)
 	if err != nil {
 		return nil, err
 	}
-	return linkFails{b.(*dirBackend)}, nil
+	return linkFails{b}, nil
 }
 
 // TestForkCopiesWhereLinkingFails forks on a directory whose Link fails
@@ -583,18 +592,18 @@ func TestForkCopiesWhereLinkingFails(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name string
-		wrap func(b *dirBackend) Backend
+		wrap func(b Backend) Backend
 	}{
-		{"link fails", func(b *dirBackend) Backend { return linkFailsRoot{b} }},
-		{"no Linker", func(b *dirBackend) Backend { return unlinkable{b} }},
+		{"link fails", func(b Backend) Backend { return linkFailsRoot{linkFails{b}} }},
+		{"no Linker", func(b Backend) Backend { return unlinkable{b} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
-			b, err := OpenDir(dir, NoSync())
+			b, err := dirstore.Open(dir, dirstore.NoSync())
 			require.NoError(t, err)
-			r, err := OpenSessionsBackend(c.wrap(b.(*dirBackend)), NoSync())
+			r, err := OpenSessionsBackend(c.wrap(b), NoSync())
 			require.NoError(t, err)
 			t.Cleanup(func() { r.Close() })
 			src, err := r.New(ctx, nil)
@@ -662,36 +671,6 @@ func TestForkLinksInADirectory(t *testing.T) {
 	}
 	require.True(t, same(numbered), "a numbered checkpoint is linked")
 	require.False(t, same(rolling), "the rolling file is copied")
-}
-
-// TestLegacySessionsLockDoesNotBlock: the lock file of an earlier
-// release's protocol, even held, keeps no call waiting (this release
-// takes no lock on the root), and goes with the next New; a done context
-// stops New before it makes anything.
-func TestLegacySessionsLockDoesNotBlock(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	r := openSessions(t, dir)
-	root, err := os.OpenRoot(dir)
-	require.NoError(t, err)
-	defer root.Close()
-	held, err := lockFile(root, sessionsLockName) // an earlier release's process, say
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err = r.New(ctx, nil)
-	require.ErrorIs(t, err, context.Canceled)
-	require.Empty(t, listIDs(t, r))
-	s, err := r.New(context.Background(), nil)
-	require.NoError(t, err)
-	require.Equal(t, "001", s.ID)
-	// Windows removes no file that is open: there the lock file goes with
-	// the first New after its holder is gone.
-	require.NoError(t, unlockFile(held))
-	s, err = r.New(context.Background(), nil)
-	require.NoError(t, err)
-	require.Equal(t, "002", s.ID)
-	require.NoFileExists(t, filepath.Join(dir, sessionsLockName))
 }
 
 func TestSessionFileIsReserved(t *testing.T) {
@@ -763,63 +742,6 @@ func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
 	require.Equal(t, sessionIDs(before), sessionIDs(after), "nothing was created")
 }
 
-// TestFailedRootSyncLeavesNoSession fails the sync of the root after a new
-// session was renamed into place. The call must not report a failure for
-// a session that exists: the session is taken back, and the retry makes
-// exactly one session.
-func TestFailedRootSyncLeavesNoSession(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	type call struct {
-		name   string
-		target string // the ID the call makes
-		do     func(r *Sessions) (Session, error)
-	}
-	for _, c := range []call{
-		{"new", "002", func(r *Sessions) (Session, error) { return r.New(ctx, nil) }},
-		{"create", "run-a", func(r *Sessions) (Session, error) { return r.Create(ctx, "run-a", nil) }},
-		{"fork", "002", func(r *Sessions) (Session, error) { return r.Fork(ctx, "001", 1, nil) }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			var armed atomic.Bool
-			fault := func(point, name string) error {
-				// The root's own sync, once the session is in place.
-				if _, err := os.Lstat(filepath.Join(dir, c.target)); err == nil && point == "dirsync" && name == "" && armed.CompareAndSwap(true, false) {
-					return errInjected
-				}
-				return nil
-			}
-			r := openDurableSessions(t, dir)
-			r.b.(*dirBackend).fault = fault // the directory's fault points; its children share them
-			src, err := r.New(ctx, nil)
-			require.NoError(t, err)
-			st, err := OpenSession[int](r, src.ID)
-			require.NoError(t, err)
-			_, err = st.Save(ctx, 1, 1)
-			require.NoError(t, err)
-			require.NoError(t, st.Close())
-
-			armed.Store(true)
-			s, err := c.do(r)
-			require.ErrorIs(t, err, errInjected)
-			require.Zero(t, s)
-			require.False(t, armed.Load(), "the fault was not reached")
-			require.Equal(t, []string{"001"}, listIDs(t, r), "a failed call left a session")
-			require.NoDirExists(t, filepath.Join(dir, c.target))
-
-			s, err = c.do(r)
-			require.NoError(t, err)
-			require.Equal(t, c.target, s.ID)
-			require.ElementsMatch(t, []string{"001", c.target}, listIDs(t, r), "the retry made one session")
-			for _, name := range dirNames(t, dir) {
-				require.False(t, strings.HasPrefix(name, stagingPrefix), name)
-			}
-		})
-	}
-}
-
 func listIDs(t *testing.T, r *Sessions) []string {
 	t.Helper()
 	list, err := r.List(context.Background())
@@ -827,35 +749,30 @@ func listIDs(t *testing.T, r *Sessions) []string {
 	return sessionIDs(list)
 }
 
-// TestCreateThatCannotSyncTheRootLeavesNoSession fails every sync of the
-// root: the new session's directory is synced into the root before
-// anything of the session is made, so the call fails with nothing visible
-// (earlier releases renamed the session into place first, and could leave
-// it visible with the error), and a retry makes exactly one session.
-func TestCreateThatCannotSyncTheRootLeavesNoSession(t *testing.T) {
+// A fork of a session whose writer is running leaves the writer's rolling
+// file as it was: its next save replaces it without a conflict (a hard link
+// to it would change its Version).
+func TestForkLeavesTheWritersRollingFileItsVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	var failing atomic.Bool
-	failing.Store(true)
-	fault := func(point, name string) error {
-		if failing.Load() && point == "dirsync" && name == "" {
-			return errInjected
-		}
-		return nil
-	}
-	r := openDurableSessions(t, dir)
-	r.b.(*dirBackend).fault = fault // the directory's fault points; its children share them
-	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
-	require.ErrorIs(t, err, errInjected)
-	require.Zero(t, s)
-	require.Empty(t, listIDs(t, r))
-	failing.Store(false)
-	s, err = r.Create(ctx, "run-a", map[string]string{"k": "v"})
+	r, err := OpenSessions(t.TempDir(), NoSync())
 	require.NoError(t, err)
-	require.NoError(t, s.Err)
-	require.Equal(t, map[string]string{"k": "v"}, s.Meta)
-	require.Equal(t, []string{"run-a"}, listIDs(t, r))
-	_, err = r.Create(ctx, "run-a", nil)
-	require.ErrorIs(t, err, ErrExists)
+	defer r.Close()
+	_, err = r.Create(ctx, "a", nil)
+	require.NoError(t, err)
+	w, err := OpenSession[int](r, "a", Every(10), WithRolling())
+	require.NoError(t, err)
+	defer w.Close()
+	for step := int64(0); step <= 1; step++ { // step 0 numbered, 1 rolling
+		_, _, err = w.Tick(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+
+	// Past the change time of the rolling file's last save, so that a
+	// hard link made by the fork would show in its Version.
+	passChangeTimeOf(t, filepath.Join(r.Dir(), "a", "step_last.json"), t.TempDir())
+	_, err = r.Fork(ctx, "a", 1, nil)
+	require.NoError(t, err)
+	_, _, err = w.Tick(ctx, 2, 2)
+	require.NoError(t, err, "the writer's rolling save after a fork")
 }

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -24,7 +24,7 @@ import (
 // writer may have a directory open at a time, in any process (see Open). A
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
-	b      Backend      // every byte goes through it (the local directory: dirBackend)
+	b      Backend      // every byte goes through it (the local directory: dirstore)
 	local  bool         // b's Traits say Local (see remote)
 	dir    string       // b.Locate(""), for messages
 	unlock func() error // releases the writer lock; nil for ReadOnly
@@ -94,11 +94,40 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
-	b, err := openDirBackend(dir, cfg.readOnly, cfg.noSync)
+	b, err := openDir(dir, cfg)
 	if err != nil {
 		return nil, opError("open", dir, err)
 	}
 	return newStore[T](b, cfg)
+}
+
+// openDir opens dir with dirstore.Open, passing on the store's ReadOnly
+// and NoSync: the one constructor of the directory backend that Open,
+// OpenDir and OpenSessions share. Its error is the cause that
+// dirstore.Open's names dir for (see dirOpenCause).
+func openDir(dir string, cfg config) (Backend, error) {
+	var opts []dirstore.Option
+	if cfg.readOnly {
+		opts = append(opts, dirstore.ReadOnly())
+	}
+	if cfg.noSync {
+		opts = append(opts, dirstore.NoSync())
+	}
+	b, err := dirstore.Open(dir, opts...)
+	if err != nil {
+		return nil, dirOpenCause(err, dir)
+	}
+	return b, nil
+}
+
+// dirOpenCause returns the cause of err, an error of dirstore.Open for dir
+// (an *fs.PathError of "open" on dir), for an *Error of the store's, which
+// names the operation and dir itself.
+func dirOpenCause(err error, dir string) error {
+	if pe, ok := err.(*fs.PathError); ok && pe.Op == "open" && pe.Path == dir {
+		return pe.Err
+	}
+	return err
 }
 
 // OpenBackend opens the store kept in b, a Backend such as the S3 one of
@@ -191,20 +220,6 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 		go s.publishInBackground()
 	}
 	return s, nil
-}
-
-// lockedError adds to err, an ErrLocked for the lock file name in root, the
-// process that holds the lock (where the system says) and what a reader
-// should do instead.
-func lockedError(root *os.Root, name string, err error) error {
-	holder := ""
-	switch pid := lockHolder(root, name); {
-	case pid == os.Getpid():
-		holder = " (by this process: close the other Store first)"
-	case pid > 0:
-		holder = fmt.Sprintf(" (by process %d)", pid)
-	}
-	return fmt.Errorf("%w%s; to read the store beside its writer, open it with ReadOnly()", err, holder)
 }
 
 // Location returns where the store is, for messages and tools: its
@@ -399,18 +414,6 @@ func (s *Store[T]) unlisted(names []string, gone []bool) {
 
 func (s *Store[T]) path(name string) string {
 	return s.b.Locate(name)
-}
-
-// pathPrefix returns what path puts before a file name in dir.
-func pathPrefix(dir string) string {
-	dir = filepath.Clean(dir)
-	switch {
-	case dir == ".":
-		return ""
-	case os.IsPathSeparator(dir[len(dir)-1]):
-		return dir // the root directory
-	}
-	return dir + string(filepath.Separator)
 }
 
 // info builds the Info of a checkpoint. Meta and Error are copied: the

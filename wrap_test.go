@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/storage"
 	"github.com/stretchr/testify/require"
 )
@@ -91,7 +92,7 @@ func TestStoreOverAWrappedDirectoryBehavesAsOverTheDirectory(t *testing.T) {
 	require.NoError(t, plain.Close())
 
 	run := func(wrap func(*tracer) Backend) (s *Store[int], open, first, latest []string) {
-		d, err := OpenDir(dir, NoSync())
+		d, err := dirstore.Open(dir, dirstore.NoSync())
 		require.NoError(t, err)
 		tr := &tracer{Backend: d}
 		s, err = OpenBackend[int](wrap(tr), WithLayout("c", 3), NoSync())
@@ -142,7 +143,7 @@ func TestOpenRemovesStaleTempsThroughTheBackend(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
 	}
 	open := func(opts ...Option) (asked bool) {
-		d, err := OpenDir(dir, NoSync())
+		d, err := dirstore.Open(dir, dirstore.NoSync())
 		require.NoError(t, err)
 		var mu sync.Mutex
 		b := inject.Wrap(d, func(op inject.Op) error {
@@ -203,8 +204,8 @@ func TestWrapperGetsOnlyTheOperationsThatMoveBytes(t *testing.T) {
 	for name, found := range map[string]bool{
 		"TempCleaner": func() bool { _, ok := storage.As[storage.TempCleaner](w); return ok }(),
 		"Describer":   func() bool { _, ok := storage.As[storage.Describer](w); return ok }(),
-		"Linker":      func() bool { _, ok := storage.As[Linker](w); return ok }(),
-		"Remover":     func() bool { _, ok := storage.As[ChildRemover](w); return ok }(),
+		"Linker":      func() bool { _, ok := storage.As[storage.Linker](w); return ok }(),
+		"Remover":     func() bool { _, ok := storage.As[storage.ChildRemover](w); return ok }(),
 	} {
 		require.True(t, found, "%s is not reached through Unwrap", name)
 	}

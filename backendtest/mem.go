@@ -29,8 +29,8 @@ var ErrPowerCut = errors.New("backendtest: power cut")
 // interface, make each change durable on its own, and their List tells
 // each object's Size and Version. With MemLocal, a local directory: its
 // backends claim Traits{Local: true}, implement storage.Unsynced,
-// storage.TempCleaner, storage.LockProber, checkpoint.Linker and
-// checkpoint.ChildRemover, List names only, and a change made durable
+// storage.TempCleaner, storage.LockProber, storage.Linker and
+// storage.ChildRemover, List names only, and a change made durable
 // syncs its directory (see MemLocal).
 //
 // A Mem is safe for concurrent use. Its Open is an Opener: every backend it
@@ -142,8 +142,8 @@ func MemNoSync() MemOption {
 // a power cut during a Create or a Replace may leave behind and that
 // RemoveTemps removes (storage.TempCleaner), tell whether the lock is
 // held (LockState), link objects between sibling child stores durably
-// (checkpoint.Linker), remove an empty child store durably
-// (checkpoint.ChildRemover), and implement storage.Unsynced.
+// (storage.Linker), remove an empty child store durably
+// (storage.ChildRemover), and implement storage.Unsynced.
 //
 // Each store (the root and each child) is a directory, and a call that
 // makes its change durable syncs its store's directory (Sub with create,

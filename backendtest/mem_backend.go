@@ -548,7 +548,7 @@ func (l memLocal) LockState(ctx context.Context) (storage.LockState, int) {
 
 // Link puts the object name of src, another child store of l's parent,
 // under the same name in l, sharing its bytes and Version, as a hard link
-// does (see checkpoint.Linker); it is durable when it returns, as the
+// does (see storage.Linker); it is durable when it returns, as the
 // directory syncs itself after the link.
 func (l memLocal) Link(ctx context.Context, src checkpoint.Backend, name string) (checkpoint.Object, error) {
 	m := l.m
@@ -589,7 +589,7 @@ func parentOf(prefix string) string {
 }
 
 // RemoveChild removes the child store name if it holds nothing, durably
-// (see checkpoint.ChildRemover): a child made by Sub with create.
+// (see storage.ChildRemover): a child made by Sub with create.
 func (l memLocal) RemoveChild(ctx context.Context, name string) error {
 	m := l.m
 	if err := m.checkName(name); err != nil {

@@ -258,7 +258,7 @@ func TestMemCloseReleasesItsOwnLocks(t *testing.T) {
 // A Mem models object storage by default and a local directory with
 // MemLocal, in every handle and child store: only the latter is Local and
 // has the optional interfaces of a directory (package storage's, and
-// checkpoint.Linker and checkpoint.ChildRemover).
+// storage.Linker and storage.ChildRemover).
 func TestMemFlavours(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -276,8 +276,8 @@ func TestMemFlavours(t *testing.T) {
 			_, unsynced := b.(storage.Unsynced)
 			_, temps := b.(storage.TempCleaner)
 			_, prober := b.(storage.LockProber)
-			_, linker := b.(checkpoint.Linker)
-			_, remover := b.(checkpoint.ChildRemover)
+			_, linker := b.(storage.Linker)
+			_, remover := b.(storage.ChildRemover)
 			if got := storage.TraitsOf(b).Local; got != local || unsynced != local || temps != local || prober != local || linker != local || remover != local {
 				t.Errorf("MemLocal %v: %s is Local %v, Unsynced %v, TempCleaner %v, LockProber %v, Linker %v, ChildRemover %v; want all %v",
 					local, b.Locate(""), got, unsynced, temps, prober, linker, remover, local)
@@ -409,7 +409,7 @@ func TestMemLocalLinksAndRemovesChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	link := func(dst, src checkpoint.Backend, name string) error {
-		_, err := dst.(checkpoint.Linker).Link(ctx, src, name)
+		_, err := dst.(storage.Linker).Link(ctx, src, name)
 		return err
 	}
 	if err := link(f, a, "x"); err != nil {
@@ -434,7 +434,7 @@ func TestMemLocalLinksAndRemovesChildren(t *testing.T) {
 		t.Errorf("after a Link, durable only: %q", got)
 	}
 
-	remover := root.(checkpoint.ChildRemover)
+	remover := root.(storage.ChildRemover)
 	sub(root, "e", true)
 	if err := memPut(root, "o", "o"); err != nil {
 		t.Fatal(err)

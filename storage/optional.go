@@ -60,7 +60,7 @@ type Wrapper interface {
 // A store looks up through As only the optional operations that move or
 // remove bytes the backend already holds, or only read its state:
 // TempCleaner, LockProber, Describer (see TraitsOf), and the session
-// root's Linker and ChildRemover of package checkpoint; a wrapper that
+// root's Linker and ChildRemover (and TempNamer); a wrapper that
 // does not implement them would otherwise leave a crashed save's
 // temporary files, or a session root's leftovers, for ever. It never looks
 // up through As an operation that writes new bytes (Unsynced): that one
@@ -169,4 +169,75 @@ type LockProber interface {
 	// and the backend can tell, by which process (else 0). It never says
 	// LockNotSeen of a lock that a handle of this process holds.
 	LockState(ctx context.Context) (state LockState, holder int)
+}
+
+// TempNamer is a TempCleaner that tells its temporary objects by their
+// names alone, for a caller that lists them without removing them (a
+// store's Leftovers, DetectLayouts, Sessions' cleanup of a session's
+// metadata).
+type TempNamer interface {
+	TempCleaner
+	// TempOf reports whether name is that of a temporary object of the
+	// backend's writes, and if so returns the name of the object the
+	// write was publishing (final) and whether name is of an older naming
+	// that a user's object could share (legacy), as RemoveTemps asks ours.
+	TempOf(name string) (final string, legacy, ok bool)
+}
+
+// TempOf reports whether name is a temporary object of b's writes (see
+// TempNamer): b.TempOf(name) if b is a TempNamer, otherwise, if b is a
+// Wrapper, that of the backend it wraps (a name says the same whoever
+// asks), otherwise false: a backend that names no temporary objects
+// writes none.
+func TempOf(b Backend, name string) (final string, legacy, ok bool) {
+	for b != nil {
+		switch v := b.(type) {
+		case TempNamer:
+			return v.TempOf(name)
+		case Wrapper:
+			b = v.Unwrap()
+		default:
+			return "", false, false
+		}
+	}
+	return "", false, false
+}
+
+// Linker is implemented by a Backend whose child stores (see Backend.Sub)
+// can share an object's bytes instead of copying them, as hard links do in
+// a local directory. Sessions.Fork links the checkpoints it takes from the
+// source session where the new session's child store is a Linker or wraps
+// one (see As: linking only shares bytes the backend holds), and
+// copies them otherwise (and wherever Link fails for another reason than a
+// missing object): checkpoints are never modified, so sharing them is safe.
+type Linker interface {
+	// Link makes the object name of src appear under the same name in the
+	// receiver, sharing its bytes. src must be a child store of the same
+	// parent as the receiver, got from that parent's Sub, or a
+	// Wrapper of one; for any other src, Link returns an error
+	// wrapping errors.ErrUnsupported. If name
+	// exists in the receiver, Link returns an error wrapping ErrExists and
+	// changes nothing; a name missing in src is an error wrapping
+	// fs.ErrNotExist. When Link returns nil the new name is durable
+	// (unless the backend was opened with NoSync); when it fails, nothing
+	// is left under name in the receiver. It creates the receiver's child
+	// store if that does not exist yet.
+	Link(ctx context.Context, src Backend, name string) (Object, error)
+}
+
+// ChildRemover is implemented by a Backend whose child stores exist apart
+// from their objects, as a local directory's subdirectories do: an empty
+// one is still there. Sessions removes, through it, the empty child store
+// a failed creation leaves, and the staging directories of roots written
+// by earlier releases, through the root's Backend or the one it wraps (see
+// As). On object storage a child store that holds no
+// object does not exist, and nothing needs removing.
+type ChildRemover interface {
+	// RemoveChild removes the child store name if it holds nothing, and
+	// makes the removal durable (unless NoSync). A child that does not
+	// exist is not an error; one that holds anything is left as it is,
+	// and RemoveChild returns an error wrapping ErrExists. A name in the
+	// receiver that is not a child store (a file, a symbolic link) is left
+	// as it is too, and is an error wrapping ErrInvalid.
+	RemoveChild(ctx context.Context, name string) error
 }

@@ -10,7 +10,7 @@
 // treated as the backend it wraps, except where it says otherwise: its
 // Traits are those of the wrapped backend (TraitsOf), and the optional
 // operations that only move or remove bytes the wrapped backend holds
-// (TempCleaner, LockProber, and package checkpoint's Linker and
+// (TempCleaner, TempNamer, LockProber, Linker and
 // ChildRemover) are taken from the wrapped backend when the wrapper does
 // not implement them (As). An optional operation that writes new bytes
 // (Unsynced) never is: a wrapper that changes what is written cannot be
@@ -56,7 +56,7 @@ var (
 // (a file), written whole or not at all. A Store writes through a Backend
 // and knows nothing of paths, fsync or HTTP; a Backend knows nothing of
 // steps, JSON or retention. checkpoint.Open uses the local directory
-// (checkpoint.OpenDir); the module github.com/gocheckpoint/checkpoint/s3store
+// (package github.com/gocheckpoint/checkpoint/dirstore); the module github.com/gocheckpoint/checkpoint/s3store
 // provides one for S3 and S3-compatible object storage; checkpoint.OpenBackend
 // opens a store on any.
 //
@@ -88,7 +88,7 @@ var (
 //     trusts the cache while the Version is the same. A Version may change
 //     when the bytes did not (a local file's on chmod): that costs a read
 //     or a conflict, never a wrong answer. Where a platform cannot see a
-//     change, the backend says so (see checkpoint.OpenDir).
+//     change, the backend says so (see dirstore.Open).
 //   - Errors wrap the package's sentinels where one applies (ErrExists,
 //     ErrConflict, ErrLocked, ErrReadOnly), fs.ErrNotExist for a missing
 //     name, and otherwise say what failed and where (Locate's form).

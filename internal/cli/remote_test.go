@@ -11,11 +11,12 @@ import (
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
 
 // dirRemote is a Remote of scheme "test": test://NAME is the directory
-// root/NAME, opened with checkpoint.OpenDir, so that the commands' remote
+// root/NAME, opened with dirstore.Open, so that the commands' remote
 // path (OpenBackend, layout detection by listing) is proven without an S3
 // server; s3store/cmd/checkpoint runs them against one. A session's
 // location is its Dir, which a directory's backend gives as a path.
@@ -26,7 +27,7 @@ func dirRemote(root string, opened *atomic.Int32) Remote {
 		if name, ok := strings.CutPrefix(loc, "test://"); ok {
 			dir = filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(name, "/")))
 		}
-		return checkpoint.OpenDir(dir, checkpoint.ReadOnly())
+		return dirstore.Open(dir, dirstore.ReadOnly())
 	}}
 }
 

@@ -1,0 +1,25 @@
+//go:build linux || android || openbsd || dragonfly || solaris || illumos
+
+package dirstore
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// changeTime returns the inode change time of fi in nanoseconds, or 0 if
+// fi does not carry it.
+func changeTime(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ctim.Nano()
+	}
+	return 0
+}
+
+// fileID returns the device and inode of the file fi describes.
+func fileID(fi fs.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), uint64(st.Ino)
+	}
+	return 0, 0
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package dirstore
+
+import "os"
+
+// writeFile writes name in the directory as writeFile in publish.go does,
+// through root (Linux has a faster one).
+func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (int64, error) {
+	return writeFile(rootOps{root}, name, write, replace, o)
+}
+
+// ops returns the dirOps of the directory: rootOps (Linux has faster
+// ones).
+func (d *dirBackend) ops(root *os.Root, _ ...string) dirOps {
+	return rootOps{root}
+}

@@ -1,0 +1,88 @@
+package dirstore_test
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/storage"
+)
+
+// Open creates a missing directory unless ReadOnly, where it is
+// ErrNotFound and nothing is made; an empty name is ErrInvalid. Every
+// error is an *fs.PathError of "open" on the directory.
+func TestOpenCreatesUnlessReadOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "a", "b")
+
+	_, err := dirstore.Open(missing, dirstore.ReadOnly())
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "open", pe.Op)
+	require.Equal(t, missing, pe.Path)
+	require.NoDirExists(t, missing, "ReadOnly made the directory")
+
+	_, err = dirstore.Open("")
+	require.ErrorIs(t, err, storage.ErrInvalid)
+	require.ErrorAs(t, err, &pe)
+
+	b, err := dirstore.Open(missing, dirstore.NoSync())
+	require.NoError(t, err)
+	require.DirExists(t, missing)
+	_, err = b.Create(ctx, "x.json", writeString("x"))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	ro, err := dirstore.Open(missing, dirstore.ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.Create(ctx, "y.json", writeString("y"))
+	require.ErrorIs(t, err, storage.ErrReadOnly)
+	_, err = ro.Remove(ctx, "x.json")
+	require.ErrorIs(t, err, storage.ErrReadOnly)
+	_, err = ro.Lock(ctx)
+	require.ErrorIs(t, err, storage.ErrReadOnly)
+	require.FileExists(t, filepath.Join(missing, "x.json"))
+}
+
+// The directory tells its temporary files by name (storage.TempNamer), of
+// the marked naming and of the legacy one, and so does a wrapper that
+// unwraps to it; a wrapper that does not unwrap says nothing is one.
+func TestTempOfTellsTheDirectorysTemporaryFiles(t *testing.T) {
+	t.Parallel()
+	b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
+	require.NoError(t, err)
+	defer b.Close()
+	wrapped := inject.Wrap(b, func(inject.Op) error { return nil })
+	opaque := struct{ storage.Backend }{b}
+	for name, want := range map[string]struct {
+		final         string
+		legacy, isTmp bool
+	}{
+		".c_001.json" + tempMarker + "123": {"c_001.json", false, true},
+		".c_001.json123":                   {"c_001.json", true, true},
+		"c_001.json":                       {"", false, false},
+		".c_001.json":                      {"", false, false},
+		"." + tempMarker + "1":             {"", false, false},
+	} {
+		for _, tb := range []storage.Backend{b, wrapped} {
+			final, legacy, ok := storage.TempOf(tb, name)
+			require.Equal(t, want.isTmp, ok, name)
+			if ok {
+				require.Equal(t, want.final, final, name)
+				require.Equal(t, want.legacy, legacy, name)
+			}
+		}
+		_, _, ok := storage.TempOf(opaque, name)
+		require.False(t, ok, "%s: a backend that is neither a TempNamer nor a Wrapper names no temporary files", name)
+	}
+	_, ok := b.(storage.TempNamer)
+	require.True(t, ok)
+}

@@ -1,0 +1,78 @@
+package platformtest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Where the file system stamps inode change times from a coarse clock
+// (Linux before multigrain timestamps, 6.13, and file systems without
+// them: a tick of 1 to 10 ms), two changes within one tick leave the same
+// change time. Tests that need a change to be seen touch a file until its
+// change time moves, bounded by ChangeTimeTickLimit, instead of sleeping.
+const ChangeTimeTickLimit = 10 * time.Second
+
+// RewriteInPlace writes p over the file at path without a new inode and
+// restores its modification time, as cp -p over it would, touching it
+// until its inode change time differs from the one it had before, so that
+// the rewrite is visible in its Version even where change times are coarse.
+// Where the system gives no change time (ChangeTime returns 0), it writes
+// and restores once.
+func RewriteInPlace(t testing.TB, path string, p []byte) {
+	t.Helper()
+	was, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, p, 0); err != nil {
+		t.Fatal(err)
+	}
+	TouchUntil(t, path, was.ModTime(), func(now os.FileInfo) bool {
+		return ChangeTime(was) == 0 || ChangeTime(now) != ChangeTime(was)
+	})
+}
+
+// PassChangeTimeOf returns once a change made now to a file of the file
+// system of dir gets a later change time than the file at path has, so
+// that a hard link to it, a chmod or a rewrite would be visible in its
+// Version. It touches a probe file of its own in dir.
+func PassChangeTimeOf(t testing.TB, path, dir string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(dir, "ctime-probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(0, 0)
+	TouchUntil(t, probe, at, func(now os.FileInfo) bool {
+		return ChangeTime(fi) == 0 || ChangeTime(now) > ChangeTime(fi)
+	})
+}
+
+// TouchUntil sets the times of the file at path to at until done says
+// the file's state is what the caller waits for, failing t if it is not
+// after ChangeTimeTickLimit.
+func TouchUntil(t testing.TB, path string, at time.Time, done func(os.FileInfo) bool) {
+	t.Helper()
+	deadline := time.Now().Add(ChangeTimeTickLimit)
+	for {
+		if err := os.Chtimes(path, at, at); err != nil {
+			t.Fatal(err)
+		}
+		now, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done(now) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the inode change time of %s did not move in %v of touching it", path, ChangeTimeTickLimit)
+		}
+	}
+}
