@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/names"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ type fileName struct {
 }
 
 func (l layout) validate() error {
-	if !validChars(l.prefix) || len(l.prefix) > 64 {
+	if !names.Plain(l.prefix) || len(l.prefix) > 64 {
 		return fmt.Errorf("%w: layout prefix %q: want 1 to 64 characters of [A-Za-z0-9._-], not starting with a dot", ErrInvalid, l.prefix)
 	}
 	if l.digits < 1 || l.digits > 19 {
@@ -159,7 +160,7 @@ func (l layout) ownsTemp(final string, legacy bool) bool {
 // sideName checks the name of a side file: a plain name of [A-Za-z0-9._-]
 // ending in .json, not starting with a dot, not a checkpoint name.
 func (l layout) sideName(name string) error {
-	if !validChars(name) || len(name) > maxNameLen || !strings.HasSuffix(name, extPlain) {
+	if !names.Plain(name) || len(name) > maxNameLen || !strings.HasSuffix(name, extPlain) {
 		return fmt.Errorf("%w: side file name %q: want up to %d characters of [A-Za-z0-9._-] ending in .json, not starting with a dot", ErrInvalid, name, maxNameLen)
 	}
 	if _, ok := l.parse(name); ok {
@@ -169,22 +170,6 @@ func (l layout) sideName(name string) error {
 		return fmt.Errorf("%w: side file name %q is reserved for the metadata of a session (see Sessions)", ErrInvalid, name)
 	}
 	return nil
-}
-
-// validChars reports whether s is non-empty, uses only [A-Za-z0-9._-] and
-// does not start with a dot: a plain file name that cannot climb out of a
-// directory or hide.
-func validChars(s string) bool {
-	if s == "" || s[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // A Layout is a file naming scheme found in a directory by DetectLayouts:

@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"github.com/gocheckpoint/checkpoint/internal/names"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -135,7 +136,7 @@ func FuzzParseName(f *testing.F) {
 		if l.isTemp(b, name) {
 			t.Fatalf("%q is both a checkpoint and a temporary file", name)
 		}
-		if !validChars(name) || fn.step < 0 {
+		if !names.Plain(name) || fn.step < 0 {
 			t.Fatalf("accepted %q: %+v", name, fn)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/names"
 	"io/fs"
 	"maps"
 	"reflect"
@@ -194,7 +195,7 @@ func (r *Sessions) Close() error {
 // of [A-Za-z0-9._-], not starting with a dot. Such an ID cannot name a path
 // outside the root or a hidden file. The error wraps ErrInvalid.
 func ValidSessionID(id string) error {
-	if !validChars(id) || len(id) > maxSessionIDLen {
+	if !names.Plain(id) || len(id) > maxSessionIDLen {
 		return fmt.Errorf("%w: session ID %q: want 1 to %d characters of [A-Za-z0-9._-], not starting with a dot", ErrInvalid, id, maxSessionIDLen)
 	}
 	return nil

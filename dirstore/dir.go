@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/fileid"
 	"io"
 	"io/fs"
 	"os"
@@ -236,10 +237,10 @@ func openChild(proot *os.Root, name, path string, create bool) (*os.Root, error)
 	return root, nil
 }
 
-// sameID reports whether a and b have the same fileID.
+// sameID reports whether a and b have the same fileid.ID.
 func sameID(a, b fs.FileInfo) bool {
-	ad, ai := fileID(a)
-	bd, bi := fileID(b)
+	ad, ai := fileid.ID(a)
+	bd, bi := fileid.ID(b)
 	return ad == bd && ai == bi
 }
 
@@ -615,7 +616,7 @@ func (d *dirBackend) Close() error {
 // timestamps, 6.13, gives the tick of a few milliseconds), a rewrite
 // within the same tick as the file's last change does too.
 func objectOf(name string, fi fs.FileInfo) storage.Object {
-	dev, ino := fileID(fi)
+	dev, ino := fileid.ID(fi)
 	b := make([]byte, 0, 64)
 	b = strconv.AppendUint(b, dev, 16)
 	b = append(b, ':')
@@ -625,6 +626,6 @@ func objectOf(name string, fi fs.FileInfo) storage.Object {
 	b = append(b, ':')
 	b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 16)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, changeTime(fi), 16)
+	b = strconv.AppendInt(b, fileid.ChangeTime(fi), 16)
 	return storage.Object{Name: name, Size: fi.Size(), Version: string(b), ModTime: fi.ModTime(), Mode: fi.Mode().Type()}
 }

@@ -3,6 +3,7 @@
 package dirstore
 
 import (
+	"github.com/gocheckpoint/checkpoint/internal/names"
 	"io"
 	"io/fs"
 	"os"
@@ -29,7 +30,7 @@ import (
 // root.
 func (d *dirBackend) openFile(root *os.Root, name string) (io.ReadCloser, fs.FileInfo, error) {
 	dir, err := d.dirFile(root)
-	if err != nil || name == "" || name == "." || name == ".." || !validChars(name) {
+	if err != nil || name == "" || name == "." || name == ".." || !names.Plain(name) {
 		return openRegular(root, name)
 	}
 	conn, err := dir.SyscallConn()
@@ -190,7 +191,7 @@ func (s *fdStat) Mode() fs.FileMode {
 // system call. Any other name goes through the root.
 func (d *dirBackend) lstat(root *os.Root, name string) (fs.FileInfo, error) {
 	dir, err := d.dirFile(root)
-	if err != nil || name == "" || name == "." || name == ".." || !validChars(name) {
+	if err != nil || name == "" || name == "." || name == ".." || !names.Plain(name) {
 		return root.Lstat(name)
 	}
 	conn, err := dir.SyscallConn()
@@ -217,21 +218,4 @@ func (d *dirBackend) lstat(root *os.Root, name string) (fs.FileInfo, error) {
 	fi.st.Mtim = syscall.Timespec(st.Mtim)
 	fi.st.Ctim = syscall.Timespec(st.Ctim)
 	return fi, nil
-}
-
-// validChars reports whether s is non-empty, uses only [A-Za-z0-9._-] and
-// does not start with a dot: a name the system calls on the directory's
-// descriptor take directly (a checkpoint's, a side file's); any other goes
-// through the root.
-func validChars(s string) bool {
-	if s == "" || s[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

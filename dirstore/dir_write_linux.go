@@ -4,6 +4,7 @@ package dirstore
 
 import (
 	"errors"
+	"github.com/gocheckpoint/checkpoint/internal/names"
 	"io/fs"
 	"os"
 	"sync"
@@ -28,17 +29,17 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 	return writeFile(d.ops(root, name), name, write, replace, o)
 }
 
-// ops returns the dirOps of the directory for an operation on names:
-// fdOps if every one is a plain name (see validChars), else rootOps. The
+// ops returns the dirOps of the directory for an operation on ns:
+// fdOps if every one is a plain name (see names.Plain), else rootOps. The
 // caller holds d.writing for reading while it uses them, so that Close
 // waits for it.
-func (d *dirBackend) ops(root *os.Root, names ...string) dirOps {
+func (d *dirBackend) ops(root *os.Root, ns ...string) dirOps {
 	dir, err := d.dirFile(root)
 	if err != nil {
 		return rootOps{root}
 	}
-	for _, name := range names {
-		if !validChars(name) {
+	for _, name := range ns {
+		if !names.Plain(name) {
 			return rootOps{root}
 		}
 	}
@@ -50,7 +51,7 @@ func (d *dirBackend) ops(root *os.Root, names ...string) dirOps {
 }
 
 // fdOps are dirOps by system calls relative to an open directory's
-// descriptor, for plain names only (see validChars): such a name cannot
+// descriptor, for plain names only (see names.Plain): such a name cannot
 // leave the directory, and every call refuses to follow a symbolic link.
 // The backend's Close waits for a write (see dirBackend.writing); each call
 // also holds the descriptor open for its system call, and fails with

@@ -1,6 +1,7 @@
 package platformtest
 
 import (
+	"github.com/gocheckpoint/checkpoint/internal/fileid"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,3 +77,7 @@ func TouchUntil(t testing.TB, path string, at time.Time, done func(os.FileInfo) 
 		}
 	}
 }
+
+// ChangeTime returns the inode change time of fi in nanoseconds, or 0
+// where the system does not give it (see fileid.ChangeTime).
+func ChangeTime(fi os.FileInfo) int64 { return fileid.ChangeTime(fi) }

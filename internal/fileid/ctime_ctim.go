@@ -1,6 +1,6 @@
 //go:build linux || android || openbsd || dragonfly || solaris || illumos
 
-package platformtest
+package fileid
 
 import (
 	"io/fs"
@@ -14,4 +14,12 @@ func ChangeTime(fi fs.FileInfo) int64 {
 		return st.Ctim.Nano()
 	}
 	return 0
+}
+
+// ID returns the device and inode of the file fi describes.
+func ID(fi fs.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), uint64(st.Ino)
+	}
+	return 0, 0
 }

@@ -1,19 +1,19 @@
 //go:build !(linux || android || openbsd || dragonfly || solaris || illumos || darwin || ios || freebsd || netbsd)
 
-package dirstore
+package fileid
 
 import "io/fs"
 
-// changeTime returns 0: these systems (Windows, Plan 9, AIX, wasm) give no
+// ChangeTime returns 0: these systems (Windows, Plan 9, AIX, wasm) give no
 // inode change time through fs.FileInfo, and a Version (objectOf) is the
-// file's size and modification time alone (see fileID): another file put
+// file's size and modification time alone (see ID): another file put
 // in a checkpoint's place, or bytes rewritten in place, with the same size
 // and modification time (a copy that keeps the time) is taken for the one
 // whose header is cached until either changes, and a conditional Replace
 // does not see the change. Loading a checkpoint reads and verifies it
 // whole, whatever the cache says.
-func changeTime(fs.FileInfo) int64 { return 0 }
+func ChangeTime(fs.FileInfo) int64 { return 0 }
 
-// fileID returns 0, 0 where the file's stat gives no inode (Windows: a
+// ID returns 0, 0 where the file's stat gives no inode (Windows: a
 // replaced file is told apart by its size and times).
-func fileID(fs.FileInfo) (dev, ino uint64) { return 0, 0 }
+func ID(fs.FileInfo) (dev, ino uint64) { return 0, 0 }
