@@ -9,9 +9,10 @@ import (
 )
 
 // A clock that ticks coarsely (Windows' ticks every 0.5 to 15.6 ms) gives
-// two stores opened one after the other the same time. The redo of a
-// failed step saved by the second store is still what Load returns, and
-// the error checkpoint is kept (a tie proves nothing was saved after it).
+// two stores opened one after the other the same time, and the first
+// stamps its saves 1 ns apart within it. The redo of a failed step saved
+// by the second store is still stamped after the error checkpoint: Load
+// returns it, and it supersedes the error checkpoint as a later redo does.
 func TestRedoSavedInTheTickOfItsErrorCheckpointIsWhatLoadReturns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -19,7 +20,9 @@ func TestRedoSavedInTheTickOfItsErrorCheckpointIsWhatLoadReturns(t *testing.T) {
 	tick := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	clock := withClock(func() time.Time { return tick })
 	s := openStore[int](t, dir, NoSync(), clock)
-	_, err := s.SaveError(ctx, 2, 20, errInjected)
+	_, err := s.Save(ctx, 1, 10)
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 2, 20, errInjected)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
@@ -38,7 +41,8 @@ func TestRedoSavedInTheTickOfItsErrorCheckpointIsWhatLoadReturns(t *testing.T) {
 	s = openStore[int](t, dir, NoSync(), clock)
 	infos, err := s.List(ctx)
 	require.NoError(t, err)
-	require.Len(t, infos, 2, "the error checkpoint stays: its tie with the redo proves nothing")
+	require.Equal(t, []int64{1, 2}, steps(infos))
+	require.Equal(t, KindStep, infos[1].Kind, "the redo superseded the error checkpoint")
 }
 
 // On a coarse clock a SetMeta in the tick of another session's last save
@@ -71,4 +75,26 @@ func TestSetMetaInTheTickOfAnotherSessionsSaveMakesItTheMostRecentlyActive(t *te
 	require.NoError(t, err)
 	require.Equal(t, behind, got.ID, "SetMeta made %s the most recently active", behind)
 	require.NoError(t, st.Close())
+}
+
+// On a coarse clock the session played last is the most recently active,
+// though sessions were created in the same tick after its store's first
+// save would be stamped.
+func TestSessionPlayedInTheTickOfNewerSessionsIsTheMostRecentlyActive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tick := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	r := openSessions(t, t.TempDir(), NoSync(), withClock(func() time.Time { return tick }))
+	for range 3 {
+		_, err := r.New(ctx, nil)
+		require.NoError(t, err)
+	}
+	_, err := r.List(ctx) // reads the three sessions' times
+	require.NoError(t, err)
+	st, err := OpenSessionStore[int](r, "001")
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.Equal(t, "001", listIDs(t, r)[0])
 }

@@ -572,15 +572,10 @@ func compareEntries(a, b *entry) int {
 
 // kindRank breaks ties between checkpoints of one step saved at the same
 // instant, in the order a loop writes them. Within one store save times
-// never tie (see saveTime); they tie across two stores opened one after the
-// other within one tick of a coarse clock (Windows' ticks every 0.5 to 15.6
-// ms), and there an error checkpoint ranks first: the clean checkpoint of
-// its step is its redo, which Load returns, as it does when the times
-// differ. The error checkpoint is not superseded by a tie (see supersedes).
+// never tie (see saveTime), and a redo is stamped after its step's error
+// checkpoints (see afterErrorsOf).
 func kindRank(k Kind) int {
 	switch k {
-	case KindError:
-		return -1
 	case KindStep:
 		return 0
 	case KindRolling:

@@ -166,6 +166,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		}
 	}
 	if j.time.IsZero() {
+		s.afterErrorsOf(j.ctx, fn)
 		var behind time.Time
 		j.time, behind = s.saveTime(fn.step, true) // a save refused above reads no clock
 		s.clockBehind(j.time, behind)
@@ -319,6 +320,38 @@ func (s *Store[T]) newestOfStep(step int64) time.Time {
 // cannot encode a time past year 9999, so following a later one would make
 // every save fail.
 var timeMax = time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// afterErrorsOf makes the clock of a clean save of fn's step run after the
+// save times of the step's error checkpoints, which the store has not read:
+// a store stamps its saves 1 ns apart within one tick of a coarse clock
+// (Windows ticks every 0.5 to 15.6 ms), so a store opened after the one
+// that saved the error checkpoint, in the same tick, would stamp the redo
+// before it, and Load would return the error checkpoint. It reads only
+// while the store may hold error checkpoints (see errorWatch): the names
+// of the step's attempts, one after the other, and the headers of those
+// that exist.
+func (s *Store[T]) afterErrorsOf(ctx context.Context, fn fileName) {
+	if fn.kind == KindError || s.errs.known && s.errs.oldest.IsZero() {
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		found := false
+		for _, c := range compressions {
+			e := fileName{step: fn.step, kind: KindError, attempt: attempt, comp: c}
+			name := s.cfg.layout.format(e)
+			if !s.exists(ctx, name) {
+				continue
+			}
+			found = true
+			if h, _, err := s.readHeaderFile(ctx, name, e); err == nil {
+				s.observe(h.Time)
+			}
+		}
+		if !found {
+			return
+		}
+	}
+}
 
 // observe records the save time of a checkpoint that loaded and verified.
 func (s *Store[T]) observe(t time.Time) {

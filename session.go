@@ -68,9 +68,10 @@ type Sessions struct {
 	// otherwise conflict with each other (see setMetaAttempts).
 	metaMu sync.Mutex
 	// clockMu guards newest, the latest activity time this Sessions has
-	// read (see now).
+	// read (see now), and stamped, the latest it has stamped (see floor).
 	clockMu sync.Mutex
 	newest  time.Time
+	stamped time.Time
 }
 
 // Session describes one session of a root.
@@ -382,7 +383,15 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 		sub.Close()
 		return nil, opError("open session", sub.Locate(sessionFile), err)
 	}
-	return OpenBackend[T](sub, all...)
+	st, err := OpenBackend[T](sub, all...)
+	if err != nil {
+		return nil, err
+	}
+	// Its saves come after every activity this root has read: on a coarse
+	// clock they would otherwise be stamped in the tick of a session
+	// created after them, and not make it the most recently active.
+	st.observe(r.floor())
+	return st, nil
 }
 
 // ResumeLatestSession opens the store of the most recently active session of the
@@ -536,7 +545,21 @@ func (r *Sessions) now(not time.Time) time.Time {
 	if !t.After(r.newest) && r.newest.Sub(t) <= maxClockLead {
 		t = r.newest.Add(time.Nanosecond)
 	}
+	if t.After(r.stamped) {
+		r.stamped = t
+	}
 	return t
+}
+
+// floor returns the latest activity time this Sessions has read or
+// stamped.
+func (r *Sessions) floor() time.Time {
+	r.clockMu.Lock()
+	defer r.clockMu.Unlock()
+	if r.stamped.After(r.newest) {
+		return r.stamped
+	}
+	return r.newest
 }
 
 // observe records t, an activity time read from the root (see now).
