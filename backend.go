@@ -9,5 +9,8 @@ type Backend = storage.Backend
 type Object = storage.Object
 
 // NoObject, given as ifVersion to Backend.Replace, means "only if there is
-// no object under the name" (see storage.NoObject).
+// no object under the name".
+//
+// Deprecated: use storage.NoObject: it is for those who write a Backend,
+// not for a store's users.
 const NoObject = storage.NoObject

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"io/fs"
 )
@@ -137,7 +138,7 @@ func (s *Store[T]) expected(name string) string {
 		if v, ok := s.listed[name]; ok {
 			return v
 		}
-		return NoObject
+		return storage.NoObject
 	}
 	return ""
 }

@@ -406,7 +406,7 @@ func (s *Store[T]) unlisted(names []string, gone []bool) {
 				delete(s.listed, n)
 			}
 			if _, ok := s.written[n]; ok {
-				s.written[n] = NoObject
+				s.written[n] = storage.NoObject
 			}
 		}
 	}

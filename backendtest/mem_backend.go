@@ -87,8 +87,8 @@ func (b *memBackend) Create(ctx context.Context, name string, write func(io.Writ
 
 func (b *memBackend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (checkpoint.Object, error) {
 	return b.publish(ctx, opReplace, name, write, func(cur memObject, exists bool) error {
-		conflict := ifVersion == checkpoint.NoObject && exists ||
-			ifVersion != "" && ifVersion != checkpoint.NoObject && (!exists || cur.version != ifVersion)
+		conflict := ifVersion == storage.NoObject && exists ||
+			ifVersion != "" && ifVersion != storage.NoObject && (!exists || cur.version != ifVersion)
 		if conflict && !b.m.is("replace-ignores-version") {
 			return checkpoint.ErrConflict
 		}

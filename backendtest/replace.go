@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"sync/atomic"
 	"testing"
@@ -77,7 +78,7 @@ func (s *suite) testReplaceConflictChangesNothing(t *testing.T) {
 
 	type attempt struct{ what, name, ifVersion string }
 	attempts := []attempt{
-		{"NoObject", name, checkpoint.NoObject},
+		{"NoObject", name, storage.NoObject},
 		{"the Version of another name's object", name, goneObj.Version},
 		{"the Version of a removed object", gone, goneObj.Version},
 		{"a Version it never had", gone, cur.Version},
@@ -104,9 +105,9 @@ func (s *suite) testReplaceNoObject(t *testing.T) {
 	bs := s.handles(t, 2)
 	const name = "lease.json"
 	p := payload(1, 100)
-	replace(t, bs[0], name, checkpoint.NoObject, p)
+	replace(t, bs[0], name, storage.NoObject, p)
 	requireBytes(t, bs[1], name, p)
-	_, err := bs[1].Replace(t.Context(), name, checkpoint.NoObject, writeBytes(payload(2, 100)))
+	_, err := bs[1].Replace(t.Context(), name, storage.NoObject, writeBytes(payload(2, 100)))
 	requireErr(t, "Replace with NoObject of an existing object", err, checkpoint.ErrConflict)
 	requireBytes(t, bs[0], name, p)
 }
@@ -147,7 +148,7 @@ func (s *suite) testFailedReplaceKeepsOld(t *testing.T) {
 	}
 
 	const missing = "never.json"
-	_, err := b.Replace(t.Context(), missing, checkpoint.NoObject, failAfter(payload(3, 100)))
+	_, err := b.Replace(t.Context(), missing, storage.NoObject, failAfter(payload(3, 100)))
 	if !errors.Is(err, errWrite) {
 		t.Fatalf("Replace %q whose write failed: %v; want an error wrapping the write's error", missing, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"io/fs"
 	"net/http"
@@ -529,7 +530,7 @@ func TestStaleWriterCannotReplaceTheNewHoldersCheckpoint(t *testing.T) {
 	defer unlockB()
 	_, err = b.Create(ctx, "step-5", bytesOf([]byte("by b, acknowledged")))
 	require.NoError(t, err)
-	_, err = b.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("side by b")))
+	_, err = b.Replace(ctx, "side", storage.NoObject, bytesOf([]byte("side by b")))
 	require.NoError(t, err)
 
 	// a's clock says its lease is still good.
@@ -539,7 +540,7 @@ func TestStaleWriterCannotReplaceTheNewHoldersCheckpoint(t *testing.T) {
 	a.mu.Unlock()
 	_, err = a.Create(ctx, "step-5", bytesOf([]byte("by a, stale")))
 	require.ErrorIs(t, err, checkpoint.ErrExists)
-	_, err = a.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("side by a, stale")))
+	_, err = a.Replace(ctx, "side", storage.NoObject, bytesOf([]byte("side by a, stale")))
 	require.ErrorIs(t, err, checkpoint.ErrConflict)
 	_, err = a.Create(ctx, "step-6", bytesOf([]byte("by a, stale")))
 	require.NoError(t, err, "the server takes a's PUT of a free name")

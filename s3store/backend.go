@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"io/fs"
 	"strconv"
@@ -187,11 +188,11 @@ func (b *Backend) checkOpen(op, name string) error {
 // generation and the very bytes of this Create (the ETag is their MD5):
 // that is an attempt of this PUT that landed although the SDK retried it.
 func (b *Backend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
-	return b.put(ctx, "create", name, checkpoint.NoObject, checkpoint.ErrExists, write)
+	return b.put(ctx, "create", name, storage.NoObject, checkpoint.ErrExists, write)
 }
 
 // Replace writes the object name with one PutObject: with If-Match on
-// ifVersion (an ETag), with If-None-Match: * for checkpoint.NoObject, or
+// ifVersion (an ETag), with If-None-Match: * for storage.NoObject, or
 // unconditionally for "". A failed condition returns an error wrapping
 // checkpoint.ErrConflict and changes nothing.
 func (b *Backend) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (checkpoint.Object, error) {
@@ -243,7 +244,7 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 		}
 		switch cond {
 		case "":
-		case checkpoint.NoObject:
+		case storage.NoObject:
 			in.IfNoneMatch = aws.String("*")
 		default:
 			in.IfMatch = aws.String(cond)
@@ -271,17 +272,17 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 				return o, nil
 			}
 		}
-		if cond != "" && cond != checkpoint.NoObject && (isPrecondition(err) || isNotFound(err)) {
-			if ifVersion == checkpoint.NoObject {
+		if cond != "" && cond != storage.NoObject && (isPrecondition(err) || isNotFound(err)) {
+			if ifVersion == storage.NoObject {
 				// Our If-Match on a fenced object lost: look again.
-				cond = checkpoint.NoObject
+				cond = storage.NoObject
 				if round < 8 {
 					continue
 				}
 			}
 			return checkpoint.Object{}, fail(op, loc, ifFailed, fmt.Errorf("not the version %s: %w", cond, err))
 		}
-		if cond == checkpoint.NoObject && isPrecondition(err) && round < 8 {
+		if cond == storage.NoObject && isPrecondition(err) && round < 8 {
 			o, gen, herr := b.head(ctx, name)
 			switch {
 			case isNotFound(herr):
@@ -641,7 +642,7 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := b.putBody(ctx, "rename", loc, to, checkpoint.NoObject, checkpoint.ErrExists, body); err != nil {
+	if _, err := b.putBody(ctx, "rename", loc, to, storage.NoObject, checkpoint.ErrExists, body); err != nil {
 		return err
 	}
 	return b.removeRenamed(ctx, loc, from)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"io/fs"
 	"net/http"
@@ -122,9 +123,9 @@ func TestCreateSendsOnePutAndAWriteErrorNone(t *testing.T) {
 
 func TestReplaceIsConditional(t *testing.T) {
 	_, b, ctx := setup(t, "p")
-	v1, err := b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("one")))
+	v1, err := b.Replace(ctx, "roll", storage.NoObject, bytesOf([]byte("one")))
 	require.NoError(t, err)
-	_, err = b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("nope")))
+	_, err = b.Replace(ctx, "roll", storage.NoObject, bytesOf([]byte("nope")))
 	require.ErrorIs(t, err, checkpoint.ErrConflict)
 	v2, err := b.Replace(ctx, "roll", v1.Version, bytesOf([]byte("two")))
 	require.NoError(t, err)
@@ -542,7 +543,7 @@ func TestClosedBackendRefusesCalls(t *testing.T) {
 
 func TestSixteenConcurrentReplacesOfOneVersionExactlyOneWins(t *testing.T) {
 	_, b, ctx := setup(t, "run")
-	v, err := b.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("base")))
+	v, err := b.Replace(ctx, "roll", storage.NoObject, bytesOf([]byte("base")))
 	require.NoError(t, err)
 	winner := oneWinner(t, checkpoint.ErrConflict, func(i int) error {
 		_, err := b.Replace(ctx, "roll", v.Version, bytesOf([]byte(fmt.Sprintf("writer %d", i))))

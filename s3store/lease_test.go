@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/gocheckpoint/checkpoint/storage"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -242,7 +243,7 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.Create(ctx, "step-1", bytesOf([]byte("acknowledged")))
 	require.NoError(t, err)
-	roll1, err := a.Replace(ctx, "roll", checkpoint.NoObject, bytesOf([]byte("roll by a")))
+	roll1, err := a.Replace(ctx, "roll", storage.NoObject, bytesOf([]byte("roll by a")))
 	require.NoError(t, err)
 	die(a)
 	unlockB := lockWithin(t, b, 15*time.Second)
@@ -255,7 +256,7 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	a.mu.Unlock()
 	_, err = a.Create(ctx, "step-2", bytesOf([]byte("stale")))
 	require.NoError(t, err, "the server took a's late PUT")
-	_, err = a.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("stale side")))
+	_, err = a.Replace(ctx, "side", storage.NoObject, bytesOf([]byte("stale side")))
 	require.NoError(t, err)
 	_, err = b.Replace(ctx, "roll", roll1.Version, bytesOf([]byte("roll by b")))
 	require.NoError(t, err)
@@ -285,7 +286,7 @@ func TestStaleWritesAfterATakeoverAreHidden(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.Create(ctx, "step-2", bytesOf([]byte("again")))
 	require.ErrorIs(t, err, checkpoint.ErrExists)
-	_, err = b.Replace(ctx, "side", checkpoint.NoObject, bytesOf([]byte("side by b")))
+	_, err = b.Replace(ctx, "side", storage.NoObject, bytesOf([]byte("side by b")))
 	require.NoError(t, err)
 	objs, err := reader.List(ctx)
 	require.NoError(t, err)
