@@ -18,35 +18,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/testkit"
 )
 
-type memory struct {
-	Summary string   `json:"summary"`
-	Buffer  []string `json:"buffer"`
-	Limit   int      `json:"limit"`
-}
+// The sample state and the directory listing are package testkit's.
+type gameState = testkit.GameState
 
-type gameState struct {
-	Turn     int64                `json:"turn"`
-	Log      []string             `json:"log"`
-	Memories map[string]memory    `json:"memories"`
-	Scores   map[string][]float64 `json:"scores"`
-	Started  time.Time            `json:"started"`
-	Human    *string              `json:"human"`
-}
-
-func sampleState(turn int64) gameState {
-	return gameState{
-		Turn: turn,
-		Log:  []string{"DM: Vous entrez dans la taverne «Le Dragon»", "Thorin: ⚔️ j'attaque!", fmt.Sprintf("turn %d", turn)},
-		Memories: map[string]memory{
-			"dm":     {Summary: "夜のはじまり", Buffer: []string{"a", "b"}, Limit: 8000},
-			"thorin": {Buffer: []string{}, Limit: 4000},
-		},
-		Scores:  map[string][]float64{"thorin": {1.5, -2, 1e-9}},
-		Started: time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC),
-	}
-}
+var sampleState = testkit.SampleState
 
 // openStore opens a store with NoSync: most tests are about what a store
 // does, not about what reaches the disk, and fsyncs would make the suite
@@ -66,16 +45,7 @@ func openDurableStore[T any](t *testing.T, dir string, opts ...Option) *Store[T]
 	return s
 }
 
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
+func dirNames(t *testing.T, dir string) []string { return testkit.DirNames(t, dir) }
 
 func TestRoundTripNestedState(t *testing.T) {
 	t.Parallel()

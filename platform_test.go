@@ -1,9 +1,6 @@
 package checkpoint
 
 import (
-	"runtime"
-	"testing"
-
 	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
@@ -21,12 +18,6 @@ var (
 
 const haveFIFOs = platformtest.HaveFIFOs
 
-// skipUnlessLinux skips t elsewhere than on Linux: the attack tests
-// (attack_*_test.go) were written against Linux's file systems, /proc and
-// its descriptor-based writer, and are proven there only.
-func skipUnlessLinux(t testing.TB) {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("proven on Linux only")
-	}
-}
+// skipUnlessLinux skips t elsewhere than on Linux (the attack tests were
+// written against Linux's file systems and are proven there only).
+var skipUnlessLinux = platformtest.SkipUnlessLinux

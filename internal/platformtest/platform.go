@@ -53,3 +53,12 @@ func RequireSymlinks(t testing.TB) {
 		t.Skip("no symbolic links can be made here (Windows without Developer Mode or administrator rights, or Wine)")
 	}
 }
+
+// SkipUnlessLinux skips t elsewhere than on Linux, for tests written
+// against Linux's file systems, /proc or its descriptor-based writer.
+func SkipUnlessLinux(t testing.TB) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("proven on Linux only")
+	}
+}
