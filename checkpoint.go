@@ -59,6 +59,23 @@
 // Errors name the operation, the step and the file, and wrap one of the
 // package's sentinel errors ([ErrNotFound], [ErrCorrupt], ...) so that
 // [errors.Is] can tell them apart.
+//
+// # Reading the code
+//
+// One [Store.Save] reads top to bottom in five files: save.go (the step's
+// checks, its encoding, its publication and its report), the bytes in
+// internal/format/codec.go, the publish protocol of a directory in
+// dirstore/publish.go (the system calls it makes are in that package's
+// platform files), the retention pass after it in prune.go, and store.go,
+// which holds the gate every call passes and what a call leaves behind (the
+// header cache, the newest save time). It calls out for the name of its
+// step (layout.go) and, where retention needs one, a listing (entries.go).
+//
+// One [Store.Latest] reads in five too: load.go (newest first, falling
+// back past damage), entries.go (the listing and its header cache),
+// internal/format/stream.go (the streamed decode of one file), the
+// directory's read path in dirstore/dir.go, and store.go; it calls out to
+// layout.go to parse names.
 package checkpoint
 
 import (

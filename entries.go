@@ -472,15 +472,6 @@ func (fn fileName) agrees(h header) error {
 	return nil
 }
 
-// cache caches the header of the object o, which this store just wrote, or
-// loaded and verified.
-func (s *Store[T]) cache(o Object, h header) {
-	s.mu.Lock()
-	s.cacheGen++
-	s.headers[o.Name] = cachedHeader{obj: o, h: h, verified: true, gen: s.cacheGen}
-	s.mu.Unlock()
-}
-
 func (s *Store[T]) forget(names ...string) {
 	s.mu.Lock()
 	for _, n := range names {

@@ -353,18 +353,6 @@ func (s *Store[T]) afterErrorsOf(ctx context.Context, fn fileName) {
 	}
 }
 
-// observe records the save time of a checkpoint that loaded and verified.
-func (s *Store[T]) observe(t time.Time) {
-	if t.After(timeMax) {
-		return
-	}
-	s.mu.Lock()
-	if t.After(s.lastTime) {
-		s.lastTime = t
-	}
-	s.mu.Unlock()
-}
-
 // freeName returns the name for fn, or ErrExists if a checkpoint of that step
 // and kind exists in any compression. An error checkpoint never fails:
 // it takes the next attempt number (.error, .error-2, ...).

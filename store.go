@@ -439,6 +439,27 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 	return info
 }
 
+// observe records the save time of a checkpoint that loaded and verified.
+func (s *Store[T]) observe(t time.Time) {
+	if t.After(timeMax) {
+		return
+	}
+	s.mu.Lock()
+	if t.After(s.lastTime) {
+		s.lastTime = t
+	}
+	s.mu.Unlock()
+}
+
+// cache caches the header of the object o, which this store just wrote, or
+// loaded and verified.
+func (s *Store[T]) cache(o Object, h header) {
+	s.mu.Lock()
+	s.cacheGen++
+	s.headers[o.Name] = cachedHeader{obj: o, h: h, verified: true, gen: s.cacheGen}
+	s.mu.Unlock()
+}
+
 // Hooks are functions the store calls after its operations, so that a host
 // can emit events ("checkpoint created", "checkpoint restored") or metrics.
 // Any field may be nil. Hooks run on the goroutine that called the store,
