@@ -53,13 +53,6 @@ func ResumeSession[T any](ctx context.Context, r *Sessions, opts ...Option) (*St
 // Deprecated: use dirstore.Open, whose options are the ones the directory
 // reads.
 func OpenDir(dir string, opts ...Option) (Backend, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return nil, opError("open", dir, err)
-	}
-	b, err := openDir(dir, cfg)
-	if err != nil {
-		return nil, opError("open", dir, err)
-	}
-	return b, nil
+	b, _, err := openDirWithOptions("open", dir, opts)
+	return b, err
 }

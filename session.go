@@ -134,13 +134,9 @@ type sessionMeta struct {
 // release and an earlier one at the same time: the earlier one's lock
 // file is no longer taken.
 func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
-	cfg, err := newConfig(opts)
+	b, _, err := openDirWithOptions("open sessions", dir, opts)
 	if err != nil {
-		return nil, opError("open sessions", dir, err)
-	}
-	b, err := openDir(dir, cfg)
-	if err != nil {
-		return nil, opError("open sessions", dir, err)
+		return nil, err
 	}
 	return OpenSessionsBackend(b, opts...)
 }

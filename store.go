@@ -90,15 +90,25 @@ func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
 		return nil, opError("open", dir, err)
 	}
+	b, cfg, err := openDirWithOptions("open", dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newStore[T](b, cfg)
+}
+
+// openDirWithOptions checks opts and opens dir as openDir does; its
+// errors are *Error of op on dir.
+func openDirWithOptions(op, dir string, opts []Option) (Backend, config, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
-		return nil, opError("open", dir, err)
+		return nil, cfg, opError(op, dir, err)
 	}
 	b, err := openDir(dir, cfg)
 	if err != nil {
-		return nil, opError("open", dir, err)
+		return nil, cfg, opError(op, dir, err)
 	}
-	return newStore[T](b, cfg)
+	return b, cfg, nil
 }
 
 // openDir opens dir with dirstore.Open, passing on the store's ReadOnly
