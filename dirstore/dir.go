@@ -269,15 +269,26 @@ func plainName(name string) error {
 	return nil
 }
 
-func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVersion string, write func(io.Writer) error, o fileIO) (storage.Object, error) {
+// mayWrite returns why d may not change the files names now: ctx is done,
+// a name is not a plain name, or d is read-only.
+func (d *dirBackend) mayWrite(ctx context.Context, names ...string) error {
 	if err := ctx.Err(); err != nil {
-		return storage.Object{}, err
+		return err
 	}
-	if err := plainName(name); err != nil {
-		return storage.Object{}, err
+	for _, name := range names {
+		if err := plainName(name); err != nil {
+			return err
+		}
 	}
 	if d.readOnly {
-		return storage.Object{}, storage.ErrReadOnly
+		return storage.ErrReadOnly
+	}
+	return nil
+}
+
+func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVersion string, write func(io.Writer) error, o fileIO) (storage.Object, error) {
+	if err := d.mayWrite(ctx, name); err != nil {
+		return storage.Object{}, err
 	}
 	root, err := d.opened(true)
 	if err != nil {
@@ -443,14 +454,8 @@ func (d *dirBackend) remove(ctx context.Context, names []string, o fileIO) ([]bo
 }
 
 func (d *dirBackend) Rename(ctx context.Context, from, to string) error {
-	if err := ctx.Err(); err != nil {
+	if err := d.mayWrite(ctx, from, to); err != nil {
 		return err
-	}
-	if err := errors.Join(plainName(from), plainName(to)); err != nil {
-		return err
-	}
-	if d.readOnly {
-		return storage.ErrReadOnly
 	}
 	root, err := d.opened(false)
 	if err != nil {

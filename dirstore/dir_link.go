@@ -13,14 +13,8 @@ import (
 // d, through the parent's os.Root (no path reaches outside it), then
 // fsyncs d's directory (see Linker).
 func (d *dirBackend) Link(ctx context.Context, src storage.Backend, name string) (storage.Object, error) {
-	if err := ctx.Err(); err != nil {
+	if err := d.mayWrite(ctx, name); err != nil {
 		return storage.Object{}, err
-	}
-	if err := plainName(name); err != nil {
-		return storage.Object{}, err
-	}
-	if d.readOnly {
-		return storage.Object{}, storage.ErrReadOnly
 	}
 	s, ok := storage.As[*dirBackend](src)
 	if !ok || d.parent == nil || s.parent != d.parent {
@@ -56,14 +50,8 @@ func (d *dirBackend) Link(ctx context.Context, src storage.Backend, name string)
 
 // RemoveChild removes the empty subdirectory name (see ChildRemover).
 func (d *dirBackend) RemoveChild(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
+	if err := d.mayWrite(ctx, name); err != nil {
 		return err
-	}
-	if err := plainName(name); err != nil {
-		return err
-	}
-	if d.readOnly {
-		return storage.ErrReadOnly
 	}
 	root, err := d.existing()
 	if root == nil {
