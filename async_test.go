@@ -391,7 +391,7 @@ func TestAsyncStoreOptionsStillApply(t *testing.T) {
 	require.NoError(t, r.Flush(ctx))
 }
 
-func TestFlushWithoutAsync(t *testing.T) {
+func TestFlushWithoutAsyncHonoursContextAndClose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, err := checkpoint.Open[int](t.TempDir())

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A clock that ticks coarsely (Windows' ticks every 0.5 to 15.6 ms) gives
+// A clock that ticks coarsely (as Windows' does) gives
 // two stores opened one after the other the same time, and the first
 // stamps its saves 1 ns apart within it. The redo of a failed step saved
 // by the second store is still stamped after the error checkpoint: Load
@@ -47,10 +47,10 @@ func TestRedoSavedInTheTickOfItsErrorCheckpointIsWhatLoadReturns(t *testing.T) {
 	require.Equal(t, checkpoint.KindStep, infos[1].Kind, "the redo superseded the error checkpoint")
 }
 
-// TestClockGlitchDoesNotBlindKeepWithin: one save under a clock a year
-// ahead must not stamp every later save in the future, or KeepWithin would
-// keep everything and the store would grow without bound.
-func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
+// One save under a clock a year ahead does not stamp the saves after it in
+// the future: they follow the clock, in the store that saved it and in a
+// reopened one, so that KeepWithin still removes them as they age.
+func TestSavesAfterOneStampedAYearAheadFollowTheClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -34,7 +34,7 @@ func (c *fakeClock) now() time.Time {
 	return c.t
 }
 
-func TestEveryIntervalTick(t *testing.T) {
+func TestEverySavesTheMultiplesOfItsInterval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -84,6 +84,14 @@ func TestEveryZeroSavesOnlyFinal(t *testing.T) {
 	require.Equal(t, []string{".checkpoint.lock", "turn_010.final.json"}, dirNames(t, dir))
 }
 
+func TestEveryCountsStepZero(t *testing.T) {
+	t.Parallel()
+	s := openStore[int](t, t.TempDir(), checkpoint.Every(5))
+	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
+	require.False(t, s.Due(-5))
+	require.False(t, s.Due(4))
+}
+
 func TestSaveFinalBesideStepCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -105,7 +113,7 @@ type agentError struct{ name string }
 
 func (e *agentError) Error() string { return "step " + e.name + " failed" }
 
-func TestSaveErrorRecordsChain(t *testing.T) {
+func TestSaveErrorRecordsTheErrorChainBesideTheCleanCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -164,7 +172,7 @@ func TestSaveErrorRecordsChain(t *testing.T) {
 	require.Equal(t, []string{".checkpoint.lock", "turn_004.json"}, dirNames(t, dir))
 }
 
-func TestCleanCheckpointAfterErrorWins(t *testing.T) {
+func TestLatestLoadsTheCleanRedoOfAFailedStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), checkpoint.WithClock(newClock().now))
@@ -178,7 +186,24 @@ func TestCleanCheckpointAfterErrorWins(t *testing.T) {
 	require.Equal(t, checkpoint.KindStep, info.Kind)
 }
 
-func TestSaveOnPanic(t *testing.T) {
+func TestClearErrorIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), checkpoint.NoSync())
+	_, err := s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 5, 5, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.ClearError(ctx, 5))
+	require.NoError(t, s.ClearError(ctx, 5), "nothing left to clear is no error")
+	require.NoError(t, s.ClearError(ctx, 9), "nor is a step without checkpoints")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{5}, steps(list))
+	require.Equal(t, checkpoint.KindStep, list[0].Kind, "its other checkpoints stay")
+}
+
+func TestSaveOnPanicSavesAnErrorCheckpointAndRepanics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -212,7 +237,7 @@ func TestSaveOnPanic(t *testing.T) {
 	require.Equal(t, int64(3), got.Turn)
 	require.True(t, info.Error.Panic)
 	require.Contains(t, info.Error.Message, "index out of range [3] with length 0")
-	require.Contains(t, info.Error.Stack, "TestSaveOnPanic")
+	require.Contains(t, info.Error.Stack, "TestSaveOnPanicSavesAnErrorCheckpointAndRepanics")
 	require.Equal(t, "runtime.boundsError", info.Error.Types[0])
 
 	// No panic: nothing saved, nothing re-panicked.
@@ -224,7 +249,7 @@ func TestSaveOnPanic(t *testing.T) {
 	require.Len(t, list, 1)
 }
 
-func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
+func TestSaveOnPanicRecordsANonErrorValue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
@@ -240,7 +265,30 @@ func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
 	require.Equal(t, []string{"string"}, info.Error.Types)
 }
 
-func TestHooksAndLogger(t *testing.T) {
+func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var reported []error
+	s := openStore[int](t, t.TempDir(), checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) { reported = append(reported, err) }}))
+	_, err := s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, context.Canceled, "an ordinary save honours ctx")
+	_, err = s.SaveFinal(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 2, 2, ctx.Err())
+	require.NoError(t, err)
+	func() {
+		defer func() { recover() }()
+		defer s.SaveOnPanic(ctx, func() (int64, int) { return 3, 3 })
+		panic("stop")
+	}()
+	list, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3}, steps(list))
+	require.Empty(t, reported, "a cancellation is the caller's decision, not a store failure")
+}
+
+func TestHooksAndLoggerSeeSavesLoadsPrunesAndFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -350,29 +398,6 @@ func TestOnErrorHookMayCloseStore(t *testing.T) {
 	}
 }
 
-func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var reported []error
-	s := openStore[int](t, t.TempDir(), checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) { reported = append(reported, err) }}))
-	_, err := s.Save(ctx, 1, 1)
-	require.ErrorIs(t, err, context.Canceled, "an ordinary save honours ctx")
-	_, err = s.SaveFinal(ctx, 1, 1)
-	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 2, 2, ctx.Err())
-	require.NoError(t, err)
-	func() {
-		defer func() { recover() }()
-		defer s.SaveOnPanic(ctx, func() (int64, int) { return 3, 3 })
-		panic("stop")
-	}()
-	list, err := s.List(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2, 3}, steps(list))
-	require.Empty(t, reported, "a cancellation is the caller's decision, not a store failure")
-}
-
 func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -396,29 +421,4 @@ func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
 	_, _, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"prune", "load"}, reentered)
-}
-
-func TestEveryCountsStepZero(t *testing.T) {
-	t.Parallel()
-	s := openStore[int](t, t.TempDir(), checkpoint.Every(5))
-	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
-	require.False(t, s.Due(-5))
-	require.False(t, s.Due(4))
-}
-
-func TestClearErrorIsIdempotent(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.NoSync())
-	_, err := s.Save(ctx, 5, 5)
-	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 5, 5, errors.New("boom"))
-	require.NoError(t, err)
-	require.NoError(t, s.ClearError(ctx, 5))
-	require.NoError(t, s.ClearError(ctx, 5), "nothing left to clear is no error")
-	require.NoError(t, s.ClearError(ctx, 9), "nor is a step without checkpoints")
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []int64{5}, steps(list))
-	require.Equal(t, checkpoint.KindStep, list[0].Kind, "its other checkpoints stay")
 }

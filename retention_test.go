@@ -247,7 +247,10 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 	require.Equal(t, int64(6), info.Step)
 }
 
-func TestPruneRemovedNewestCheckpointTooLargeForALaterReadLimit(t *testing.T) {
+// A checkpoint larger than the store reads (WithMaxReadSize) is intact as
+// far as Prune knows: Prune does not remove it on that guess, and spares
+// the newest checkpoint that does load too.
+func TestPruneKeepsACheckpointLargerThanTheStoreReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -411,30 +414,6 @@ func TestTruncateErrors(t *testing.T) {
 	require.Equal(t, "truncate", e.Op)
 }
 
-func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3))
-	for step := int64(1); step <= 5; step++ {
-		_, err := s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-	}
-	require.NoError(t, s.Close())
-	stuck := filepath.Join(dir, "c_002.json")
-	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
-		t.Skipf("cannot make a file immutable here (chattr +i: %v %s)", err, out)
-	}
-	defer exec.Command("chattr", "-i", stuck).Run()
-	var hooked []checkpoint.Info
-	s = openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(1), checkpoint.WithHooks(checkpoint.Hooks{OnPrune: func(infos []checkpoint.Info) { hooked = infos }}))
-	removed, err := s.Prune(ctx)
-	require.ErrorIs(t, err, fs.ErrPermission)
-	require.Equal(t, []int64{1, 3, 4}, steps(removed), "the removals that worked are reported")
-	require.Equal(t, removed, hooked)
-	require.FileExists(t, stuck)
-}
-
 // TestRetentionNeverRemovesTheNewestCleanCheckpoint saves clean steps and
 // then an error checkpoint that no rule keeps either: the error checkpoint
 // is what Latest resumes from, but the newest clean step must survive too,
@@ -561,11 +540,11 @@ func TestPruneFromCacheLeavesFilesItDoesNotKnow(t *testing.T) {
 	require.Equal(t, []int64{1}, steps(removed))
 }
 
-// TestFaultWhilePruningAfterASave fails the removal a save's prune makes
-// from the header cache: the save succeeds, the prune's failure is
-// reported, the file it could not remove is whole, and the next save
-// removes it.
-func TestFaultWhilePruningAfterASave(t *testing.T) {
+// TestASaveWhosePruneFailsSucceedsAndTheNextSaveRemovesWhatItLeft fails
+// the removal a save's prune makes from the header cache: the save
+// succeeds, the prune's failure is reported, the file it could not remove
+// is whole, and the next save removes it.
+func TestASaveWhosePruneFailsSucceedsAndTheNextSaveRemovesWhatItLeft(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -600,6 +579,33 @@ func TestFaultWhilePruningAfterASave(t *testing.T) {
 	_, err = s.Save(ctx, 5, 5)
 	require.NoError(t, err)
 	require.Equal(t, []string{"c_004.json", "c_005.json"}, checkpointNames(t, dir))
+}
+
+// A Prune of which one removal fails (an immutable file) returns the
+// removals that worked with the error, and tells OnPrune of them; the
+// file it could not remove stays.
+func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3))
+	for step := int64(1); step <= 5; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	stuck := filepath.Join(dir, "c_002.json")
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a file immutable here (chattr +i: %v %s)", err, out)
+	}
+	defer exec.Command("chattr", "-i", stuck).Run()
+	var hooked []checkpoint.Info
+	s = openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(1), checkpoint.WithHooks(checkpoint.Hooks{OnPrune: func(infos []checkpoint.Info) { hooked = infos }}))
+	removed, err := s.Prune(ctx)
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.Equal(t, []int64{1, 3, 4}, steps(removed), "the removals that worked are reported")
+	require.Equal(t, removed, hooked)
+	require.FileExists(t, stuck)
 }
 
 // errFault is the error of the faults openFaulty injects.

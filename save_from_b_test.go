@@ -51,7 +51,7 @@ func TestSaveAfterAScanStillSeesOtherCompressions(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrExists)
 }
 
-func TestRollingFileKeepsLastStep(t *testing.T) {
+func TestRollingFileHoldsTheLastStepBetweenNumberedSaves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, gz := range []bool{false, true} {
@@ -102,7 +102,7 @@ func TestRollingFileKeepsLastStep(t *testing.T) {
 	}
 }
 
-func TestRollingSwitchesCompression(t *testing.T) {
+func TestRollingFileFollowsTheStoresCompression(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -127,7 +127,7 @@ func TestRollingSwitchesCompression(t *testing.T) {
 	require.Equal(t, 3, v)
 }
 
-func TestSideFiles(t *testing.T) {
+func TestSideFilesRoundTripAndAreNoCheckpoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
