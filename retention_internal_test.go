@@ -10,10 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The helpers below are shared with other internal test files
-// (checkpoint_test.go, concurrency_test.go, deprecated_test.go,
-// schema_test.go, session_test.go, attack_hostile_test.go); the black-box
-// tests have their own in retention_test.go.
+// steps, manualClock and checkpointNames serve the other internal test
+// files too; the black-box tests have their own, in retention_test.go.
 
 // steps returns the steps of infos, in order.
 func steps(infos []Info) []int64 {

@@ -17,7 +17,7 @@ func TestSetMetaInTheTickOfAnotherSessionsSaveMakesItTheMostRecentlyActive(t *te
 	dir := t.TempDir()
 	tick := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	clock := checkpoint.WithClock(func() time.Time { return tick })
-	r := openSessionsNoSync(t, dir, checkpoint.NoSync(), clock)
+	r := openSessionRoot(t, dir, checkpoint.NoSync(), clock)
 	for range 2 {
 		_, err := r.New(ctx, nil)
 		require.NoError(t, err)
@@ -30,7 +30,7 @@ func TestSetMetaInTheTickOfAnotherSessionsSaveMakesItTheMostRecentlyActive(t *te
 	}
 	require.NoError(t, st.Close())
 
-	other := openSessionsNoSync(t, dir, checkpoint.NoSync(), clock)
+	other := openSessionRoot(t, dir, checkpoint.NoSync(), clock)
 	ids := listedSessionIDs(t, other)
 	require.Len(t, ids, 2)
 	behind := ids[1]
@@ -48,7 +48,7 @@ func TestSessionPlayedInTheTickOfNewerSessionsIsTheMostRecentlyActive(t *testing
 	t.Parallel()
 	ctx := context.Background()
 	tick := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	r := openSessionsNoSync(t, t.TempDir(), checkpoint.NoSync(), checkpoint.WithClock(func() time.Time { return tick }))
+	r := openSessionRoot(t, t.TempDir(), checkpoint.NoSync(), checkpoint.WithClock(func() time.Time { return tick }))
 	for range 3 {
 		_, err := r.New(ctx, nil)
 		require.NoError(t, err)
@@ -63,8 +63,9 @@ func TestSessionPlayedInTheTickOfNewerSessionsIsTheMostRecentlyActive(t *testing
 	require.Equal(t, "001", listedSessionIDs(t, r)[0])
 }
 
-// openSessionsNoSync opens a root of sessions and closes it when t ends.
-func openSessionsNoSync(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Sessions {
+// openSessionRoot opens a root of sessions with opts and closes it when t
+// ends.
+func openSessionRoot(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Sessions {
 	t.Helper()
 	r, err := checkpoint.OpenSessions(dir, opts...)
 	require.NoError(t, err)
