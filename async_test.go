@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
 )
@@ -19,8 +20,8 @@ import (
 func TestAsyncOptionIsValidated(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int{0, -1} {
-		_, err := Open[int](t.TempDir(), Async(n))
-		require.ErrorIs(t, err, ErrInvalid)
+		_, err := checkpoint.Open[int](t.TempDir(), checkpoint.Async(n))
+		require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	}
 }
 
@@ -32,11 +33,11 @@ func TestAsyncOptionIsValidated(t *testing.T) {
 func TestAsyncSavesPublishInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	published := make(chan Info, 64)
-	s := openStore[[]int64](t, t.TempDir(), Async(2), Every(3), WithRolling(), Zstd(),
-		WithHooks(Hooks{OnSave: func(info Info) { published <- info }}))
+	published := make(chan checkpoint.Info, 64)
+	s := openStore[[]int64](t, t.TempDir(), checkpoint.Async(2), checkpoint.Every(3), checkpoint.WithRolling(), checkpoint.Zstd(),
+		checkpoint.WithHooks(checkpoint.Hooks{OnSave: func(info checkpoint.Info) { published <- info }}))
 	state := []int64{0}
-	var queued []Info
+	var queued []checkpoint.Info
 	for step := int64(1); step <= 40; step++ {
 		state[0] = step
 		info, saved, err := s.Tick(ctx, step, state)
@@ -75,7 +76,7 @@ func TestAsyncSavesPublishInOrder(t *testing.T) {
 	require.Equal(t, []int64{3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 40}, steps)
 	_, latest, err := s.Latest(ctx)
 	require.NoError(t, err)
-	require.Equal(t, KindRolling, latest.Kind)
+	require.Equal(t, checkpoint.KindRolling, latest.Kind)
 	require.Equal(t, int64(40), latest.Step)
 }
 
@@ -93,10 +94,10 @@ func waitFor(t *testing.T, ch <-chan struct{}) {
 // blockFirstSave returns hooks whose OnSave, for step 1 only, signals
 // entered and waits for release: the store's goroutine is then stuck in a
 // hook and publishes nothing else.
-func blockFirstSave() (h Hooks, entered, release chan struct{}) {
+func blockFirstSave() (h checkpoint.Hooks, entered, release chan struct{}) {
 	entered, release = make(chan struct{}), make(chan struct{})
-	h.OnSave = func(info Info) {
-		if info.Step == 1 && info.Kind == KindStep {
+	h.OnSave = func(info checkpoint.Info) {
+		if info.Step == 1 && info.Kind == checkpoint.KindStep {
 			close(entered)
 			<-release
 		}
@@ -108,7 +109,7 @@ func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	hooks, entered, release := blockFirstSave()
-	s := openStore[int](t, t.TempDir(), Async(4), WithHooks(hooks))
+	s := openStore[int](t, t.TempDir(), checkpoint.Async(4), checkpoint.WithHooks(hooks))
 	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	waitFor(t, entered)
@@ -117,7 +118,7 @@ func TestAsyncReadsSeePublishedCheckpointsOnly(t *testing.T) {
 
 	// Step 2 is queued behind a goroutine that is busy: not there yet.
 	_, _, err = s.Load(ctx, 2)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	v, _, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
@@ -136,7 +137,7 @@ func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
 	dir := t.TempDir()
-	s := openStore[int](t, dir, Async(8), WithHooks(hooks))
+	s := openStore[int](t, dir, checkpoint.Async(8), checkpoint.WithHooks(hooks))
 	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	waitFor(t, entered)
@@ -154,7 +155,7 @@ func TestAsyncOtherWritesPublishQueuedSavesFirst(t *testing.T) {
 	require.Equal(t, []string{".checkpoint.lock", "result.json", "step_00000001.json", "step_00000003.json", "step_00000004.final.json", "step_00000004.json"}, dirNames(t, dir))
 	_, info, err := s.Latest(ctx)
 	require.NoError(t, err)
-	require.Equal(t, KindFinal, info.Kind, "the final checkpoint was saved last")
+	require.Equal(t, checkpoint.KindFinal, info.Kind, "the final checkpoint was saved last")
 }
 
 // TestAsyncQueueIsBounded proves that no more than the queue's length of
@@ -166,7 +167,7 @@ func TestAsyncQueueIsBounded(t *testing.T) {
 	hooks, entered, release := blockFirstSave()
 	defer close(release)
 	dir := t.TempDir()
-	s := openStore[int](t, dir, Async(2), WithHooks(hooks))
+	s := openStore[int](t, dir, checkpoint.Async(2), checkpoint.WithHooks(hooks))
 	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	waitFor(t, entered)
@@ -182,45 +183,6 @@ func TestAsyncQueueIsBounded(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(dir, "step_00000004.json"))
 }
 
-// TestAsyncSaveOnFullQueueHonoursContext holds the write lock, so that the
-// save being published cannot finish, fills the queue, and proves that a
-// Save waiting for room gives up when its context ends, queueing nothing.
-func TestAsyncSaveOnFullQueueHonoursContext(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), Async(1))
-	s.wmu.Lock()
-	_, err := s.Save(ctx, 1, 1)
-	require.NoError(t, err)
-	q := s.async
-	q.mu.Lock()
-	for !q.busy { // the store's goroutine has taken step 1
-		q.wait(nil)
-	}
-	q.mu.Unlock()
-	_, err = s.Save(ctx, 2, 2) // fills the queue
-	require.NoError(t, err)
-
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() {
-		_, err := s.Save(cctx, 3, 3)
-		done <- err
-	}()
-	cancel()
-	err = <-done
-	require.ErrorIs(t, err, context.Canceled)
-	s.wmu.Unlock()
-
-	require.NoError(t, s.Flush(ctx))
-	_, _, err = s.Load(ctx, 3)
-	require.ErrorIs(t, err, ErrNotFound)
-	for step := int64(1); step <= 2; step++ {
-		_, _, err = s.Load(ctx, step)
-		require.NoError(t, err)
-	}
-}
-
 // TestAsyncFailureIsReturnedOnceAndReported saves a step twice. The second
 // save can only fail in the background; the failure reaches OnError when
 // it happens, is returned by the next Save (which queues its own state all
@@ -233,14 +195,14 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 		reported []error
 	)
 	failed := make(chan struct{}, 10)
-	hooks := Hooks{OnError: func(err error) {
+	hooks := checkpoint.Hooks{OnError: func(err error) {
 		mu.Lock()
 		reported = append(reported, err)
 		mu.Unlock()
 		failed <- struct{}{}
 	}}
 	dir := t.TempDir()
-	s, err := Open[int](dir, Async(2), WithHooks(hooks))
+	s, err := checkpoint.Open[int](dir, checkpoint.Async(2), checkpoint.WithHooks(hooks))
 	require.NoError(t, err)
 
 	// Flush returns it.
@@ -249,9 +211,9 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	_, err = s.Save(ctx, 1, 100)
 	require.NoError(t, err, "queued: the duplicate is not known yet")
 	err = s.Flush(ctx)
-	require.ErrorIs(t, err, ErrAsync)
-	require.ErrorIs(t, err, ErrExists)
-	var e *Error
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	var e *checkpoint.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "async save", e.Op)
 	require.Equal(t, int64(1), e.Step)
@@ -260,7 +222,7 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	waitFor(t, failed)
 	mu.Lock()
 	require.Len(t, reported, 1)
-	require.ErrorIs(t, reported[0], ErrExists)
+	require.ErrorIs(t, reported[0], checkpoint.ErrExists)
 	mu.Unlock()
 	v, _, err := s.Load(ctx, 1)
 	require.NoError(t, err)
@@ -272,13 +234,13 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	require.NoError(t, err)
 	waitFor(t, failed)
 	info, err := s.Save(ctx, 2, 2)
-	require.ErrorIs(t, err, ErrAsync)
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, int64(1), e.Step)
 	require.Equal(t, int64(2), info.Step, "queued")
 	err = s.Flush(ctx)
-	require.ErrorIs(t, err, ErrAsync)
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, int64(1), e.Step)
 	require.NoError(t, s.Flush(ctx), "returned once")
@@ -291,8 +253,8 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	require.NoError(t, err)
 	waitFor(t, failed)
 	err = s.Close()
-	require.ErrorIs(t, err, ErrAsync)
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "async save", e.Op)
 	require.Equal(t, int64(2), e.Step)
@@ -300,7 +262,7 @@ func TestAsyncFailureIsReturnedOnceAndReported(t *testing.T) {
 	require.Len(t, reported, 3)
 	mu.Unlock()
 
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	v, _, err = r.Load(ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
@@ -310,7 +272,7 @@ func TestAsyncCloseFlushesAndStopsTheGoroutine(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	before := runtime.NumGoroutine()
-	s, err := Open[int](dir, Async(8), Gzip())
+	s, err := checkpoint.Open[int](dir, checkpoint.Async(8), checkpoint.Gzip())
 	require.NoError(t, err)
 	for step := int64(0); step < 20; step++ {
 		_, err := s.Save(ctx, step, int(step))
@@ -319,10 +281,10 @@ func TestAsyncCloseFlushesAndStopsTheGoroutine(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "a second Close returns the first's result")
 	_, err = s.Save(ctx, 20, 20)
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, s.Flush(ctx), ErrClosed)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	require.ErrorIs(t, s.Flush(ctx), checkpoint.ErrClosed)
 
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 20)
@@ -351,9 +313,9 @@ func TestAsyncHookMayCloseStore(t *testing.T) {
 	before := runtime.NumGoroutine()
 	closed := make(chan error, 1)
 	proceed := make(chan struct{})
-	var s *Store[int]
+	var s *checkpoint.Store[int]
 	var first atomic.Bool
-	s, err := Open[int](dir, Async(4), WithHooks(Hooks{OnSave: func(Info) {
+	s, err := checkpoint.Open[int](dir, checkpoint.Async(4), checkpoint.WithHooks(checkpoint.Hooks{OnSave: func(checkpoint.Info) {
 		// Close runs the hooks of the saves it published, which call
 		// this hook again.
 		if first.CompareAndSwap(false, true) {
@@ -369,8 +331,8 @@ func TestAsyncHookMayCloseStore(t *testing.T) {
 	close(proceed)
 	require.NoError(t, <-closed)
 	_, err = s.Save(ctx, 4, 4)
-	require.ErrorIs(t, err, ErrClosed)
-	r := openStore[int](t, dir, ReadOnly())
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 3)
@@ -384,8 +346,8 @@ func TestAsyncHookMaySaveOnAFullQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	entered, proceed, saved := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var s *Store[int]
-	s = openStore[int](t, t.TempDir(), Async(1), WithHooks(Hooks{OnSave: func(info Info) {
+	var s *checkpoint.Store[int]
+	s = openStore[int](t, t.TempDir(), checkpoint.Async(1), checkpoint.WithHooks(checkpoint.Hooks{OnSave: func(info checkpoint.Info) {
 		if info.Step == 1 {
 			close(entered)
 			<-proceed
@@ -412,7 +374,7 @@ func TestAsyncStoreOptionsStillApply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, Async(3), KeepLast(2), NoSync())
+	s := openStore[int](t, dir, checkpoint.Async(3), checkpoint.KeepLast(2), checkpoint.NoSync())
 	for step := int64(1); step <= 10; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -423,30 +385,30 @@ func TestAsyncStoreOptionsStillApply(t *testing.T) {
 	require.Equal(t, []int64{9, 10}, steps(list))
 
 	// Read-only stores refuse saves at once, async or not.
-	r := openStore[int](t, dir, ReadOnly(), Async(3))
+	r := openStore[int](t, dir, checkpoint.ReadOnly(), checkpoint.Async(3))
 	_, err = r.Save(ctx, 11, 11)
-	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
 	require.NoError(t, r.Flush(ctx))
 }
 
-func TestFlushWithoutAsync(t *testing.T) {
+func TestFlushWithoutAsyncHonoursContextAndClose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open[int](t.TempDir())
+	s, err := checkpoint.Open[int](t.TempDir())
 	require.NoError(t, err)
 	require.NoError(t, s.Flush(ctx))
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	require.ErrorIs(t, s.Flush(cctx), context.Canceled)
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, s.Flush(ctx), ErrClosed)
+	require.ErrorIs(t, s.Flush(ctx), checkpoint.ErrClosed)
 }
 
 func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open[int](dir, Async(4), WithRolling(), Every(5))
+	s, err := checkpoint.Open[int](dir, checkpoint.Async(4), checkpoint.WithRolling(), checkpoint.Every(5))
 	require.NoError(t, err)
 	for step := int64(1); step <= 12; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
@@ -475,8 +437,8 @@ func TestAsyncCloseWaitsForTheHooksOfItsGoroutine(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var written int
 	var nested error
-	var s *Store[int]
-	s = openStore[int](t, t.TempDir(), Async(4), NoSync(), WithHooks(Hooks{OnSave: func(info Info) {
+	var s *checkpoint.Store[int]
+	s = openStore[int](t, t.TempDir(), checkpoint.Async(4), checkpoint.NoSync(), checkpoint.WithHooks(checkpoint.Hooks{OnSave: func(info checkpoint.Info) {
 		switch info.Step {
 		case 1: // on the store's goroutine
 			close(entered)
@@ -510,13 +472,13 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 	doomed := map[string]bool{"c_002.json": true, "c_004.json": true, "c_005.json": true}
 	fault := func(op inject.Op) error {
 		if op.Kind == inject.Create && doomed[op.Name] {
-			return errInjected
+			return errFault
 		}
 		return nil
 	}
 	failed := make(chan struct{}, 8)
-	s := openInjected[int](t, t.TempDir(), fault, WithLayout("c", 3), Async(4), NoSync(),
-		WithHooks(Hooks{OnError: func(error) { failed <- struct{}{} }}))
+	s := openFaulty[int](t, t.TempDir(), fault, checkpoint.WithLayout("c", 3), checkpoint.Async(4), checkpoint.NoSync(),
+		checkpoint.WithHooks(checkpoint.Hooks{OnError: func(error) { failed <- struct{}{} }}))
 	for step := int64(1); step <= 2; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -524,13 +486,13 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 	waitFor(t, failed)
 
 	info, err := s.Save(ctx, 3, 3)
-	require.ErrorIs(t, err, ErrAsync)
-	require.ErrorIs(t, err, errInjected)
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
+	require.ErrorIs(t, err, errFault)
 	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: step 2: "), err.Error())
 	require.Equal(t, int64(3), info.Step, "step 3 is queued all the same")
 	err = s.Flush(ctx)
-	require.ErrorIs(t, err, ErrAsync, "step 2 is missing: Flush must say so")
-	require.ErrorIs(t, err, errInjected)
+	require.ErrorIs(t, err, checkpoint.ErrAsync, "step 2 is missing: Flush must say so")
+	require.ErrorIs(t, err, errFault)
 	require.ErrorContains(t, err, "step 2: ")
 	require.NoError(t, s.Flush(ctx))
 	v, _, err := s.Load(ctx, 3)
@@ -540,12 +502,12 @@ func TestAsyncFailureNeverDropsTheNextSave(t *testing.T) {
 	for step := int64(4); step <= 6; step++ {
 		_, saved, err := s.Tick(ctx, step, int(step))
 		if err != nil { // step 4 may have failed already
-			require.ErrorIs(t, err, ErrAsync)
+			require.ErrorIs(t, err, checkpoint.ErrAsync)
 		}
 		require.True(t, saved, "queued")
 	}
 	err = s.Flush(ctx)
-	require.ErrorIs(t, err, ErrAsync)
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
 	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: steps 4, 5: "), err.Error())
 	list, err := s.List(ctx)
 	require.NoError(t, err)
@@ -561,21 +523,21 @@ func TestAsyncFailuresKeptAreBounded(t *testing.T) {
 	ctx := context.Background()
 	fault := func(op inject.Op) error {
 		if op.Kind == inject.Create {
-			return errInjected
+			return errFault
 		}
 		return nil
 	}
-	s := openInjected[int](t, t.TempDir(), fault, Async(4), NoSync())
-	const saves = maxFailures + 36
+	s := openFaulty[int](t, t.TempDir(), fault, checkpoint.Async(4), checkpoint.NoSync())
+	const saves = checkpoint.MaxAsyncFailures + 36
 	for step := int64(1); step <= saves; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		if err != nil {
-			require.ErrorIs(t, err, ErrAsync)
+			require.ErrorIs(t, err, checkpoint.ErrAsync)
 		}
 	}
 	err := s.Flush(ctx)
-	require.ErrorIs(t, err, ErrAsync)
-	require.ErrorIs(t, err, errInjected)
+	require.ErrorIs(t, err, checkpoint.ErrAsync)
+	require.ErrorIs(t, err, errFault)
 	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: steps 1, 2, 3, "), err.Error())
-	require.Contains(t, err.Error(), fmt.Sprintf(", %d and 36 more: ", maxFailures))
+	require.Contains(t, err.Error(), fmt.Sprintf(", %d and 36 more: ", checkpoint.MaxAsyncFailures))
 }

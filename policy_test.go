@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,11 +34,11 @@ func (c *fakeClock) now() time.Time {
 	return c.t
 }
 
-func TestEveryIntervalTick(t *testing.T) {
+func TestEverySavesTheMultiplesOfItsInterval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3), Every(5))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(5))
 	var saved []int64
 	for step := int64(1); step <= 16; step++ {
 		require.Equal(t, step%5 == 0, s.Due(step))
@@ -45,7 +46,7 @@ func TestEveryIntervalTick(t *testing.T) {
 		require.NoError(t, err)
 		if ok {
 			saved = append(saved, info.Step)
-			require.Equal(t, KindStep, info.Kind)
+			require.Equal(t, checkpoint.KindStep, info.Kind)
 		} else {
 			require.Zero(t, info)
 		}
@@ -69,7 +70,7 @@ func TestEveryZeroSavesOnlyFinal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3), Every(0))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(0))
 	for step := int64(0); step <= 10; step++ {
 		require.False(t, s.Due(step))
 		_, ok, err := s.Tick(ctx, step, 1)
@@ -78,114 +79,46 @@ func TestEveryZeroSavesOnlyFinal(t *testing.T) {
 	}
 	info, err := s.SaveFinal(ctx, 10, 10)
 	require.NoError(t, err)
-	require.Equal(t, KindFinal, info.Kind)
+	require.Equal(t, checkpoint.KindFinal, info.Kind)
 	require.Equal(t, "turn_010.final.json", info.Name())
 	require.Equal(t, []string{".checkpoint.lock", "turn_010.final.json"}, dirNames(t, dir))
+}
+
+func TestEveryCountsStepZero(t *testing.T) {
+	t.Parallel()
+	s := openStore[int](t, t.TempDir(), checkpoint.Every(5))
+	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
+	require.False(t, s.Due(-5))
+	require.False(t, s.Due(4))
 }
 
 func TestSaveFinalBesideStepCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), Every(5), withClock(newClock().now))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithLayout("turn", 3), checkpoint.Every(5), checkpoint.WithClock(newClock().now))
 	_, ok, err := s.Tick(ctx, 10, 1)
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = s.SaveFinal(ctx, 10, 2)
 	require.NoError(t, err, "the final step is saved even when the interval saved it")
 	_, err = s.SaveFinal(ctx, 10, 3)
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	v, info, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
-	require.Equal(t, KindFinal, info.Kind)
-}
-
-func TestRollingFileKeepsLastStep(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	for _, gz := range []bool{false, true} {
-		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
-			dir := t.TempDir()
-			opts := []Option{WithLayout("turn", 3), Every(5), WithRolling()}
-			ext := ".json"
-			if gz {
-				opts = append(opts, Gzip())
-				ext += ".gz"
-			}
-			rolling := "turn_last" + ext
-			s := openStore[int](t, dir, opts...)
-			for step := int64(1); step <= 13; step++ {
-				info, ok, err := s.Tick(ctx, step, int(step))
-				require.NoError(t, err)
-				require.True(t, ok)
-				if step%5 == 0 {
-					require.Equal(t, KindStep, info.Kind)
-				} else {
-					require.Equal(t, KindRolling, info.Kind)
-					require.Equal(t, rolling, info.Name())
-				}
-				// A crash now would lose no step: Latest is this one.
-				v, latest, err := s.Latest(ctx)
-				require.NoError(t, err)
-				require.Equal(t, int(step), v)
-				require.Equal(t, step, latest.Step)
-			}
-			require.Equal(t, []string{".checkpoint.lock", "turn_005" + ext, "turn_010" + ext, rolling}, dirNames(t, dir))
-			list, err := s.List(ctx)
-			require.NoError(t, err)
-			require.Len(t, list, 3)
-			require.Equal(t, KindRolling, list[2].Kind)
-			require.Equal(t, int64(13), list[2].Step)
-			v, _, err := s.Load(ctx, 13)
-			require.NoError(t, err)
-			require.Equal(t, 13, v)
-
-			// A due step makes the numbered checkpoint the newest again.
-			_, _, err = s.Tick(ctx, 15, 15)
-			require.NoError(t, err)
-			_, info, err := s.Latest(ctx)
-			require.NoError(t, err)
-			require.Equal(t, int64(15), info.Step)
-			require.Equal(t, KindStep, info.Kind)
-		})
-	}
-}
-
-func TestRollingSwitchesCompression(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir, Every(0), WithRolling())
-	_, _, err := s.Tick(ctx, 1, 1)
-	require.NoError(t, err)
-	require.NoError(t, s.Close())
-	s = openStore[int](t, dir, Every(0), WithRolling(), Gzip())
-	_, _, err = s.Tick(ctx, 2, 2)
-	require.NoError(t, err)
-	require.Equal(t, []string{".checkpoint.lock", "step_last.json.gz"}, dirNames(t, dir))
-	v, _, err := s.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 2, v)
-	require.NoError(t, s.Close())
-	s = openStore[int](t, dir, Every(0), WithRolling(), Zstd())
-	_, _, err = s.Tick(ctx, 3, 3)
-	require.NoError(t, err)
-	require.Equal(t, []string{".checkpoint.lock", "step_last.json.zst"}, dirNames(t, dir))
-	v, _, err = s.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3, v)
+	require.Equal(t, checkpoint.KindFinal, info.Kind)
 }
 
 type agentError struct{ name string }
 
 func (e *agentError) Error() string { return "step " + e.name + " failed" }
 
-func TestSaveErrorRecordsChain(t *testing.T) {
+func TestSaveErrorRecordsTheErrorChainBesideTheCleanCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	clock := newClock()
-	s := openStore[gameState](t, dir, WithLayout("turn", 3), withClock(clock.now))
+	s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithClock(clock.now))
 	_, err := s.Save(ctx, 4, sampleState(4))
 	require.NoError(t, err)
 	clean, err := os.ReadFile(filepath.Join(dir, "turn_004.json"))
@@ -196,14 +129,14 @@ func TestSaveErrorRecordsChain(t *testing.T) {
 	cause := fmt.Errorf("generate reply: %w", errors.Join(&agentError{"dm"}, &fs.PathError{Op: "open", Path: "x", Err: fs.ErrPermission}))
 	info, err := s.SaveError(ctx, 4, partial, cause)
 	require.NoError(t, err)
-	require.Equal(t, KindError, info.Kind)
+	require.Equal(t, checkpoint.KindError, info.Kind)
 	require.Equal(t, "turn_004.error.json", info.Name())
 	require.NotNil(t, info.Error)
 	require.Equal(t, cause.Error(), info.Error.Message)
 	require.Equal(t, int64(4), info.Error.Step)
 	require.False(t, info.Error.Time.IsZero())
 	require.False(t, info.Error.Panic)
-	require.Equal(t, []string{"*fmt.wrapError", "*errors.joinError", "*checkpoint.agentError", "*fs.PathError", "*errors.errorString"}, info.Error.Types)
+	require.Equal(t, []string{"*fmt.wrapError", "*errors.joinError", "*checkpoint_test.agentError", "*fs.PathError", "*errors.errorString"}, info.Error.Types)
 
 	after, err := os.ReadFile(filepath.Join(dir, "turn_004.json"))
 	require.NoError(t, err)
@@ -213,17 +146,17 @@ func TestSaveErrorRecordsChain(t *testing.T) {
 	got, latest, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, partial, got)
-	require.Equal(t, KindError, latest.Kind)
+	require.Equal(t, checkpoint.KindError, latest.Kind)
 	require.Equal(t, info.Error.Message, latest.Error.Message)
 	// Load of the step agrees.
 	_, loaded, err := s.Load(ctx, 4)
 	require.NoError(t, err)
-	require.Equal(t, KindError, loaded.Kind)
+	require.Equal(t, checkpoint.KindError, loaded.Kind)
 	// The clean one is still there for a host that wants it.
 	got, cleanInfo, err := s.LatestClean(ctx)
 	require.NoError(t, err)
 	require.Equal(t, sampleState(4), got)
-	require.Equal(t, KindStep, cleanInfo.Kind)
+	require.Equal(t, checkpoint.KindStep, cleanInfo.Kind)
 
 	// A second failure of the same step is kept too, as the next attempt.
 	info2, err := s.SaveError(ctx, 4, partial, errors.New("again"))
@@ -239,10 +172,10 @@ func TestSaveErrorRecordsChain(t *testing.T) {
 	require.Equal(t, []string{".checkpoint.lock", "turn_004.json"}, dirNames(t, dir))
 }
 
-func TestCleanCheckpointAfterErrorWins(t *testing.T) {
+func TestLatestLoadsTheCleanRedoOfAFailedStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), withClock(newClock().now))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithClock(newClock().now))
 	_, err := s.SaveError(ctx, 5, 1, errors.New("boom"))
 	require.NoError(t, err)
 	_, err = s.Save(ctx, 5, 2) // the step redone and saved cleanly
@@ -250,14 +183,31 @@ func TestCleanCheckpointAfterErrorWins(t *testing.T) {
 	v, info, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
-	require.Equal(t, KindStep, info.Kind)
+	require.Equal(t, checkpoint.KindStep, info.Kind)
 }
 
-func TestSaveOnPanic(t *testing.T) {
+func TestClearErrorIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), checkpoint.NoSync())
+	_, err := s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	_, err = s.SaveError(ctx, 5, 5, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.ClearError(ctx, 5))
+	require.NoError(t, s.ClearError(ctx, 5), "nothing left to clear is no error")
+	require.NoError(t, s.ClearError(ctx, 9), "nor is a step without checkpoints")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{5}, steps(list))
+	require.Equal(t, checkpoint.KindStep, list[0].Kind, "its other checkpoints stay")
+}
+
+func TestSaveOnPanicSavesAnErrorCheckpointAndRepanics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
 	state := sampleState(1)
 	var step int64
 
@@ -282,12 +232,12 @@ func TestSaveOnPanic(t *testing.T) {
 
 	got, info, err := s.Latest(ctx)
 	require.NoError(t, err)
-	require.Equal(t, KindError, info.Kind)
+	require.Equal(t, checkpoint.KindError, info.Kind)
 	require.Equal(t, int64(3), info.Step)
 	require.Equal(t, int64(3), got.Turn)
 	require.True(t, info.Error.Panic)
 	require.Contains(t, info.Error.Message, "index out of range [3] with length 0")
-	require.Contains(t, info.Error.Stack, "TestSaveOnPanic")
+	require.Contains(t, info.Error.Stack, "TestSaveOnPanicSavesAnErrorCheckpointAndRepanics")
 	require.Equal(t, "runtime.boundsError", info.Error.Types[0])
 
 	// No panic: nothing saved, nothing re-panicked.
@@ -299,7 +249,7 @@ func TestSaveOnPanic(t *testing.T) {
 	require.Len(t, list, 1)
 }
 
-func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
+func TestSaveOnPanicRecordsANonErrorValue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
@@ -315,177 +265,12 @@ func TestSaveOnPanicWithNonErrorValue(t *testing.T) {
 	require.Equal(t, []string{"string"}, info.Error.Types)
 }
 
-func TestHooksAndLogger(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	var (
-		mu     sync.Mutex
-		events []string
-		s      *Store[int]
-	)
-	record := func(format string, args ...any) {
-		mu.Lock()
-		events = append(events, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
-	var logs bytes.Buffer
-	clock := newClock()
-	s = openStore[int](t, dir, WithLayout("b", 2), KeepLast(1), withClock(clock.now),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-		WithHooks(Hooks{
-			OnSave: func(info Info) {
-				// A hook may call the store: it runs outside the store's locks.
-				list, err := s.List(ctx)
-				require.NoError(t, err)
-				record("save %d size=%v listed=%d", info.Step, info.Size > 0, len(list))
-			},
-			OnLoad:  func(info Info, age time.Duration) { record("load %d age=%s", info.Step, age) },
-			OnPrune: func(removed []Info) { record("prune %d", removed[0].Step) },
-			OnError: func(err error) { record("error %v", errors.Is(err, ErrExists)) },
-		}))
-	_, err := s.Save(ctx, 1, 1)
-	require.NoError(t, err)
-	_, err = s.Save(ctx, 2, 2)
-	require.NoError(t, err)
-	_, err = s.Save(ctx, 2, 2)
-	require.ErrorIs(t, err, ErrExists)
-	_, _, err = s.Latest(ctx) // saved at t+2s, now is t+3s (a failed save reads no clock)
-	require.NoError(t, err)
-	_, _, err = s.Load(ctx, 7)
-	require.ErrorIs(t, err, ErrNotFound) // not an OnError event
-
-	require.Equal(t, []string{"save 1 size=true listed=1", "save 2 size=true listed=1", "prune 1", "error true", "load 2 age=1s"}, events)
-	for _, want := range []string{"checkpoint created", "checkpoint restored", "checkpoint pruned", "checkpoint: operation failed"} {
-		require.Contains(t, logs.String(), want)
-	}
-}
-
-func TestHookMayCloseStore(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	var s *Store[int]
-	s = openStore[int](t, t.TempDir(), WithHooks(Hooks{OnSave: func(Info) { require.NoError(t, s.Close()) }}))
-	_, err := s.Save(ctx, 1, 1)
-	require.NoError(t, err)
-	_, err = s.Save(ctx, 2, 2)
-	require.ErrorIs(t, err, ErrClosed)
-}
-
-func TestSideFiles(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3))
-	type result struct {
-		Stories int      `json:"stories"`
-		Done    []string `json:"done"`
-	}
-	require.NoError(t, s.WriteJSON(ctx, "result.json", result{Stories: 2, Done: []string{"a"}}))
-	require.NoError(t, s.WriteJSON(ctx, "result.json", result{Stories: 2, Done: []string{"a", "b"}}))
-	var got result
-	require.NoError(t, s.ReadJSON(ctx, "result.json", &got))
-	require.Equal(t, result{Stories: 2, Done: []string{"a", "b"}}, got)
-	require.Equal(t, []string{".checkpoint.lock", "result.json"}, dirNames(t, dir))
-
-	// Side files are not checkpoints.
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Empty(t, list)
-
-	require.ErrorIs(t, s.ReadJSON(ctx, "missing.json", &got), ErrNotFound)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644))
-	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &got), ErrCorrupt)
-	require.ErrorIs(t, s.WriteJSON(ctx, "x.json", make(chan int)), ErrInvalid)
-
-	r := openStore[int](t, dir, WithLayout("turn", 3), ReadOnly())
-	require.ErrorIs(t, r.WriteJSON(ctx, "result.json", 1), ErrReadOnly)
-	require.NoError(t, r.ReadJSON(ctx, "result.json", &got))
-}
-
-func TestOnErrorHookMayUseStore(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	var s *Store[int]
-	var calls int
-	s = openStore[int](t, t.TempDir(), WithHooks(Hooks{OnError: func(err error) {
-		calls++
-		if calls > 3 {
-			return
-		}
-		// Each of these would deadlock if the hook ran under the store's locks.
-		_, serr := s.Save(ctx, int64(100+calls), 1)
-		require.NoError(t, serr)
-		_, lerr := s.List(ctx)
-		require.NoError(t, lerr)
-	}}))
-	_, err := s.Save(ctx, 1, 1)
-	require.NoError(t, err)
-	_, err = s.Save(ctx, 1, 1)
-	require.ErrorIs(t, err, ErrExists)
-	_, _, err = s.Load(ctx, 7)
-	require.ErrorIs(t, err, ErrNotFound) // not reported: ErrNotFound
-	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "bad.json"), []byte("{"), 0o644))
-	var v int
-	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &v), ErrCorrupt)
-	require.ErrorIs(t, s.WriteJSON(ctx, "x.json", make(chan int)), ErrInvalid)
-	require.Equal(t, 3, calls)
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, 4)
-}
-
-func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir, Every(0), WithRolling())
-	info, _, err := s.Tick(ctx, 3, 3)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(info.Path, []byte("garbage"), 0o644))
-	_, _, err = s.Latest(ctx)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.NotErrorIs(t, err, ErrNotFound)
-	// It is listed (its step unknown), so a host can see it.
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, 1)
-	require.Equal(t, KindRolling, list[0].Kind)
-	// A later good checkpoint wins over it.
-	_, err = s.Save(ctx, 4, 4)
-	require.NoError(t, err)
-	v, _, err := s.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 4, v)
-}
-
-func TestOnErrorHookMayCloseStore(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), []byte("{"), 0o644))
-	for name, op := range map[string]func(s *Store[int]) error{
-		"read json": func(s *Store[int]) error { var v int; return s.ReadJSON(ctx, "bad.json", &v) },
-		"load":      func(s *Store[int]) error { _, _, err := s.Load(ctx, 1); return err },
-		"latest":    func(s *Store[int]) error { _, _, err := s.Latest(ctx); return err },
-	} {
-		t.Run(name, func(t *testing.T) {
-			var s *Store[int]
-			s = openStore[int](t, dir, ReadOnly(), WithHooks(Hooks{OnError: func(error) { require.NoError(t, s.Close()) }}))
-			require.ErrorIs(t, op(s), ErrCorrupt) // returns: Close did not wait on this very operation
-			_, err := s.List(ctx)
-			require.ErrorIs(t, err, ErrClosed)
-		})
-	}
-}
-
 func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var reported []error
-	s := openStore[int](t, t.TempDir(), WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }}))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) { reported = append(reported, err) }}))
 	_, err := s.Save(ctx, 1, 1)
 	require.ErrorIs(t, err, context.Canceled, "an ordinary save honours ctx")
 	_, err = s.SaveFinal(ctx, 1, 1)
@@ -503,50 +288,128 @@ func TestStoppingSavesIgnoreCancelledContext(t *testing.T) {
 	require.Empty(t, reported, "a cancellation is the caller's decision, not a store failure")
 }
 
-func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
+func TestHooksAndLoggerSeeSavesLoadsPrunesAndFailures(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), WithLayout("turn", 3), WithRolling(), Every(2), withClock(newClock().now))
-	_, err := s.Save(ctx, 4, 40)
+	dir := t.TempDir()
+	var (
+		mu     sync.Mutex
+		events []string
+		s      *checkpoint.Store[int]
+	)
+	record := func(format string, args ...any) {
+		mu.Lock()
+		events = append(events, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	var logs bytes.Buffer
+	clock := newClock()
+	s = openStore[int](t, dir, checkpoint.WithLayout("b", 2), checkpoint.KeepLast(1), checkpoint.WithClock(clock.now),
+		checkpoint.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+		checkpoint.WithHooks(checkpoint.Hooks{
+			OnSave: func(info checkpoint.Info) {
+				// A hook may call the store: it runs outside the store's locks.
+				list, err := s.List(ctx)
+				require.NoError(t, err)
+				record("save %d size=%v listed=%d", info.Step, info.Size > 0, len(list))
+			},
+			OnLoad:  func(info checkpoint.Info, age time.Duration) { record("load %d age=%s", info.Step, age) },
+			OnPrune: func(removed []checkpoint.Info) { record("prune %d", removed[0].Step) },
+			OnError: func(err error) { record("error %v", errors.Is(err, checkpoint.ErrExists)) },
+		}))
+	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
-	_, err = s.SaveFinal(ctx, 4, 41)
+	_, err = s.Save(ctx, 2, 2)
 	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 4, 42, errors.New("first"))
+	_, err = s.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	_, _, err = s.Latest(ctx) // saved at t+2s, now is t+3s (a failed save reads no clock)
 	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 4, 43, errors.New("second"))
-	require.NoError(t, err)
-	_, _, err = s.Tick(ctx, 5, 50)
-	require.NoError(t, err)
+	_, _, err = s.Load(ctx, 7)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound) // not an OnError event
 
+	require.Equal(t, []string{"save 1 size=true listed=1", "save 2 size=true listed=1", "prune 1", "error true", "load 2 age=1s"}, events)
+	for _, want := range []string{"checkpoint created", "checkpoint restored", "checkpoint pruned", "checkpoint: operation failed"} {
+		require.Contains(t, logs.String(), want)
+	}
+}
+
+func TestHookMayCloseStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var s *checkpoint.Store[int]
+	s = openStore[int](t, t.TempDir(), checkpoint.WithHooks(checkpoint.Hooks{OnSave: func(checkpoint.Info) { require.NoError(t, s.Close()) }}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 2, 2)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+}
+
+func TestOnErrorHookMayUseStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var s *checkpoint.Store[int]
+	var calls int
+	s = openStore[int](t, t.TempDir(), checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) {
+		calls++
+		if calls > 3 {
+			return
+		}
+		// Each of these would deadlock if the hook ran under the store's locks.
+		_, serr := s.Save(ctx, int64(100+calls), 1)
+		require.NoError(t, serr)
+		_, lerr := s.List(ctx)
+		require.NoError(t, lerr)
+	}}))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	_, _, err = s.Load(ctx, 7)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound) // not reported: ErrNotFound
+	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "bad.json"), []byte("{"), 0o644))
+	var v int
+	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &v), checkpoint.ErrCorrupt)
+	require.ErrorIs(t, s.WriteJSON(ctx, "x.json", make(chan int)), checkpoint.ErrInvalid)
+	require.Equal(t, 3, calls)
 	list, err := s.List(ctx)
 	require.NoError(t, err)
-	var got []int
-	for _, info := range list {
-		v, loaded, err := s.LoadInfo(ctx, info)
-		require.NoError(t, err)
-		require.Equal(t, info, loaded)
-		got = append(got, v)
-	}
-	require.Equal(t, []int{40, 41, 42, 43, 50}, got)
+	require.Len(t, list, 4)
+}
 
-	_, _, err = s.LoadInfo(ctx, Info{Path: "/etc/passwd"})
-	require.ErrorIs(t, err, ErrInvalid)
-	_, _, err = s.LoadInfo(ctx, Info{Path: filepath.Join(s.Dir(), "turn_009.json")})
-	require.ErrorIs(t, err, ErrNotFound)
+func TestOnErrorHookMayCloseStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), []byte("{"), 0o644))
+	for name, op := range map[string]func(s *checkpoint.Store[int]) error{
+		"read json": func(s *checkpoint.Store[int]) error { var v int; return s.ReadJSON(ctx, "bad.json", &v) },
+		"load":      func(s *checkpoint.Store[int]) error { _, _, err := s.Load(ctx, 1); return err },
+		"latest":    func(s *checkpoint.Store[int]) error { _, _, err := s.Latest(ctx); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var s *checkpoint.Store[int]
+			s = openStore[int](t, dir, checkpoint.ReadOnly(), checkpoint.WithHooks(checkpoint.Hooks{OnError: func(error) { require.NoError(t, s.Close()) }}))
+			require.ErrorIs(t, op(s), checkpoint.ErrCorrupt) // returns: Close did not wait on this very operation
+			_, err := s.List(ctx)
+			require.ErrorIs(t, err, checkpoint.ErrClosed)
+		})
+	}
 }
 
 func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var s *Store[int]
+	var s *checkpoint.Store[int]
 	var reentered []string
-	s = openStore[int](t, t.TempDir(), KeepLast(1), WithHooks(Hooks{
-		OnPrune: func(removed []Info) {
+	s = openStore[int](t, t.TempDir(), checkpoint.KeepLast(1), checkpoint.WithHooks(checkpoint.Hooks{
+		OnPrune: func(removed []checkpoint.Info) {
 			// Would deadlock if OnPrune ran under the write lock.
 			require.NoError(t, s.WriteJSON(ctx, "pruned.json", steps(removed)))
 			reentered = append(reentered, "prune")
 		},
-		OnLoad: func(info Info, _ time.Duration) {
+		OnLoad: func(info checkpoint.Info, _ time.Duration) {
 			require.NoError(t, s.WriteJSON(ctx, "loaded.json", info.Step))
 			reentered = append(reentered, "load")
 		},
@@ -558,44 +421,4 @@ func TestOnPruneAndOnLoadHooksMayWrite(t *testing.T) {
 	_, _, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"prune", "load"}, reentered)
-}
-
-func TestEveryCountsStepZero(t *testing.T) {
-	t.Parallel()
-	s := openStore[int](t, t.TempDir(), Every(5))
-	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
-	require.False(t, s.Due(-5))
-	require.False(t, s.Due(4))
-}
-
-func TestLoadInfoOfReplacedRollingFileIsNotFound(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), Every(0), WithRolling())
-	_, _, err := s.Tick(ctx, 1, 1)
-	require.NoError(t, err)
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	_, _, err = s.Tick(ctx, 2, 2)
-	require.NoError(t, err)
-	_, _, err = s.LoadInfo(ctx, list[0])
-	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorContains(t, err, "now holds the checkpoint of step 2")
-}
-
-func TestClearErrorIsIdempotent(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), NoSync())
-	_, err := s.Save(ctx, 5, 5)
-	require.NoError(t, err)
-	_, err = s.SaveError(ctx, 5, 5, errors.New("boom"))
-	require.NoError(t, err)
-	require.NoError(t, s.ClearError(ctx, 5))
-	require.NoError(t, s.ClearError(ctx, 5), "nothing left to clear is no error")
-	require.NoError(t, s.ClearError(ctx, 9), "nor is a step without checkpoints")
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []int64{5}, steps(list))
-	require.Equal(t, KindStep, list[0].Kind, "its other checkpoints stay")
 }

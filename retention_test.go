@@ -1,16 +1,14 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -18,23 +16,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
-
-func steps(infos []Info) []int64 {
-	var out []int64
-	for _, i := range infos {
-		out = append(out, i.Step)
-	}
-	return out
-}
 
 func TestKeepLastPrunesAfterSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("beat", 3), KeepLast(3), Gzip())
+	s := openStore[int](t, dir, checkpoint.WithLayout("beat", 3), checkpoint.KeepLast(3), checkpoint.Gzip())
 	for step := int64(1); step <= 10; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -49,14 +41,14 @@ func TestKeepLastPrunesAfterSave(t *testing.T) {
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 9, 10, 11}, steps(list), "final and error checkpoints are kept")
-	require.Equal(t, []Kind{KindError, KindFinal, KindStep, KindStep, KindStep}, []Kind{list[0].Kind, list[1].Kind, list[2].Kind, list[3].Kind, list[4].Kind})
+	require.Equal(t, []checkpoint.Kind{checkpoint.KindError, checkpoint.KindFinal, checkpoint.KindStep, checkpoint.KindStep, checkpoint.KindStep}, []checkpoint.Kind{list[0].Kind, list[1].Kind, list[2].Kind, list[3].Kind, list[4].Kind})
 }
 
 func TestPruneNeverRemovesNewestLoadable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("beat", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("beat", 3))
 	for step := int64(1); step <= 5; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -70,7 +62,7 @@ func TestPruneNeverRemovesNewestLoadable(t *testing.T) {
 		b[len(b)-5] ^= 1
 		require.NoError(t, os.WriteFile(dir+"/"+name, b, 0o644))
 	}
-	s = openStore[int](t, dir, WithLayout("beat", 3), KeepLast(2))
+	s = openStore[int](t, dir, checkpoint.WithLayout("beat", 3), checkpoint.KeepLast(2))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, steps(removed))
@@ -100,18 +92,40 @@ func TestPruneSkipsUnreadableHeaders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("beat", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("beat", 3))
 	for step := int64(1); step <= 4; step++ {
 		_, err := s.Save(ctx, step, 1)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())
 	require.NoError(t, os.WriteFile(dir+"/beat_001.json", []byte("garbage"), 0o644))
-	s = openStore[int](t, dir, WithLayout("beat", 3), KeepLast(1))
+	s = openStore[int](t, dir, checkpoint.WithLayout("beat", 3), checkpoint.KeepLast(1))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{2, 3}, steps(removed), "a file that does not parse is neither counted nor removed")
 	require.FileExists(t, dir+"/beat_001.json")
+}
+
+// steps returns the steps of infos, in order.
+func steps(infos []checkpoint.Info) []int64 {
+	var out []int64
+	for _, i := range infos {
+		out = append(out, i.Step)
+	}
+	return out
+}
+
+// checkpointNames lists the checkpoint files in dir, sorted.
+func checkpointNames(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range dirNames(t, dir) {
+		if name != dirstore.LockName {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // manualClock is a clock the test sets.
@@ -139,7 +153,7 @@ func twelveSteps(t *testing.T) (string, time.Time) {
 	dir := t.TempDir()
 	clock := &manualClock{}
 	base := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
-	s := openStore[int](t, dir, WithLayout("turn", 3), withClock(clock.now))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithClock(clock.now))
 	for step := int64(1); step <= 12; step++ {
 		clock.set(base.Add(time.Duration(step) * 20 * time.Minute))
 		_, err := s.Save(context.Background(), step, int(step))
@@ -153,27 +167,27 @@ func TestRetentionRules(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		rules []Option
+		rules []checkpoint.Option
 		keep  []int64
 	}{
 		{"no rule keeps everything", nil, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
-		{"KeepLast", []Option{KeepLast(3)}, []int64{10, 11, 12}},
-		{"KeepEvery", []Option{KeepEvery(4)}, []int64{4, 8, 12}},
-		{"KeepEvery spares the newest", []Option{KeepEvery(5)}, []int64{5, 10, 12}},
-		{"KeepWithin", []Option{KeepWithin(30 * time.Minute)}, []int64{11, 12}},
-		{"KeepOnePer hour", []Option{KeepOnePer(time.Hour)}, []int64{2, 5, 8, 11, 12}},
-		{"KeepLast or KeepEvery", []Option{KeepLast(2), KeepEvery(5)}, []int64{5, 10, 11, 12}},
-		{"three rules", []Option{KeepLast(1), KeepOnePer(time.Hour), KeepWithin(50 * time.Minute)}, []int64{2, 5, 8, 10, 11, 12}},
-		{"KeepLast larger than the store", []Option{KeepLast(50)}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
+		{"KeepLast", []checkpoint.Option{checkpoint.KeepLast(3)}, []int64{10, 11, 12}},
+		{"KeepEvery", []checkpoint.Option{checkpoint.KeepEvery(4)}, []int64{4, 8, 12}},
+		{"KeepEvery spares the newest", []checkpoint.Option{checkpoint.KeepEvery(5)}, []int64{5, 10, 12}},
+		{"KeepWithin", []checkpoint.Option{checkpoint.KeepWithin(30 * time.Minute)}, []int64{11, 12}},
+		{"KeepOnePer hour", []checkpoint.Option{checkpoint.KeepOnePer(time.Hour)}, []int64{2, 5, 8, 11, 12}},
+		{"KeepLast or KeepEvery", []checkpoint.Option{checkpoint.KeepLast(2), checkpoint.KeepEvery(5)}, []int64{5, 10, 11, 12}},
+		{"three rules", []checkpoint.Option{checkpoint.KeepLast(1), checkpoint.KeepOnePer(time.Hour), checkpoint.KeepWithin(50 * time.Minute)}, []int64{2, 5, 8, 10, 11, 12}},
+		{"KeepLast larger than the store", []checkpoint.Option{checkpoint.KeepLast(50)}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir, last := twelveSteps(t)
 			clock := &manualClock{t: last.Add(time.Minute)}
-			opts := append([]Option{WithLayout("turn", 3), withClock(clock.now)}, tc.rules...)
+			opts := append([]checkpoint.Option{checkpoint.WithLayout("turn", 3), checkpoint.WithClock(clock.now)}, tc.rules...)
 
 			// The dry run, on a reader, says what Prune then removes.
-			r := openStore[int](t, dir, append(opts, ReadOnly())...)
+			r := openStore[int](t, dir, append(opts, checkpoint.ReadOnly())...)
 			planned, err := r.PruneDryRun(ctx)
 			require.NoError(t, err)
 			require.Len(t, dirNames(t, dir), 13, "a dry run removes nothing (12 checkpoints and the lock)")
@@ -196,7 +210,7 @@ func TestRetentionRules(t *testing.T) {
 func TestRulesApplyAfterEachSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), KeepLast(1), KeepEvery(3))
+	s := openStore[int](t, t.TempDir(), checkpoint.KeepLast(1), checkpoint.KeepEvery(3))
 	for step := int64(1); step <= 10; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -210,7 +224,7 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("beat", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("beat", 3))
 	for step := int64(1); step <= 7; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -223,7 +237,7 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 	b[len(b)-5] ^= 1
 	require.NoError(t, os.WriteFile(dir+"/beat_007.json", b, 0o644))
 
-	s = openStore[int](t, dir, WithLayout("beat", 3), KeepEvery(5))
+	s = openStore[int](t, dir, checkpoint.WithLayout("beat", 3), checkpoint.KeepEvery(5))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3, 4, 7}, steps(removed))
@@ -233,11 +247,14 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 	require.Equal(t, int64(6), info.Step)
 }
 
-func TestPruneRemovedNewestCheckpointTooLargeForALaterReadLimit(t *testing.T) {
+// A checkpoint larger than the store reads (WithMaxReadSize) is intact as
+// far as Prune knows: Prune does not remove it on that guess, and spares
+// the newest checkpoint that does load too.
+func TestPruneKeepsACheckpointLargerThanTheStoreReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[string](t, dir, NoSync())
+	s := openStore[string](t, dir, checkpoint.NoSync())
 	for step := int64(1); step <= 4; step++ {
 		_, err := s.Save(ctx, step, "small")
 		require.NoError(t, err)
@@ -251,11 +268,14 @@ func TestPruneRemovedNewestCheckpointTooLargeForALaterReadLimit(t *testing.T) {
 	// Step 5 is intact, only larger than this store reads: it may not be
 	// removed on that guess, and step 4, the newest that loads here, is
 	// spared too.
-	s = openStore[string](t, dir, NoSync(), KeepEvery(100), WithMaxReadSize(64<<10))
+	s = openStore[string](t, dir, checkpoint.NoSync(), checkpoint.KeepEvery(100), checkpoint.WithMaxReadSize(64<<10))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3}, steps(removed))
-	requireUntouched(t, big.Path, before)
+	after, err := os.ReadFile(big.Path)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "step 5 is untouched")
+	require.NoFileExists(t, big.Path+checkpoint.QuarantineSuffix, "and not moved aside")
 	_, info, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(4), info.Step)
@@ -264,7 +284,7 @@ func TestPruneRemovedNewestCheckpointTooLargeForALaterReadLimit(t *testing.T) {
 func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	fill := func(s *Store[int]) {
+	fill := func(s *checkpoint.Store[int]) {
 		for step := int64(1); step <= 6; step++ {
 			_, err := s.Save(ctx, step, int(step))
 			require.NoError(t, err)
@@ -277,7 +297,7 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 		_, err := s.SaveError(ctx, 2, 2, errors.New("boom"))
 		require.NoError(t, err)
 	}
-	kinds := func(list []Info) []string {
+	kinds := func(list []checkpoint.Info) []string {
 		var out []string
 		for _, i := range list {
 			out = append(out, fmt.Sprintf("%d%s", i.Step, string(i.Kind)[:1]))
@@ -285,19 +305,19 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 		return out
 	}
 
-	s := openStore[int](t, t.TempDir(), KeepLast(2))
+	s := openStore[int](t, t.TempDir(), checkpoint.KeepLast(2))
 	fill(s)
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"2e", "3f", "5s", "6s"}, kinds(list))
 
-	s = openStore[int](t, t.TempDir(), KeepLast(2), PruneKinds(KindFinal))
+	s = openStore[int](t, t.TempDir(), checkpoint.KeepLast(2), checkpoint.PruneKinds(checkpoint.KindFinal))
 	fill(s)
 	list, err = s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"2e", "5s", "6s"}, kinds(list), "a final checkpoint counts and goes; the error one stays")
 
-	s = openStore[int](t, t.TempDir(), KeepLast(3), PruneKinds(KindFinal, KindError))
+	s = openStore[int](t, t.TempDir(), checkpoint.KeepLast(3), checkpoint.PruneKinds(checkpoint.KindFinal, checkpoint.KindError))
 	fill(s)
 	list, err = s.List(ctx)
 	require.NoError(t, err)
@@ -306,9 +326,9 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 
 func TestRetentionOptionsAreValidated(t *testing.T) {
 	t.Parallel()
-	for _, opt := range []Option{KeepLast(-1), KeepEvery(-2), KeepWithin(-time.Second), KeepOnePer(-time.Hour), PruneKinds(KindRolling), PruneKinds("weekly")} {
-		_, err := Open[int](t.TempDir(), opt)
-		require.ErrorIs(t, err, ErrInvalid)
+	for _, opt := range []checkpoint.Option{checkpoint.KeepLast(-1), checkpoint.KeepEvery(-2), checkpoint.KeepWithin(-time.Second), checkpoint.KeepOnePer(-time.Hour), checkpoint.PruneKinds(checkpoint.KindRolling), checkpoint.PruneKinds("weekly")} {
+		_, err := checkpoint.Open[int](t.TempDir(), opt)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	}
 }
 
@@ -327,7 +347,7 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3), WithRolling(), Every(2))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.Every(2))
 	for step := int64(1); step <= 9; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
 		require.NoError(t, err)
@@ -365,7 +385,7 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), WithRolling(), Every(10))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(10))
 	for step := int64(1); step <= 3; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
 		require.NoError(t, err)
@@ -375,7 +395,7 @@ func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
 	require.Empty(t, removed)
 	_, info, err := s.Latest(ctx)
 	require.NoError(t, err)
-	require.Equal(t, KindRolling, info.Kind)
+	require.Equal(t, checkpoint.KindRolling, info.Kind)
 	require.Equal(t, int64(3), info.Step)
 }
 
@@ -385,71 +405,13 @@ func TestTruncateErrors(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore[int](t, dir)
 	_, err := s.Truncate(ctx, -1)
-	require.ErrorIs(t, err, ErrInvalid)
-	r := openStore[int](t, dir, ReadOnly())
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	_, err = r.Truncate(ctx, 0)
-	require.ErrorIs(t, err, ErrReadOnly)
-	var e *Error
+	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	var e *checkpoint.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "truncate", e.Op)
-}
-
-// TestClockGlitchDoesNotBlindKeepWithin: one save under a clock a year
-// ahead must not stamp every later save in the future, or KeepWithin would
-// keep everything and the store would grow without bound.
-func TestClockGlitchDoesNotBlindKeepWithin(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	start := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
-	clock := &manualClock{t: start.Add(365 * 24 * time.Hour)}
-	s := openStore[int](t, dir, KeepWithin(90*time.Minute), withClock(clock.now))
-	_, err := s.Save(ctx, 0, 0)
-	require.NoError(t, err)
-	for beat := int64(1); beat <= 48; beat++ {
-		clock.set(start.Add(time.Duration(beat) * time.Hour))
-		info, err := s.Save(ctx, beat, int(beat))
-		require.NoError(t, err)
-		require.Equal(t, clock.now(), info.Time, "beat %d is stamped by the clock", beat)
-	}
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []int64{0, 47, 48}, steps(list), "the glitched save is recent until its time passes; the rest follow the clock")
-
-	// A reopened store reads the glitched time back and still follows the
-	// clock.
-	require.NoError(t, s.Close())
-	s = openStore[int](t, dir, KeepWithin(90*time.Minute), withClock(clock.now))
-	_, _, err = s.Load(ctx, 0)
-	require.NoError(t, err)
-	clock.set(clock.now().Add(time.Hour))
-	info, err := s.Save(ctx, 49, 49)
-	require.NoError(t, err)
-	require.Equal(t, clock.now(), info.Time)
-}
-
-func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("c", 3))
-	for step := int64(1); step <= 5; step++ {
-		_, err := s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-	}
-	require.NoError(t, s.Close())
-	stuck := filepath.Join(dir, "c_002.json")
-	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
-		t.Skipf("cannot make a file immutable here (chattr +i: %v %s)", err, out)
-	}
-	defer exec.Command("chattr", "-i", stuck).Run()
-	var hooked []Info
-	s = openStore[int](t, dir, WithLayout("c", 3), KeepLast(1), WithHooks(Hooks{OnPrune: func(infos []Info) { hooked = infos }}))
-	removed, err := s.Prune(ctx)
-	require.ErrorIs(t, err, fs.ErrPermission)
-	require.Equal(t, []int64{1, 3, 4}, steps(removed), "the removals that worked are reported")
-	require.Equal(t, removed, hooked)
-	require.FileExists(t, stuck)
 }
 
 // TestRetentionNeverRemovesTheNewestCleanCheckpoint saves clean steps and
@@ -461,15 +423,15 @@ func TestRetentionNeverRemovesTheNewestCleanCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
-		opts []Option
+		opts []checkpoint.Option
 		left []int64
 	}{
 		{"error kept by default", nil, []int64{5, 6}},
-		{"errors prunable", []Option{PruneKinds(KindError, KindFinal)}, []int64{5, 6}},
+		{"errors prunable", []checkpoint.Option{checkpoint.PruneKinds(checkpoint.KindError, checkpoint.KindFinal)}, []int64{5, 6}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := openStore[int](t, t.TempDir(), append([]Option{KeepEvery(100), NoSync()}, c.opts...)...)
+			s := openStore[int](t, t.TempDir(), append([]checkpoint.Option{checkpoint.KeepEvery(100), checkpoint.NoSync()}, c.opts...)...)
 			for step := int64(1); step <= 5; step++ {
 				_, err := s.Save(ctx, step, int(step))
 				require.NoError(t, err)
@@ -482,10 +444,10 @@ func TestRetentionNeverRemovesTheNewestCleanCheckpoint(t *testing.T) {
 			v, info, err := s.LatestClean(ctx)
 			require.NoError(t, err, "the newest clean checkpoint was pruned")
 			require.Equal(t, 5, v)
-			require.Equal(t, KindStep, info.Kind)
+			require.Equal(t, checkpoint.KindStep, info.Kind)
 			_, info, err = s.Latest(ctx)
 			require.NoError(t, err)
-			require.Equal(t, KindError, info.Kind)
+			require.Equal(t, checkpoint.KindError, info.Kind)
 		})
 	}
 }
@@ -498,7 +460,7 @@ func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clock := newClock()
-	s := openStore[int](t, t.TempDir(), KeepWithin(time.Hour), NoSync(), withClock(clock.now))
+	s := openStore[int](t, t.TempDir(), checkpoint.KeepWithin(time.Hour), checkpoint.NoSync(), checkpoint.WithClock(clock.now))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -524,19 +486,6 @@ func TestKeepWithinAfterAPauseKeepsTheNewestCleanCheckpoint(t *testing.T) {
 	require.Equal(t, []int64{5}, steps(list))
 }
 
-// checkpointNames lists the checkpoint files in dir, sorted.
-func checkpointNames(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	for _, name := range dirNames(t, dir) {
-		if name != lockName {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // TestPruneFromCacheSeesCheckpointsRemovedByHand: a store that prunes from
 // its header cache must not count a checkpoint someone removed behind its
 // back. With KeepLast(3) over steps 3, 4, 5, steps 4 and 5 removed by hand
@@ -546,7 +495,7 @@ func TestPruneFromCacheSeesCheckpointsRemovedByHand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(3))
 	for step := int64(1); step <= 5; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -571,17 +520,18 @@ func TestPruneFromCacheLeavesFilesItDoesNotKnow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("c", 3), KeepLast(2))
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(2))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "c_003.json"))
+	// Step 1, long pruned, comes back: saved by another store, copied in.
+	o := openStore[int](t, t.TempDir(), checkpoint.WithLayout("c", 3))
+	one, err := o.Save(ctx, 1, 1)
 	require.NoError(t, err)
-	b = bytes.Replace(b, []byte(`"step":3`), []byte(`"step":1`), 1)
-	h, state, err := parseEnvelope(resumV2(b))
+	b, err := os.ReadFile(one.Path)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "c_001.json"), envelopeBytes(h, state), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c_001.json"), b, 0o644))
 	_, err = s.Save(ctx, 4, 4)
 	require.NoError(t, err)
 	require.Equal(t, []string{"c_001.json", "c_003.json", "c_004.json"}, checkpointNames(t, dir))
@@ -590,123 +540,91 @@ func TestPruneFromCacheLeavesFilesItDoesNotKnow(t *testing.T) {
 	require.Equal(t, []int64{1}, steps(removed))
 }
 
-// resumV2 gives b, a format 2 checkpoint whose header was edited, the
-// checksum of its new bytes.
-func resumV2(b []byte) []byte {
-	i := bytes.LastIndex(b, []byte(`,"checksum":"`))
-	sum := trailerV2.Sum()
-	sum.Write(b[:i])
-	return appendTrailer(b[:i:i], trailerV2, sum)
-}
-
-// TestFaultWhilePruningAfterASave fails the removal a save's prune makes
-// from the header cache: the save succeeds, the prune's failure is
-// reported, the file it could not remove is whole, and the next save
-// removes it.
-func TestFaultWhilePruningAfterASave(t *testing.T) {
+// TestASaveWhosePruneFailsSucceedsAndTheNextSaveRemovesWhatItLeft fails
+// the removal a save's prune makes from the header cache: the save
+// succeeds, the prune's failure is reported, the file it could not remove
+// is whole, and the next save removes it.
+func TestASaveWhosePruneFailsSucceedsAndTheNextSaveRemovesWhatItLeft(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	sw := &faultSwitch{}
+	var armed atomic.Bool // the next removal fails, once
+	fault := func(op inject.Op) error {
+		if op.Kind == inject.Remove && armed.CompareAndSwap(true, false) {
+			return fmt.Errorf("remove %s: %w", op.Name, errFault)
+		}
+		return nil
+	}
 	var pruneErrs []error
 	var mu sync.Mutex
-	hooks := Hooks{OnError: func(err error) { mu.Lock(); pruneErrs = append(pruneErrs, err); mu.Unlock() }}
-	s := openInjected[int](t, dir, sw.op, WithLayout("c", 3), KeepLast(2), WithHooks(hooks))
+	hooks := checkpoint.Hooks{OnError: func(err error) { mu.Lock(); pruneErrs = append(pruneErrs, err); mu.Unlock() }}
+	s := openFaulty[int](t, dir, fault, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(2), checkpoint.WithHooks(hooks))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
 	}
-	sw.arm("remove")
+	armed.Store(true)
 	_, err := s.Save(ctx, 4, 4)
 	require.NoError(t, err, "the checkpoint is saved; only the prune failed")
 	mu.Lock()
 	require.Len(t, pruneErrs, 1)
-	require.ErrorIs(t, pruneErrs[0], errInjected)
+	require.ErrorIs(t, pruneErrs[0], errFault)
 	mu.Unlock()
 	require.Equal(t, []string{"c_002.json", "c_003.json", "c_004.json"}, checkpointNames(t, dir))
-	f, err := os.Open(filepath.Join(dir, "c_002.json"))
-	require.NoError(t, err)
-	env, err := readEnvelope(f, DefaultMaxReadSize) // not through s: its cache stays as the prune left it
-	f.Close()
+	// Read by another store: s's cache stays as the prune left it.
+	v, info, err := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.ReadOnly()).Load(ctx, 2)
 	require.NoError(t, err, "the file the prune could not remove is whole")
-	require.Equal(t, int64(2), env.Step)
+	require.Equal(t, int64(2), info.Step)
+	require.Equal(t, 2, v)
 	_, err = s.Save(ctx, 5, 5)
 	require.NoError(t, err)
 	require.Equal(t, []string{"c_004.json", "c_005.json"}, checkpointNames(t, dir))
 }
 
-// A writer with a retention rule stops looking for its steps in the
-// compressions its directory holds none of, once a prune has read the whole
-// directory: a step saved in another compression before it opened, or seen
-// by a List since, still blocks a save of that step.
-func TestSaveAfterAScanStillSeesOtherCompressions(t *testing.T) {
+// A Prune of which one removal fails (an immutable file) returns the
+// removals that worked with the error, and tells OnPrune of them; the
+// file it could not remove stays.
+func TestPruneReportsWhatItRemovedWhenOneRemovalFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	gz := openStore[gameState](t, dir, Gzip())
-	_, err := gz.Save(ctx, 5, sampleState(5))
-	require.NoError(t, err)
-	require.NoError(t, gz.Close())
-
-	plain := openStore[gameState](t, dir, KeepLast(10))
-	_, err = plain.Save(ctx, 1, sampleState(1)) // its prune reads the directory
-	require.NoError(t, err)
-	_, err = plain.Save(ctx, 5, sampleState(5))
-	require.ErrorIs(t, err, ErrExists)
-	_, err = plain.Save(ctx, 6, sampleState(6))
-	require.NoError(t, err)
-
-	// A store that found none: a zstd file of a step it has not saved,
-	// seen by a List, blocks that step too.
-	dir2 := t.TempDir()
-	w := openStore[gameState](t, dir2, KeepLast(10))
-	_, err = w.Save(ctx, 1, sampleState(1))
-	require.NoError(t, err)
-	zs := openStore[gameState](t, t.TempDir(), Zstd())
-	info, err := zs.Save(ctx, 2, sampleState(2))
-	require.NoError(t, err)
-	raw, err := os.ReadFile(info.Path)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir2, info.Name()), raw, 0o644))
-	list, err := w.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, 2)
-	_, err = w.Save(ctx, 2, sampleState(2))
-	require.ErrorIs(t, err, ErrExists)
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3))
+	for step := int64(1); step <= 5; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	stuck := filepath.Join(dir, "c_002.json")
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Skipf("cannot make a file immutable here (chattr +i: %v %s)", err, out)
+	}
+	defer exec.Command("chattr", "-i", stuck).Run()
+	var hooked []checkpoint.Info
+	s = openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(1), checkpoint.WithHooks(checkpoint.Hooks{OnPrune: func(infos []checkpoint.Info) { hooked = infos }}))
+	removed, err := s.Prune(ctx)
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.Equal(t, []int64{1, 3, 4}, steps(removed), "the removals that worked are reported")
+	require.Equal(t, removed, hooked)
+	require.FileExists(t, stuck)
 }
 
-// The prune after a save trusts the Version the save cached for its own
-// file, not a Version it does not know (a stat after publishing failed):
-// then it judges from a scan, as for any file it cannot vouch for.
-func TestPruneTrustsTheSavedFileOnlyWithItsVersion(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), KeepLast(2))
-	var name string
-	for step := int64(1); step <= 3; step++ {
-		info, err := s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-		name = info.Name()
-	}
-	require.True(t, s.stillCached(ctx, name, name))
-	s.mu.Lock()
-	c := s.headers[name]
-	c.obj.Version = ""
-	s.headers[name] = c
-	s.mu.Unlock()
-	require.False(t, s.stillCached(ctx, name, name))
-	require.False(t, s.stillCached(ctx, name, ""))
-	// The next save's prune scans, and keeps the rule all the same.
-	_, err := s.Save(ctx, 4, 4)
+// errFault is the error of the faults openFaulty injects.
+var errFault = errors.New("injected fault")
+
+// openFaulty opens a store, with NoSync, on the directory dir wrapped in
+// inject.Wrap with fault: faults of whole Backend operations.
+func openFaulty[T any](t *testing.T, dir string, fault func(inject.Op) error, opts ...checkpoint.Option) *checkpoint.Store[T] {
+	t.Helper()
+	d, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
-	list, err := s.List(ctx)
+	s, err := checkpoint.OpenBackend[T](inject.Wrap(d, fault), append([]checkpoint.Option{checkpoint.NoSync()}, opts...)...)
 	require.NoError(t, err)
-	require.Len(t, list, 2)
-	require.Equal(t, int64(3), list[0].Step)
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // kindsOf lists each checkpoint as its step and kind's initial: 5e, 6s.
-func kindsOf(list []Info) []string {
+func kindsOf(list []checkpoint.Info) []string {
 	var out []string
 	for _, i := range list {
 		out = append(out, fmt.Sprintf("%d%s", i.Step, string(i.Kind)[:1]))
@@ -720,31 +638,31 @@ func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
 	fail := errors.New("boom")
 	for _, tc := range []struct {
 		name string
-		do   func(s *Store[int]) error
+		do   func(s *checkpoint.Store[int]) error
 		want []string
 	}{
-		{"the step redone", func(s *Store[int]) error {
+		{"the step redone", func(s *checkpoint.Store[int]) error {
 			_, err := s.SaveError(ctx, 5, 4, fail)
 			if err == nil {
 				_, err = s.Save(ctx, 5, 5)
 			}
 			return err
 		}, []string{"5s"}},
-		{"a later step", func(s *Store[int]) error {
+		{"a later step", func(s *checkpoint.Store[int]) error {
 			_, err := s.SaveError(ctx, 5, 4, fail)
 			if err == nil {
 				_, err = s.Save(ctx, 6, 6)
 			}
 			return err
 		}, []string{"6s"}},
-		{"a final checkpoint", func(s *Store[int]) error {
+		{"a final checkpoint", func(s *checkpoint.Store[int]) error {
 			_, err := s.SaveError(ctx, 5, 4, fail)
 			if err == nil {
 				_, err = s.SaveFinal(ctx, 5, 5)
 			}
 			return err
 		}, []string{"5f"}},
-		{"every attempt", func(s *Store[int]) error {
+		{"every attempt", func(s *checkpoint.Store[int]) error {
 			for range 2 {
 				if _, err := s.SaveError(ctx, 5, 4, fail); err != nil {
 					return err
@@ -753,21 +671,21 @@ func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
 			_, err := s.Save(ctx, 5, 5)
 			return err
 		}, []string{"5s"}},
-		{"not a clean checkpoint saved before it, of its step", func(s *Store[int]) error {
+		{"not a clean checkpoint saved before it, of its step", func(s *checkpoint.Store[int]) error {
 			_, err := s.Save(ctx, 5, 5)
 			if err == nil {
 				_, err = s.SaveError(ctx, 5, 5, fail)
 			}
 			return err
 		}, []string{"5s", "5e"}},
-		{"not one saved before it, of a later step", func(s *Store[int]) error {
+		{"not one saved before it, of a later step", func(s *checkpoint.Store[int]) error {
 			_, err := s.Save(ctx, 6, 6)
 			if err == nil {
 				_, err = s.SaveError(ctx, 5, 4, fail)
 			}
 			return err
 		}, []string{"5e", "6s"}},
-		{"not an error checkpoint", func(s *Store[int]) error {
+		{"not an error checkpoint", func(s *checkpoint.Store[int]) error {
 			_, err := s.SaveError(ctx, 5, 4, fail)
 			if err == nil {
 				_, err = s.SaveError(ctx, 6, 5, fail)
@@ -777,7 +695,7 @@ func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := openStore[int](t, t.TempDir(), NoSync())
+			s := openStore[int](t, t.TempDir(), checkpoint.NoSync())
 			require.NoError(t, tc.do(s))
 			list, err := s.List(ctx)
 			require.NoError(t, err)
@@ -789,7 +707,7 @@ func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
 func TestRollingFileSupersedesAnErrorCheckpointAtTheNextNumberedSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), Every(3), WithRolling(), NoSync())
+	s := openStore[int](t, t.TempDir(), checkpoint.Every(3), checkpoint.WithRolling(), checkpoint.NoSync())
 	_, err := s.SaveError(ctx, 4, 3, errors.New("boom"))
 	require.NoError(t, err)
 	_, _, err = s.Tick(ctx, 4, 4) // the failed step redone, saved to the rolling file only
@@ -799,7 +717,7 @@ func TestRollingFileSupersedesAnErrorCheckpointAtTheNextNumberedSave(t *testing.
 	require.Equal(t, []string{"4e", "4r"}, kindsOf(list), "a rolling write prunes nothing")
 	v, info, err := s.Latest(ctx)
 	require.NoError(t, err)
-	require.Equal(t, KindRolling, info.Kind, "Latest resumes past a superseded error checkpoint")
+	require.Equal(t, checkpoint.KindRolling, info.Kind, "Latest resumes past a superseded error checkpoint")
 	require.Equal(t, 4, v)
 	plan, err := s.PruneDryRun(ctx)
 	require.NoError(t, err)
@@ -819,12 +737,12 @@ func TestErrorCheckpointStaysWhileTheCleanOneAfterItDoesNotLoad(t *testing.T) {
 	ctx := context.Background()
 	dir, other := t.TempDir(), t.TempDir()
 	clock := newClock()
-	s := openStore[int](t, dir, NoSync(), withClock(clock.now))
+	s := openStore[int](t, dir, checkpoint.NoSync(), checkpoint.WithClock(clock.now))
 	_, err := s.SaveError(ctx, 5, 4, errors.New("boom"))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	// A clean step 6 saved after it, by another store.
-	o := openStore[int](t, other, NoSync(), withClock(clock.now))
+	o := openStore[int](t, other, checkpoint.NoSync(), checkpoint.WithClock(clock.now))
 	info, err := o.Save(ctx, 6, 6)
 	require.NoError(t, err)
 	good, err := os.ReadFile(info.Path)
@@ -833,13 +751,13 @@ func TestErrorCheckpointStaysWhileTheCleanOneAfterItDoesNotLoad(t *testing.T) {
 	require.NotEqual(t, good, damaged)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, info.Name()), damaged, 0o644))
 
-	s = openStore[int](t, dir, NoSync(), withClock(clock.now))
+	s = openStore[int](t, dir, checkpoint.NoSync(), checkpoint.WithClock(clock.now))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Empty(t, removed, "a damaged clean checkpoint supersedes nothing")
 	_, latest, err := s.Latest(ctx)
 	require.NoError(t, err)
-	require.Equal(t, KindError, latest.Kind, "Latest falls back to the error checkpoint")
+	require.Equal(t, checkpoint.KindError, latest.Kind, "Latest falls back to the error checkpoint")
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, info.Name()), good, 0o644))
 	removed, err = s.Prune(ctx)
@@ -850,7 +768,7 @@ func TestErrorCheckpointStaysWhileTheCleanOneAfterItDoesNotLoad(t *testing.T) {
 func TestKeepLastKeepsAnErrorCheckpointUntilSuperseded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), KeepLast(2), NoSync())
+	s := openStore[int](t, t.TempDir(), checkpoint.KeepLast(2), checkpoint.NoSync())
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -877,7 +795,7 @@ func TestKeepLastKeepsAnErrorCheckpointUntilSuperseded(t *testing.T) {
 func TestSavesBesideAnErrorCheckpointNoSaveCanSupersedeListNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	errName := defaultConfig().layout.format(fileName{step: 5, kind: KindError, attempt: 1})
+	const errName = "step_00000005.error.json" // step 5's first error checkpoint in the default layout
 	for _, tc := range []struct {
 		name  string
 		plant func(t *testing.T, dir string)
@@ -887,7 +805,7 @@ func TestSavesBesideAnErrorCheckpointNoSaveCanSupersedeListNothing(t *testing.T)
 		}},
 		{"stamped ahead", func(t *testing.T, dir string) {
 			ahead := func() time.Time { return time.Now().Add(365 * 24 * time.Hour) }
-			o := openStore[int](t, t.TempDir(), NoSync(), withClock(ahead))
+			o := openStore[int](t, t.TempDir(), checkpoint.NoSync(), checkpoint.WithClock(ahead))
 			info, err := o.SaveError(ctx, 5, 4, errors.New("boom"))
 			require.NoError(t, err)
 			b, err := os.ReadFile(info.Path)
@@ -899,8 +817,8 @@ func TestSavesBesideAnErrorCheckpointNoSaveCanSupersedeListNothing(t *testing.T)
 			t.Parallel()
 			dir := t.TempDir()
 			tc.plant(t, dir)
-			b := newCountingBackend(t, dir)
-			s, err := OpenBackend[int](b, NoSync())
+			b := newRequestCounter(t, dir)
+			s, err := checkpoint.OpenBackend[int](b, checkpoint.NoSync())
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
 			b.reset()
@@ -947,133 +865,30 @@ func TestCloseRemovesAnErrorCheckpointThatASaveLeftSuperseded(t *testing.T) {
 	var failing atomic.Bool // removals fail
 	fault := func(op inject.Op) error {
 		if op.Kind == inject.Remove && failing.Load() {
-			return fmt.Errorf("remove %s: %w", op.Name, errInjected)
+			return fmt.Errorf("remove %s: %w", op.Name, errFault)
 		}
 		return nil
 	}
 	failing.Store(true)
 	var reported []error
-	hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
-	s := openInjected[int](t, dir, fault, NoSync(), hooks)
+	hooks := checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) { reported = append(reported, err) }})
+	s := openFaulty[int](t, dir, fault, checkpoint.NoSync(), hooks)
 	_, err := s.SaveError(ctx, 5, 4, errors.New("boom"))
 	require.NoError(t, err)
 	_, err = s.SaveFinal(ctx, 5, 5)
 	require.NoError(t, err, "the pass's failure is not the save's")
 	require.NoError(t, s.Close(), "nor Close's")
 	require.Len(t, reported, 2, "the save's pass and Close's both failed, and said so: %v", reported)
-	require.ErrorIs(t, reported[1], errInjected)
+	require.ErrorIs(t, reported[1], errFault)
 
 	failing.Store(false)
-	s = openInjected[int](t, dir, fault, NoSync())
+	s = openFaulty[int](t, dir, fault, checkpoint.NoSync())
 	_, err = s.SaveFinal(ctx, 5, 5)
-	require.ErrorIs(t, err, ErrExists, "the next run saves nothing")
+	require.ErrorIs(t, err, checkpoint.ErrExists, "the next run saves nothing")
 	require.NoError(t, s.Close())
-	list, err := openStore[int](t, dir, ReadOnly()).List(ctx)
+	list, err := openStore[int](t, dir, checkpoint.ReadOnly()).List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"5f"}, kindsOf(list), "its Close removed the superseded error checkpoint")
-}
-
-// redateInIndex rewrites the store's header index in dir, as any program
-// can (its checksum is no signature), so that the header it holds for the
-// file name says it was saved at when: the file itself is untouched, and
-// so is its Version, which is all that ties the index to it.
-func redateInIndex(t *testing.T, dir, name string, when time.Time) {
-	t.Helper()
-	path := filepath.Join(dir, indexName)
-	idx, err := os.ReadFile(path)
-	require.NoError(t, err)
-	end := bytes.LastIndexByte(idx[:len(idx)-1], '\n') + 1             // the end line
-	saveTime := regexp.MustCompile(`("kind":"[a-z]+","time":)"[^"]*"`) // the header's, not an error record's
-	out := []byte(indexMagic)
-	found := false
-	for _, l := range bytes.SplitAfter(idx[len(indexMagic):end], []byte{'\n'}) {
-		if bytes.HasPrefix(l, []byte(name+"\t")) {
-			l = saveTime.ReplaceAll(l, fmt.Appendf(nil, `${1}%q`, when.Format(time.RFC3339Nano)))
-			found = true
-		}
-		out = append(out, l...)
-	}
-	require.True(t, found, "the index holds %s", name)
-	n := bytes.Count(out[len(indexMagic):], []byte{'\n'})
-	out = fmt.Appendf(out, "end %d %08x\n", n, crc32.Checksum(out, indexCRC))
-	require.NoError(t, os.WriteFile(path, out, 0o644))
-}
-
-// indexedStore saves steps 1 to indexMinWrite+20 in a fresh directory,
-// then does more (may be nil), and closes the store: its Close writes the
-// header index that a later store's first scan reads.
-func indexedStore(t *testing.T, more func(s *Store[int]) Info) (dir string, last Info) {
-	t.Helper()
-	ctx := context.Background()
-	dir = t.TempDir()
-	w := openStore[int](t, dir)
-	for step := int64(1); step <= indexMinWrite+20; step++ {
-		var err error
-		last, err = w.Save(ctx, step, int(step))
-		require.NoError(t, err)
-	}
-	if more != nil {
-		last = more(w)
-	}
-	require.NoError(t, w.Close())
-	_, err := os.Stat(filepath.Join(dir, indexName))
-	require.NoError(t, err, "the store wrote its index")
-	return dir, last
-}
-
-// Whether a clean checkpoint was saved after an error checkpoint is judged
-// on the save times in their files, never on those of the header index: an
-// index (hand-edited, or written by a buggy program) that dates the newest
-// checkpoint, an error one, before the clean checkpoint of its step does
-// not make a writer's Prune remove the failure that Latest is to redo.
-func TestSupersessionIsJudgedOnTheFilesSaveTimesNotTheIndexs(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir, errInfo := indexedStore(t, func(w *Store[int]) Info {
-		info, err := w.SaveError(ctx, indexMinWrite+20, -1, errors.New("step failed after its save"))
-		require.NoError(t, err)
-		return info
-	})
-	redateInIndex(t, dir, errInfo.Name(), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-
-	s := openStore[int](t, dir)
-	removed, err := s.Prune(ctx)
-	require.NoError(t, err)
-	require.Empty(t, removed)
-	_, err = os.Stat(errInfo.Path)
-	require.NoError(t, err, "the newest checkpoint, an error one, stays")
-	_, latest, err := s.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, KindError, latest.Kind, "Latest redoes the failed step")
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.True(t, list[len(list)-1].Time.Equal(errInfo.Time), "the cache holds the file's save time, not the index's: %v", list[len(list)-1])
-}
-
-// The retention rules, like supersession, remove a checkpoint only on
-// headers read from the files: an index that dates the newest checkpoint
-// (a final one, saved after the step checkpoint of its step) before the
-// other does not make KeepLast(1) remove it as the older one.
-func TestRetentionKeepsTheNewestCheckpointWhateverTheIndexSaysOfItsSaveTime(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir, final := indexedStore(t, func(w *Store[int]) Info {
-		info, err := w.SaveFinal(ctx, indexMinWrite+20, -1)
-		require.NoError(t, err)
-		return info
-	})
-	redateInIndex(t, dir, final.Name(), time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-
-	s := openStore[int](t, dir, KeepLast(1), PruneKinds(KindFinal))
-	removed, err := s.Prune(ctx)
-	require.NoError(t, err)
-	require.Len(t, removed, indexMinWrite+20, "every step checkpoint")
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{fmt.Sprintf("%df", indexMinWrite+20)}, kindsOf(list))
-	v, _, err := s.Latest(ctx)
-	require.NoError(t, err)
-	require.Equal(t, -1, v, "the final state, saved last")
 }
 
 // stringerName is a name that encodes as a JSON string: encoding/json saves it
@@ -1101,10 +916,10 @@ func TestAnErrorCheckpointStaysWhileTheCleanOneSavedAfterItDoesNotDecode(t *test
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		opts []Option
+		opts []checkpoint.Option
 	}{
 		{"no rule", nil},
-		{"KeepLast(1) of every kind", []Option{KeepLast(1), PruneKinds(KindError, KindFinal)}},
+		{"KeepLast(1) of every kind", []checkpoint.Option{checkpoint.KeepLast(1), checkpoint.PruneKinds(checkpoint.KindError, checkpoint.KindFinal)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -1116,7 +931,7 @@ func TestAnErrorCheckpointStaysWhileTheCleanOneSavedAfterItDoesNotDecode(t *test
 			bad, err := s.Save(ctx, 5, labelled{Step: 5, Label: stringerName("redo")})
 			require.NoError(t, err, "encoding/json encodes it")
 			_, _, err = s.LoadInfo(ctx, bad)
-			require.ErrorIs(t, err, ErrCorrupt, "and cannot decode it")
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt, "and cannot decode it")
 
 			removed, err := s.Prune(ctx)
 			require.NoError(t, err)
@@ -1125,33 +940,11 @@ func TestAnErrorCheckpointStaysWhileTheCleanOneSavedAfterItDoesNotDecode(t *test
 			_, err = os.Stat(errInfo.Path)
 			require.NoError(t, err, "the error checkpoint stays")
 
-			s = openStore[labelled](t, filepath.Dir(errInfo.Path), ReadOnly())
+			s = openStore[labelled](t, filepath.Dir(errInfo.Path), checkpoint.ReadOnly())
 			v, latest, err := s.Latest(ctx)
 			require.NoError(t, err)
-			require.Equal(t, KindError, latest.Kind, "Latest redoes the failed step")
+			require.Equal(t, checkpoint.KindError, latest.Kind, "Latest redoes the failed step")
 			require.Equal(t, labelled{Step: 5}, v)
 		})
-	}
-}
-
-// Reading headers from the files (not the index) before a removal costs a
-// save after Open one header read per checkpoint it removes, never one per
-// checkpoint that protects: on object storage each is a request.
-func TestRetentionReadsOneHeaderPerRemovalAfterOpen(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir, _ := indexedStore(t, nil)
-	b := newCountingBackend(t, dir)
-	s, err := OpenBackend[int](b, NoSync(), KeepLast(20))
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	_, err = s.Save(ctx, indexMinWrite+21, 0)
-	require.NoError(t, err)
-	calls := b.reset()
-	require.Equal(t, 1+indexMinWrite+1, calls["Open"], "the index, and each of the checkpoints removed: %v", calls)
-	for step := int64(indexMinWrite + 22); step < indexMinWrite+30; step++ {
-		_, err := s.Save(ctx, step, 0)
-		require.NoError(t, err)
-		require.Equal(t, map[string]int{"Create": 1, "Open": 1, "Remove": 1}, b.reset())
 	}
 }
