@@ -224,37 +224,6 @@ func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
 	require.Equal(t, sessionIDs(before), sessionIDs(after), "nothing was created")
 }
 
-func TestConcurrentNewSessionsGetDistinctIDs(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	// Two roots on one directory stand for two processes.
-	roots := []*checkpoint.Sessions{openSessions(t, dir), openSessions(t, dir)}
-	var wg sync.WaitGroup
-	ids := make(chan string, 40)
-	for i := range 8 {
-		wg.Go(func() {
-			for range 5 {
-				s, err := roots[i%2].New(ctx, nil)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				ids <- s.ID
-			}
-		})
-	}
-	wg.Wait()
-	close(ids)
-	seen := map[string]bool{}
-	for id := range ids {
-		require.False(t, seen[id], "ID %s given twice", id)
-		seen[id] = true
-	}
-	require.Len(t, seen, 40)
-	require.True(t, seen["040"])
-}
-
 func TestSessionMetaIsReplacedAtomically(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
