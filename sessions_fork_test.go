@@ -12,11 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
-	"github.com/gocheckpoint/checkpoint/backendtest"
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
+// TestForkCopiesHistoryUpToStep: a fork at a step holds the source's
+// checkpoints up to that step (hard links of them in a directory), not the
+// rolling file that holds a later step, and names its parent; fork and
+// source then go on apart. A step without a checkpoint, or a missing
+// source, forks nothing.
 func TestForkCopiesHistoryUpToStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -82,6 +86,8 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 	require.NoError(t, st.Close())
 }
 
+// TestForkTakesRollingFileUpToStep: a fork at the step the rolling file
+// holds takes the rolling file, and resumes from it.
 func TestForkTakesRollingFileUpToStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -106,6 +112,9 @@ func TestForkTakesRollingFileUpToStep(t *testing.T) {
 	require.NoError(t, fst.Close())
 }
 
+// TestForkOfDamagedStepCreatesNothing: a fork at a damaged checkpoint
+// fails with ErrCorrupt, an *Error naming the operation and the step, and
+// creates no session.
 func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -254,9 +263,10 @@ func (l linkFailsRoot) Sub(ctx context.Context, name string, create bool) (check
 	return linkFails{b}, nil
 }
 
-// A fork of a session whose writer is running leaves the writer's rolling
-// file as it was: its next save replaces it without a conflict (a hard link
-// to it would change its Version).
+// TestForkLeavesTheWritersRollingFileItsVersion: a fork of a session whose
+// writer is running leaves the writer's rolling file as it was: its next
+// save replaces it without a conflict (a hard link to it would change its
+// Version).
 func TestForkLeavesTheWritersRollingFileItsVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -342,6 +352,9 @@ func forkWhileWriting(t *testing.T, r *checkpoint.Sessions, src string, write fu
 	check(step, f)
 }
 
+// TestForkBesideRunningWriterWithRollingFile: a fork beside a writer that
+// replaces its rolling file at every step fails or holds the step it asked
+// for (forkWhileWriting).
 func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -359,6 +372,9 @@ func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
 	})
 }
 
+// TestForkBesideRunningWriterThatPrunes: a fork beside a writer that
+// prunes all but its last checkpoint fails or holds the step it asked for
+// (forkWhileWriting).
 func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 	t.Parallel()
 	skipUnderWine(t, "a save (a few file calls) outruns a fork (dozens, each a round trip to wineserver), so every fork can lose the race to the pruning writer")
@@ -377,67 +393,59 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 	})
 }
 
-// TestForkNeverMixesTwoHistories: a writer that rewrites history
-// (Truncate, then saves the same steps again) while Fork copies must not
-// leave a fork holding the old step 4 and the new step 5, a history the
-// parent never held; "if it prunes or replaces what Fork takes, Fork
-// fails".
+// TestForkNeverMixesTwoHistories: a Fork beside a writer that rewrites
+// history while the fork copies (Truncate, then the same steps saved
+// again) fails, or holds the old steps or the new ones: never the old
+// step 4 with the new step 5, a history the parent never held.
 func TestForkNeverMixesTwoHistories(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	m := backendtest.NewMem(backendtest.MemNoSync())
-	open := func(hook func(child, name string) error) *checkpoint.Sessions {
-		b, err := m.Open()
+	forEachBackend(t, func(t *testing.T, bt backendUnderTest) {
+		ctx := context.Background()
+		r := bt.openGated(t, nil)
+		_, err := r.Create(ctx, "a", nil)
 		require.NoError(t, err)
-		r, err := checkpoint.OpenSessionsBackend(gated{Backend: b, hook: hook})
+		playSession(t, r, "a", 5) // state of step n: 10n
+		w, err := checkpoint.OpenSessionStore[int](r, "a")
 		require.NoError(t, err)
-		t.Cleanup(func() { r.Close() })
-		return r
-	}
-	r := open(nil)
-	_, err := r.Create(ctx, "a", nil)
-	require.NoError(t, err)
-	playSession(t, r, "a", 5) // state of step n: 10n
-	w, err := checkpoint.OpenSessionStore[int](r, "a")
-	require.NoError(t, err)
-	defer w.Close()
+		defer w.Close()
 
-	at, proceed := make(chan struct{}), make(chan struct{})
-	var once bool
-	rF := open(func(child, name string) error {
-		if child == "001" && name == "step_00000004.json" && !once {
-			once = true
-			close(at)
-			<-proceed
+		at, proceed := make(chan struct{}), make(chan struct{})
+		var once bool
+		rF := bt.openGated(t, func(child, name string) error {
+			if child == "001" && name == "step_00000004.json" && !once {
+				once = true
+				close(at)
+				<-proceed
+			}
+			return nil
+		})
+		type result struct {
+			s   checkpoint.Session
+			err error
 		}
-		return nil
-	})
-	type result struct {
-		s   checkpoint.Session
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { s, err := rF.Fork(ctx, "a", 5, nil); done <- result{s, err} }()
-	<-at // the fork read step 4 and is about to copy it, then 5
-	_, err = w.Truncate(ctx, 3)
-	require.NoError(t, err)
-	for step := int64(4); step <= 5; step++ {
-		_, err := w.Save(ctx, step, int(step)*100)
+		done := make(chan result, 1)
+		go func() { s, err := rF.Fork(ctx, "a", 5, nil); done <- result{s, err} }()
+		<-at // the fork read step 4 and is about to copy it, then 5
+		_, err = w.Truncate(ctx, 3)
 		require.NoError(t, err)
-	}
-	close(proceed)
-	f := <-done
-	if f.err != nil {
-		t.Logf("fork failed: %v", f.err)
-		return // Fork saw the rewrite: the promise holds
-	}
-	st, err := checkpoint.OpenSessionStore[int](r, f.s.ID, checkpoint.ReadOnly())
-	require.NoError(t, err)
-	defer st.Close()
-	v4, _, err := st.Load(ctx, 4)
-	require.NoError(t, err)
-	v5, _, err := st.Load(ctx, 5)
-	require.NoError(t, err)
-	require.Truef(t, v4 == 40 && v5 == 50 || v4 == 400 && v5 == 500,
-		"fork %s holds step 4 = %d and step 5 = %d: a history the parent never held", f.s.ID, v4, v5)
+		for step := int64(4); step <= 5; step++ {
+			_, err := w.Save(ctx, step, int(step)*100)
+			require.NoError(t, err)
+		}
+		close(proceed)
+		f := <-done
+		if f.err != nil {
+			t.Logf("fork failed: %v", f.err)
+			return // Fork saw the rewrite: the promise holds
+		}
+		st, err := checkpoint.OpenSessionStore[int](r, f.s.ID, checkpoint.ReadOnly())
+		require.NoError(t, err)
+		defer st.Close()
+		v4, _, err := st.Load(ctx, 4)
+		require.NoError(t, err)
+		v5, _, err := st.Load(ctx, 5)
+		require.NoError(t, err)
+		require.Truef(t, v4 == 40 && v5 == 50 || v4 == 400 && v5 == 500,
+			"fork %s holds step 4 = %d and step 5 = %d: a history the parent never held", f.s.ID, v4, v5)
+	})
 }
