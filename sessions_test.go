@@ -63,7 +63,9 @@ func playSession(t *testing.T, r *checkpoint.Sessions, id string, last int64) {
 	require.NoError(t, st.Close())
 }
 
+// dirNamesExcept returns the names in dir but skip, sorted.
 func dirNamesExcept(t *testing.T, dir string, skip string) []string {
+	t.Helper()
 	var out []string
 	for _, n := range dirNames(t, dir) {
 		if n != skip {
@@ -91,7 +93,13 @@ func (c *settableClock) set(t time.Time) {
 	c.t = t
 }
 
-func TestSessionsCreateListResume(t *testing.T) {
+// TestSessionsCreateListAndResumeTheMostRecent: New numbers sessions from
+// 001, each in its directory with the root's layout; List puts the most
+// recently active first (a save or a SetMeta makes a session active), with
+// its checkpoints, last step, last save and meta; ResumeSession opens the
+// most recent, and is ErrNotFound in an empty root. Create takes a name
+// once, and New numbers on after the highest number.
+func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -166,6 +174,9 @@ func TestSessionsCreateListResume(t *testing.T) {
 	require.Equal(t, "004", s.ID)
 }
 
+// TestSessionIDsAreValidated: an ID that is no plain name (empty, a dot
+// name, a path, hidden, with a space, not ASCII, longer than the longest)
+// is ErrInvalid to every call that takes one, and nothing is created.
 func TestSessionIDsAreValidated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -224,6 +235,8 @@ func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
 	require.Equal(t, sessionIDs(before), sessionIDs(after), "nothing was created")
 }
 
+// TestSessionMetaIsReplacedAtomically: SetMetas at once each replace the
+// meta whole, and leave no temporary file.
 func TestSessionMetaIsReplacedAtomically(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -249,6 +262,9 @@ func TestSessionMetaIsReplacedAtomically(t *testing.T) {
 	}
 }
 
+// TestSessionFileIsReserved: session.json is the root's: a session's store
+// refuses it as a side file, and opening the store leaves its temporary
+// files alone; the next SetMeta removes a stale one and leaves a fresh one.
 func TestSessionFileIsReserved(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -263,7 +279,7 @@ func TestSessionFileIsReserved(t *testing.T) {
 
 	// A SetMeta in flight in another process has a temporary file of
 	// session.json: opening the session's store must leave it alone, and
-	// the next SetMeta (under the root's lock) removes it if it is stale.
+	// the next SetMeta removes it if it is stale.
 	temp := filepath.Join(s.Dir, ".session.json123456")
 	require.NoError(t, os.WriteFile(temp, []byte("{"), 0o644))
 	fresh := filepath.Join(s.Dir, ".session.json654321")
@@ -282,7 +298,11 @@ func TestSessionFileIsReserved(t *testing.T) {
 	require.Equal(t, "2", got.Meta["turn"])
 }
 
-func TestReadOnlySessions(t *testing.T) {
+// TestReadOnlySessionsReadBesideTheWriter: a read-only root refuses New,
+// Fork, SetMeta and saves with ErrReadOnly, and reads a session beside its
+// live writer, whose lock still keeps a second writer out; a read-only root
+// that does not exist is ErrNotFound.
+func TestReadOnlySessionsReadBesideTheWriter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -359,10 +379,10 @@ func TestDirectoryRootReadsTheSameEitherWay(t *testing.T) {
 	}
 }
 
-// TestSessionsOnDirBackend runs the sessions of a Backend on the local
-// directory, through the generic path (OpenSessionsBackend(dirstore.Open(...)))
-// rather than OpenSessions.
-func TestSessionsOnDirBackend(t *testing.T) {
+// TestDirectoryBackendPassesTheSessionsSuite: backendtest's sessions suite
+// passes over the directory's Backend (dirstore.Open), as over
+// backendtest.Mem (TestMemRunsSessions, package backendtest).
+func TestDirectoryBackendPassesTheSessionsSuite(t *testing.T) {
 	t.Parallel()
 	backendtest.RunSessions(t, func(t *testing.T) checkpoint.Backend {
 		b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
