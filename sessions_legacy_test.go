@@ -19,9 +19,9 @@ type passThrough struct{ checkpoint.Backend }
 
 func (p passThrough) Unwrap() checkpoint.Backend { return p.Backend }
 
-// openRoot opens the directory dir as a root of sessions with NoSync, and
-// closes it when t ends.
-type openRoot func(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Sessions
+// rootOpener opens the directory dir as a root of sessions with NoSync,
+// and closes it when t ends.
+type rootOpener func(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Sessions
 
 // openWrappedSessions opens dir as a root of sessions through
 // OpenSessionsBackend over a pass-through wrapper of the directory's
@@ -39,10 +39,10 @@ func openWrappedSessions(t *testing.T, dir string, opts ...checkpoint.Option) *c
 // forEachDirectoryRoot runs test over both ways to open a directory as a
 // root of sessions: OpenSessions, and OpenSessionsBackend over a wrapper of
 // the directory, which behaves as the directory does.
-func forEachDirectoryRoot(t *testing.T, test func(t *testing.T, open openRoot)) {
+func forEachDirectoryRoot(t *testing.T, test func(t *testing.T, open rootOpener)) {
 	for _, root := range []struct {
 		name string
-		open openRoot
+		open rootOpener
 	}{
 		{"OpenSessions", openSessions},
 		{"wrapped directory", openWrappedSessions},
@@ -99,7 +99,7 @@ func writeLegacyRoot(t *testing.T, dir string) (stale string) {
 // with the next New and SetMeta.
 func TestRootWrittenByEarlierReleaseOpensAndIsCleaned(t *testing.T) {
 	t.Parallel()
-	forEachDirectoryRoot(t, func(t *testing.T, open openRoot) {
+	forEachDirectoryRoot(t, func(t *testing.T, open rootOpener) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		stale := writeLegacyRoot(t, dir)
@@ -147,11 +147,12 @@ func TestRootWrittenByEarlierReleaseOpensAndIsCleaned(t *testing.T) {
 // TestGoldenRootOfEarlierReleaseOpens opens a copy of a root that the
 // directory protocol of earlier releases wrote (the command line's test
 // fixture: a root lock file, a staging directory, and a directory with a
-// checkpoint but no session.json): it lists as it always did, and
-// RemoveStaging removes the protocol's leftovers and nothing else.
+// checkpoint but no session.json): its sessions list, the one without
+// session.json as damaged, and RemoveStaging removes the protocol's
+// leftovers and nothing else.
 func TestGoldenRootOfEarlierReleaseOpens(t *testing.T) {
 	t.Parallel()
-	forEachDirectoryRoot(t, func(t *testing.T, open openRoot) {
+	forEachDirectoryRoot(t, func(t *testing.T, open rootOpener) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("internal", "cli", "testdata", "campaign"))))
@@ -179,7 +180,7 @@ func TestGoldenRootOfEarlierReleaseOpens(t *testing.T) {
 // Fork is never listed, and the next New removes it.
 func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
 	t.Parallel()
-	forEachDirectoryRoot(t, func(t *testing.T, open openRoot) {
+	forEachDirectoryRoot(t, func(t *testing.T, open rootOpener) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		r := open(t, dir)
@@ -204,7 +205,7 @@ func TestHalfMadeSessionIsInvisibleAndCleanedUp(t *testing.T) {
 // reports it once.
 func TestRemoveStagingReportsALegacyStagingDirectoryOnce(t *testing.T) {
 	t.Parallel()
-	forEachDirectoryRoot(t, func(t *testing.T, open openRoot) {
+	forEachDirectoryRoot(t, func(t *testing.T, open rootOpener) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, ".sessions.lock"), nil, 0o644))
@@ -227,13 +228,13 @@ func TestRemoveStagingReportsALegacyStagingDirectoryOnce(t *testing.T) {
 func TestOddStagingDirectoryDoesNotBlockNew(t *testing.T) {
 	t.Parallel()
 	skipOnWindows(t, unixOnly)
-	forEachDirectoryRoot(t, func(t *testing.T, open openRoot) {
+	forEachDirectoryRoot(t, func(t *testing.T, open rootOpener) {
 		dir := t.TempDir()
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, ".staging-tool", "cache"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, ".staging-tool", "cache", "x"), nil, 0o644))
 		r := open(t, dir)
 		_, err := r.New(context.Background(), nil)
-		require.NoError(t, err, "New fails for ever on this root")
+		require.NoError(t, err, "an odd staging directory makes New fail")
 	})
 }
 
@@ -245,7 +246,7 @@ func TestOddStagingDirectoryDoesNotBlockNew(t *testing.T) {
 func TestLegacyStagingRemovalStaysInTheRoot(t *testing.T) {
 	t.Parallel()
 	skipOnWindows(t, unixOnly)
-	forEachDirectoryRoot(t, func(t *testing.T, open openRoot) {
+	forEachDirectoryRoot(t, func(t *testing.T, open rootOpener) {
 		ctx := context.Background()
 		base := t.TempDir()
 		dir := filepath.Join(base, "root")

@@ -175,7 +175,7 @@ func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 }
 
 // TestSessionIDsAreValidated: an ID that is no plain name (empty, a dot
-// name, a path, hidden, with a space, not ASCII, longer than the longest)
+// name, a path, hidden, with a space, not ASCII, over 64 bytes)
 // is ErrInvalid to every call that takes one, and nothing is created.
 func TestSessionIDsAreValidated(t *testing.T) {
 	t.Parallel()
