@@ -10,12 +10,10 @@ import (
 	"github.com/gocheckpoint/checkpoint"
 )
 
-// TestOpenThroughAWrapperRemovesStaleTemps: "a crash at any instant
-// leaves ... at worst a temporary file that the next Open removes". A
-// writer opened through the trivial pass-through wrapper of the directory
-// (one that says what it wraps, and is treated as the directory) leaves
-// the temporary file of a crashed save in place, for ever: the wrapper
-// does not implement TempCleaner, and nothing else removes it.
+// TestOpenThroughAWrapperRemovesStaleTemps: a crash at any instant leaves
+// at worst a temporary file that the next Open removes, also when the
+// writer opens the directory through a pass-through wrapper (one that says
+// what it wraps, as passThrough does) that implements no TempCleaner.
 func TestOpenThroughAWrapperRemovesStaleTemps(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

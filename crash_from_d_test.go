@@ -12,8 +12,8 @@ import (
 	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
-// openSessionsDirBackend opens the root of sessions dir through the
-// generic path: OpenSessionsBackend on the directory's Backend.
+// openSessionsDirBackend opens the root of sessions dir through
+// OpenSessionsBackend on the directory's Backend.
 func openSessionsDirBackend(dir string, opts ...Option) (*Sessions, error) {
 	b, err := openDirWith(dir, opts...)
 	if err != nil {
@@ -40,8 +40,7 @@ func TestKill9DuringSessionsOnABackendLeavesNoHalfSession(t *testing.T) {
 	for kill := 0; kill < kills; kill++ {
 		// The child acknowledges each session it finished and says
 		// "forking" before each fork: killing it after a line chosen at
-		// random kills it now and then mid-fork (most kills land in the
-		// slower fsyncs of New and Save).
+		// random kills it now and then mid-fork.
 		killSessionsChild(t, rng, 9, acked, dir, "backend")
 		r, err := openSessionsDirBackend(dir)
 		require.NoError(t, err)
@@ -82,6 +81,7 @@ func TestKill9DuringSessionsOnABackendLeavesNoHalfSession(t *testing.T) {
 	t.Logf("%d kills, %d sessions finished, %d half-made forks removed", kills, len(acked), len(removed))
 }
 
+// objectNamesIn returns the names of the objects in b.
 func objectNamesIn(t *testing.T, b Backend) []string {
 	t.Helper()
 	objs, err := b.List(context.Background())
