@@ -7,12 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// What the black-box tests of sessions know of the engine's internals: the
-// clock a root's stores stamp saves with, how long a temporary file of
-// session.json may be taken for a live SetMeta's, the longest session ID,
-// and the directory's name for a temporary file.
-var WithClock = withClock
-
+// What the black-box tests of sessions know of the engine's internals: how
+// long a temporary file of session.json may be taken for a live SetMeta's,
+// the longest session ID, and the directory's name for a temporary file
+// (and WithClock, in export_b_test.go).
 const (
 	StaleSessionTemp = staleSessionTemp
 	MaxSessionIDLen  = maxSessionIDLen
