@@ -1,8 +1,12 @@
 package checkpoint
 
 import (
-	"github.com/gocheckpoint/checkpoint/internal/names"
+	"context"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint/internal/names"
 
 	"github.com/stretchr/testify/require"
 
@@ -152,4 +156,46 @@ func openTestDir(t testing.TB) Backend {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+func TestFileNamesFollowLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		opts []Option
+		step int64
+		want string
+	}{
+		{nil, 7, "step_00000007.json"},
+		{[]Option{WithLayout("turn", 3)}, 7, "turn_007.json"},
+		{[]Option{WithLayout("turn", 3)}, 1234, "turn_1234.json"},
+		{[]Option{WithLayout("beat", 1), Gzip()}, 0, "beat_0.json.gz"},
+		{[]Option{WithLayout("run-1.a", 5)}, 42, "run-1.a_00042.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore[int](t, dir, tt.opts...)
+			info, err := s.Save(ctx, tt.step, 1)
+			require.NoError(t, err)
+			require.Equal(t, filepath.Join(dir, tt.want), info.Path)
+			require.Equal(t, tt.want, info.Name())
+			require.FileExists(t, info.Path)
+		})
+	}
+}
+
+func TestInvalidLayoutIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, l := range []struct {
+		prefix string
+		digits int
+	}{{"", 3}, {".hidden", 3}, {"a/b", 3}, {"..", 3}, {"turn", 0}, {"turn", 20}, {strings.Repeat("x", 65), 3}} {
+		_, err := Open[int](t.TempDir(), WithLayout(l.prefix, l.digits))
+		require.ErrorIs(t, err, ErrInvalid, "layout %q %d", l.prefix, l.digits)
+	}
+	_, err := Open[int](t.TempDir(), Every(-1))
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = Open[int](t.TempDir(), KeepLast(-1))
+	require.ErrorIs(t, err, ErrInvalid)
 }

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,28 +40,6 @@ func TestStreamedLoadNeverReturnsAStateThatFailsItsChecksum(t *testing.T) {
 		require.Contains(t, err.Error(), "checksum mismatch")
 		require.Zero(t, got)
 	}
-}
-
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return b
-}
-
-// compressLike compresses raw as a store of compression comp writes.
-func compressLike(t *testing.T, comp string, raw []byte) []byte {
-	t.Helper()
-	switch comp {
-	case "gzip":
-		return gzipped(t, raw)
-	case "zstd":
-		enc, err := zstd.NewWriter(nil)
-		require.NoError(t, err)
-		defer enc.Close()
-		return enc.EncodeAll(raw, nil)
-	}
-	return raw
 }
 
 type notPlain struct {
@@ -123,10 +103,89 @@ func TestStoreLoadsMeanWhatEncodingJSONMeans(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorrupt, "the load decoded %+v", loaded)
 }
 
-// withTrailerV2 completes an envelope body (everything before the
-// checksum) with format 2's correct checksum.
-func withTrailerV2(body string) []byte {
-	sum := trailerV2.Sum()
-	sum.Write([]byte(body))
-	return appendTrailer([]byte(body), trailerV2, sum)
+func TestLoadMissingStepIsNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, WithLayout("turn", 3))
+	_, _, err := s.Load(ctx, 4)
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Contains(t, err.Error(), "load step 4")
+	require.Contains(t, err.Error(), dir)
+	_, err = s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	_, _, err = s.Load(ctx, 4)
+	require.ErrorIs(t, err, ErrNotFound)
+	_, _, err = s.Load(ctx, -1)
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+// errHostBug is what panickyState's decoder panics with.
+var errHostBug = errors.New("the host's decoder is broken")
+
+// panickyState's decoder panics on some states: with an error on turn 13,
+// with a string on turn 14.
+type panickyState struct{ Turn int }
+
+func (p *panickyState) UnmarshalJSON(b []byte) error {
+	var v struct{ Turn int }
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	switch v.Turn {
+	case 13:
+		panic(errHostBug)
+	case 14:
+		panic("unlucky turn")
+	}
+	p.Turn = v.Turn
+	return nil
+}
+
+// A panic in the state type's decoder, on a file that verified, fails that
+// load with an error wrapping the panic's value (an ErrCorrupt error, as a
+// decode failure is; the file is not moved aside): Latest falls back past
+// it, and the store goes on and closes.
+func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open[panickyState](dir, NoSync())
+	require.NoError(t, err)
+	for step, turn := range []int{1, 13, 14} {
+		_, err := s.Save(ctx, int64(step), panickyState{Turn: turn})
+		require.NoError(t, err)
+	}
+	var got panickyState
+	var info Info
+	require.NotPanics(t, func() { got, info, err = s.Latest(ctx) })
+	require.NoError(t, err)
+	require.Equal(t, int64(0), info.Step)
+	require.Equal(t, 1, got.Turn)
+
+	require.NotPanics(t, func() { got, _, err = s.Load(ctx, 1) })
+	require.ErrorIs(t, err, errHostBug)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.False(t, isDamage(err), "a host's panic is no proof of damage: %v", err)
+	require.Contains(t, err.Error(), "panic")
+	require.Zero(t, got)
+	require.NotPanics(t, func() { _, _, err = s.Load(ctx, 2) })
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.Contains(t, err.Error(), "unlucky turn")
+	require.FileExists(t, filepath.Join(dir, "step_00000001.json"))
+	// A side file read into such a type too.
+	require.NoError(t, s.WriteJSON(ctx, "side.json", panickyState{Turn: 13}))
+	var side panickyState
+	require.NotPanics(t, func() { err = s.ReadJSON(ctx, "side.json", &side) })
+	require.ErrorIs(t, err, errHostBug)
+	require.ErrorIs(t, err, ErrCorrupt)
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after a load whose decoder panicked")
+	}
 }

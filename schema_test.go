@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -455,25 +454,6 @@ func TestNegativeSchemaInHeaderIsCorrupt(t *testing.T) {
 	require.ErrorContains(t, err, "negative schema -1")
 }
 
-// Retention never removes the newest checkpoint that loads, and a file of a
-// newer schema counts as one: it is a newer release's, not damage.
-func TestRetentionKeepsNewerSchemaFileAsLoadable(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	saveAt(t, dir, 1, heroV1{Name: "Ana"}, WithSchema(1, heroMigrations[0]))
-	saveAt(t, dir, 2, heroV1{Name: "Ana"}, WithSchema(1, heroMigrations[0]))
-	saveAt(t, dir, 3, heroV2{Name: "Ana"}, WithSchema(2, heroMigrations...))
-
-	// KeepEvery(10) keeps none of steps 1-3: only the newest checkpoint
-	// that loads is spared.
-	s := openStore[heroV1](t, dir, WithSchema(1, heroMigrations[0]), KeepEvery(10), NoSync())
-	removed, err := s.Prune(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2}, steps(removed))
-	require.FileExists(t, filepath.Join(dir, "step_00000003.json"))
-}
-
 func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -543,120 +523,4 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		_, err = r0.Fork(ctx, s.ID, 2, nil)
 		require.ErrorIs(t, err, ErrNewerSchema)
 	})
-}
-
-// testdata/v1/schema holds golden files of format 1 with a schema, written
-// when schemas were introduced: turn_001.json at schema 1, whose agents had
-// "health" where schema 2 (goldenState) has "hp", and turn_002.json at
-// schema 2. They must load forever: never regenerate or edit them.
-var goldenSchemaDir = filepath.Join("testdata", "v1", "schema")
-
-type goldenAgentV1 struct {
-	Name   string   `json:"name"`
-	Memory []string `json:"memory"`
-	Health int      `json:"health"`
-}
-
-type goldenSchemaFile struct {
-	h     header
-	state []byte
-}
-
-// goldenSchemaFiles are the golden files of goldenSchemaDir and the header
-// and state each was written with.
-func goldenSchemaFiles(t *testing.T) map[string]goldenSchemaFile {
-	t.Helper()
-	v2 := goldenStateAt(2)
-	v1 := map[string]any{"turn": int64(1), "log": goldenStateAt(1).Log, "seen": goldenStateAt(1).Seen}
-	agents := make(map[string]goldenAgentV1)
-	for id, a := range goldenStateAt(1).Agents {
-		agents[id] = goldenAgentV1{Name: a.Name, Memory: a.Memory, Health: a.HP}
-	}
-	v1["agents"] = agents
-	s1, err := encodeState(v1)
-	require.NoError(t, err)
-	s2, err := encodeState(v2)
-	require.NoError(t, err)
-	return map[string]goldenSchemaFile{
-		"turn_001.json": {header{Format: 1, Schema: 1, Step: 1, Kind: KindStep, Time: goldenTime}, s1},
-		"turn_002.json": {header{Format: 1, Schema: 2, Step: 2, Kind: KindStep, Time: goldenTime, Meta: map[string]string{"release": "2"}}, s2},
-	}
-}
-
-// goldenHealthToHP is the migration of the golden files from schema 1 to 2.
-var goldenHealthToHP = Migration{From: 1, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
-	return editJSON(in, func(m map[string]json.RawMessage) error {
-		var agents map[string]map[string]json.RawMessage
-		if err := json.Unmarshal(m["agents"], &agents); err != nil {
-			return err
-		}
-		for _, a := range agents {
-			a["hp"] = a["health"]
-			delete(a, "health")
-		}
-		var err error
-		m["agents"], err = json.Marshal(agents)
-		return err
-	})
-}}
-
-// TestWriteGoldenSchemaV1 wrote testdata/v1/schema once. It never rewrites
-// a file that exists, and runs only when asked:
-// CHECKPOINT_WRITE_GOLDEN=schema-v1 go test -run WriteGoldenSchema
-func TestWriteGoldenSchemaV1(t *testing.T) {
-	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "schema-v1" {
-		t.Skip("golden files are written once per format version")
-	}
-	require.NoError(t, os.MkdirAll(goldenSchemaDir, 0o755))
-	for name, g := range goldenSchemaFiles(t) {
-		path := filepath.Join(goldenSchemaDir, name)
-		if _, err := os.Stat(path); err == nil {
-			continue
-		}
-		require.NoError(t, os.WriteFile(path, envelopeBytes(g.h, g.state), 0o644))
-	}
-}
-
-func TestGoldenSchemaV1Loads(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[goldenState](t, goldenSchemaDir, WithLayout("turn", 3), ReadOnly(), StrictDecoding(), WithSchema(2, goldenHealthToHP))
-	for step, schema := range map[int64]int{1: 1, 2: 2} {
-		got, info, err := s.Load(ctx, step)
-		require.NoError(t, err)
-		require.Equal(t, goldenStateAt(step), got)
-		require.Equal(t, 1, info.Format)
-		require.Equal(t, schema, info.Schema)
-		require.Equal(t, goldenTime, info.Time)
-	}
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, 2)
-	require.Equal(t, map[string]string{"release": "2"}, list[1].Meta)
-
-	// A store of schema 1 reads the first and refuses the second.
-	old := openStore[json.RawMessage](t, goldenSchemaDir, WithLayout("turn", 3), ReadOnly(), WithSchema(1))
-	_, _, err = old.Load(ctx, 1)
-	require.NoError(t, err)
-	_, _, err = old.Latest(ctx)
-	require.ErrorIs(t, err, ErrNewerSchema)
-}
-
-// TestGoldenSchemaV1WriterUnchanged proves that today's writer puts the
-// schema where the golden files have it, byte for byte.
-func TestGoldenSchemaV1WriterUnchanged(t *testing.T) {
-	t.Parallel()
-	for name, g := range goldenSchemaFiles(t) {
-		onDisk, err := os.ReadFile(filepath.Join(goldenSchemaDir, name))
-		require.NoError(t, err)
-		require.Equal(t, string(onDisk), string(envelopeBytes(g.h, g.state)), name)
-	}
-	dir := t.TempDir()
-	info := saveAt(t, dir, 2, goldenStateAt(2), WithSchema(2, goldenHealthToHP), withClock(func() time.Time { return goldenTime }))
-	b, err := os.ReadFile(info.Path)
-	require.NoError(t, err)
-	g := goldenSchemaFiles(t)["turn_002.json"]
-	g.h.Meta = nil
-	g.h.Format = formatVersion
-	require.Equal(t, string(envelopeBytes(g.h, g.state)), string(b))
 }
