@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -10,15 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
 
 func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
 	t.Parallel()
-	_, err := Open[int](t.TempDir(), Gzip(), Zstd())
-	require.ErrorIs(t, err, ErrInvalid)
-	var e *Error
+	_, err := checkpoint.Open[int](t.TempDir(), checkpoint.Gzip(), checkpoint.Zstd())
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	var e *checkpoint.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "open", e.Op)
 	require.Contains(t, err.Error(), "Gzip and Zstd")
@@ -33,13 +35,13 @@ func TestZstdCheckpointBehindASkippableFrameWasMovedAsideAsDamaged(t *testing.T)
 	skippable := []byte{0x5a, 0x2a, 0x4d, 0x18, 4, 0, 0, 0, 'm', 'e', 't', 'a'}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(4<<20))
 	require.NoError(t, err)
-	env := envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`7`))
+	env := envelopeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`7`))
 	file := append(append(skippable, enc.EncodeAll(env, nil)...), skippable...)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "step_00000001.json.zst")
 	require.NoError(t, os.WriteFile(path, file, 0o644))
 
-	s := openStore[int](t, dir, NoSync())
+	s := openStore[int](t, dir, checkpoint.NoSync())
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
@@ -48,7 +50,7 @@ func TestZstdCheckpointBehindASkippableFrameWasMovedAsideAsDamaged(t *testing.T)
 	require.NoError(t, err)
 	require.Equal(t, 7, v)
 	_, err = s.Save(ctx, 1, 8)
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	requireUntouched(t, path, file)
 }
 
@@ -58,7 +60,7 @@ func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
 		t.Skip("zstd is not installed")
 	}
 	ctx := context.Background()
-	s := openStore[gameState](t, t.TempDir(), Zstd())
+	s := openStore[gameState](t, t.TempDir(), checkpoint.Zstd())
 	for _, step := range []int64{1, 2} { // a 10 KB and a 3 MB state: one block, many
 		st := sampleState(step)
 		if step == 2 {
@@ -68,7 +70,7 @@ func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
 		require.NoError(t, err)
 		out, err := exec.Command("zstd", "-dc", info.Path).Output()
 		require.NoError(t, err)
-		_, err = verify(out)
+		_, err = format.Verify(out)
 		require.NoError(t, err)
 		require.True(t, bytes.Contains(out, []byte(`"state":{"turn":`+string(rune('0'+step)))))
 	}
@@ -80,7 +82,7 @@ func TestZstdFilesAreReadByTheZstdTool(t *testing.T) {
 func TestLargeStatesRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, opts := range map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "zstd async": {Zstd(), Async(2)}} {
+	for name, opts := range map[string][]checkpoint.Option{"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}, "zstd async": {checkpoint.Zstd(), checkpoint.Async(2)}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := openStore[[]string](t, t.TempDir(), opts...)
@@ -108,34 +110,34 @@ func TestMixedCompressionStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	plain := openStore[gameState](t, dir, WithLayout("turn", 3))
+	plain := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
 	for turn := int64(1); turn <= 2; turn++ {
 		_, err := plain.Save(ctx, turn, sampleState(turn))
 		require.NoError(t, err)
 	}
 	require.NoError(t, plain.Close())
 
-	gz := openStore[gameState](t, dir, WithLayout("turn", 3), Gzip())
+	gz := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Gzip())
 	info, err := gz.Save(ctx, 3, sampleState(3))
 	require.NoError(t, err)
 	require.Equal(t, "turn_003.json.gz", info.Name())
 	raw, err := os.ReadFile(info.Path)
 	require.NoError(t, err)
-	require.Equal(t, gzipMagic, raw[:2])
+	require.Equal(t, format.GzipMagic, raw[:2])
 	require.NoError(t, gz.Close())
 
-	zs := openStore[gameState](t, dir, WithLayout("turn", 3), Zstd())
+	zs := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Zstd())
 	info, err = zs.Save(ctx, 4, sampleState(4))
 	require.NoError(t, err)
 	require.Equal(t, "turn_004.json.zst", info.Name())
 	raw, err = os.ReadFile(info.Path)
 	require.NoError(t, err)
-	require.Equal(t, zstdMagic, raw[:4])
+	require.Equal(t, format.ZstdMagic, raw[:4])
 	// A step saved in another compression exists: never a second file.
 	_, err = zs.Save(ctx, 3, sampleState(3))
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	_, err = zs.Save(ctx, 1, sampleState(1))
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 
 	list, err := zs.List(ctx)
 	require.NoError(t, err)
@@ -153,7 +155,7 @@ func TestMixedCompressionStore(t *testing.T) {
 	require.NoError(t, zs.Close())
 
 	// Compression off again: the compressed files still load.
-	again := openStore[gameState](t, dir, WithLayout("turn", 3))
+	again := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
 	got, info, err := again.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "zstd", info.Compression)
@@ -161,4 +163,14 @@ func TestMixedCompressionStore(t *testing.T) {
 	got, _, err = again.Load(ctx, 3)
 	require.NoError(t, err)
 	require.Equal(t, sampleState(3), got)
+}
+
+// requireUntouched checks that the file at path still holds before and
+// was not moved aside.
+func requireUntouched(t *testing.T, path string, before []byte) {
+	t.Helper()
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.NoFileExists(t, path+checkpoint.QuarantineSuffix)
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
 )
 
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
-	for name, opts := range map[string][]Option{
-		"gzip":       {Gzip()},
-		"zstd":       {Zstd()},
-		"zstd async": {Zstd(), Async(4)},
+	for name, opts := range map[string][]checkpoint.Option{
+		"gzip":       {checkpoint.Gzip()},
+		"zstd":       {checkpoint.Zstd()},
+		"zstd async": {checkpoint.Zstd(), checkpoint.Async(4)},
 	} {
 		t.Run(name, func(t *testing.T) { testConcurrentUse(t, opts...) })
 	}
@@ -28,7 +29,7 @@ func TestCloseWaitsForOperationsInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open[int](dir)
+	s, err := checkpoint.Open[int](dir)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	results := make(chan error, 50)
@@ -48,11 +49,11 @@ func TestCloseWaitsForOperationsInFlight(t *testing.T) {
 		if err == nil {
 			saved++
 		} else {
-			require.ErrorIs(t, err, ErrClosed)
+			require.ErrorIs(t, err, checkpoint.ErrClosed)
 		}
 	}
 	// Every save that succeeded is whole on disk.
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, saved)
@@ -69,7 +70,7 @@ func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
 	// (up to 1 s, see retryInUse), and a stream of loads can outlast that.
 	skipUnderWine(t, "Wine 8 has no POSIX rename (FileRenameInformationEx): as on a FAT volume, a file that is open cannot be renamed over")
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), Every(0), WithRolling())
+	s := openStore[int](t, t.TempDir(), checkpoint.Every(0), checkpoint.WithRolling())
 	_, _, err := s.Tick(ctx, 1, 1)
 	require.NoError(t, err)
 	done := make(chan struct{})
@@ -94,7 +95,7 @@ func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
 			continue
 		}
 		v, info, err := s.Load(ctx, list[0].Step)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // the rolling file moved on: the honest answer
 		}
 		require.NoError(t, err)
@@ -110,7 +111,7 @@ func TestInfoIsACopy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir())
-	info, err := s.Save(ctx, 1, 1, WithMeta("k", "v"))
+	info, err := s.Save(ctx, 1, 1, checkpoint.WithMeta("k", "v"))
 	require.NoError(t, err)
 	info.Meta["k"] = "mutated by caller"
 	_, err = s.SaveError(ctx, 2, 2, fmt.Errorf("x: %w", os.ErrClosed))
@@ -144,7 +145,7 @@ func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 	var once sync.Once
 	// The clock is read inside a save, with the save counted in flight:
 	// blocking it holds a save in the middle.
-	s, err := Open[int](dir, withClock(func() time.Time {
+	s, err := checkpoint.Open[int](dir, checkpoint.WithClock(func() time.Time {
 		once.Do(func() { close(entered); <-release })
 		return time.Now()
 	}))
@@ -154,13 +155,7 @@ func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 	<-entered
 	first := make(chan error, 1)
 	go func() { first <- s.Close() }()
-	for { // until the first Close has begun
-		s.mu.Lock()
-		closed := s.closed
-		s.mu.Unlock()
-		if closed {
-			break
-		}
+	for !checkpoint.IsClosing(s) { // until the first Close has begun
 		runtime.Gosched()
 	}
 	go func() {
@@ -171,7 +166,7 @@ func TestSecondCloseWaitsForTheFirst(t *testing.T) {
 	}()
 	require.NoError(t, s.Close())
 	// Whichever Close returned, the lock is free once it has.
-	again, err := Open[int](dir)
+	again, err := checkpoint.Open[int](dir)
 	require.NoError(t, err, "a Close returned before the store was closed")
 	require.NoError(t, again.Close())
 	require.NoError(t, <-first)
@@ -200,9 +195,61 @@ func TestConcurrentSavesOfOneStep(t *testing.T) {
 		if err == nil {
 			ok++
 		} else {
-			require.ErrorIs(t, err, ErrExists)
+			require.ErrorIs(t, err, checkpoint.ErrExists)
 		}
 	}
 	require.Equal(t, 1, ok)
 	require.Equal(t, []string{".checkpoint.lock", "step_00000007.json"}, dirNames(t, dir))
+}
+
+// testConcurrentUse saves, lists and loads from many goroutines at once
+// and checks that every save is whole and every step loads.
+func testConcurrentUse(t *testing.T, opts ...checkpoint.Option) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, opts...)
+	const writers, perWriter = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*perWriter*4)
+	for w := 0; w < writers; w++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				step := int64(w*perWriter + i)
+				if _, err := s.Save(ctx, step, sampleState(step)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				if _, _, err := s.Latest(ctx); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+					errs <- err
+				}
+				if _, err := s.List(ctx); err != nil {
+					errs <- err
+				}
+				if _, _, err := s.Load(ctx, int64(i)); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Flush(ctx))
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, writers*perWriter)
+	for i, info := range list {
+		require.Equal(t, int64(i), info.Step)
+		got, _, err := s.Load(ctx, info.Step)
+		require.NoError(t, err)
+		require.Equal(t, sampleState(info.Step), got)
+	}
 }

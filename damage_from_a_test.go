@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +21,7 @@ func TestFirstListOpensNoSymlinkFIFOOrDirectoryAtACheckpointName(t *testing.T) {
 	requireSymlinks(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[corpusState](t, dir, WithLayout("c", 3))
+	w := openStore[corpusState](t, dir, checkpoint.WithLayout("c", 3))
 	one, err := w.Save(ctx, 1, corpusStateAt(1))
 	require.NoError(t, err)
 	two, err := w.Save(ctx, 2, corpusStateAt(2))
@@ -35,13 +37,13 @@ func TestFirstListOpensNoSymlinkFIFOOrDirectoryAtACheckpointName(t *testing.T) {
 		mkfifo(t, filepath.Join(dir, "c_004.json"))
 	}
 
-	s := openStore[corpusState](t, dir, WithLayout("c", 3), ReadOnly())
+	s := openStore[corpusState](t, dir, checkpoint.WithLayout("c", 3), checkpoint.ReadOnly())
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1, "%+v", list)
 	require.Equal(t, one.Path, list[0].Path)
 	_, _, err = s.Load(ctx, 2)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.ErrorContains(t, err, "symbolic link")
 	got, info, err := s.Latest(ctx)
 	require.NoError(t, err)
@@ -75,36 +77,36 @@ var corruptions = map[string]func([]byte) []byte{
 		return []byte(`{"format":1,"step":1,"kind":"step","time":"2026-01-01T00:00:00Z","state":{}}` + "\n")
 	},
 	"wrong state type": func([]byte) []byte {
-		return envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`[1,2,3]`))
+		return envelopeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`[1,2,3]`))
 	},
 	"null state": func([]byte) []byte {
-		return envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`null`))
+		return envelopeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`null`))
 	},
 	"future format version": func([]byte) []byte {
-		return envelopeBytes(header{Format: 3, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
+		return envelopeBytes(format.Header{Format: 3, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{}`))
 	},
 	"header step differs from name": func([]byte) []byte {
-		return envelopeBytes(header{Format: 1, Step: 2, Kind: KindStep, Time: time.Now()}, []byte(`{}`))
+		return envelopeBytes(format.Header{Format: 1, Step: 2, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{}`))
 	},
 	"gzip with bad crc": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressGzip)
+		z := encodeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{"turn":1}`), format.CompressGzip)
 		z[len(z)-8] ^= 0xff // CRC-32 of the gzip trailer
 		return z
 	},
 	"gzip truncated": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressGzip)
+		z := encodeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{"turn":1}`), format.CompressGzip)
 		return z[:len(z)-10]
 	},
 	"zstd with bad checksum": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressZstd)
+		z := encodeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{"turn":1}`), format.CompressZstd)
 		z[len(z)-1] ^= 0xff // the frame's content checksum
 		return z
 	},
 	"zstd truncated": func(b []byte) []byte {
-		z := encodeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, []byte(`{"turn":1}`), compressZstd)
+		z := encodeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{"turn":1}`), format.CompressZstd)
 		return z[:len(z)-10]
 	},
-	"zstd magic only": func(b []byte) []byte { return zstdMagic },
+	"zstd magic only": func(b []byte) []byte { return format.ZstdMagic },
 }
 
 func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
@@ -113,7 +115,7 @@ func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
 	for name, damage := range corruptions {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openStore[gameState](t, dir, WithLayout("turn", 3))
+			s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
 			info, err := s.Save(ctx, 1, sampleState(1))
 			require.NoError(t, err)
 			b, err := os.ReadFile(info.Path)
@@ -121,17 +123,17 @@ func TestLoadCorruptFileIsErrCorrupt(t *testing.T) {
 			require.NoError(t, os.WriteFile(info.Path, damage(b), 0o644))
 
 			got, _, err := s.Load(ctx, 1)
-			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 			require.Zero(t, got)
 			require.Contains(t, err.Error(), "load step 1 "+info.Path)
-			var e *Error
+			var e *checkpoint.Error
 			require.ErrorAs(t, err, &e)
 			require.Equal(t, "load", e.Op)
 			require.Equal(t, int64(1), e.Step)
 
 			_, _, err = s.Latest(ctx)
-			require.ErrorIs(t, err, ErrCorrupt)
-			require.NotErrorIs(t, err, ErrNotFound, "a store whose only checkpoint is damaged is not a fresh start")
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+			require.NotErrorIs(t, err, checkpoint.ErrNotFound, "a store whose only checkpoint is damaged is not a fresh start")
 		})
 	}
 }
@@ -142,9 +144,9 @@ func TestStoreNeverLeavesItsDirectory(t *testing.T) {
 	ctx := context.Background()
 	parent := t.TempDir()
 	dir := filepath.Join(parent, "store")
-	s := openStore[int](t, dir, WithLayout("turn", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	outside := filepath.Join(parent, "secret.json")
-	require.NoError(t, os.WriteFile(outside, envelopeBytes(header{Format: 1, Step: 5, Kind: KindStep, Time: time.Now()}, []byte(`5`)), 0o644))
+	require.NoError(t, os.WriteFile(outside, envelopeBytes(format.Header{Format: 1, Step: 5, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`5`)), 0o644))
 	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "turn_005.json")))
 	require.NoError(t, os.Symlink("../secret.json", filepath.Join(dir, "turn_006.json")))
 
@@ -152,20 +154,20 @@ func TestStoreNeverLeavesItsDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list, "symlinks are not checkpoints")
 	_, _, err = s.Load(ctx, 5)
-	require.ErrorIs(t, err, ErrCorrupt, "a symlink is not followed")
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt, "a symlink is not followed")
 	require.ErrorContains(t, err, "symbolic link")
 	// Symbolic links at checkpoint names are damage, never followed and
 	// never a fresh start.
 	_, _, err = s.Latest(ctx)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.NotErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.NotErrorIs(t, err, checkpoint.ErrNotFound)
 	require.ErrorContains(t, err, "symbolic link")
 
 	// Side-file names cannot climb out either.
 	for _, name := range []string{"../secret.json", "/etc/x.json", "a/b.json", ".hidden.json", "x.txt", "turn_001.json", "turn_last.json"} {
-		require.ErrorIs(t, s.WriteJSON(ctx, name, 1), ErrInvalid, name)
+		require.ErrorIs(t, s.WriteJSON(ctx, name, 1), checkpoint.ErrInvalid, name)
 		var v int
-		require.ErrorIs(t, s.ReadJSON(ctx, name, &v), ErrInvalid, name)
+		require.ErrorIs(t, s.ReadJSON(ctx, name, &v), checkpoint.ErrInvalid, name)
 	}
 	b, err := os.ReadFile(outside)
 	require.NoError(t, err)
@@ -179,7 +181,7 @@ func TestResumePastDamagedNewest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
 	for turn := int64(1); turn <= 5; turn++ {
 		_, err := s.Save(ctx, turn, sampleState(turn))
 		require.NoError(t, err)
@@ -203,12 +205,12 @@ func TestResumePastDamagedNewest(t *testing.T) {
 
 	// A good checkpoint is never moved: ErrExists.
 	_, err = s.Save(ctx, 5, sampleState(5))
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	// Nor is a file of a future format version, which may be good.
 	future := filepath.Join(dir, "turn_006.json")
-	require.NoError(t, os.WriteFile(future, envelopeBytes(header{Format: 2, Step: 6, Kind: KindStep, Time: time.Now()}, []byte(`{}`)), 0o644))
+	require.NoError(t, os.WriteFile(future, envelopeBytes(format.Header{Format: 2, Step: 6, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{}`)), 0o644))
 	_, err = s.Save(ctx, 6, sampleState(6))
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	// A second damage of the same step gets its own quarantine name.
 	require.NoError(t, os.Truncate(info.Path, 10))
 	_, err = s.Save(ctx, 5, sampleState(5))

@@ -12,16 +12,12 @@ import (
 
 // What the internal tests of this package share of the format (package
 // format) and of its files: its names, reading and writing a file's bytes,
-// compressing them as a store does, and empty files to fill a directory.
+// compressing them as a store does, and files to fill a directory.
 var (
-	sniff         = format.Sniff
 	parseEnvelope = format.ParseEnvelope
 	appendTrailer = format.AppendTrailer
-	verify        = format.Verify
 	zstdMagic     = format.ZstdMagic
-	gzipMagic     = format.GzipMagic
 	trailerV2     = format.TrailerV2
-	trailerLenV2  = format.TrailerLenV2
 )
 
 const (

@@ -1,14 +1,19 @@
-package checkpoint
+package checkpoint_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
 	"github.com/stretchr/testify/require"
 )
@@ -38,7 +43,7 @@ func TestGoldenLoads(t *testing.T) {
 	ctx := context.Background()
 	for _, format := range goldenFormats {
 		t.Run(fmt.Sprintf("v%d", format), func(t *testing.T) {
-			s := openStore[goldenState](t, goldenDir(format), WithLayout("turn", 3), ReadOnly())
+			s := openStore[goldenState](t, goldenDir(format), checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
 			for _, g := range goldenFiles {
 				t.Run(g.Name, func(t *testing.T) {
 					got, info, err := s.Load(ctx, g.Step)
@@ -58,7 +63,7 @@ func TestGoldenLoads(t *testing.T) {
 			require.Len(t, list, len(goldenFiles))
 			_, info, err := s.Latest(ctx)
 			require.NoError(t, err)
-			require.Equal(t, KindRolling, info.Kind)
+			require.Equal(t, checkpoint.KindRolling, info.Kind)
 		})
 	}
 }
@@ -77,11 +82,11 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 	}
 	ctx := context.Background()
 	require.NoError(t, os.RemoveAll(goldenSessionsDir))
-	r, err := OpenSessions(goldenSessionsDir, WithLayout("turn", 3), withClock(func() time.Time { return goldenTime }))
+	r, err := checkpoint.OpenSessions(goldenSessionsDir, checkpoint.WithLayout("turn", 3), checkpoint.WithClock(func() time.Time { return goldenTime }))
 	require.NoError(t, err)
 	s, err := r.New(ctx, map[string]string{"campaign": "crypt"})
 	require.NoError(t, err)
-	st, err := OpenSession[goldenState](r, s.ID)
+	st, err := checkpoint.OpenSession[goldenState](r, s.ID)
 	require.NoError(t, err)
 	for turn := int64(1); turn <= 2; turn++ {
 		_, err := st.Save(ctx, turn, goldenStateAt(turn))
@@ -91,7 +96,7 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 	_, err = r.Fork(ctx, s.ID, 1, map[string]string{"campaign": "crypt", "branch": "left door"})
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
-	for _, lock := range []string{"001/" + lockName} {
+	for _, lock := range []string{"001/" + dirstore.LockName} {
 		require.NoError(t, os.Remove(filepath.Join(goldenSessionsDir, lock)))
 	}
 }
@@ -99,7 +104,7 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 func TestGoldenSessionsV1Load(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := openSessions(t, goldenSessionsDir, WithLayout("turn", 3), ReadOnly())
+	r := openSessionsRoot(t, goldenSessionsDir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 2)
@@ -121,7 +126,7 @@ func TestGoldenSessionsV1Load(t *testing.T) {
 	require.Equal(t, map[string]string{"campaign": "crypt", "branch": "left door"}, two.Meta)
 	require.Equal(t, 1, two.Checkpoints)
 
-	st, err := OpenSession[goldenState](r, "002")
+	st, err := checkpoint.OpenSession[goldenState](r, "002")
 	require.NoError(t, err)
 	got, info, err := st.Latest(ctx)
 	require.NoError(t, err)
@@ -134,8 +139,8 @@ func TestEnvelopeIsPlainJSON(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[gameState](t, dir, WithLayout("turn", 3))
-	info, err := s.Save(ctx, 7, sampleState(7), WithMeta("who", "ana"))
+	s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
+	info, err := s.Save(ctx, 7, sampleState(7), checkpoint.WithMeta("who", "ana"))
 	require.NoError(t, err)
 	b, err := os.ReadFile(info.Path)
 	require.NoError(t, err)
@@ -153,7 +158,7 @@ func TestEnvelopeIsPlainJSON(t *testing.T) {
 
 func TestEncodedStateIsWhatMarshalWrites(t *testing.T) {
 	t.Parallel()
-	c := newCodec(compressNone, DefaultMaxReadSize)
+	c := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize)
 	for _, v := range []any{
 		sampleState(3),
 		map[string]any{"html": "<b>&</b>", "float": 1.5, "nil": nil},
@@ -169,9 +174,9 @@ func TestEncodedStateIsWhatMarshalWrites(t *testing.T) {
 		c.PutBuffer(buf)
 	}
 	_, err := c.EncodeState(nil)
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	_, err = c.EncodeState(make(chan int))
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 }
 
 // testdata/v1/schema holds golden files of format 1 with a schema, written
@@ -187,7 +192,7 @@ type goldenAgentV1 struct {
 }
 
 type goldenSchemaFile struct {
-	h     header
+	h     format.Header
 	state []byte
 }
 
@@ -207,13 +212,13 @@ func goldenSchemaFiles(t *testing.T) map[string]goldenSchemaFile {
 	s2, err := encodeState(v2)
 	require.NoError(t, err)
 	return map[string]goldenSchemaFile{
-		"turn_001.json": {header{Format: 1, Schema: 1, Step: 1, Kind: KindStep, Time: goldenTime}, s1},
-		"turn_002.json": {header{Format: 1, Schema: 2, Step: 2, Kind: KindStep, Time: goldenTime, Meta: map[string]string{"release": "2"}}, s2},
+		"turn_001.json": {format.Header{Format: 1, Schema: 1, Step: 1, Kind: checkpoint.KindStep, Time: goldenTime}, s1},
+		"turn_002.json": {format.Header{Format: 1, Schema: 2, Step: 2, Kind: checkpoint.KindStep, Time: goldenTime, Meta: map[string]string{"release": "2"}}, s2},
 	}
 }
 
 // goldenHealthToHP is the migration of the golden files from schema 1 to 2.
-var goldenHealthToHP = Migration{From: 1, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
+var goldenHealthToHP = checkpoint.Migration{From: 1, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
 	return editJSON(in, func(m map[string]json.RawMessage) error {
 		var agents map[string]map[string]json.RawMessage
 		if err := json.Unmarshal(m["agents"], &agents); err != nil {
@@ -249,7 +254,7 @@ func TestWriteGoldenSchemaV1(t *testing.T) {
 func TestGoldenSchemaV1Loads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[goldenState](t, goldenSchemaDir, WithLayout("turn", 3), ReadOnly(), StrictDecoding(), WithSchema(2, goldenHealthToHP))
+	s := openStore[goldenState](t, goldenSchemaDir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly(), checkpoint.StrictDecoding(), checkpoint.WithSchema(2, goldenHealthToHP))
 	for step, schema := range map[int64]int{1: 1, 2: 2} {
 		got, info, err := s.Load(ctx, step)
 		require.NoError(t, err)
@@ -264,11 +269,11 @@ func TestGoldenSchemaV1Loads(t *testing.T) {
 	require.Equal(t, map[string]string{"release": "2"}, list[1].Meta)
 
 	// A store of schema 1 reads the first and refuses the second.
-	old := openStore[json.RawMessage](t, goldenSchemaDir, WithLayout("turn", 3), ReadOnly(), WithSchema(1))
+	old := openStore[json.RawMessage](t, goldenSchemaDir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly(), checkpoint.WithSchema(1))
 	_, _, err = old.Load(ctx, 1)
 	require.NoError(t, err)
 	_, _, err = old.Latest(ctx)
-	require.ErrorIs(t, err, ErrNewerSchema)
+	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 }
 
 // TestGoldenSchemaV1WriterUnchanged proves that today's writer puts the
@@ -281,11 +286,47 @@ func TestGoldenSchemaV1WriterUnchanged(t *testing.T) {
 		require.Equal(t, string(onDisk), string(envelopeBytes(g.h, g.state)), name)
 	}
 	dir := t.TempDir()
-	info := saveAt(t, dir, 2, goldenStateAt(2), WithSchema(2, goldenHealthToHP), withClock(func() time.Time { return goldenTime }))
+	info := saveAt(t, dir, 2, goldenStateAt(2), checkpoint.WithSchema(2, goldenHealthToHP), checkpoint.WithClock(func() time.Time { return goldenTime }))
 	b, err := os.ReadFile(info.Path)
 	require.NoError(t, err)
 	g := goldenSchemaFiles(t)["turn_002.json"]
 	g.h.Meta = nil
-	g.h.Format = formatVersion
+	g.h.Format = format.Version
 	require.Equal(t, string(envelopeBytes(g.h, g.state)), string(b))
+}
+
+// envelopeBytes returns a plain checkpoint file of header h and state, as a
+// store writes one.
+func envelopeBytes(h format.Header, state []byte) []byte {
+	return encodeBytes(h, state, format.CompressNone)
+}
+
+// encodeBytes returns a checkpoint file of header h and state in
+// compression comp, as a store writes one.
+func encodeBytes(h format.Header, state []byte, comp format.Compression) []byte {
+	var buf bytes.Buffer
+	if err := format.NewCodec(comp, checkpoint.DefaultMaxReadSize).WriteEnvelope(&buf, h, state); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// encodeState returns a state's bytes as a store writes them.
+func encodeState(v any) ([]byte, error) {
+	buf, err := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize).EncodeState(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// decompress returns a file's decompressed bytes.
+func decompress(t *testing.T, data []byte) []byte {
+	t.Helper()
+	r, _, release, err := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize).Open(bytes.NewReader(data))
+	require.NoError(t, err)
+	defer release()
+	out, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return out
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +16,7 @@ func TestOpenRemovesStaleTempsOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -25,11 +26,11 @@ func TestOpenRemovesStaleTempsOnly(t *testing.T) {
 	for _, name := range append(append([]string{}, stale...), foreign...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
 	}
-	r := openStore[int](t, dir, WithLayout("turn", 3), ReadOnly())
+	r := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
 	require.Len(t, dirNames(t, dir), 2+len(stale)+len(foreign), "a read-only open removes nothing")
 	require.NoError(t, r.Close())
 
-	openStore[int](t, dir, WithLayout("turn", 3))
+	openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	names := dirNames(t, dir)
 	for _, name := range stale {
 		require.NotContains(t, names, name)
@@ -44,15 +45,15 @@ func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	w := openStore[int](t, dir)
-	_, err := Open[int](dir)
-	require.ErrorIs(t, err, ErrLocked)
+	_, err := checkpoint.Open[int](dir)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
 	// The error says what a reader should do instead, and who holds it.
 	require.ErrorContains(t, err, "open it with ReadOnly()")
 	if runtime.GOOS == "linux" {
 		require.ErrorContains(t, err, "(by this process: close the other Store first)")
 	}
 
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	_, err = w.Save(ctx, 1, 10)
 	require.NoError(t, err)
 	v, _, err := r.Latest(ctx)
@@ -65,12 +66,12 @@ func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
 	require.Equal(t, 20, v)
 
 	_, err = r.Save(ctx, 3, 30)
-	require.ErrorIs(t, err, ErrReadOnly)
-	require.ErrorIs(t, r.Delete(ctx, 1), ErrReadOnly)
+	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	require.ErrorIs(t, r.Delete(ctx, 1), checkpoint.ErrReadOnly)
 
 	// The lock goes with Close.
 	require.NoError(t, w.Close())
-	w2, err := Open[int](dir)
+	w2, err := checkpoint.Open[int](dir)
 	require.NoError(t, err)
 	require.NoError(t, w2.Close())
 }
@@ -78,8 +79,8 @@ func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
 func TestReadOnlyMissingDirIsNotFound(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "nope")
-	_, err := Open[int](dir, ReadOnly())
-	require.ErrorIs(t, err, ErrNotFound)
+	_, err := checkpoint.Open[int](dir, checkpoint.ReadOnly())
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	require.NoDirExists(t, dir)
 }
 
@@ -95,19 +96,19 @@ func TestOpenCreatesNestedDir(t *testing.T) {
 func TestClosedStoreRefusesEverything(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := Open[int](t.TempDir())
+	s, err := checkpoint.Open[int](t.TempDir())
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "a second Close is a no-op")
 	_, err = s.Save(ctx, 1, 1)
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
 	_, _, err = s.Load(ctx, 1)
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
 	_, _, err = s.Latest(ctx)
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
 	_, err = s.List(ctx)
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, s.Delete(ctx, 1), ErrClosed)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	require.ErrorIs(t, s.Delete(ctx, 1), checkpoint.ErrClosed)
 }
 
 func TestCancelledContextDoesNoIO(t *testing.T) {
@@ -129,7 +130,7 @@ func TestDelete(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -138,8 +139,8 @@ func TestDelete(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Delete(ctx, 2))
 	_, _, err = s.Load(ctx, 2)
-	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorIs(t, s.Delete(ctx, 2), ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.ErrorIs(t, s.Delete(ctx, 2), checkpoint.ErrNotFound)
 	require.Equal(t, []string{".checkpoint.lock", "turn_001.json", "turn_003.json"}, dirNames(t, dir))
 	// A deleted step can be saved again.
 	_, err = s.Save(ctx, 2, 222)

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
@@ -25,12 +27,12 @@ func TestIntactFileOverReadLimitIsNeverQuarantined(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
-	small := openStore[string](t, dir, WithMaxReadSize(1024))
+	small := openStore[string](t, dir, checkpoint.WithMaxReadSize(1024))
 	_, _, err = small.Load(ctx, 1)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.ErrorContains(t, err, "read limit")
 	_, err = small.Save(ctx, 1, "replacement")
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	after, err := os.ReadFile(info.Path)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
@@ -40,11 +42,11 @@ func TestIntactFileOverReadLimitIsNeverQuarantined(t *testing.T) {
 func TestZstdBombIsCorrupt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	h := header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}
+	h := format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}
 	// 8 MiB of state that compresses to a few hundred bytes.
 	state, err := json.Marshal(strings.Repeat("a", 8<<20))
 	require.NoError(t, err)
-	bomb := encodeBytes(h, state, compressZstd)
+	bomb := encodeBytes(h, state, format.CompressZstd)
 	require.Less(t, len(bomb), 4<<10)
 
 	// A frame that declares a window far beyond what our encoder uses
@@ -62,18 +64,18 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "step_00000001.json.zst")
 			require.NoError(t, os.WriteFile(path, file, 0o644))
-			s := openStore[string](t, dir, WithMaxReadSize(1<<20), NoSync())
+			s := openStore[string](t, dir, checkpoint.WithMaxReadSize(1<<20), checkpoint.NoSync())
 			_, _, err := s.Load(ctx, 1)
-			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 			_, _, err = s.Latest(ctx)
-			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 			_, err = s.Save(ctx, 1, "replacement")
-			require.ErrorIs(t, err, ErrExists, "a file that may be good is never moved aside")
-			require.NoFileExists(t, path+quarantineSuffix)
-			big := openStore[string](t, dir, ReadOnly())
+			require.ErrorIs(t, err, checkpoint.ErrExists, "a file that may be good is never moved aside")
+			require.NoFileExists(t, path+checkpoint.QuarantineSuffix)
+			big := openStore[string](t, dir, checkpoint.ReadOnly())
 			got, _, err := big.Load(ctx, 1)
 			if name == "declares a huge window" {
-				require.ErrorIs(t, err, errUnsupported)
+				require.ErrorIs(t, err, format.ErrUnsupported)
 				return
 			}
 			// The same file loads under a limit that fits it.

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,9 +18,9 @@ func TestListIgnoresTempAndForeignFiles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	for _, step := range []int64{2, 1, 10} {
-		_, err := s.Save(ctx, step, int(step), WithMeta("n", fmt.Sprint(step)))
+		_, err := s.Save(ctx, step, int(step), checkpoint.WithMeta("n", fmt.Sprint(step)))
 		require.NoError(t, err)
 	}
 	for _, name := range []string{
@@ -41,7 +42,7 @@ func TestListIgnoresTempAndForeignFiles(t *testing.T) {
 	for _, info := range list {
 		steps = append(steps, info.Step)
 		require.Equal(t, map[string]string{"n": fmt.Sprint(info.Step)}, info.Meta)
-		require.Equal(t, KindStep, info.Kind)
+		require.Equal(t, checkpoint.KindStep, info.Kind)
 		require.False(t, info.Time.IsZero())
 		require.Positive(t, info.Size)
 	}
@@ -52,9 +53,9 @@ func TestListReadsHeadersNotStates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[string](t, dir, WithLayout("turn", 3))
+	s := openStore[string](t, dir, checkpoint.WithLayout("turn", 3))
 	big := strings.Repeat("x", 3<<20)
-	info, err := s.Save(ctx, 1, big, WithMeta("k", "v"))
+	info, err := s.Save(ctx, 1, big, checkpoint.WithMeta("k", "v"))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
@@ -67,14 +68,14 @@ func TestListReadsHeadersNotStates(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	r := openStore[string](t, dir, WithLayout("turn", 3), ReadOnly())
+	r := openStore[string](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 	require.Equal(t, map[string]string{"k": "v"}, list[0].Meta)
 	require.Equal(t, info.Time, list[0].Time)
 	_, _, err = r.Load(ctx, 1)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 }
 
 func TestListReportsUnreadableHeaderOnce(t *testing.T) {
@@ -83,7 +84,7 @@ func TestListReportsUnreadableHeaderOnce(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), []byte("junk"), 0o644))
 	var logs bytes.Buffer
-	s := openStore[int](t, dir, ReadOnly(), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s := openStore[int](t, dir, checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	for i := 0; i < 3; i++ {
 		list, err := s.List(ctx)
 		require.NoError(t, err)
@@ -97,15 +98,22 @@ func TestReaderCacheFollowsTheDirectory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, KeepLast(2))
-	r := openStore[int](t, dir, ReadOnly())
+	w := openStore[int](t, dir, checkpoint.KeepLast(2))
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	for step := int64(0); step < 200; step++ {
 		_, err := w.Save(ctx, step, 1)
 		require.NoError(t, err)
 		_, err = r.List(ctx)
 		require.NoError(t, err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	require.LessOrEqual(t, len(r.headers), 3)
+	require.LessOrEqual(t, checkpoint.CachedHeaders(r), 3)
+}
+
+// stepsOf returns the steps of infos, in their order.
+func stepsOf(infos []checkpoint.Info) []int64 {
+	var out []int64
+	for _, i := range infos {
+		out = append(out, i.Step)
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,9 +27,9 @@ import (
 func TestStreamedLoadNeverReturnsAStateThatFailsItsChecksum(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, opts := range [][]Option{nil, {Gzip()}, {Zstd()}} {
+	for _, opts := range [][]checkpoint.Option{nil, {checkpoint.Gzip()}, {checkpoint.Zstd()}} {
 		dir := t.TempDir()
-		s := openStore[corpusState](t, dir, append(opts, WithLayout("c", 3))...)
+		s := openStore[corpusState](t, dir, append(opts, checkpoint.WithLayout("c", 3))...)
 		info, err := s.Save(ctx, 7, corpusStateAt(7))
 		require.NoError(t, err)
 		raw := decompress(t, mustRead(t, info.Path))
@@ -35,8 +39,8 @@ func TestStreamedLoadNeverReturnsAStateThatFailsItsChecksum(t *testing.T) {
 		require.NoError(t, os.WriteFile(info.Path, compressLike(t, info.Compression, raw), 0o644))
 
 		got, _, err := s.Load(ctx, 7)
-		require.ErrorIs(t, err, ErrCorrupt)
-		require.True(t, isDamage(err), "%v", err)
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+		require.True(t, format.IsDamage(err), "%v", err)
 		require.Contains(t, err.Error(), "checksum mismatch")
 		require.Zero(t, got)
 	}
@@ -61,8 +65,8 @@ func TestStateTypesThatAreNotPlainNeverStream(t *testing.T) {
 	gotNP, _, err := np.Load(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, wantNP, gotNP)
-	require.True(t, np.codec.Streaming(), "a type that is not plain was streamed")
-	require.False(t, np.codec.Streams(reflect.TypeFor[notPlain]()))
+	require.True(t, checkpoint.CodecOf(np).Streaming(), "a type that is not plain was streamed")
+	require.False(t, checkpoint.CodecOf(np).Streams(reflect.TypeFor[notPlain]()))
 }
 
 // A store's own files mean what encoding/json means: a type with an
@@ -90,34 +94,34 @@ func TestStoreLoadsMeanWhatEncodingJSONMeans(t *testing.T) {
 		Scores map[int]int `json:"scores"`
 	}
 	dir := t.TempDir()
-	w := openStore[scores](t, dir, NoSync())
+	w := openStore[scores](t, dir, checkpoint.NoSync())
 	info, err := w.Save(ctx, 1, scores{map[int]int{7: 1}})
 	require.NoError(t, err)
 	data, err := os.ReadFile(info.Path)
 	require.NoError(t, err)
-	body := strings.Replace(string(data[:len(data)-trailerLenV2]), `{"7":1}`, `{"null":1}`, 1)
+	body := strings.Replace(string(data[:len(data)-format.TrailerLenV2]), `{"7":1}`, `{"null":1}`, 1)
 	require.NoError(t, os.WriteFile(info.Path, withTrailerV2(body), 0o644))
 	var want scores
 	require.Error(t, json.Unmarshal([]byte(body[strings.Index(body, `"state":`)+len(`"state":`):]), &want))
-	loaded, _, err := openStore[scores](t, dir, ReadOnly()).Load(ctx, 1)
-	require.ErrorIs(t, err, ErrCorrupt, "the load decoded %+v", loaded)
+	loaded, _, err := openStore[scores](t, dir, checkpoint.ReadOnly()).Load(ctx, 1)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt, "the load decoded %+v", loaded)
 }
 
 func TestLoadMissingStepIsNotFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("turn", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	_, _, err := s.Load(ctx, 4)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	require.Contains(t, err.Error(), "load step 4")
 	require.Contains(t, err.Error(), dir)
 	_, err = s.Save(ctx, 5, 5)
 	require.NoError(t, err)
 	_, _, err = s.Load(ctx, 4)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, _, err = s.Load(ctx, -1)
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 }
 
 // errHostBug is what panickyState's decoder panics with.
@@ -150,14 +154,14 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open[panickyState](dir, NoSync())
+	s, err := checkpoint.Open[panickyState](dir, checkpoint.NoSync())
 	require.NoError(t, err)
 	for step, turn := range []int{1, 13, 14} {
 		_, err := s.Save(ctx, int64(step), panickyState{Turn: turn})
 		require.NoError(t, err)
 	}
 	var got panickyState
-	var info Info
+	var info checkpoint.Info
 	require.NotPanics(t, func() { got, info, err = s.Latest(ctx) })
 	require.NoError(t, err)
 	require.Equal(t, int64(0), info.Step)
@@ -165,12 +169,12 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 
 	require.NotPanics(t, func() { got, _, err = s.Load(ctx, 1) })
 	require.ErrorIs(t, err, errHostBug)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.False(t, isDamage(err), "a host's panic is no proof of damage: %v", err)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.False(t, format.IsDamage(err), "a host's panic is no proof of damage: %v", err)
 	require.Contains(t, err.Error(), "panic")
 	require.Zero(t, got)
 	require.NotPanics(t, func() { _, _, err = s.Load(ctx, 2) })
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.Contains(t, err.Error(), "unlucky turn")
 	require.FileExists(t, filepath.Join(dir, "step_00000001.json"))
 	// A side file read into such a type too.
@@ -178,7 +182,7 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 	var side panickyState
 	require.NotPanics(t, func() { err = s.ReadJSON(ctx, "side.json", &side) })
 	require.ErrorIs(t, err, errHostBug)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -188,4 +192,47 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return after a load whose decoder panicked")
 	}
+}
+
+// corpusState is the state of the stores whose files the damage tests
+// replace.
+type corpusState struct {
+	Turn   int64             `json:"turn"`
+	Agents map[string]string `json:"agents"`
+	Log    []string          `json:"log"`
+}
+
+func corpusStateAt(turn int64) corpusState {
+	return corpusState{Turn: turn, Agents: map[string]string{"dm": "narrates", "ana": "sneaks"}, Log: []string{"a", "b"}}
+}
+
+// mustRead returns the bytes of the file at path.
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+// compressLike compresses raw as a store of compression comp writes.
+func compressLike(t *testing.T, comp string, raw []byte) []byte {
+	t.Helper()
+	switch comp {
+	case "gzip":
+		return corpus.Gzipped(raw)
+	case "zstd":
+		enc, err := zstd.NewWriter(nil)
+		require.NoError(t, err)
+		defer enc.Close()
+		return enc.EncodeAll(raw, nil)
+	}
+	return raw
+}
+
+// withTrailerV2 completes an envelope body (everything before the
+// checksum) with format 2's correct checksum.
+func withTrailerV2(body string) []byte {
+	sum := format.TrailerV2.Sum()
+	sum.Write([]byte(body))
+	return format.AppendTrailer([]byte(body), format.TrailerV2, sum)
 }

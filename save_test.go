@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,24 +21,24 @@ func TestRoundTripNestedState(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name string
-		opts []Option
-		comp compression
+		opts []checkpoint.Option
+		comp format.Compression
 	}{
-		{"plain", nil, compressNone},
-		{"gzip", []Option{Gzip()}, compressGzip},
-		{"zstd", []Option{Zstd()}, compressZstd},
-		{"nosync", []Option{NoSync()}, compressNone},
-		{"zstd nosync", []Option{Zstd(), NoSync()}, compressZstd},
+		{"plain", nil, format.CompressNone},
+		{"gzip", []checkpoint.Option{checkpoint.Gzip()}, format.CompressGzip},
+		{"zstd", []checkpoint.Option{checkpoint.Zstd()}, format.CompressZstd},
+		{"nosync", []checkpoint.Option{checkpoint.NoSync()}, format.CompressNone},
+		{"zstd nosync", []checkpoint.Option{checkpoint.Zstd(), checkpoint.NoSync()}, format.CompressZstd},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := openStore[gameState](t, t.TempDir(), tt.opts...)
 			want := sampleState(7)
 			human := "Ana"
 			want.Human = &human
-			saved, err := s.Save(ctx, 7, want, WithMeta("player", "Ana"), WithMeta("scene", "tavern"))
+			saved, err := s.Save(ctx, 7, want, checkpoint.WithMeta("player", "Ana"), checkpoint.WithMeta("scene", "tavern"))
 			require.NoError(t, err)
 			require.Equal(t, int64(7), saved.Step)
-			require.Equal(t, KindStep, saved.Kind)
+			require.Equal(t, checkpoint.KindStep, saved.Kind)
 			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, tt.comp.String(), saved.Compression)
 			require.Equal(t, "step_00000007"+tt.comp.Ext(), saved.Name())
@@ -47,7 +49,7 @@ func TestRoundTripNestedState(t *testing.T) {
 			require.Equal(t, fi.Size(), saved.Size)
 			raw, err := os.ReadFile(saved.Path)
 			require.NoError(t, err)
-			require.Equal(t, tt.comp, sniff(raw))
+			require.Equal(t, tt.comp, format.Sniff(raw))
 
 			got, info, err := s.Load(ctx, 7)
 			require.NoError(t, err)
@@ -61,7 +63,7 @@ func TestOldCheckpointsUnchangedByLaterSaves(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[gameState](t, dir, WithLayout("turn", 3))
+	s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
 	_, err := s.Save(ctx, 1, sampleState(1))
 	require.NoError(t, err)
 	first, err := os.ReadFile(filepath.Join(dir, "turn_001.json"))
@@ -94,10 +96,10 @@ func TestSaveExistingStepFailsAndKeepsFile(t *testing.T) {
 			require.NoError(t, err)
 			if gzSecond {
 				require.NoError(t, s.Close())
-				s = openStore[gameState](t, dir, Gzip())
+				s = openStore[gameState](t, dir, checkpoint.Gzip())
 			}
 			_, err = s.Save(ctx, 3, sampleState(99))
-			require.ErrorIs(t, err, ErrExists)
+			require.ErrorIs(t, err, checkpoint.ErrExists)
 			require.Contains(t, err.Error(), "save step 3")
 			after, err := os.ReadFile(info.Path)
 			require.NoError(t, err)
@@ -122,19 +124,19 @@ func TestUnencodableStateLeavesNoFile(t *testing.T) {
 		"nil":     nil,
 	} {
 		_, err := s.Save(ctx, 1, state)
-		require.ErrorIs(t, err, ErrInvalid, name)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, name)
 		require.Contains(t, err.Error(), "save step 1", name)
 	}
 	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
 	_, err := s.Save(ctx, -1, 1)
-	require.ErrorIs(t, err, ErrInvalid)
-	_, err = s.Save(ctx, 1, 1, WithMeta("", "x"))
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, err = s.Save(ctx, 1, 1, checkpoint.WithMeta("", "x"))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
 }
 
 // saveOnMarshal is a state whose encoding uses the store.
-type saveOnMarshal struct{ s *Store[any] }
+type saveOnMarshal struct{ s *checkpoint.Store[any] }
 
 func (m saveOnMarshal) MarshalJSON() ([]byte, error) {
 	if _, err := m.s.Save(context.Background(), 99, 99); err != nil {
@@ -151,17 +153,17 @@ func TestStateEncodingRunsOutsideTheWriteLock(t *testing.T) {
 	require.NoError(t, err)
 	list, err := s.List(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 99}, steps(list))
+	require.Equal(t, []int64{1, 99}, stepsOf(list))
 }
 
 func TestSaveErrorsNameTheFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[any](t, dir, WithLayout("turn", 3))
+	s := openStore[any](t, dir, checkpoint.WithLayout("turn", 3))
 	path := filepath.Join(dir, "turn_001.json")
 	_, err := s.Save(ctx, 1, make(chan int))
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	require.ErrorContains(t, err, "checkpoint: save step 1 "+path+": invalid argument: encode state")
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -169,7 +171,7 @@ func TestSaveErrorsNameTheFile(t *testing.T) {
 	require.ErrorContains(t, err, "save step 1 "+path)
 	require.NoError(t, s.Close())
 	_, err = s.Save(ctx, 1, 1)
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
 	require.ErrorContains(t, err, "save step 1 "+path)
 }
 
@@ -178,12 +180,12 @@ func TestSaveErrorsNameTheFile(t *testing.T) {
 // 3 KB for a 1 MiB state): the encoded state lives in a reused buffer and is
 // hashed and written (or compressed) where it lies.
 func TestSaveDoesNotCopyTheEncodedState(t *testing.T) {
-	if raceEnabled {
+	if checkpoint.RaceEnabled {
 		t.Skip("the race detector makes sync.Pool drop buffers at random")
 	}
 	ctx := context.Background()
 	state := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
-	for name, opts := range map[string][]Option{"plain": {NoSync()}, "gzip": {NoSync(), Gzip()}, "zstd": {NoSync(), Zstd()}} {
+	for name, opts := range map[string][]checkpoint.Option{"plain": {checkpoint.NoSync()}, "gzip": {checkpoint.NoSync(), checkpoint.Gzip()}, "zstd": {checkpoint.NoSync(), checkpoint.Zstd()}} {
 		t.Run(name, func(t *testing.T) {
 			s := openStore[string](t, t.TempDir(), opts...)
 			step := int64(0)

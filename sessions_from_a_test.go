@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,26 +14,26 @@ func TestRemoveStaging(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	r := openSessions(t, dir)
+	r := openSessionsRoot(t, dir)
 	s, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	staging := filepath.Join(dir, stagingPrefix+"ABC")
+	staging := filepath.Join(dir, checkpoint.StagingPrefix+"ABC")
 	require.NoError(t, os.MkdirAll(staging, 0o755))
 	touch(t, staging, "step_00000001.json")
 
-	ro := openSessions(t, dir, ReadOnly())
+	ro := openSessionsRoot(t, dir, checkpoint.ReadOnly())
 	_, err = ro.RemoveStaging(ctx)
-	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
 
 	// The lock file of an earlier release's protocol goes with its
 	// staging directories: this release takes no lock on the root.
-	touch(t, dir, sessionsLockName)
+	touch(t, dir, checkpoint.SessionsLockName)
 
 	removed, err := r.RemoveStaging(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{staging}, removed)
 	require.NoDirExists(t, staging)
-	require.NoFileExists(t, filepath.Join(dir, sessionsLockName))
+	require.NoFileExists(t, filepath.Join(dir, checkpoint.SessionsLockName))
 	require.DirExists(t, s.Dir, "sessions are not staging")
 
 	removed, err = r.RemoveStaging(ctx)
