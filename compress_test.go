@@ -26,7 +26,7 @@ func TestGzipAndZstdTogetherAreInvalid(t *testing.T) {
 	require.Contains(t, err.Error(), "Gzip and Zstd")
 }
 
-func TestZstdCheckpointBehindASkippableFrameWasMovedAsideAsDamaged(t *testing.T) {
+func TestZstdCheckpointBehindASkippableFrameLoadsAndIsNeverMovedAside(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// A skippable frame is valid zstd (zstd -d skips it; tools put

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestConcurrentUse(t *testing.T) {
+func TestConcurrentSavesListsAndLoadsKeepEveryStep(t *testing.T) {
 	t.Parallel()
 	for name, opts := range map[string][]checkpoint.Option{
 		"gzip":       {checkpoint.Gzip()},

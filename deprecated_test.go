@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRenamedNamesKeepWorking: hosts written against the names before the
-// renames compile and behave as before.
+// TestRenamedNamesKeepWorking: the deprecated names (Every, KeepEvery,
+// Dir, Path, LoadInfo, OpenSession, ResumeSession) behave as the names
+// that replace them.
 func TestRenamedNamesKeepWorking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

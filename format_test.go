@@ -68,12 +68,12 @@ func TestGoldenLoads(t *testing.T) {
 	}
 }
 
-// goldenSessionsDir is a root of sessions written when session.json format 1
-// was current: session 001 with turns 1 and 2, and 002 forked from it at
-// turn 1 with caller fields.
+// goldenSessionsDir is a root of sessions of session.json format 1:
+// session 001 with turns 1 and 2, and 002 forked from it at turn 1 with
+// caller fields.
 var goldenSessionsDir = filepath.Join("testdata", "v1", "sessions")
 
-// TestWriteGoldenSessionsV1 wrote testdata/v1/sessions once. It runs only
+// TestWriteGoldenSessionsV1 writes testdata/v1/sessions. It runs only
 // when asked: CHECKPOINT_WRITE_GOLDEN=sessions-v1 go test -run WriteGoldenSessions
 func TestWriteGoldenSessionsV1(t *testing.T) {
 	t.Parallel()
@@ -179,8 +179,8 @@ func TestEncodedStateIsWhatMarshalWrites(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 }
 
-// testdata/v1/schema holds golden files of format 1 with a schema, written
-// when schemas were introduced: turn_001.json at schema 1, whose agents had
+// testdata/v1/schema holds golden files of format 1 with a schema:
+// turn_001.json at schema 1, whose agents had
 // "health" where schema 2 (goldenState) has "hp", and turn_002.json at
 // schema 2. They must load forever: never regenerate or edit them.
 var goldenSchemaDir = filepath.Join("testdata", "v1", "schema")
@@ -234,7 +234,7 @@ var goldenHealthToHP = checkpoint.Migration{From: 1, Migrate: func(in json.RawMe
 	})
 }}
 
-// TestWriteGoldenSchemaV1 wrote testdata/v1/schema once. It never rewrites
+// TestWriteGoldenSchemaV1 writes testdata/v1/schema. It never rewrites
 // a file that exists, and runs only when asked:
 // CHECKPOINT_WRITE_GOLDEN=schema-v1 go test -run WriteGoldenSchema
 func TestWriteGoldenSchemaV1(t *testing.T) {

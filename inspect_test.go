@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestDetectLayouts(t *testing.T) {
+func TestDetectLayoutsFindsEachLayoutAndCountsItsFiles(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string

@@ -83,7 +83,7 @@ func TestStoreTakesOnlyItsOwnMarkedTempsForTemps(t *testing.T) {
 	for name, want := range map[string]bool{
 		".step_00000007.json.ckpt-tmp-123":     true, // the temp of a side file named step_00000007.json
 		".notes.txt.json.ckpt-tmp-1":           true, // a side file's temp (side files end in .json)
-		".turn_007.json5577006791947779410":    true, // a checkpoint's temp before the marker
+		".turn_007.json5577006791947779410":    true, // a checkpoint's temp without the marker
 		".turn_007.json.ckpt-tmp-55770067919":  true,
 		".turn_last.json.gz123":                true,
 		".result.json.ckpt-tmp-42":             true,
@@ -186,7 +186,7 @@ func TestFileNamesFollowLayout(t *testing.T) {
 	}
 }
 
-func TestInvalidLayoutIsRefused(t *testing.T) {
+func TestOpenRefusesAnInvalidLayoutOrPolicy(t *testing.T) {
 	t.Parallel()
 	for _, l := range []struct {
 		prefix string

@@ -126,7 +126,7 @@ func TestCancelledContextDoesNoIO(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
-func TestDelete(t *testing.T) {
+func TestDeleteRemovesEveryFileOfTheStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

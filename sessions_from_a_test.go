@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRemoveStaging(t *testing.T) {
+func TestRemoveStagingRemovesStagingDirectoriesAndTheOldLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -25,8 +25,8 @@ func TestRemoveStaging(t *testing.T) {
 	_, err = ro.RemoveStaging(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
 
-	// The lock file of an earlier release's protocol goes with its
-	// staging directories: this release takes no lock on the root.
+	// The lock file of the directory protocol of Sessions goes with its
+	// staging directories: Sessions takes no lock on the root.
 	touch(t, dir, checkpoint.SessionsLockName)
 
 	removed, err := r.RemoveStaging(ctx)
