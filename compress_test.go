@@ -164,13 +164,3 @@ func TestMixedCompressionStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sampleState(3), got)
 }
-
-// requireUntouched checks that the file at path still holds before and
-// was not moved aside.
-func requireUntouched(t *testing.T, path string, before []byte) {
-	t.Helper()
-	after, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, before, after)
-	require.NoFileExists(t, path+checkpoint.QuarantineSuffix)
-}

@@ -1,11 +1,9 @@
 package checkpoint_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -293,40 +291,4 @@ func TestGoldenSchemaV1WriterUnchanged(t *testing.T) {
 	g.h.Meta = nil
 	g.h.Format = format.Version
 	require.Equal(t, string(envelopeBytes(g.h, g.state)), string(b))
-}
-
-// envelopeBytes returns a plain checkpoint file of header h and state, as a
-// store writes one.
-func envelopeBytes(h format.Header, state []byte) []byte {
-	return encodeBytes(h, state, format.CompressNone)
-}
-
-// encodeBytes returns a checkpoint file of header h and state in
-// compression comp, as a store writes one.
-func encodeBytes(h format.Header, state []byte, comp format.Compression) []byte {
-	var buf bytes.Buffer
-	if err := format.NewCodec(comp, checkpoint.DefaultMaxReadSize).WriteEnvelope(&buf, h, state); err != nil {
-		panic(err)
-	}
-	return buf.Bytes()
-}
-
-// encodeState returns a state's bytes as a store writes them.
-func encodeState(v any) ([]byte, error) {
-	buf, err := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize).EncodeState(v)
-	if err != nil {
-		return nil, err
-	}
-	return bytes.Clone(buf.Bytes()), nil
-}
-
-// decompress returns a file's decompressed bytes.
-func decompress(t *testing.T, data []byte) []byte {
-	t.Helper()
-	r, _, release, err := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize).Open(bytes.NewReader(data))
-	require.NoError(t, err)
-	defer release()
-	out, err := io.ReadAll(r)
-	require.NoError(t, err)
-	return out
 }

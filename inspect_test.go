@@ -171,11 +171,3 @@ func TestLeftoversSaysWhetherAWriterHoldsTheLock(t *testing.T) {
 	require.Equal(t, free, left.Lock, "the writer is gone")
 	require.Zero(t, left.LockHolder)
 }
-
-// touch makes a file of each name in dir, holding "x".
-func touch(t *testing.T, dir string, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
-	}
-}

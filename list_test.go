@@ -108,12 +108,3 @@ func TestReaderCacheFollowsTheDirectory(t *testing.T) {
 	}
 	require.LessOrEqual(t, checkpoint.CachedHeaders(r), 3)
 }
-
-// stepsOf returns the steps of infos, in their order.
-func stepsOf(infos []checkpoint.Info) []int64 {
-	var out []int64
-	for _, i := range infos {
-		out = append(out, i.Step)
-	}
-	return out
-}

@@ -14,8 +14,6 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/internal/format"
-	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
-	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
 
@@ -192,47 +190,4 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return after a load whose decoder panicked")
 	}
-}
-
-// corpusState is the state of the stores whose files the damage tests
-// replace.
-type corpusState struct {
-	Turn   int64             `json:"turn"`
-	Agents map[string]string `json:"agents"`
-	Log    []string          `json:"log"`
-}
-
-func corpusStateAt(turn int64) corpusState {
-	return corpusState{Turn: turn, Agents: map[string]string{"dm": "narrates", "ana": "sneaks"}, Log: []string{"a", "b"}}
-}
-
-// mustRead returns the bytes of the file at path.
-func mustRead(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return b
-}
-
-// compressLike compresses raw as a store of compression comp writes.
-func compressLike(t *testing.T, comp string, raw []byte) []byte {
-	t.Helper()
-	switch comp {
-	case "gzip":
-		return corpus.Gzipped(raw)
-	case "zstd":
-		enc, err := zstd.NewWriter(nil)
-		require.NoError(t, err)
-		defer enc.Close()
-		return enc.EncodeAll(raw, nil)
-	}
-	return raw
-}
-
-// withTrailerV2 completes an envelope body (everything before the
-// checksum) with format 2's correct checksum.
-func withTrailerV2(body string) []byte {
-	sum := format.TrailerV2.Sum()
-	sum.Write([]byte(body))
-	return format.AppendTrailer([]byte(body), format.TrailerV2, sum)
 }

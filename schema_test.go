@@ -526,13 +526,3 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	})
 }
-
-// openSessionsRoot opens a root of sessions with NoSync, as openStore does,
-// and closes it when t ends.
-func openSessionsRoot(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Sessions {
-	t.Helper()
-	r, err := checkpoint.OpenSessions(dir, append([]checkpoint.Option{checkpoint.NoSync()}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { r.Close() })
-	return r
-}
