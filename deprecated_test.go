@@ -1,22 +1,23 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/storage"
+	"github.com/stretchr/testify/require"
 )
 
-// TestRenamedNamesKeepWorking: hosts written against the names before the
-// renames compile and behave as before.
+// TestRenamedNamesKeepWorking: the deprecated names (Every, KeepEvery,
+// Dir, Path, LoadInfo, OpenSession, ResumeSession) behave as the names
+// that replace them.
 func TestRenamedNamesKeepWorking(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync(), Every(2), KeepEvery(4))
+	s := openStore[int](t, dir, checkpoint.NoSync(), checkpoint.Every(2), checkpoint.KeepEvery(4))
 	require.Equal(t, s.Location(), s.Dir())
 	for step := int64(0); step <= 5; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
@@ -24,7 +25,7 @@ func TestRenamedNamesKeepWorking(t *testing.T) {
 	}
 	infos, err := s.List(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int64{0, 4}, steps(infos), "Every(2) saves the even steps; KeepEvery(4) then removes step 2, as KeepMultiplesOf(4) does")
+	require.Equal(t, []int64{0, 4}, stepsOf(infos), "Every(2) saves the even steps; KeepEvery(4) then removes step 2, as KeepMultiplesOf(4) does")
 	for _, info := range infos {
 		require.Equal(t, info.Location, info.Path)
 		v, got, err := s.LoadInfo(ctx, info)
@@ -33,16 +34,16 @@ func TestRenamedNamesKeepWorking(t *testing.T) {
 		require.Equal(t, info, got)
 	}
 
-	r, err := OpenSessions(t.TempDir(), NoSync())
+	r, err := checkpoint.OpenSessions(t.TempDir(), checkpoint.NoSync())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	require.Equal(t, r.Location(), r.Dir())
 	sess, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := OpenSession[int](r, sess.ID)
+	st, err := checkpoint.OpenSession[int](r, sess.ID)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
-	st, resumed, err := ResumeSession[int](ctx, r)
+	st, resumed, err := checkpoint.ResumeSession[int](ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, sess.ID, resumed.ID)
 	require.NoError(t, st.Close())
@@ -56,25 +57,25 @@ func TestOpenDirIsTheDirectoryOfOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	missing := filepath.Join(t.TempDir(), "runs")
-	_, err := OpenDir(missing, ReadOnly(), KeepLast(2))
-	require.ErrorIs(t, err, ErrNotFound)
-	var e *Error
+	_, err := checkpoint.OpenDir(missing, checkpoint.ReadOnly(), checkpoint.KeepLast(2))
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	var e *checkpoint.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "open", e.Op)
 	require.Equal(t, missing, e.Path)
 	require.NoDirExists(t, missing)
-	_, err = OpenDir(missing, WithLayout("a/b", 3))
-	require.ErrorIs(t, err, ErrInvalid, "the store's options are checked")
+	_, err = checkpoint.OpenDir(missing, checkpoint.WithLayout("a/b", 3))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid, "the store's options are checked")
 
-	b, err := OpenDir(missing, NoSync())
+	b, err := checkpoint.OpenDir(missing, checkpoint.NoSync())
 	require.NoError(t, err)
 	require.True(t, storage.TraitsOf(b).Local)
-	s, err := OpenBackend[int](b, NoSync())
+	s, err := checkpoint.OpenBackend[int](b, checkpoint.NoSync())
 	require.NoError(t, err)
 	_, err = s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	got, _, err := openStore[int](t, missing, ReadOnly()).Load(ctx, 1)
+	got, _, err := openStore[int](t, missing, checkpoint.ReadOnly()).Load(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, got)
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -8,42 +8,35 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/stretchr/testify/require"
 )
 
-func touch(t *testing.T, dir string, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
-	}
-}
-
-func TestDetectLayouts(t *testing.T) {
+func TestDetectLayoutsFindsEachLayoutAndCountsItsFiles(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
 		files []string
-		want  []Layout
+		want  []checkpoint.Layout
 	}{
 		{"empty", nil, nil},
 		{"side files only", []string{"session.json", "result.json", "config_v2.json", ".checkpoint.lock"}, nil},
 		{"default layout", []string{"step_00000001.json", "step_00000002.json.gz", "step_00000002.final.json", "step_last.json"},
-			[]Layout{{"step", 8, 4}}},
+			[]checkpoint.Layout{{"step", 8, 4}}},
 		{"padded", []string{"turn_007.json", "turn_008.error.json", "turn_008.error-2.json.gz", "turn_1234.json"},
-			[]Layout{{"turn", 3, 4}}},
-		{"step zero", []string{"turn_0.json"}, []Layout{{"turn", 1, 1}}},
-		{"no padding seen: 8 if it fits", []string{"run_12345678.json", "run_99999999.json"}, []Layout{{"run", 8, 2}}},
-		{"no padding seen: the widest that fits", []string{"turn_10.json", "turn_11.json"}, []Layout{{"turn", 2, 2}}},
-		{"rolling file only", []string{"turn_last.json.gz"}, []Layout{{"turn", 8, 1}}},
-		{"prefix with underscores and dots", []string{"my_run.v2_0001.json"}, []Layout{{"my_run.v2", 4, 1}}},
+			[]checkpoint.Layout{{"turn", 3, 4}}},
+		{"step zero", []string{"turn_0.json"}, []checkpoint.Layout{{"turn", 1, 1}}},
+		{"no padding seen: 8 if it fits", []string{"run_12345678.json", "run_99999999.json"}, []checkpoint.Layout{{"run", 8, 2}}},
+		{"no padding seen: the widest that fits", []string{"turn_10.json", "turn_11.json"}, []checkpoint.Layout{{"turn", 2, 2}}},
+		{"rolling file only", []string{"turn_last.json.gz"}, []checkpoint.Layout{{"turn", 8, 1}}},
+		{"prefix with underscores and dots", []string{"my_run.v2_0001.json"}, []checkpoint.Layout{{"my_run.v2", 4, 1}}},
 		{"temps and quarantined files count", []string{".turn_007.json123", "turn_005.json.corrupt", "turn_005.json.corrupt-2"},
-			[]Layout{{"turn", 3, 3}}},
+			[]checkpoint.Layout{{"turn", 3, 3}}},
 		{"two prefixes, most files first", []string{"turn_001.json", "step_00000001.json", "step_00000002.json"},
-			[]Layout{{"step", 8, 2}, {"turn", 3, 1}}},
+			[]checkpoint.Layout{{"step", 8, 2}, {"turn", 3, 1}}},
 		{"one prefix, two widths", []string{"turn_007.json", "turn_008.json", "turn_0009.json"},
-			[]Layout{{"turn", 3, 2}, {"turn", 4, 1}}},
+			[]checkpoint.Layout{{"turn", 3, 2}, {"turn", 4, 1}}},
 		{"not checkpoint names", []string{
 			"turn_7.json.bak", "turn_.json", "turn_007.step.json", "turn_007.error-1.json", "_007.json", ".turn_007.json",
 			"turn_007.json.corrupt-1", "turn_007.json.corrupt-02", "turn_99999999999999999999.json", ".x_1.json12.corrupt",
@@ -54,14 +47,14 @@ func TestDetectLayouts(t *testing.T) {
 			dir := t.TempDir()
 			touch(t, dir, tt.files...)
 			require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000009.json"), 0o755)) // not a regular file
-			got, err := DetectLayouts(dir)
+			got, err := checkpoint.DetectLayouts(dir)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got)
 
 			b, err := dirstore.Open(dir, dirstore.ReadOnly())
 			require.NoError(t, err)
 			defer b.Close()
-			got, err = DetectBackendLayouts(context.Background(), b)
+			got, err = checkpoint.DetectBackendLayouts(context.Background(), b)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, got, "DetectBackendLayouts")
 		})
@@ -70,26 +63,26 @@ func TestDetectLayouts(t *testing.T) {
 
 func TestDetectLayoutsOfMissingDirIsErrNotFound(t *testing.T) {
 	t.Parallel()
-	_, err := DetectLayouts(filepath.Join(t.TempDir(), "missing"))
-	require.ErrorIs(t, err, ErrNotFound)
+	_, err := checkpoint.DetectLayouts(filepath.Join(t.TempDir(), "missing"))
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
 
 func TestDetectedLayoutOpensTheStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, WithLayout("turn", 3), Gzip())
+	w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Gzip())
 	for step := int64(1); step <= 3; step++ {
 		_, err := w.Save(ctx, step, int(step))
 		require.NoError(t, err)
 	}
 	require.NoError(t, w.Close())
 
-	layouts, err := DetectLayouts(dir)
+	layouts, err := checkpoint.DetectLayouts(dir)
 	require.NoError(t, err)
-	require.Equal(t, []Layout{{"turn", 3, 3}}, layouts)
+	require.Equal(t, []checkpoint.Layout{{"turn", 3, 3}}, layouts)
 	require.Equal(t, "turn/3", layouts[0].String())
-	r := openStore[json.RawMessage](t, dir, ReadOnly(), layouts[0].Option())
+	r := openStore[json.RawMessage](t, dir, checkpoint.ReadOnly(), layouts[0].Option())
 	state, info, err := r.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), info.Step)
@@ -100,7 +93,7 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, WithLayout("turn", 3))
+	w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	_, err := w.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	touch(t, dir,
@@ -111,10 +104,10 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 		".notes.json2", // a user's hidden file, named like an unmarked temp of a side file
 	)
 
-	r := openStore[int](t, dir, ReadOnly(), WithLayout("turn", 3))
+	r := openStore[int](t, dir, checkpoint.ReadOnly(), checkpoint.WithLayout("turn", 3))
 	got, err := r.Leftovers(ctx)
 	require.NoError(t, err)
-	want := Leftovers{
+	want := checkpoint.Leftovers{
 		Temps:       []string{filepath.Join(dir, ".result.json.ckpt-tmp-9"), filepath.Join(dir, ".step_00000002.json.ckpt-tmp-1"), filepath.Join(dir, ".turn_002.json123")},
 		Quarantined: []string{filepath.Join(dir, "turn_001.json.corrupt"), filepath.Join(dir, "turn_001.json.corrupt-2")},
 	}
@@ -122,7 +115,7 @@ func TestLeftoversListsTempsAndQuarantinedOfTheLayoutOnly(t *testing.T) {
 	require.Equal(t, want.Quarantined, got.Quarantined)
 
 	_, err = r.RemoveLeftovers(ctx)
-	require.ErrorIs(t, err, ErrReadOnly)
+	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
 
 	removed, err := w.RemoveLeftovers(ctx)
 	require.NoError(t, err)
@@ -153,51 +146,20 @@ func TestLeftoversOfAQuarantinedCheckpoint(t *testing.T) {
 	require.Equal(t, []string{info.Path + ".corrupt"}, got.Quarantined)
 }
 
-func TestRemoveStaging(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	r := openSessions(t, dir)
-	s, err := r.New(ctx, nil)
-	require.NoError(t, err)
-	staging := filepath.Join(dir, stagingPrefix+"ABC")
-	require.NoError(t, os.MkdirAll(staging, 0o755))
-	touch(t, staging, "step_00000001.json")
-
-	ro := openSessions(t, dir, ReadOnly())
-	_, err = ro.RemoveStaging(ctx)
-	require.ErrorIs(t, err, ErrReadOnly)
-
-	// The lock file of an earlier release's protocol goes with its
-	// staging directories: this release takes no lock on the root.
-	touch(t, dir, sessionsLockName)
-
-	removed, err := r.RemoveStaging(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{staging}, removed)
-	require.NoDirExists(t, staging)
-	require.NoFileExists(t, filepath.Join(dir, sessionsLockName))
-	require.DirExists(t, s.Dir, "sessions are not staging")
-
-	removed, err = r.RemoveStaging(ctx)
-	require.NoError(t, err)
-	require.Empty(t, removed)
-}
-
 func TestLeftoversSaysWhetherAWriterHoldsTheLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	left, err := r.Leftovers(ctx)
 	require.NoError(t, err)
-	free, held, holder := LockNotSeen, LockHeld, os.Getpid()
+	free, held, holder := checkpoint.LockNotSeen, checkpoint.LockHeld, os.Getpid()
 	if runtime.GOOS != "linux" {
-		free, held, holder = LockUnknown, LockUnknown, 0
+		free, held, holder = checkpoint.LockUnknown, checkpoint.LockUnknown, 0
 	}
 	require.Equal(t, free, left.Lock, "no writer has opened the store")
 
-	w := openStore[int](t, dir, NoSync())
+	w := openStore[int](t, dir, checkpoint.NoSync())
 	left, err = r.Leftovers(ctx)
 	require.NoError(t, err)
 	require.Equal(t, held, left.Lock)

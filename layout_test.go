@@ -1,83 +1,89 @@
-package checkpoint
+package checkpoint_test
 
 import (
-	"github.com/gocheckpoint/checkpoint/internal/names"
+	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/names"
+	"github.com/stretchr/testify/require"
 )
 
-func TestLayoutParse(t *testing.T) {
+// A layout's parser accepts exactly the names the layout writes, and each
+// parsed name formats back to itself.
+func TestParseNameAcceptsExactlyTheNamesTheLayoutWrites(t *testing.T) {
 	t.Parallel()
-	l := layout{prefix: "turn", digits: 3}
 	tests := []struct {
 		name string
 		ok   bool
-		want fileName
+		want checkpoint.FileName
 	}{
-		{"turn_007.json", true, fileName{step: 7, kind: KindStep}},
-		{"turn_007.json.gz", true, fileName{step: 7, kind: KindStep, comp: compressGzip}},
-		{"turn_000.json", true, fileName{step: 0, kind: KindStep}},
-		{"turn_1234.json", true, fileName{step: 1234, kind: KindStep}},
-		{"turn_9223372036854775807.json", true, fileName{step: 1<<63 - 1, kind: KindStep}},
-		{"turn_010.final.json", true, fileName{step: 10, kind: KindFinal}},
-		{"turn_004.error.json", true, fileName{step: 4, kind: KindError, attempt: 1}},
-		{"turn_004.error-2.json.gz", true, fileName{step: 4, kind: KindError, attempt: 2, comp: compressGzip}},
-		{"turn_last.json", true, fileName{kind: KindRolling}},
-		{"turn_last.json.gz", true, fileName{kind: KindRolling, comp: compressGzip}},
-		{"turn_007.json.zst", true, fileName{step: 7, kind: KindStep, comp: compressZstd}},
-		{"turn_010.final.json.zst", true, fileName{step: 10, kind: KindFinal, comp: compressZstd}},
-		{"turn_last.json.zst", true, fileName{kind: KindRolling, comp: compressZstd}},
+		{"turn_007.json", true, checkpoint.FileName{Step: 7, Kind: checkpoint.KindStep}},
+		{"turn_007.json.gz", true, checkpoint.FileName{Step: 7, Kind: checkpoint.KindStep, Comp: format.CompressGzip}},
+		{"turn_000.json", true, checkpoint.FileName{Step: 0, Kind: checkpoint.KindStep}},
+		{"turn_1234.json", true, checkpoint.FileName{Step: 1234, Kind: checkpoint.KindStep}},
+		{"turn_9223372036854775807.json", true, checkpoint.FileName{Step: 1<<63 - 1, Kind: checkpoint.KindStep}},
+		{"turn_010.final.json", true, checkpoint.FileName{Step: 10, Kind: checkpoint.KindFinal}},
+		{"turn_004.error.json", true, checkpoint.FileName{Step: 4, Kind: checkpoint.KindError, Attempt: 1}},
+		{"turn_004.error-2.json.gz", true, checkpoint.FileName{Step: 4, Kind: checkpoint.KindError, Attempt: 2, Comp: format.CompressGzip}},
+		{"turn_last.json", true, checkpoint.FileName{Kind: checkpoint.KindRolling}},
+		{"turn_last.json.gz", true, checkpoint.FileName{Kind: checkpoint.KindRolling, Comp: format.CompressGzip}},
+		{"turn_007.json.zst", true, checkpoint.FileName{Step: 7, Kind: checkpoint.KindStep, Comp: format.CompressZstd}},
+		{"turn_010.final.json.zst", true, checkpoint.FileName{Step: 10, Kind: checkpoint.KindFinal, Comp: format.CompressZstd}},
+		{"turn_last.json.zst", true, checkpoint.FileName{Kind: checkpoint.KindRolling, Comp: format.CompressZstd}},
 
-		{"turn_7.json", false, fileName{}},                    // not padded
-		{"turn_0007.json", false, fileName{}},                 // padded too far
-		{"turn_01234.json", false, fileName{}},                // leading zero beyond width
-		{"turn_9223372036854775808.json", false, fileName{}},  // overflows int64
-		{"turn_-07.json", false, fileName{}},                  // sign
-		{"turn_+07.json", false, fileName{}},                  // sign
-		{"turn_007.error-1.json", false, fileName{}},          // attempt 1 has no number
-		{"turn_007.error-02.json", false, fileName{}},         // leading zero
-		{"turn_007.error-x.json", false, fileName{}},          // not a number
-		{"turn_007.step.json", false, fileName{}},             // the step kind has no suffix
-		{"turn_007.rolling.json", false, fileName{}},          // the rolling file is turn_last
-		{"turn_007.json.bak", false, fileName{}},              // extension
-		{"turn_007.JSON", false, fileName{}},                  // case
-		{"turn_.json", false, fileName{}},                     // no step
-		{"Turn_007.json", false, fileName{}},                  // prefix case
-		{"turn007.json", false, fileName{}},                   // separator
-		{".turn_007.json123", false, fileName{}},              // temp
-		{"step_00000007.json", false, fileName{}},             // another layout
-		{"turn_007.final.error.json", false, fileName{}},      // two kinds
-		{"turn_last.final.json", false, fileName{}},           // rolling has no kind
-		{"turn_007.json.gz.json", false, fileName{}},          // double extension
-		{"turn_007.json.zst.gz", false, fileName{}},           // double compression
-		{"turn_007.json.zstd", false, fileName{}},             // not the zstd extension
-		{"turn_007.zst", false, fileName{}},                   // not JSON
-		{"turn_\u0667\u0660\u0660.json", false, fileName{}},   // non-ASCII digits
-		{"turn_007.json/../turn_008.json", false, fileName{}}, // path
+		{"turn_7.json", false, checkpoint.FileName{}},                    // not padded
+		{"turn_0007.json", false, checkpoint.FileName{}},                 // padded too far
+		{"turn_01234.json", false, checkpoint.FileName{}},                // leading zero beyond width
+		{"turn_9223372036854775808.json", false, checkpoint.FileName{}},  // overflows int64
+		{"turn_-07.json", false, checkpoint.FileName{}},                  // sign
+		{"turn_+07.json", false, checkpoint.FileName{}},                  // sign
+		{"turn_007.error-1.json", false, checkpoint.FileName{}},          // attempt 1 has no number
+		{"turn_007.error-02.json", false, checkpoint.FileName{}},         // leading zero
+		{"turn_007.error-x.json", false, checkpoint.FileName{}},          // not a number
+		{"turn_007.step.json", false, checkpoint.FileName{}},             // the step kind has no suffix
+		{"turn_007.rolling.json", false, checkpoint.FileName{}},          // the rolling file is turn_last
+		{"turn_007.json.bak", false, checkpoint.FileName{}},              // extension
+		{"turn_007.JSON", false, checkpoint.FileName{}},                  // case
+		{"turn_.json", false, checkpoint.FileName{}},                     // no step
+		{"Turn_007.json", false, checkpoint.FileName{}},                  // prefix case
+		{"turn007.json", false, checkpoint.FileName{}},                   // separator
+		{".turn_007.json123", false, checkpoint.FileName{}},              // temp
+		{"step_00000007.json", false, checkpoint.FileName{}},             // another layout
+		{"turn_007.final.error.json", false, checkpoint.FileName{}},      // two kinds
+		{"turn_last.final.json", false, checkpoint.FileName{}},           // rolling has no kind
+		{"turn_007.json.gz.json", false, checkpoint.FileName{}},          // double extension
+		{"turn_007.json.zst.gz", false, checkpoint.FileName{}},           // double compression
+		{"turn_007.json.zstd", false, checkpoint.FileName{}},             // not the zstd extension
+		{"turn_007.zst", false, checkpoint.FileName{}},                   // not JSON
+		{"turn_\u0667\u0660\u0660.json", false, checkpoint.FileName{}},   // non-ASCII digits
+		{"turn_007.json/../turn_008.json", false, checkpoint.FileName{}}, // path
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := l.parse(tt.name)
+			got, ok := checkpoint.ParseName("turn", 3, tt.name)
 			require.Equal(t, tt.ok, ok)
 			if ok {
 				require.Equal(t, tt.want, got)
-				require.Equal(t, tt.name, l.format(got))
+				require.Equal(t, tt.name, checkpoint.FormatName("turn", 3, got))
 			}
 		})
 	}
 }
 
-func TestIsTemp(t *testing.T) {
+// A store takes for its temporary files only the marked temps of its
+// checkpoints and side files, never a user's hidden file.
+func TestStoreTakesOnlyItsOwnMarkedTempsForTemps(t *testing.T) {
 	t.Parallel()
 	b := openTestDir(t)
-	l := layout{prefix: "turn", digits: 3}
 	for name, want := range map[string]bool{
 		".step_00000007.json.ckpt-tmp-123":     true, // the temp of a side file named step_00000007.json
 		".notes.txt.json.ckpt-tmp-1":           true, // a side file's temp (side files end in .json)
-		".turn_007.json5577006791947779410":    true, // a checkpoint's temp before the marker
+		".turn_007.json5577006791947779410":    true, // a checkpoint's temp without the marker
 		".turn_007.json.ckpt-tmp-55770067919":  true,
 		".turn_last.json.gz123":                true,
 		".result.json.ckpt-tmp-42":             true,
@@ -102,7 +108,7 @@ func TestIsTemp(t *testing.T) {
 		". turn_007.json1":                     false,
 		".turn_007.json.gz5577006791947779410": true,
 	} {
-		require.Equal(t, want, l.isTemp(b, name), name)
+		require.Equal(t, want, checkpoint.IsTemp("turn", 3, b, name), name)
 	}
 }
 
@@ -122,21 +128,20 @@ func FuzzParseName(f *testing.F) {
 	f.Add("a.b", 1, "a.b_9.final.json.gz")
 	b := openTestDir(f)
 	f.Fuzz(func(t *testing.T, prefix string, digits int, name string) {
-		l := layout{prefix: prefix, digits: digits}
-		if l.validate() != nil {
+		if !checkpoint.ValidLayout(prefix, digits) {
 			return
 		}
-		fn, ok := l.parse(name)
+		fn, ok := checkpoint.ParseName(prefix, digits, name)
 		if !ok {
 			return
 		}
-		if got := l.format(fn); got != name {
+		if got := checkpoint.FormatName(prefix, digits, fn); got != name {
 			t.Fatalf("parse(%q) = %+v, which formats as %q", name, fn, got)
 		}
-		if l.isTemp(b, name) {
+		if checkpoint.IsTemp(prefix, digits, b, name) {
 			t.Fatalf("%q is both a checkpoint and a temporary file", name)
 		}
-		if !names.Plain(name) || fn.step < 0 {
+		if !names.Plain(name) || fn.Step < 0 {
 			t.Fatalf("accepted %q: %+v", name, fn)
 		}
 	})
@@ -144,7 +149,7 @@ func FuzzParseName(f *testing.F) {
 
 // openTestDir opens a directory of its own as the store's Backend, for a
 // test that asks it what its names mean (storage.TempOf).
-func openTestDir(t testing.TB) Backend {
+func openTestDir(t testing.TB) checkpoint.Backend {
 	t.Helper()
 	b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
 	if err != nil {
@@ -152,4 +157,46 @@ func openTestDir(t testing.TB) Backend {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+func TestFileNamesFollowLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := []struct {
+		opts []checkpoint.Option
+		step int64
+		want string
+	}{
+		{nil, 7, "step_00000007.json"},
+		{[]checkpoint.Option{checkpoint.WithLayout("turn", 3)}, 7, "turn_007.json"},
+		{[]checkpoint.Option{checkpoint.WithLayout("turn", 3)}, 1234, "turn_1234.json"},
+		{[]checkpoint.Option{checkpoint.WithLayout("beat", 1), checkpoint.Gzip()}, 0, "beat_0.json.gz"},
+		{[]checkpoint.Option{checkpoint.WithLayout("run-1.a", 5)}, 42, "run-1.a_00042.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore[int](t, dir, tt.opts...)
+			info, err := s.Save(ctx, tt.step, 1)
+			require.NoError(t, err)
+			require.Equal(t, filepath.Join(dir, tt.want), info.Path)
+			require.Equal(t, tt.want, info.Name())
+			require.FileExists(t, info.Path)
+		})
+	}
+}
+
+func TestOpenRefusesAnInvalidLayoutOrPolicy(t *testing.T) {
+	t.Parallel()
+	for _, l := range []struct {
+		prefix string
+		digits int
+	}{{"", 3}, {".hidden", 3}, {"a/b", 3}, {"..", 3}, {"turn", 0}, {"turn", 20}, {strings.Repeat("x", 65), 3}} {
+		_, err := checkpoint.Open[int](t.TempDir(), checkpoint.WithLayout(l.prefix, l.digits))
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, "layout %q %d", l.prefix, l.digits)
+	}
+	_, err := checkpoint.Open[int](t.TempDir(), checkpoint.Every(-1))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, err = checkpoint.Open[int](t.TempDir(), checkpoint.KeepLast(-1))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,7 +55,7 @@ func editJSON(in json.RawMessage, edit func(m map[string]json.RawMessage) error)
 }
 
 // heroMigrations upgrade a hero from schema 0 to 2.
-var heroMigrations = []Migration{
+var heroMigrations = []checkpoint.Migration{
 	{From: 0, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
 		return editJSON(in, func(m map[string]json.RawMessage) error {
 			m["health"], m["max_health"] = m["hp"], m["max_hp"]
@@ -75,9 +76,9 @@ var heroMigrations = []Migration{
 
 // saveAt saves state as step in dir with a store of the given options, and
 // closes it, as one release of a program would.
-func saveAt[T any](t *testing.T, dir string, step int64, state T, opts ...Option) Info {
+func saveAt[T any](t *testing.T, dir string, step int64, state T, opts ...checkpoint.Option) checkpoint.Info {
 	t.Helper()
-	s, err := Open[T](dir, append([]Option{NoSync()}, opts...)...)
+	s, err := checkpoint.Open[T](dir, append([]checkpoint.Option{checkpoint.NoSync()}, opts...)...)
 	require.NoError(t, err)
 	info, err := s.Save(context.Background(), step, state)
 	require.NoError(t, err)
@@ -90,8 +91,8 @@ func saveAt[T any](t *testing.T, dir string, step int64, state T, opts ...Option
 func heroStoreOf(t *testing.T) string {
 	dir := t.TempDir()
 	saveAt(t, dir, 1, heroV0{Name: "Ana", HP: 7, MaxHP: 12})
-	saveAt(t, dir, 2, heroV1{Name: "Ana", Health: 8, MaxHealth: 12}, WithSchema(1, heroMigrations[0]))
-	saveAt(t, dir, 3, heroV2{Name: "Ana", Health: health{9, 12}}, WithSchema(2, heroMigrations...))
+	saveAt(t, dir, 2, heroV1{Name: "Ana", Health: 8, MaxHealth: 12}, checkpoint.WithSchema(1, heroMigrations[0]))
+	saveAt(t, dir, 3, heroV2{Name: "Ana", Health: health{9, 12}}, checkpoint.WithSchema(2, heroMigrations...))
 	return dir
 }
 
@@ -111,7 +112,7 @@ func TestSchemaIsRecordedInHeaderAndOmittedWithout(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	plain := saveAt(t, dir, 1, heroV0{Name: "Ana"})
-	with := saveAt(t, dir, 2, heroV2{Name: "Ana"}, WithSchema(2, heroMigrations...))
+	with := saveAt(t, dir, 2, heroV2{Name: "Ana"}, checkpoint.WithSchema(2, heroMigrations...))
 
 	b, err := os.ReadFile(plain.Path)
 	require.NoError(t, err)
@@ -122,7 +123,7 @@ func TestSchemaIsRecordedInHeaderAndOmittedWithout(t *testing.T) {
 	require.True(t, strings.HasPrefix(string(b), `{"format":2,"schema":2,"step":2,`), string(b))
 	require.Equal(t, 2, with.Schema)
 
-	s := openStore[json.RawMessage](t, dir, ReadOnly(), WithSchema(2, heroMigrations...))
+	s := openStore[json.RawMessage](t, dir, checkpoint.ReadOnly(), checkpoint.WithSchema(2, heroMigrations...))
 	list, err := s.List(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 2}, []int{list[0].Schema, list[1].Schema}, "List reports each file's schema without decoding it")
@@ -135,8 +136,8 @@ func TestMigrationsApplyInOrder(t *testing.T) {
 	}
 	// Each migration appends its name; given out of order, they run in
 	// the order of From.
-	step := func(from int) Migration {
-		return Migration{From: from, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
+	step := func(from int) checkpoint.Migration {
+		return checkpoint.Migration{From: from, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
 			var tr trail
 			if err := json.Unmarshal(in, &tr); err != nil {
 				return nil, err
@@ -147,9 +148,9 @@ func TestMigrationsApplyInOrder(t *testing.T) {
 	}
 	dir := t.TempDir()
 	saveAt(t, dir, 1, trail{Steps: []string{"saved at 0"}})
-	saveAt(t, dir, 2, trail{Steps: []string{"saved at 2"}}, WithSchema(2, step(0), step(1)))
+	saveAt(t, dir, 2, trail{Steps: []string{"saved at 2"}}, checkpoint.WithSchema(2, step(0), step(1)))
 
-	s := openStore[trail](t, dir, WithSchema(4, step(3), step(1), step(0), step(2)), NoSync())
+	s := openStore[trail](t, dir, checkpoint.WithSchema(4, step(3), step(1), step(0), step(2)), checkpoint.NoSync())
 	ctx := context.Background()
 	got, info, err := s.Load(ctx, 1)
 	require.NoError(t, err)
@@ -165,7 +166,7 @@ func TestFileOfEachSchemaLoadsInOneStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := heroStoreOf(t)
-	s := openStore[heroV2](t, dir, WithSchema(2, heroMigrations...), NoSync())
+	s := openStore[heroV2](t, dir, checkpoint.WithSchema(2, heroMigrations...), checkpoint.NoSync())
 
 	for step, want := range map[int64]heroV2{
 		1: {Name: "Ana", Health: health{7, 12}},
@@ -200,11 +201,11 @@ func TestNewerSchemaIsRefusedByLoadLatestAndLoadInfo(t *testing.T) {
 	newer := filepath.Join(dir, "step_00000003.json")
 
 	// A downgraded program: it reads schema 1 and older.
-	s := openStore[heroV1](t, dir, WithSchema(1, heroMigrations[0]), NoSync())
+	s := openStore[heroV1](t, dir, checkpoint.WithSchema(1, heroMigrations[0]), checkpoint.NoSync())
 	requireNewer := func(err error, op string) {
 		t.Helper()
-		require.ErrorIs(t, err, ErrNewerSchema)
-		require.NotErrorIs(t, err, ErrCorrupt)
+		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+		require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
 		require.ErrorContains(t, err, "checkpoint: "+op+" step 3 "+newer+": ")
 		require.ErrorContains(t, err, "the file has schema 2, this store reads schema 1 and older")
 	}
@@ -229,7 +230,7 @@ func TestNewerSchemaIsRefusedByLoadLatestAndLoadInfo(t *testing.T) {
 	// It is not damage: a save of its step is ErrExists, and the file is
 	// not moved aside.
 	_, err = s.Save(ctx, 3, heroV1{Name: "Ana"})
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	require.Equal(t, before, fileBytes(t, dir), "nothing was moved aside or changed")
 }
 
@@ -259,25 +260,25 @@ func TestFailingMigrationIsErrMigrationAndLatestStops(t *testing.T) {
 			dir := heroStoreOf(t)
 			// Step 4 at schema 1 is newer than step 3 at schema 2: the
 			// program was downgraded for a while.
-			saveAt(t, dir, 4, heroV1{Name: "Ana", Health: 6, MaxHealth: 12}, WithSchema(1, heroMigrations[0]))
+			saveAt(t, dir, 4, heroV1{Name: "Ana", Health: 6, MaxHealth: 12}, checkpoint.WithSchema(1, heroMigrations[0]))
 			before := fileBytes(t, dir)
 			path := filepath.Join(dir, "step_00000004.json")
 
-			s := openStore[heroV2](t, dir, WithSchema(2, heroMigrations[0], Migration{From: 1, Migrate: tc.migrate}), NoSync())
+			s := openStore[heroV2](t, dir, checkpoint.WithSchema(2, heroMigrations[0], checkpoint.Migration{From: 1, Migrate: tc.migrate}), checkpoint.NoSync())
 			_, _, err := s.Load(ctx, 4)
-			require.ErrorIs(t, err, ErrMigration)
-			require.NotErrorIs(t, err, ErrCorrupt)
+			require.ErrorIs(t, err, checkpoint.ErrMigration)
+			require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
 			if tc.is != nil {
 				require.ErrorIs(t, err, tc.is)
 			}
 			require.ErrorContains(t, err, "checkpoint: load step 4 "+path+": schema migration failed: "+tc.says)
 
 			_, _, err = s.Latest(ctx)
-			require.ErrorIs(t, err, ErrMigration, "Latest must not fall back to step 3")
+			require.ErrorIs(t, err, checkpoint.ErrMigration, "Latest must not fall back to step 3")
 			require.ErrorContains(t, err, "checkpoint: latest step 4 "+path+": ")
 
 			_, err = s.Save(ctx, 4, heroV2{Name: "Ana"})
-			require.ErrorIs(t, err, ErrExists)
+			require.ErrorIs(t, err, checkpoint.ErrExists)
 			require.Equal(t, before, fileBytes(t, dir), "the file is untouched")
 
 			got, _, err := s.Load(ctx, 3)
@@ -291,17 +292,17 @@ func TestFileOlderThanChainIsErrMigration(t *testing.T) {
 	t.Parallel()
 	dir := heroStoreOf(t)
 	// This release dropped support for schema 0: its chain starts at 1.
-	s := openStore[heroV2](t, dir, WithSchema(2, heroMigrations[1]), NoSync())
+	s := openStore[heroV2](t, dir, checkpoint.WithSchema(2, heroMigrations[1]), checkpoint.NoSync())
 	_, _, err := s.Load(context.Background(), 1)
-	require.ErrorIs(t, err, ErrMigration)
+	require.ErrorIs(t, err, checkpoint.ErrMigration)
 	require.ErrorContains(t, err, "the file has schema 0 and no migration starts there (the oldest schema this store migrates from is 1)")
 	_, _, err = s.Load(context.Background(), 2)
 	require.NoError(t, err)
 
 	// Without migrations, only the store's own schema loads.
-	s = openStore[heroV2](t, dir, WithSchema(2), ReadOnly())
+	s = openStore[heroV2](t, dir, checkpoint.WithSchema(2), checkpoint.ReadOnly())
 	_, _, err = s.Load(context.Background(), 2)
-	require.ErrorIs(t, err, ErrMigration)
+	require.ErrorIs(t, err, checkpoint.ErrMigration)
 	_, _, err = s.Load(context.Background(), 3)
 	require.NoError(t, err)
 }
@@ -309,36 +310,36 @@ func TestFileOlderThanChainIsErrMigration(t *testing.T) {
 func TestBrokenChainIsRefusedAtOpen(t *testing.T) {
 	t.Parallel()
 	id := func(in json.RawMessage) (json.RawMessage, error) { return in, nil }
-	m := func(from int) Migration { return Migration{From: from, Migrate: id} }
+	m := func(from int) checkpoint.Migration { return checkpoint.Migration{From: from, Migrate: id} }
 	for _, tc := range []struct {
 		name    string
 		version int
-		chain   []Migration
+		chain   []checkpoint.Migration
 		says    string
 	}{
-		{"gap", 4, []Migration{m(0), m(1), m(3)}, "WithSchema(4): migration from schema 3: the chain has a gap: no migration from schema 2"},
-		{"gap at the end", 3, []Migration{m(0), m(1)}, "WithSchema(3): the chain has a gap: no migration from schema 2"},
-		{"two from one version", 3, []Migration{m(0), m(1), m(2), m(1)}, "WithSchema(3): migration from schema 1: given twice"},
-		{"From at the version", 2, []Migration{m(0), m(1), m(2)}, "WithSchema(2): migration from schema 2: From must be below the version 2"},
-		{"From above the version", 1, []Migration{m(0), m(5)}, "WithSchema(1): migration from schema 5: From must be below the version 1"},
-		{"negative From", 1, []Migration{m(-1), m(0)}, "WithSchema(1): migration from schema -1: From must be 0 or more"},
-		{"nil Migrate", 2, []Migration{m(0), {From: 1}}, "WithSchema(2): migration from schema 1: Migrate is nil"},
+		{"gap", 4, []checkpoint.Migration{m(0), m(1), m(3)}, "WithSchema(4): migration from schema 3: the chain has a gap: no migration from schema 2"},
+		{"gap at the end", 3, []checkpoint.Migration{m(0), m(1)}, "WithSchema(3): the chain has a gap: no migration from schema 2"},
+		{"two from one version", 3, []checkpoint.Migration{m(0), m(1), m(2), m(1)}, "WithSchema(3): migration from schema 1: given twice"},
+		{"From at the version", 2, []checkpoint.Migration{m(0), m(1), m(2)}, "WithSchema(2): migration from schema 2: From must be below the version 2"},
+		{"From above the version", 1, []checkpoint.Migration{m(0), m(5)}, "WithSchema(1): migration from schema 5: From must be below the version 1"},
+		{"negative From", 1, []checkpoint.Migration{m(-1), m(0)}, "WithSchema(1): migration from schema -1: From must be 0 or more"},
+		{"nil Migrate", 2, []checkpoint.Migration{m(0), {From: 1}}, "WithSchema(2): migration from schema 1: Migrate is nil"},
 		{"negative version", -1, nil, "WithSchema(-1): the version must be 0 or more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := filepath.Join(t.TempDir(), "store")
-			_, err := Open[heroV2](dir, WithSchema(tc.version, tc.chain...))
-			require.ErrorIs(t, err, ErrInvalid)
+			_, err := checkpoint.Open[heroV2](dir, checkpoint.WithSchema(tc.version, tc.chain...))
+			require.ErrorIs(t, err, checkpoint.ErrInvalid)
 			require.ErrorContains(t, err, tc.says)
 			require.NoDirExists(t, dir, "a refused Open creates nothing")
-			_, err = OpenSessions(dir, WithSchema(tc.version, tc.chain...))
-			require.ErrorIs(t, err, ErrInvalid)
+			_, err = checkpoint.OpenSessions(dir, checkpoint.WithSchema(tc.version, tc.chain...))
+			require.ErrorIs(t, err, checkpoint.ErrInvalid)
 		})
 	}
 	// A chain may start above 0, and a version may have none.
-	for _, opt := range []Option{WithSchema(3, m(2), m(1)), WithSchema(3), WithSchema(0)} {
-		s, err := Open[heroV2](t.TempDir(), opt, NoSync())
+	for _, opt := range []checkpoint.Option{checkpoint.WithSchema(3, m(2), m(1)), checkpoint.WithSchema(3), checkpoint.WithSchema(0)} {
+		s, err := checkpoint.Open[heroV2](t.TempDir(), opt, checkpoint.NoSync())
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 	}
@@ -356,7 +357,7 @@ func TestMigratingLoadsLeaveFilesUnchanged(t *testing.T) {
 		stats[name] = fi
 	}
 
-	s := openStore[heroV2](t, dir, WithSchema(2, heroMigrations...), KeepLast(10), NoSync())
+	s := openStore[heroV2](t, dir, checkpoint.WithSchema(2, heroMigrations...), checkpoint.KeepLast(10), checkpoint.NoSync())
 	for step := int64(1); step <= 3; step++ {
 		_, _, err := s.Load(ctx, step)
 		require.NoError(t, err)
@@ -392,10 +393,10 @@ func TestMigrationMayKeepItsInput(t *testing.T) {
 	saveAt(t, dir, 1, heroV0{Name: "Ana", HP: 7, MaxHP: 12})
 	saveAt(t, dir, 2, heroV0{Name: "Bo", HP: 3, MaxHP: 5})
 	var kept []json.RawMessage
-	s := openStore[json.RawMessage](t, dir, WithSchema(1, Migration{From: 0, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
+	s := openStore[json.RawMessage](t, dir, checkpoint.WithSchema(1, checkpoint.Migration{From: 0, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
 		kept = append(kept, in)
 		return in, nil
-	}}), ReadOnly())
+	}}), checkpoint.ReadOnly())
 	for step := int64(1); step <= 2; step++ {
 		_, _, err := s.Load(ctx, step)
 		require.NoError(t, err)
@@ -414,29 +415,29 @@ func TestStrictDecodingRefusesUnknownFields(t *testing.T) {
 
 	// By default the unknown fields are dropped: the health silently
 	// loads as 0.
-	lax := openStore[heroV1](t, dir, ReadOnly())
+	lax := openStore[heroV1](t, dir, checkpoint.ReadOnly())
 	got, _, err := lax.Load(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, heroV1{Name: "Ana"}, got)
 
-	strict := openStore[heroV1](t, dir, ReadOnly(), StrictDecoding())
+	strict := openStore[heroV1](t, dir, checkpoint.ReadOnly(), checkpoint.StrictDecoding())
 	_, _, err = strict.Load(ctx, 1)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.ErrorContains(t, err, "checkpoint: load step 1 "+path+": corrupt checkpoint: decode state: json: unknown field \"hp\"")
 
 	// A migration that leaves a field behind is caught too, as ErrMigration.
-	leaky := Migration{From: 0, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
+	leaky := checkpoint.Migration{From: 0, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
 		return editJSON(in, func(m map[string]json.RawMessage) error {
 			m["health"], m["max_health"] = m["hp"], m["max_hp"]
 			delete(m, "hp")
 			return nil
 		})
 	}}
-	migrated := openStore[heroV1](t, dir, ReadOnly(), StrictDecoding(), WithSchema(1, leaky))
+	migrated := openStore[heroV1](t, dir, checkpoint.ReadOnly(), checkpoint.StrictDecoding(), checkpoint.WithSchema(1, leaky))
 	_, _, err = migrated.Load(ctx, 1)
-	require.ErrorIs(t, err, ErrMigration)
+	require.ErrorIs(t, err, checkpoint.ErrMigration)
 	require.ErrorContains(t, err, "the state migrated from schema 0 to 1 does not decode: json: unknown field \"max_hp\"")
-	migrated = openStore[heroV1](t, dir, ReadOnly(), StrictDecoding(), WithSchema(1, heroMigrations[0]))
+	migrated = openStore[heroV1](t, dir, checkpoint.ReadOnly(), checkpoint.StrictDecoding(), checkpoint.WithSchema(1, heroMigrations[0]))
 	got, _, err = migrated.Load(ctx, 1)
 	require.NoError(t, err)
 	require.Equal(t, heroV1{Name: "Ana", Health: 7, MaxHealth: 12}, got)
@@ -447,31 +448,12 @@ func TestNegativeSchemaInHeaderIsCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	state, err := encodeState(heroV0{Name: "Ana"})
 	require.NoError(t, err)
-	h := header{Format: 1, Schema: -1, Step: 1, Kind: KindStep, Time: goldenTime}
+	h := format.Header{Format: 1, Schema: -1, Step: 1, Kind: checkpoint.KindStep, Time: goldenTime}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json"), envelopeBytes(h, state), 0o644))
-	s := openStore[heroV0](t, dir, ReadOnly())
+	s := openStore[heroV0](t, dir, checkpoint.ReadOnly())
 	_, _, err = s.Load(context.Background(), 1)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.ErrorContains(t, err, "negative schema -1")
-}
-
-// Retention never removes the newest checkpoint that loads, and a file of a
-// newer schema counts as one: it is a newer release's, not damage.
-func TestRetentionKeepsNewerSchemaFileAsLoadable(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	saveAt(t, dir, 1, heroV1{Name: "Ana"}, WithSchema(1, heroMigrations[0]))
-	saveAt(t, dir, 2, heroV1{Name: "Ana"}, WithSchema(1, heroMigrations[0]))
-	saveAt(t, dir, 3, heroV2{Name: "Ana"}, WithSchema(2, heroMigrations...))
-
-	// KeepEvery(10) keeps none of steps 1-3: only the newest checkpoint
-	// that loads is spared.
-	s := openStore[heroV1](t, dir, WithSchema(1, heroMigrations[0]), KeepEvery(10), NoSync())
-	removed, err := s.Prune(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2}, steps(removed))
-	require.FileExists(t, filepath.Join(dir, "step_00000003.json"))
 }
 
 func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
@@ -482,7 +464,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		saveAt(t, dir, 1, heroV0{Name: "Ana", HP: 7, MaxHP: 12})
-		s := openStore[heroV2](t, dir, WithSchema(2, heroMigrations...), Async(2), NoSync())
+		s := openStore[heroV2](t, dir, checkpoint.WithSchema(2, heroMigrations...), checkpoint.Async(2), checkpoint.NoSync())
 		got, _, err := s.Latest(ctx)
 		require.NoError(t, err)
 		require.Equal(t, health{7, 12}, got.Health)
@@ -501,18 +483,18 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 	t.Run("sessions and fork", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		old := openSessions(t, dir, NoSync())
+		old := openSessionsRoot(t, dir, checkpoint.NoSync())
 		sess, err := old.New(ctx, nil)
 		require.NoError(t, err)
-		st, err := OpenSession[heroV0](old, sess.ID)
+		st, err := checkpoint.OpenSession[heroV0](old, sess.ID)
 		require.NoError(t, err)
 		_, err = st.Save(ctx, 1, heroV0{Name: "Ana", HP: 7, MaxHP: 12})
 		require.NoError(t, err)
 		require.NoError(t, st.Close())
 		require.NoError(t, old.Close())
 
-		r := openSessions(t, dir, NoSync(), WithSchema(2, heroMigrations...))
-		st2, s, err := ResumeSession[heroV2](ctx, r)
+		r := openSessionsRoot(t, dir, checkpoint.NoSync(), checkpoint.WithSchema(2, heroMigrations...))
+		st2, s, err := checkpoint.ResumeSession[heroV2](ctx, r)
 		require.NoError(t, err)
 		got, info, err := st2.Latest(ctx)
 		require.NoError(t, err)
@@ -528,7 +510,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		for _, step := range []int64{1, 2} {
 			fork, err := r.Fork(ctx, s.ID, step, nil)
 			require.NoError(t, err, "fork at %d", step)
-			fst, err := OpenSession[heroV2](r, fork.ID)
+			fst, err := checkpoint.OpenSession[heroV2](r, fork.ID)
 			require.NoError(t, err)
 			got, info, err := fst.Latest(ctx)
 			require.NoError(t, err)
@@ -539,124 +521,8 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		}
 
 		// A root that reads only schema 0 refuses to fork a newer step.
-		r0 := openSessions(t, dir, NoSync())
+		r0 := openSessionsRoot(t, dir, checkpoint.NoSync())
 		_, err = r0.Fork(ctx, s.ID, 2, nil)
-		require.ErrorIs(t, err, ErrNewerSchema)
+		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	})
-}
-
-// testdata/v1/schema holds golden files of format 1 with a schema, written
-// when schemas were introduced: turn_001.json at schema 1, whose agents had
-// "health" where schema 2 (goldenState) has "hp", and turn_002.json at
-// schema 2. They must load forever: never regenerate or edit them.
-var goldenSchemaDir = filepath.Join("testdata", "v1", "schema")
-
-type goldenAgentV1 struct {
-	Name   string   `json:"name"`
-	Memory []string `json:"memory"`
-	Health int      `json:"health"`
-}
-
-type goldenSchemaFile struct {
-	h     header
-	state []byte
-}
-
-// goldenSchemaFiles are the golden files of goldenSchemaDir and the header
-// and state each was written with.
-func goldenSchemaFiles(t *testing.T) map[string]goldenSchemaFile {
-	t.Helper()
-	v2 := goldenStateAt(2)
-	v1 := map[string]any{"turn": int64(1), "log": goldenStateAt(1).Log, "seen": goldenStateAt(1).Seen}
-	agents := make(map[string]goldenAgentV1)
-	for id, a := range goldenStateAt(1).Agents {
-		agents[id] = goldenAgentV1{Name: a.Name, Memory: a.Memory, Health: a.HP}
-	}
-	v1["agents"] = agents
-	s1, err := encodeState(v1)
-	require.NoError(t, err)
-	s2, err := encodeState(v2)
-	require.NoError(t, err)
-	return map[string]goldenSchemaFile{
-		"turn_001.json": {header{Format: 1, Schema: 1, Step: 1, Kind: KindStep, Time: goldenTime}, s1},
-		"turn_002.json": {header{Format: 1, Schema: 2, Step: 2, Kind: KindStep, Time: goldenTime, Meta: map[string]string{"release": "2"}}, s2},
-	}
-}
-
-// goldenHealthToHP is the migration of the golden files from schema 1 to 2.
-var goldenHealthToHP = Migration{From: 1, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
-	return editJSON(in, func(m map[string]json.RawMessage) error {
-		var agents map[string]map[string]json.RawMessage
-		if err := json.Unmarshal(m["agents"], &agents); err != nil {
-			return err
-		}
-		for _, a := range agents {
-			a["hp"] = a["health"]
-			delete(a, "health")
-		}
-		var err error
-		m["agents"], err = json.Marshal(agents)
-		return err
-	})
-}}
-
-// TestWriteGoldenSchemaV1 wrote testdata/v1/schema once. It never rewrites
-// a file that exists, and runs only when asked:
-// CHECKPOINT_WRITE_GOLDEN=schema-v1 go test -run WriteGoldenSchema
-func TestWriteGoldenSchemaV1(t *testing.T) {
-	if os.Getenv("CHECKPOINT_WRITE_GOLDEN") != "schema-v1" {
-		t.Skip("golden files are written once per format version")
-	}
-	require.NoError(t, os.MkdirAll(goldenSchemaDir, 0o755))
-	for name, g := range goldenSchemaFiles(t) {
-		path := filepath.Join(goldenSchemaDir, name)
-		if _, err := os.Stat(path); err == nil {
-			continue
-		}
-		require.NoError(t, os.WriteFile(path, envelopeBytes(g.h, g.state), 0o644))
-	}
-}
-
-func TestGoldenSchemaV1Loads(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := openStore[goldenState](t, goldenSchemaDir, WithLayout("turn", 3), ReadOnly(), StrictDecoding(), WithSchema(2, goldenHealthToHP))
-	for step, schema := range map[int64]int{1: 1, 2: 2} {
-		got, info, err := s.Load(ctx, step)
-		require.NoError(t, err)
-		require.Equal(t, goldenStateAt(step), got)
-		require.Equal(t, 1, info.Format)
-		require.Equal(t, schema, info.Schema)
-		require.Equal(t, goldenTime, info.Time)
-	}
-	list, err := s.List(ctx)
-	require.NoError(t, err)
-	require.Len(t, list, 2)
-	require.Equal(t, map[string]string{"release": "2"}, list[1].Meta)
-
-	// A store of schema 1 reads the first and refuses the second.
-	old := openStore[json.RawMessage](t, goldenSchemaDir, WithLayout("turn", 3), ReadOnly(), WithSchema(1))
-	_, _, err = old.Load(ctx, 1)
-	require.NoError(t, err)
-	_, _, err = old.Latest(ctx)
-	require.ErrorIs(t, err, ErrNewerSchema)
-}
-
-// TestGoldenSchemaV1WriterUnchanged proves that today's writer puts the
-// schema where the golden files have it, byte for byte.
-func TestGoldenSchemaV1WriterUnchanged(t *testing.T) {
-	t.Parallel()
-	for name, g := range goldenSchemaFiles(t) {
-		onDisk, err := os.ReadFile(filepath.Join(goldenSchemaDir, name))
-		require.NoError(t, err)
-		require.Equal(t, string(onDisk), string(envelopeBytes(g.h, g.state)), name)
-	}
-	dir := t.TempDir()
-	info := saveAt(t, dir, 2, goldenStateAt(2), WithSchema(2, goldenHealthToHP), withClock(func() time.Time { return goldenTime }))
-	b, err := os.ReadFile(info.Path)
-	require.NoError(t, err)
-	g := goldenSchemaFiles(t)["turn_002.json"]
-	g.h.Meta = nil
-	g.h.Format = formatVersion
-	require.Equal(t, string(envelopeBytes(g.h, g.state)), string(b))
 }

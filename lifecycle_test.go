@@ -1,0 +1,151 @@
+package checkpoint_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOpenRemovesStaleTempsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	stale := []string{".turn_002.json8812736", ".turn_last.json.gz77", ".result.json.ckpt-tmp-5", ".turn_002.json.ckpt-tmp-3"}
+	foreign := []string{".bashrc", ".turn_002.json", "notes.json", ".x.json.tmp", "turn_003.json9", ".result.json5"}
+	for _, name := range append(append([]string{}, stale...), foreign...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o644))
+	}
+	r := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
+	require.Len(t, dirNames(t, dir), 2+len(stale)+len(foreign), "a read-only open removes nothing")
+	require.NoError(t, r.Close())
+
+	openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
+	names := dirNames(t, dir)
+	for _, name := range stale {
+		require.NotContains(t, names, name)
+	}
+	for _, name := range append(foreign, "turn_001.json", ".checkpoint.lock") {
+		require.Contains(t, names, name)
+	}
+}
+
+func TestSecondWriterIsLockedReadOnlyWorks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir)
+	_, err := checkpoint.Open[int](dir)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	// The error says what a reader should do instead, and who holds it.
+	require.ErrorContains(t, err, "open it with ReadOnly()")
+	if runtime.GOOS == "linux" {
+		require.ErrorContains(t, err, "(by this process: close the other Store first)")
+	}
+
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
+	_, err = w.Save(ctx, 1, 10)
+	require.NoError(t, err)
+	v, _, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 10, v)
+	_, err = w.Save(ctx, 2, 20)
+	require.NoError(t, err)
+	v, _, err = r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 20, v)
+
+	_, err = r.Save(ctx, 3, 30)
+	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
+	require.ErrorIs(t, r.Delete(ctx, 1), checkpoint.ErrReadOnly)
+
+	// The lock goes with Close.
+	require.NoError(t, w.Close())
+	w2, err := checkpoint.Open[int](dir)
+	require.NoError(t, err)
+	require.NoError(t, w2.Close())
+}
+
+func TestReadOnlyMissingDirIsNotFound(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "nope")
+	_, err := checkpoint.Open[int](dir, checkpoint.ReadOnly())
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.NoDirExists(t, dir)
+}
+
+func TestOpenCreatesNestedDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "campaigns", "session_001")
+	s := openStore[int](t, dir)
+	_, err := s.Save(context.Background(), 1, 1)
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(dir, "step_00000001.json"))
+}
+
+func TestClosedStoreRefusesEverything(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := checkpoint.Open[int](t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "a second Close is a no-op")
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	_, _, err = s.Load(ctx, 1)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	_, _, err = s.Latest(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	_, err = s.List(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	require.ErrorIs(t, s.Delete(ctx, 1), checkpoint.ErrClosed)
+}
+
+func TestCancelledContextDoesNoIO(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
+	_, _, err = s.Load(ctx, 1)
+	require.ErrorIs(t, err, context.Canceled)
+	_, _, err = s.Latest(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestDeleteRemovesEveryFileOfTheStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	_, err := s.SaveError(ctx, 2, 22, errors.New("boom"))
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx, 2))
+	_, _, err = s.Load(ctx, 2)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.ErrorIs(t, s.Delete(ctx, 2), checkpoint.ErrNotFound)
+	require.Equal(t, []string{".checkpoint.lock", "turn_001.json", "turn_003.json"}, dirNames(t, dir))
+	// A deleted step can be saved again.
+	_, err = s.Save(ctx, 2, 222)
+	require.NoError(t, err)
+	v, _, err := s.Load(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 222, v)
+}

@@ -1,0 +1,215 @@
+package checkpoint_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRoundTripNestedState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		opts []checkpoint.Option
+		comp format.Compression
+	}{
+		{"plain", nil, format.CompressNone},
+		{"gzip", []checkpoint.Option{checkpoint.Gzip()}, format.CompressGzip},
+		{"zstd", []checkpoint.Option{checkpoint.Zstd()}, format.CompressZstd},
+		{"nosync", []checkpoint.Option{checkpoint.NoSync()}, format.CompressNone},
+		{"zstd nosync", []checkpoint.Option{checkpoint.Zstd(), checkpoint.NoSync()}, format.CompressZstd},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStore[gameState](t, t.TempDir(), tt.opts...)
+			want := sampleState(7)
+			human := "Ana"
+			want.Human = &human
+			saved, err := s.Save(ctx, 7, want, checkpoint.WithMeta("player", "Ana"), checkpoint.WithMeta("scene", "tavern"))
+			require.NoError(t, err)
+			require.Equal(t, int64(7), saved.Step)
+			require.Equal(t, checkpoint.KindStep, saved.Kind)
+			require.Equal(t, tt.comp.String(), saved.Compression)
+			require.Equal(t, "step_00000007"+tt.comp.Ext(), saved.Name())
+			require.Equal(t, 2, saved.Format)
+			require.Equal(t, map[string]string{"player": "Ana", "scene": "tavern"}, saved.Meta)
+			fi, err := os.Stat(saved.Path)
+			require.NoError(t, err)
+			require.Equal(t, fi.Size(), saved.Size)
+			raw, err := os.ReadFile(saved.Path)
+			require.NoError(t, err)
+			require.Equal(t, tt.comp, format.Sniff(raw))
+
+			got, info, err := s.Load(ctx, 7)
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+			require.Equal(t, saved, info)
+		})
+	}
+}
+
+func TestOldCheckpointsUnchangedByLaterSaves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, checkpoint.WithLayout("turn", 3))
+	_, err := s.Save(ctx, 1, sampleState(1))
+	require.NoError(t, err)
+	first, err := os.ReadFile(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	fi1, err := os.Stat(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	for turn := int64(2); turn <= 10; turn++ {
+		_, err := s.Save(ctx, turn, sampleState(turn))
+		require.NoError(t, err)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	require.Equal(t, first, after)
+	fi2, err := os.Stat(filepath.Join(dir, "turn_001.json"))
+	require.NoError(t, err)
+	require.True(t, os.SameFile(fi1, fi2), "the file was replaced")
+	require.Equal(t, fi1.ModTime(), fi2.ModTime())
+}
+
+func TestSaveExistingStepFailsAndKeepsFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, gzSecond := range []bool{false, true} {
+		t.Run(fmt.Sprintf("second gzip=%v", gzSecond), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore[gameState](t, dir)
+			info, err := s.Save(ctx, 3, sampleState(3))
+			require.NoError(t, err)
+			before, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			if gzSecond {
+				require.NoError(t, s.Close())
+				s = openStore[gameState](t, dir, checkpoint.Gzip())
+			}
+			_, err = s.Save(ctx, 3, sampleState(99))
+			require.ErrorIs(t, err, checkpoint.ErrExists)
+			require.Contains(t, err.Error(), "save step 3")
+			after, err := os.ReadFile(info.Path)
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			require.Equal(t, []string{".checkpoint.lock", "step_00000003.json"}, dirNames(t, dir))
+			got, _, err := s.Load(ctx, 3)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), got.Turn)
+		})
+	}
+}
+
+func TestUnencodableStateLeavesNoFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[any](t, dir)
+	for name, state := range map[string]any{
+		"channel": make(chan int),
+		"NaN":     math.NaN(),
+		"func":    func() {},
+		"nil":     nil,
+	} {
+		_, err := s.Save(ctx, 1, state)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, name)
+		require.Contains(t, err.Error(), "save step 1", name)
+	}
+	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
+	_, err := s.Save(ctx, -1, 1)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, err = s.Save(ctx, 1, 1, checkpoint.WithMeta("", "x"))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.Equal(t, []string{".checkpoint.lock"}, dirNames(t, dir))
+}
+
+// saveOnMarshal is a state whose encoding uses the store.
+type saveOnMarshal struct{ s *checkpoint.Store[any] }
+
+func (m saveOnMarshal) MarshalJSON() ([]byte, error) {
+	if _, err := m.s.Save(context.Background(), 99, 99); err != nil {
+		return nil, err
+	}
+	return []byte(`"encoded"`), nil
+}
+
+func TestStateEncodingRunsOutsideTheWriteLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[any](t, t.TempDir())
+	_, err := s.Save(ctx, 1, saveOnMarshal{s})
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 99}, stepsOf(list))
+}
+
+func TestSaveErrorsNameTheFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[any](t, dir, checkpoint.WithLayout("turn", 3))
+	path := filepath.Join(dir, "turn_001.json")
+	_, err := s.Save(ctx, 1, make(chan int))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.ErrorContains(t, err, "checkpoint: save step 1 "+path+": invalid argument: encode state")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = s.Save(cancelled, 1, 1)
+	require.ErrorContains(t, err, "save step 1 "+path)
+	require.NoError(t, s.Close())
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, checkpoint.ErrClosed)
+	require.ErrorContains(t, err, "save step 1 "+path)
+}
+
+// TestSaveDoesNotCopyTheEncodedState proves that, once the store's buffers
+// and compressors are warm, a save allocates far less than its state: the
+// encoded state lives in a reused buffer and is hashed and written (or
+// compressed) where it lies.
+func TestSaveDoesNotCopyTheEncodedState(t *testing.T) {
+	if checkpoint.RaceEnabled {
+		t.Skip("the race detector makes sync.Pool drop buffers at random")
+	}
+	ctx := context.Background()
+	state := strings.Repeat("0123456789abcdef", 64<<10) // 1 MiB
+	for name, opts := range map[string][]checkpoint.Option{"plain": {checkpoint.NoSync()}, "gzip": {checkpoint.NoSync(), checkpoint.Gzip()}, "zstd": {checkpoint.NoSync(), checkpoint.Zstd()}} {
+		t.Run(name, func(t *testing.T) {
+			s := openStore[string](t, t.TempDir(), opts...)
+			step := int64(0)
+			save := func() {
+				_, err := s.Save(ctx, step, state)
+				require.NoError(t, err)
+				step++
+			}
+			// A collection would empty the buffer pools (as it should,
+			// when the store is idle): keep it from running.
+			defer debug.SetGCPercent(debug.SetGCPercent(-1))
+			save() // warm the buffers and the compressor
+			const saves = 30
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := 0; i < saves; i++ {
+				save()
+			}
+			runtime.ReadMemStats(&after)
+			perSave := (after.TotalAlloc - before.TotalAlloc) / saves
+			t.Logf("%d bytes allocated per save of a %d-byte state", perSave, len(state))
+			// One copy of the state would be 1 MiB per save. (A pool
+			// keeps a buffer per processor, so a save that moves to
+			// another one may still grow a fresh buffer, once.)
+			require.Less(t, perSave, uint64(len(state)/2))
+		})
+	}
+}
