@@ -3,9 +3,6 @@ package checkpoint
 // What the black-box tests of retention, the header index, policies,
 // async saves and clocks need of the store's internals.
 
-// WithClock makes the store read its time from now.
-var WithClock = withClock
-
 // The header index: its name, its first line, the checksum table of its
 // end line, the size past which it is not read and the number of
 // checkpoints from which a store writes it.
@@ -22,9 +19,6 @@ var IndexCRC = indexCRC
 // MaxAsyncFailures is how many failed background saves a store keeps in
 // full; it counts the others.
 const MaxAsyncFailures = maxFailures
-
-// QuarantineSuffix is appended to the name of a file a store moves aside.
-const QuarantineSuffix = quarantineSuffix
 
 // TempPrefix is the name of final's temporary files less their random
 // digits, as the directory names them.
