@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint/internal/platformtest"
+	"github.com/gocheckpoint/checkpoint/internal/testkit"
 )
 
 // What the tests need to know of the platform (see package platformtest).
@@ -17,23 +18,15 @@ var (
 	rewriteInPlace = platformtest.RewriteInPlace
 )
 
+// dirNames returns the names in a directory, sorted.
+var dirNames = testkit.DirNames
+
+// writeString is a write function of a Backend that writes s.
 func writeString(s string) func(w io.Writer) error {
 	return func(w io.Writer) error {
 		_, err := io.WriteString(w, s)
 		return err
 	}
-}
-
-// dirNames returns the names in dir, sorted (os.ReadDir sorts them).
-func dirNames(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var names []string
-	for _, e := range ents {
-		names = append(names, e.Name())
-	}
-	return names
 }
 
 // touch writes a small file of each name in dir.

@@ -1,0 +1,128 @@
+package dirstore_test
+
+import (
+	"context"
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/testkit"
+	"github.com/gocheckpoint/checkpoint/storage"
+)
+
+// What the tests know of the names the store and the directory write.
+const (
+	lockName         = dirstore.LockName
+	tempMarker       = ".ckpt-tmp-"
+	sessionFile      = "session.json"
+	sessionsLockName = ".sessions.lock"
+	stagingPrefix    = ".staging-"
+	quarantineSuffix = ".corrupt"
+)
+
+// tempPrefix is the name of final's temporary files less their random
+// digits.
+func tempPrefix(final string) string { return "." + final + tempMarker }
+
+// openFaulty opens a store on the directory dir whose own fault points
+// (see SetFault) fail where dirFault says, wrapped, unless opFault is nil,
+// in inject.Wrap with opFault: the directory's test seam for faults inside
+// one write, the wrapper for faults of whole Backend operations. The
+// directory is opened durable, whatever opts say: the fault points of its
+// syncs are then reached.
+func openFaulty[T any](t *testing.T, dir string, dirFault func(point, name string) error, opFault func(inject.Op) error, opts ...checkpoint.Option) *checkpoint.Store[T] {
+	t.Helper()
+	s, _ := openFaultyBackend[T](t, dir, dirFault, opFault, opts...)
+	return s
+}
+
+// openFaultyBackend is openFaulty, which also returns the directory.
+func openFaultyBackend[T any](t *testing.T, dir string, dirFault func(point, name string) error, opFault func(inject.Op) error, opts ...checkpoint.Option) (*checkpoint.Store[T], storage.Backend) {
+	t.Helper()
+	d, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	dirstore.SetFault(d, dirFault)
+	b := d
+	if opFault != nil {
+		b = inject.Wrap(d, opFault)
+	}
+	s, err := checkpoint.OpenBackend[T](b, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, d
+}
+
+// openSessions opens a root of sessions with NoSync; openDurableSessions
+// fsyncs. Each also returns the directory, for SetFault.
+func openSessions(t *testing.T, dir string) (*checkpoint.Sessions, storage.Backend) {
+	t.Helper()
+	return openSessionsWith(t, dir, dirstore.NoSync())
+}
+
+func openDurableSessions(t *testing.T, dir string) (*checkpoint.Sessions, storage.Backend) {
+	t.Helper()
+	return openSessionsWith(t, dir)
+}
+
+func openSessionsWith(t *testing.T, dir string, opts ...dirstore.Option) (*checkpoint.Sessions, storage.Backend) {
+	t.Helper()
+	b, err := dirstore.Open(dir, opts...)
+	require.NoError(t, err)
+	var sopts []checkpoint.Option
+	if len(opts) > 0 {
+		sopts = append(sopts, checkpoint.NoSync())
+	}
+	r, err := checkpoint.OpenSessionsBackend(b, sopts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r, b
+}
+
+func listIDs(t *testing.T, r *checkpoint.Sessions) []string {
+	t.Helper()
+	list, err := r.List(context.Background())
+	require.NoError(t, err)
+	var out []string
+	for _, s := range list {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+// checkpointNames lists the checkpoint files in dir, sorted.
+func checkpointNames(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	for _, name := range dirNames(t, dir) {
+		if name != lockName {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// openStore opens a store on dir with NoSync, closed when the test ends.
+func openStore[T any](t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Store[T] {
+	t.Helper()
+	s, err := checkpoint.Open[T](dir, append([]checkpoint.Option{checkpoint.NoSync()}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// writeString is a write function of a Backend that writes s.
+func writeString(s string) func(w io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := io.WriteString(w, s)
+		return err
+	}
+}
+
+// dirNames returns the names in dir, sorted.
+var dirNames = testkit.DirNames
