@@ -203,14 +203,11 @@ func prefixed(p string, vs []string) []string {
 // promise, and the root is cleaned and takes new sessions.
 func TestPowerCutKeepsSessionPromises(t *testing.T) {
 	t.Parallel()
-	for _, f := range memFlavours {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessions, checkSessions) {
-				t.Error(v)
-			}
-		})
-	}
+	inEachFlavour(t, func(t *testing.T, f memFlavour) {
+		for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessions, checkSessions) {
+			t.Error(v)
+		}
+	})
 }
 
 // The sessions' power-cut test sees a missing sync too: a Create that
@@ -287,12 +284,7 @@ func checkpointsIn(b checkpoint.Backend) []string {
 // once RemoveStaging returns nil, and every session listed is whole.
 func TestPowerCutKeepsSessionPromisesInCleanup(t *testing.T) {
 	t.Parallel()
-	for _, f := range memFlavours {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			powerCutsInCleanup(t, f.opts...)
-		})
-	}
+	inEachFlavour(t, func(t *testing.T, f memFlavour) { powerCutsInCleanup(t, f.opts...) })
 }
 
 func powerCutsInCleanup(t *testing.T, opts ...backendtest.MemOption) {
