@@ -24,17 +24,22 @@ type sessionsLedger struct {
 	metaAcked            int      // how many of metas returned nil
 }
 
+// openMemSessions opens a root of sessions on a new handle of m.
+func openMemSessions(m *backendtest.Mem) (*checkpoint.Sessions, error) {
+	root, err := m.Open()
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.OpenSessionsBackend(root)
+}
+
 // runSessions creates session "a", saves in it, forks it at step 1,
 // writes its metadata and makes a second fork, on a root of sessions on
 // m (OpenSessionsBackend).
 func runSessions(m *backendtest.Mem) (*sessionsLedger, error) {
 	ctx := context.Background()
 	l := &sessionsLedger{a: &ledger{}}
-	root, err := m.Open()
-	if err != nil {
-		return l, err
-	}
-	r, err := checkpoint.OpenSessionsBackend(root)
+	r, err := openMemSessions(m)
 	if err != nil {
 		return l, err
 	}
@@ -296,11 +301,7 @@ func powerCutsInCleanup(t *testing.T, opts ...backendtest.MemOption) {
 			a.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
 		}
 		l := &sessionsLedger{crashedFork: id, created: true, createAcked: true, a: a, metas: []string{"0"}, metaAcked: 1}
-		root, err := m.Open()
-		if err != nil {
-			return l, err
-		}
-		r, err := checkpoint.OpenSessionsBackend(root)
+		r, err := openMemSessions(m)
 		if err != nil {
 			return l, err
 		}

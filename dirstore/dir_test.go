@@ -165,9 +165,7 @@ func TestDirLinkContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	root, err := Open(dir, NoSync())
-	require.NoError(t, err)
-	defer root.Close()
+	root := openNoSync(t, dir)
 	sub := func(b storage.Backend, name string) storage.Backend {
 		s, err := b.Sub(ctx, name, false)
 		require.NoError(t, err)
@@ -178,7 +176,7 @@ func TestDirLinkContract(t *testing.T) {
 		return func(w io.Writer) error { _, err := io.WriteString(w, data); return err }
 	}
 	a, b := sub(root, "a"), sub(root, "b")
-	_, err = a.Create(ctx, "x.json", write("x"))
+	_, err := a.Create(ctx, "x.json", write("x"))
 	require.NoError(t, err)
 
 	l, ok := b.(storage.Linker)
@@ -196,9 +194,7 @@ func TestDirLinkContract(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrExists)
 	_, err = l.Link(ctx, a, "missing.json")
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	other, err := Open(t.TempDir(), NoSync())
-	require.NoError(t, err)
-	defer other.Close()
+	other := openNoSync(t, t.TempDir())
 	_, err = l.Link(ctx, sub(other, "c"), "x.json")
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	_, err = sub(a, "deeper").(storage.Linker).Link(ctx, a, "x.json")
@@ -213,9 +209,7 @@ func TestDirRemoveChildContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	root, err := Open(dir, NoSync())
-	require.NoError(t, err)
-	defer root.Close()
+	root := openNoSync(t, dir)
 	cr := root.(storage.ChildRemover)
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "empty"), 0o755))
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "full"), 0o755))
@@ -229,4 +223,14 @@ func TestDirRemoveChildContract(t *testing.T) {
 	require.DirExists(t, filepath.Join(dir, "full"))
 	require.ErrorIs(t, cr.RemoveChild(ctx, "file"), storage.ErrInvalid)
 	require.FileExists(t, filepath.Join(dir, "file"))
+}
+
+// openNoSync opens the directory dir with NoSync, closed when the test
+// ends.
+func openNoSync(t *testing.T, dir string) storage.Backend {
+	t.Helper()
+	b, err := Open(dir, NoSync())
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return b
 }

@@ -59,6 +59,17 @@ func dirState(t *testing.T, dir string) map[string]string {
 	return out
 }
 
+// faultyWithSteps opens a store of the layout ("c", 3) on a new directory
+// whose removals and directory fault points sw fails, once armed, and
+// saves the steps 1 to last in it.
+func faultyWithSteps(t *testing.T, last int64) (dir string, sw *testkit.FaultSwitch, s *checkpoint.Store[int]) {
+	t.Helper()
+	dir, sw = t.TempDir(), &testkit.FaultSwitch{}
+	s = openFaulty[int](t, dir, sw.Fault, sw.Op, checkpoint.WithLayout("c", 3))
+	saveSteps(t, s, last)
+	return dir, sw, s
+}
+
 // saveSteps saves the steps 1 to last in s, each with its number as state.
 func saveSteps(t *testing.T, s *checkpoint.Store[int], last int64) {
 	t.Helper()
@@ -168,10 +179,7 @@ func TestFaultWhileRemoving(t *testing.T) {
 	ctx := context.Background()
 	for _, point := range []string{"remove", "dirsync"} {
 		t.Run(point, func(t *testing.T) {
-			dir := t.TempDir()
-			sw := &testkit.FaultSwitch{}
-			s := openFaulty[int](t, dir, sw.Fault, sw.Op, checkpoint.WithLayout("c", 3))
-			saveSteps(t, s, 3)
+			dir, sw, s := faultyWithSteps(t, 3)
 			sw.Arm(point)
 			err := s.Delete(ctx, 2)
 			require.ErrorIs(t, err, testkit.ErrInjected)
@@ -195,10 +203,7 @@ func TestFaultWhilePruning(t *testing.T) {
 	ctx := context.Background()
 	for _, point := range []string{"remove", "dirsync"} {
 		t.Run(point, func(t *testing.T) {
-			dir := t.TempDir()
-			sw := &testkit.FaultSwitch{}
-			s := openFaulty[int](t, dir, sw.Fault, sw.Op, checkpoint.WithLayout("c", 3))
-			saveSteps(t, s, 4)
+			dir, sw, s := faultyWithSteps(t, 4)
 			require.NoError(t, s.Close())
 			s = openFaulty[int](t, dir, sw.Fault, sw.Op, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(1))
 			sw.Arm(point)

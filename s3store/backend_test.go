@@ -14,13 +14,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gocheckpoint/checkpoint/storage"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // setup starts a parallel test on a bucket of its own, with a Backend on

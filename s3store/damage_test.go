@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
 )
 
 // Objects a store never writes, put under its prefix by hand: names that

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
-	"github.com/stretchr/testify/require"
 )
 
 // The server dies (kill -9) under a writer: its saves fail with an error

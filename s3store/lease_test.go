@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocheckpoint/checkpoint/storage"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // testTTL is the lease TTL of tests in which a holder must keep its lease

@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint"
 )
 
 // bodyBytes counts the response body bytes read for keys ending in suffix.

@@ -18,9 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
-	"github.com/stretchr/testify/require"
 )
 
 // The tests run against a real S3 server: the one .ci/s3-test starts and

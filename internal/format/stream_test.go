@@ -33,8 +33,8 @@ func stepIs(step int64) func(Header) error {
 	}
 }
 
-// loadBuffered loads data the way every load did before streaming: read
-// whole, verified, then decoded by encoding/json.
+// loadBuffered loads data the buffered way: read whole, verified, then
+// decoded by encoding/json.
 func loadBuffered[T any](data []byte, sc *Schema, limit int64, check func(Header) error) loaded[T] {
 	var out loaded[T]
 	out.err = NewCodec(CompressNone, limit).Read(bytes.NewReader(data), int64(len(data)), func(h Header, state []byte) error {
@@ -623,8 +623,8 @@ func checkMeaning(t *testing.T, typ reflect.Type, state []byte, strict bool) {
 	}
 }
 
-// meaningSeeds are the inputs where the two decoders were seen to differ,
-// and others where they might: a type's spec, a state, strictness.
+// meaningSeeds are inputs on which the two decoders could differ: a
+// type's spec, a state, strictness.
 func meaningSeeds() []struct {
 	spec, state []byte
 	strict      bool
@@ -715,8 +715,8 @@ func meaningSeeds() []struct {
 	}
 }
 
-// The inputs where encoding/json and the streaming decoder were seen to
-// differ: a load means what encoding/json means on each.
+// On the inputs where encoding/json and the streaming decoder could
+// differ, a load means what encoding/json means.
 func TestStreamedLoadMeansWhatEncodingJSONMeans(t *testing.T) {
 	t.Parallel()
 	for _, s := range meaningSeeds() {
