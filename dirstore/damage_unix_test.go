@@ -38,6 +38,10 @@ func returnsWithin(t *testing.T, fifo string, f func() error) error {
 	}
 }
 
+// A named pipe at a checkpoint's name never blocks a call: Save of that
+// step and LoadExact of it are ErrCorrupt and storage.ErrNotRegular,
+// saying "named pipe" (not ErrExists), Latest passes over it, and the pipe
+// stays where it is.
 func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -66,7 +70,10 @@ func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
 	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the pipe is left where it is")
 }
 
-func TestLoadOfAStepWhoseNameIsNotARegularFileSaidNotFound(t *testing.T) {
+// Load of a step whose name holds a named pipe, a directory or a symbolic
+// link is ErrCorrupt naming what is there, never ErrNotFound (which tells a
+// host to start afresh), as a load's *checkpoint.Error on that path.
+func TestLoadOfAStepWhoseNameIsNotARegularFileIsCorruptNotNotFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -150,6 +157,8 @@ func TestLatestReportsANonRegularFileItPassesOver(t *testing.T) {
 	require.ErrorContains(t, reported[0], "a directory")
 }
 
+// A named pipe at a side file's name never blocks ReadJSON: it is
+// storage.ErrNotRegular, saying "named pipe".
 func TestFIFOSideFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -163,6 +172,9 @@ func TestFIFOSideFileNeverBlocks(t *testing.T) {
 	require.ErrorContains(t, err, "named pipe")
 }
 
+// A named pipe at a session's session.json never blocks: List lists the
+// session with an Err of ErrCorrupt and storage.ErrNotRegular, and opening
+// or resuming it is storage.ErrNotRegular.
 func TestFIFOSessionFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -187,6 +199,10 @@ func TestFIFOSessionFileNeverBlocks(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrNotRegular)
 }
 
+// A symbolic link at the name of the step being saved is moved aside
+// itself, its target untouched, and the step saves; the link moved aside
+// is a quarantined leftover, and RemoveLeftovers removes the link, never
+// its target.
 func TestSymlinkAtACheckpointNameIsMovedAsideNotItsTarget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

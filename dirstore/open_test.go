@@ -88,6 +88,11 @@ func TestTempOfTellsTheDirectorysTemporaryFiles(t *testing.T) {
 	_, ok := b.(storage.TempNamer)
 	require.True(t, ok)
 }
+
+// The temporary file of a save and of a side file, seen at the point of
+// its publish, is named with the marker after its final name, and the
+// directory's TempOf tells it for a temporary file of that final name, of
+// the marked naming.
 func TestSaveTempFilesCarryTheMarker(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
