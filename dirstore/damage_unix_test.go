@@ -179,7 +179,7 @@ func TestFIFOSessionFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	r, _ := openSessions(t, dir)
+	r := openSessions(t, dir)
 	_, err := r.Create(ctx, "run", nil)
 	require.NoError(t, err)
 	fifo := filepath.Join(dir, "run", sessionFile)

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
-	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/testkit"
 )
 
@@ -231,8 +230,7 @@ func TestFaultWhileCreatingASession(t *testing.T) {
 		t.Run(point, func(t *testing.T) {
 			dir := t.TempDir()
 			sw := &testkit.FaultSwitch{}
-			r, b := openDurableSessions(t, dir)
-			dirstore.SetFault(b, sw.Fault) // the directory's fault points; its children share them
+			r := openFaultySessions(t, dir, sw.Fault)
 			sw.Arm(point)
 			_, err := r.New(ctx, nil)
 			require.ErrorIs(t, err, testkit.ErrInjected)
@@ -289,8 +287,7 @@ func TestFailedCreationRemovesItsDirectory(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	sw := &testkit.FaultSwitch{}
-	r, b := openDurableSessions(t, dir)
-	dirstore.SetFault(b, sw.Fault)
+	r := openFaultySessions(t, dir, sw.Fault)
 	sw.Arm("write")
 	_, err := r.New(ctx, nil)
 	require.ErrorIs(t, err, testkit.ErrInjected)
@@ -329,8 +326,7 @@ func TestFailedRootSyncLeavesNoSession(t *testing.T) {
 				}
 				return nil
 			}
-			r, b := openDurableSessions(t, dir)
-			dirstore.SetFault(b, fault) // the directory's fault points; its children share them
+			r := openFaultySessions(t, dir, fault)
 			src, err := r.New(ctx, nil)
 			require.NoError(t, err)
 			st, err := checkpoint.OpenSessionStore[int](r, src.ID)
@@ -374,8 +370,7 @@ func TestCreateThatCannotSyncTheRootLeavesNoSession(t *testing.T) {
 		}
 		return nil
 	}
-	r, b := openDurableSessions(t, dir)
-	dirstore.SetFault(b, fault) // the directory's fault points; its children share them
+	r := openFaultySessions(t, dir, fault)
 	s, err := r.Create(ctx, "run-a", map[string]string{"k": "v"})
 	require.ErrorIs(t, err, testkit.ErrInjected)
 	require.Zero(t, s)

@@ -57,18 +57,26 @@ func openFaultyBackend[T any](t *testing.T, dir string, dirFault func(point, nam
 	return s, d
 }
 
-// openSessions opens a root of sessions with NoSync; openDurableSessions
-// fsyncs. Each also returns the directory, for SetFault.
-func openSessions(t *testing.T, dir string) (*checkpoint.Sessions, storage.Backend) {
+// openSessions opens a root of sessions on the directory dir with NoSync.
+func openSessions(t *testing.T, dir string) *checkpoint.Sessions {
 	t.Helper()
-	return openSessionsWith(t, dir, dirstore.NoSync())
+	r, _ := openSessionsWith(t, dir, dirstore.NoSync())
+	return r
 }
 
-func openDurableSessions(t *testing.T, dir string) (*checkpoint.Sessions, storage.Backend) {
+// openFaultySessions opens a durable root of sessions on the directory
+// dir whose fault points, and its child stores', fail where fault says
+// (see SetFault).
+func openFaultySessions(t *testing.T, dir string, fault func(point, name string) error) *checkpoint.Sessions {
 	t.Helper()
-	return openSessionsWith(t, dir)
+	r, b := openSessionsWith(t, dir)
+	dirstore.SetFault(b, fault)
+	return r
 }
 
+// openSessionsWith opens a root of sessions on the directory dir opened
+// with opts (the root with NoSync when opts are given), closed when the
+// test ends, and returns the directory too.
 func openSessionsWith(t *testing.T, dir string, opts ...dirstore.Option) (*checkpoint.Sessions, storage.Backend) {
 	t.Helper()
 	b, err := dirstore.Open(dir, opts...)

@@ -101,7 +101,7 @@ func TestSymlinkedLockFileIsRefused(t *testing.T) {
 func TestLegacySessionsLockDoesNotBlock(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	r, _ := openSessions(t, dir)
+	r := openSessions(t, dir)
 	held, err := dirstore.LockFile(dir, sessionsLockName) // a process of the legacy protocol
 	require.NoError(t, err)
 	released := false
