@@ -3,6 +3,8 @@ package dirstore_test
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -134,3 +136,11 @@ func writeString(s string) func(w io.Writer) error {
 
 // dirNames returns the names in dir, sorted.
 var dirNames = testkit.DirNames
+
+// touch writes a small file of each name in dir.
+func touch(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
+	}
+}
