@@ -306,18 +306,19 @@ func TestStreamedLoadDecodesAsEncodingJSON(t *testing.T) {
 	require.True(t, c.Streams(reflect.TypeFor[plainState]()))
 }
 
-// A plain type and an input the streamed decoder refuses and
-// encoding/json decodes (a name that matches two fields in other cases:
-// encoding/json takes the first): it loads as encoding/json decodes it, by
-// a second read, and the store then reads the buffered way (types that are
-// not plain never stream: TestStateTypesThatAreNotPlainNeverStream).
-
+// tolerated is a plain type with two fields whose names differ only in
+// case.
 type tolerated struct {
 	Lower string `json:"name"`
 	Upper string `json:"NAME"`
 }
 
-func TestStateTypesOnlyEncodingJSONAcceptsLoadAsBefore(t *testing.T) {
+// An input of a plain type that the streamed decoder refuses and
+// encoding/json decodes (a name that matches two fields in other cases:
+// encoding/json takes the first) loads as encoding/json decodes it, by a
+// second read, and the codec then reads the buffered way. (Types that are
+// not plain never stream: the store's tests prove it.)
+func TestInputOnlyEncodingJSONAcceptsLoadsByASecondReadAndEndsStreaming(t *testing.T) {
 	t.Parallel()
 	c := NewCodec(CompressNone, defaultMaxRead)
 	data := withTrailerV2(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"Name":"x"}`)
