@@ -24,17 +24,22 @@ type sessionsLedger struct {
 	metaAcked            int      // how many of metas returned nil
 }
 
+// openMemSessions opens a root of sessions on a new handle of m.
+func openMemSessions(m *backendtest.Mem) (*checkpoint.Sessions, error) {
+	root, err := m.Open()
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.OpenSessionsBackend(root)
+}
+
 // runSessions creates session "a", saves in it, forks it at step 1,
 // writes its metadata and makes a second fork, on a root of sessions on
 // m (OpenSessionsBackend).
 func runSessions(m *backendtest.Mem) (*sessionsLedger, error) {
 	ctx := context.Background()
 	l := &sessionsLedger{a: &ledger{}}
-	root, err := m.Open()
-	if err != nil {
-		return l, err
-	}
-	r, err := checkpoint.OpenSessionsBackend(root)
+	r, err := openMemSessions(m)
 	if err != nil {
 		return l, err
 	}
@@ -203,14 +208,11 @@ func prefixed(p string, vs []string) []string {
 // promise, and the root is cleaned and takes new sessions.
 func TestPowerCutKeepsSessionPromises(t *testing.T) {
 	t.Parallel()
-	for _, f := range memFlavours {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessions, checkSessions) {
-				t.Error(v)
-			}
-		})
-	}
+	inEachFlavour(t, func(t *testing.T, f memFlavour) {
+		for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessions, checkSessions) {
+			t.Error(v)
+		}
+	})
 }
 
 // The sessions' power-cut test sees a missing sync too: a Create that
@@ -287,12 +289,7 @@ func checkpointsIn(b checkpoint.Backend) []string {
 // once RemoveStaging returns nil, and every session listed is whole.
 func TestPowerCutKeepsSessionPromisesInCleanup(t *testing.T) {
 	t.Parallel()
-	for _, f := range memFlavours {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
-			powerCutsInCleanup(t, f.opts...)
-		})
-	}
+	inEachFlavour(t, func(t *testing.T, f memFlavour) { powerCutsInCleanup(t, f.opts...) })
 }
 
 func powerCutsInCleanup(t *testing.T, opts ...backendtest.MemOption) {
@@ -304,11 +301,7 @@ func powerCutsInCleanup(t *testing.T, opts ...backendtest.MemOption) {
 			a.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
 		}
 		l := &sessionsLedger{crashedFork: id, created: true, createAcked: true, a: a, metas: []string{"0"}, metaAcked: 1}
-		root, err := m.Open()
-		if err != nil {
-			return l, err
-		}
-		r, err := checkpoint.OpenSessionsBackend(root)
+		r, err := openMemSessions(m)
 		if err != nil {
 			return l, err
 		}

@@ -152,6 +152,16 @@ func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
 	return ids
 }
 
+// newPlayedSession makes a session with New and saves steps 1 to last in
+// it.
+func newPlayedSession(t *testing.T, r *checkpoint.Sessions, last int64) checkpoint.Session {
+	t.Helper()
+	s, err := r.New(context.Background(), nil)
+	req.NoError(t, err)
+	playSession(t, r, s.ID, last)
+	return s
+}
+
 // playSession saves steps 1 to last in the session id.
 func playSession(t *testing.T, r *checkpoint.Sessions, id string, last int64) {
 	t.Helper()
@@ -325,9 +335,7 @@ func testBackendConcurrentNewGivesDistinctIDs(t *testing.T, w workers) {
 func testBackendForkCopiesHistoryUpToStep(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.open(t)
-	src, err := r.New(ctx, nil)
-	req.NoError(t, err)
-	playSession(t, r, src.ID, 5)
+	src := newPlayedSession(t, r, 5)
 
 	f, err := r.Fork(ctx, src.ID, 3, map[string]string{"branch": "b"})
 	req.NoError(t, err)
@@ -369,15 +377,13 @@ func testBackendForkCopiesHistoryUpToStep(t *testing.T, w workers) {
 func testBackendFailedForkLeavesNoSession(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
-	src, err := r.New(ctx, nil)
-	req.NoError(t, err)
-	playSession(t, r, src.ID, 4)
+	src := newPlayedSession(t, r, 4)
 
 	// The fork creates its claim, then copies checkpoints: the third
 	// Create (the second checkpoint) fails.
 	for _, nth := range []int{1, 2, 3, 5, 6} {
 		w.hooks.failNthCreate(nth)
-		_, err = r.Fork(ctx, src.ID, 4, nil)
+		_, err := r.Fork(ctx, src.ID, 4, nil)
 		req.ErrorIs(t, err, errInjected, "create %d", nth)
 		req.Equal(t, []string{src.ID}, listedIDs(t, r), "create %d failed: no new session is visible", nth)
 		_, err = r.Get(ctx, "002")
@@ -393,15 +399,13 @@ func testBackendFailedForkLeavesNoSession(t *testing.T, w workers) {
 func testBackendCrashedForkLeftovers(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
-	src, err := r.New(ctx, nil)
-	req.NoError(t, err)
-	playSession(t, r, src.ID, 3)
+	src := newPlayedSession(t, r, 3)
 
 	// A crash mid-fork: the third Create fails and so does the removal of
 	// what the fork made, as if the process had died.
 	w.hooks.failNthCreate(3)
 	w.hooks.setFailRemove(true)
-	_, err = r.Fork(ctx, src.ID, 3, nil)
+	_, err := r.Fork(ctx, src.ID, 3, nil)
 	req.ErrorIs(t, err, errInjected)
 	w.hooks.failNthCreate(0)
 	w.hooks.setFailRemove(false)
@@ -439,9 +443,7 @@ func testBackendCrashedForkLeftovers(t *testing.T, w workers) {
 func testBackendForkAbandonedMidway(t *testing.T, w workers) {
 	ctx := context.Background()
 	r := w.openHooked(t)
-	src, err := r.New(ctx, nil)
-	req.NoError(t, err)
-	playSession(t, r, src.ID, 3)
+	src := newPlayedSession(t, r, 3)
 
 	// While the fork copies into 002, another worker's RemoveStaging takes
 	// it for a crashed fork's leftovers and removes them: the fork must

@@ -1,154 +1,15 @@
 package dirstore
 
 import (
-	"context"
-	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/gocheckpoint/checkpoint/storage"
 )
 
-// Rename publishes without replacing: a file another program creates at
-// the destination between any check and the move is never destroyed. The
-// fault seam creates it at the last point before the move, both for a plain
-// name (on Linux, system calls on the directory's descriptor) and for one
-// that goes through os.Root.
-func TestDirRenameNeverReplacesAFileCreatedMeanwhile(t *testing.T) {
-	t.Parallel()
-	for _, to := range []string{"step_00000007.json.corrupt", "step 7.corrupt"} {
-		t.Run(to, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			dir := t.TempDir()
-			theirs := []byte("a file of another program")
-			b, err := openDirBackend(dir, false, true)
-			require.NoError(t, err)
-			b.fault = func(point, name string) error {
-				if point == "quarantine" {
-					require.NoError(t, os.WriteFile(filepath.Join(dir, to), theirs, 0o644))
-				}
-				return nil
-			}
-			defer b.Close()
-			_, err = b.Create(ctx, "step_00000007.json", writeString("damaged"))
-			require.NoError(t, err)
-
-			err = b.Rename(ctx, "step_00000007.json", to)
-			require.ErrorIs(t, err, storage.ErrExists)
-			got, err := os.ReadFile(filepath.Join(dir, to))
-			require.NoError(t, err)
-			require.Equal(t, theirs, got, "Rename replaced a file created at its destination")
-			got, err = os.ReadFile(filepath.Join(dir, "step_00000007.json"))
-			require.NoError(t, err)
-			require.Equal(t, "damaged", string(got), "a refused Rename changed its source")
-		})
-	}
-}
-
-// A file rewritten in place, with its size kept and its modification time
-// restored (cp -p, rsync -t, a restore from backup), has a new Version, and
-// a conditional Replace on the Version it had is a conflict that changes
-// nothing.
-func TestDirVersionChangesWhenRewrittenInPlace(t *testing.T) {
-	t.Parallel()
-	skipOnWindows(t, "Windows' Lstat carries no inode change time: see objectOf")
-	ctx := context.Background()
-	dir := t.TempDir()
-	b, err := Open(dir, NoSync())
-	require.NoError(t, err)
-	defer b.Close()
-	obj, err := b.Create(ctx, "step_last.json", writeString("rolling 1"))
-	require.NoError(t, err)
-
-	path := filepath.Join(dir, "step_last.json")
-	rewriteInPlace(t, path, []byte("by hand 1")) // same size, same inode, same modification time
-	now, err := b.Stat(ctx, "step_last.json")
-	require.NoError(t, err)
-	require.NotEqual(t, obj.Version, now.Version, "a rewrite in place kept the Version")
-
-	_, err = b.Replace(ctx, "step_last.json", obj.Version, writeString("rolling 2"))
-	require.ErrorIs(t, err, storage.ErrConflict)
-	got, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.Equal(t, "by hand 1", string(got), "a conflicting Replace overwrote the rewrite")
-}
-
-// A conditional Replace checks the Version again just before it publishes:
-// a change made by another program while the new bytes were written,
-// synced and closed (the fault seam makes it at the last point before the
-// rename) is a conflict that leaves that change as it is and no temporary
-// file, for a plain name (on Linux, system calls on the directory's
-// descriptor) and for one that goes through os.Root. A Version that is
-// stale from the start is a conflict before any byte is written.
-func TestDirConditionalReplaceNeverOverwritesAChangeMadeDuringItsWrite(t *testing.T) {
-	t.Parallel()
-	changes := map[string]struct {
-		had    bool                    // the file exists when the Replace starts
-		change func(path string) error // what another program does meanwhile
-		want   string                  // the file's bytes after; "" for none
-	}{
-		"rewritten": {true, func(p string) error { return os.WriteFile(p, []byte("by hand, longer"), 0) }, "by hand, longer"},
-		"removed":   {true, os.Remove, ""},
-		"created":   {false, func(p string) error { return os.WriteFile(p, []byte("by hand"), 0o644) }, "by hand"},
-	}
-	for what, c := range changes {
-		for _, name := range []string{"step_last.json", "side file.json"} {
-			t.Run(what+"/"+name, func(t *testing.T) {
-				t.Parallel()
-				ctx := context.Background()
-				dir := t.TempDir()
-				path := filepath.Join(dir, name)
-				var armed, changed bool // armed once the file is as the store saw it
-				b, err := openDirBackend(dir, false, true)
-				require.NoError(t, err)
-				b.fault = func(point, n string) error {
-					if point == "publish" && n == name && armed && !changed {
-						changed = true
-						require.NoError(t, c.change(path))
-					}
-					return nil
-				}
-				defer b.Close()
-				version := storage.NoObject
-				if c.had {
-					obj, err := b.Create(ctx, name, writeString("rolling 1"))
-					require.NoError(t, err)
-					version = obj.Version
-				}
-				armed = true
-
-				_, err = b.Replace(ctx, name, version, writeString("rolling 2"))
-				require.ErrorIs(t, err, storage.ErrConflict)
-				require.True(t, changed)
-				got, err := os.ReadFile(path)
-				if c.want == "" {
-					require.ErrorIs(t, err, fs.ErrNotExist, "Replace published over a removal")
-				} else {
-					require.NoError(t, err)
-					require.Equal(t, c.want, string(got), "Replace overwrote a change made during its write")
-				}
-				left, err := os.ReadDir(dir)
-				require.NoError(t, err)
-				for _, e := range left {
-					require.Equal(t, name, e.Name(), "a refused Replace left a file")
-				}
-
-				// Stale from the start: nothing is written.
-				_, err = b.Replace(ctx, name, version, func(io.Writer) error {
-					t.Error("a Replace on a stale Version wrote")
-					return nil
-				})
-				require.ErrorIs(t, err, storage.ErrConflict)
-			})
-		}
-	}
-}
-
+// pathPrefix(dir) followed by a name is the path filepath.Join makes of
+// them, whatever the form of dir (a trailing separator, ".", the root, a
+// path to clean).
 func TestPathPrefixJoinsLikeFilepath(t *testing.T) {
 	t.Parallel()
 	for _, dir := range []string{"runs/001", "runs/001/", "./runs", ".", "/", "/tmp/x/../y", "a"} {

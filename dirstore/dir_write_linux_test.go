@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gocheckpoint/checkpoint/internal/testkit"
 )
 
 // fdOps' temporary file buffers small writes and passes large ones through:
@@ -148,7 +150,7 @@ func TestDirCloseWaitsForAWrite(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, "step_00000001.json"))
 	require.NoError(t, err)
 	require.Equal(t, "whole", string(data))
-	for _, n := range dirNames(t, dir) {
+	for _, n := range testkit.DirNames(t, dir) {
 		require.NotContains(t, n, tempMarker)
 	}
 }

@@ -31,8 +31,8 @@ func HeldLock(b storage.Backend) []*os.File {
 }
 
 // LockFile takes the lock of the file name in dir as the writer lock takes
-// its lock file, for a test that plays an earlier release's process; the
-// lock is released by UnlockFile.
+// its lock file, for a test that plays a process of the legacy sessions
+// protocol; the lock is released by UnlockFile.
 func LockFile(dir, name string) (*os.File, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
@@ -91,4 +92,36 @@ func TestSymlinkedLockFileIsRefused(t *testing.T) {
 	_, err := checkpoint.Open[int](dir, checkpoint.NoSync())
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	require.ErrorContains(t, err, lockName+" is a symbolic link")
+}
+
+// TestLegacySessionsLockDoesNotBlock: the lock file of the legacy
+// directory protocol (.sessions.lock), even held by another process, keeps
+// no call waiting (a root of sessions takes no lock of its own) and goes
+// with the next New; a done context stops New before it makes anything.
+func TestLegacySessionsLockDoesNotBlock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	held, err := dirstore.LockFile(dir, sessionsLockName) // a process of the legacy protocol
+	require.NoError(t, err)
+	released := false
+	defer func() {
+		if !released {
+			dirstore.UnlockFile(held)
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = r.New(ctx, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Empty(t, listIDs(t, r))
+	s, err := r.New(context.Background(), nil)
+	require.NoError(t, err)
+	require.Equal(t, "001", s.ID)
+	// Wine's delete keeps a removed name until its last handle closes
+	// (see .ci/wine-test): the holder lets go before the name is looked
+	// for. A New that had not removed the file would leave it there.
+	released = true
+	require.NoError(t, dirstore.UnlockFile(held))
+	require.NoFileExists(t, filepath.Join(dir, sessionsLockName))
 }

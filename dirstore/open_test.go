@@ -4,10 +4,12 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/storage"
@@ -85,4 +87,36 @@ func TestTempOfTellsTheDirectorysTemporaryFiles(t *testing.T) {
 	}
 	_, ok := b.(storage.TempNamer)
 	require.True(t, ok)
+}
+
+// The temporary file of a save and of a side file, seen at the point of
+// its publish, is named with the marker after its final name, and the
+// directory's TempOf tells it for a temporary file of that final name, of
+// the marked naming.
+func TestSaveTempFilesCarryTheMarker(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	var seen []string
+	s, b := openFaultyBackend[int](t, dir, func(point, name string) error {
+		if point == "publish" {
+			seen = append(seen, dirNames(t, dir)...)
+		}
+		return nil
+	}, nil, checkpoint.NoSync())
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.WriteJSON(ctx, "notes.json", 1))
+	var temps []string
+	for _, n := range seen {
+		if strings.HasPrefix(n, ".") && n != lockName {
+			temps = append(temps, n)
+			final, legacy, ok := b.(storage.TempNamer).TempOf(n)
+			require.True(t, ok && !legacy, n)
+			require.Contains(t, []string{"step_00000001.json", "notes.json"}, final, n)
+		}
+	}
+	require.Len(t, temps, 2)
+	require.True(t, strings.HasPrefix(temps[0], tempPrefix("step_00000001.json")), temps[0])
+	require.True(t, strings.HasPrefix(temps[1], tempPrefix("notes.json")), temps[1])
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"io/fs"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // setup starts a parallel test on a bucket of its own, with a Backend on
@@ -418,32 +418,6 @@ func TestRenameOfASourceLargerThanOnePutIsInvalidAndReadsNothing(t *testing.T) {
 	require.Contains(t, err.Error(), "more than 10")
 	n := f.count.take()
 	require.Zero(t, n["GET"]+n["PUT"], "requests: %v", n)
-}
-
-// The SDK sends a Rename's PUT again when the answer to its first attempt
-// is lost: the object that attempt left is the writer's own (its bytes and
-// generation), so the Rename succeeds rather than refuse it as taken.
-func TestRenameRetriedAfterItsPutLandedSucceeds(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	lose := &landThenLose{rt: http0(), suffix: "/p/bad.corrupt"}
-	lose.n.Store(1)
-	b, err := New(f.clientThrough(lose), f.bucket, "p", LeaseTTL(testTTL))
-	require.NoError(t, err)
-	defer b.Close()
-	unlock, err := b.Lock(ctx)
-	require.NoError(t, err)
-	defer unlock()
-	_, err = b.Create(ctx, "bad", bytesOf([]byte("damaged")))
-	require.NoError(t, err)
-
-	require.NoError(t, b.Rename(ctx, "bad", "bad.corrupt"))
-	require.Equal(t, int32(1), lose.lost.Load(), "one answer lost")
-	data, _ := readAll(t, b, "bad.corrupt")
-	require.Equal(t, "damaged", string(data))
-	_, err = b.Stat(ctx, "bad")
-	require.ErrorIs(t, err, fs.ErrNotExist)
 }
 
 func TestRenameRepeatedAfterACrashBetweenCopyAndDeleteFinishes(t *testing.T) {

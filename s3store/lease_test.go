@@ -1,14 +1,16 @@
 package s3store
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"github.com/gocheckpoint/checkpoint/storage"
+	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,12 +19,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // testTTL is the lease TTL of tests in which a holder must keep its lease
 // while it works: long enough for renewals to get through on a loaded
 // machine (the race detector, parallel tests), short enough to wait out.
 const testTTL = 2 * time.Second
+
+// lockedBackend is f.backend(prefix, opts...) holding the lease, which
+// it releases when the test ends.
+func (f *fixture) lockedBackend(prefix string, opts ...Option) *Backend {
+	f.t.Helper()
+	b := f.backend(prefix, opts...)
+	unlock, err := b.Lock(context.Background())
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { unlock() })
+	return b
+}
 
 // lockWithin calls Lock until it succeeds or d has passed, as a second
 // process waiting for a dead writer's lease would.
@@ -375,55 +389,278 @@ func TestLockWaitingForALeaseEndsWithItsContext(t *testing.T) {
 	require.Contains(t, err.Error(), "(generation 1)")
 }
 
-// The SDK retries a PUT whose answer was lost; when the first attempt had
-// landed, the retry's condition fails on the writer's own object. Such a
-// Create is the writer's, not ErrExists; such a renewal keeps the lease.
-func TestARetriedPutThatHadLandedIsTheWritersOwn(t *testing.T) {
+// A holder whose machine slept (suspend, a paused VM) past its lease: Go's
+// monotonic clock does not count the sleep on Linux, so by it the
+// deadline has not passed, but the wall clock, which the kernel moves on
+// at resume, says it has. The writer must not acknowledge a write then:
+// another may have taken over, and the write would be acknowledged and
+// hidden.
+func TestWriterWhoseMachineSleptPastItsLeaseFailsItsWrites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a := f.lockedBackend("run", LeaseTTL(testTTL))
+	die(a) // no renewal while it sleeps
+	a.mu.Lock()
+	// What the clocks say after the sleep: the monotonic reading moved on
+	// by the little time that passed awake, the wall reading by the sleep.
+	a.lease.deadline = time.Now().Add(time.Hour)
+	a.lease.wallDeadline = time.Now().Add(-time.Minute).Round(0)
+	a.mu.Unlock()
+	_, err := a.Create(ctx, "step-1", bytesOf([]byte("after the sleep")))
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Contains(t, err.Error(), "not renewed in time")
+	_, ok := a.holderView()
+	require.False(t, ok, "a holder past its wall-clock deadline still trusts its own view")
+}
+
+// A stale writer that still trusts its lease (its clock ran slow, or its
+// checks were passed before its requests were delayed) must never take
+// the new holder's objects for fenced ones: a Create of a name the new
+// holder saved is ErrExists, and the new holder's object stays, whatever
+// the stale writer's own view of the lease says.
+func TestStaleWriterCannotReplaceTheNewHoldersCheckpoint(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	a, b := f.backend("run", LeaseTTL(testTTL)), f.backend("run", LeaseTTL(testTTL))
+	_, err := a.Lock(ctx)
+	require.NoError(t, err)
+	die(a)
+	unlockB := lockWithin(t, b, 15*time.Second)
+	defer unlockB()
+	_, err = b.Create(ctx, "step-5", bytesOf([]byte("by b, acknowledged")))
+	require.NoError(t, err)
+	_, err = b.Replace(ctx, "side", storage.NoObject, bytesOf([]byte("side by b")))
+	require.NoError(t, err)
+
+	// a's clock says its lease is still good.
+	a.mu.Lock()
+	a.lease.deadline = time.Now().Add(time.Hour)
+	a.lease.wallDeadline = a.lease.deadline.Round(0)
+	a.mu.Unlock()
+	_, err = a.Create(ctx, "step-5", bytesOf([]byte("by a, stale")))
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	_, err = a.Replace(ctx, "side", storage.NoObject, bytesOf([]byte("side by a, stale")))
+	require.ErrorIs(t, err, checkpoint.ErrConflict)
+	_, err = a.Create(ctx, "step-6", bytesOf([]byte("by a, stale")))
+	require.NoError(t, err, "the server takes a's PUT of a free name")
+	require.NoError(t, a.Rename(ctx, "step-6", "step-7"))
+	_, err = b.Create(ctx, "step-8", bytesOf([]byte("by b, acknowledged")))
+	require.NoError(t, err)
+	err = a.Rename(ctx, "step-7", "step-8")
+	require.Error(t, err, "a moved its stale object over b's")
+
+	reader := f.backend("run")
+	for who, be := range map[string]*Backend{"b": b, "reader": reader} {
+		data, _ := readAll(t, be, "step-5")
+		require.Equal(t, "by b, acknowledged", string(data), who)
+		data, _ = readAll(t, be, "side")
+		require.Equal(t, "side by b", string(data), who)
+		data, _ = readAll(t, be, "step-8")
+		require.Equal(t, "by b, acknowledged", string(data), who)
+	}
+}
+
+// slowAnswers holds back the answer of the first n PUTs of keys ending in
+// suffix by delay after the server took them (a slow network back), or
+// until the request's ctx ends.
+type slowAnswers struct {
+	rt     http.RoundTripper
+	suffix string
+	delay  time.Duration
+	n      atomic.Int32
+}
+
+func (s *slowAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(r)
+	if err != nil || r.Method != http.MethodPut || !strings.HasSuffix(r.URL.Path, s.suffix) || s.n.Add(-1) < 0 {
+		return resp, err
+	}
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return resp, nil
+	case <-r.Context().Done():
+		resp.Body.Close()
+		return nil, r.Context().Err()
+	}
+}
+
+// A renewal whose answer takes longer than the TTL (it landed, but the
+// writer gave up waiting) costs the writer its lease's deadline, not the
+// lease: its writes fail with ErrLocked meanwhile, and once the next
+// renewal finds the lease still its own it saves again. A save slower than
+// the TTL succeeds while the renewals keep the lease.
+func TestRequestsSlowerThanTheTTLDoNotLoseTheLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const ttl = testTTL
+	slowSave := &slowAnswers{rt: http0(), suffix: "/step-1", delay: ttl}
+	slowSave.n.Store(1)
+	slowRenewal := &slowAnswers{rt: slowSave, suffix: "/" + leaseName, delay: ttl + ttl/4}
+	b, err := New(f.clientThrough(slowRenewal), f.bucket, "run", LeaseTTL(ttl))
+	require.NoError(t, err)
+	defer b.Close()
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	_, err = b.Create(ctx, "step-1", bytesOf([]byte("slow")))
+	require.NoError(t, err, "a save slower than the TTL while the renewals keep the lease")
+
+	slowRenewal.n.Store(1) // the next renewal's answer is late
+	for deadline := time.Now().Add(20 * ttl); slowRenewal.n.Load() > 0; {
+		require.True(t, time.Now().Before(deadline), "no renewal")
+		time.Sleep(ttl / 20) // polling for the renewal, which runs on a timer
+	}
+	var locked bool
+	for deadline, i := time.Now().Add(20*ttl), 2; ; i++ {
+		_, err := b.Create(ctx, "step-"+strconv.Itoa(i), bytesOf([]byte("x")))
+		if err == nil && locked {
+			break // saving again
+		}
+		if err != nil {
+			require.ErrorIs(t, err, checkpoint.ErrLocked)
+			require.NotContains(t, err.Error(), "taken over")
+			locked = true
+		}
+		require.True(t, time.Now().Before(deadline), "no refusal then save after the slow renewal (locked %v): %v", locked, err)
+		time.Sleep(ttl / 20) // polling the writer, whose renewals run on a timer
+	}
+	b.mu.Lock()
+	lost := b.lease.lost
+	b.mu.Unlock()
+	require.NoError(t, lost)
+}
+
+// A takeover whose PUT took most of the TTL (a slow answer, or the SDK's
+// retry backoff, which can be seconds) is renewed in time: the first
+// renewal is due a third of the TTL after the takeover started, not after
+// it returned, so the writer's saves never find its deadline passed.
+func TestSlowTakeoverIsRenewedBeforeItsDeadline(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	slow := &slowAnswers{rt: http0(), suffix: "/" + leaseName, delay: testTTL * 7 / 10}
+	slow.n.Store(1)
+	b, err := New(f.clientThrough(slow), f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	defer b.Close()
+	start := time.Now()
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+	// Past the deadline the takeover set, and past the first renewal as a
+	// timer started when Lock returned would send it.
+	for i := 0; time.Since(start) < testTTL*23/20; i++ {
+		_, err := b.Create(ctx, "step-"+strconv.Itoa(i), bytesOf([]byte("x")))
+		require.NoError(t, err, "%v after the takeover started", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// Sixteen contenders for a dead writer's lease, at once: exactly one
+// takes it over (the next generation), the others get ErrLocked, and what
+// the winner saves after the takeover is what a reader sees.
+func TestContendersRacingForAnExpiredLeaseExactlyOneWins(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	a := f.backend("run", LeaseTTL(testTTL))
-	unlock, err := a.Lock(ctx)
+	_, err := a.Lock(ctx)
 	require.NoError(t, err)
-	defer unlock()
-	gen := strconv.FormatUint(generationOf(a), 10)
-
-	// The first attempt of a Create, landed.
-	_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/step-1"),
-		Body: strings.NewReader("state"), Metadata: map[string]string{genKey: gen}})
-	require.NoError(t, err)
-	o, err := a.Create(ctx, "step-1", bytesOf([]byte("state")))
-	require.NoError(t, err, "the object in the way is this writer's own")
-	require.Equal(t, int64(5), o.Size)
-	_, err = a.Create(ctx, "step-1", bytesOf([]byte("other")))
-	require.ErrorIs(t, err, checkpoint.ErrExists)
-
-	// The first attempt of a renewal, landed: the lease has another ETag
-	// but is still a's.
-	a.mu.Lock()
-	doc := a.lease.doc
-	a.mu.Unlock()
-	doc.Renewed = doc.Renewed.Add(time.Millisecond) // another ETag
-	body, err := json.Marshal(doc)
-	require.NoError(t, err)
-	out, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/" + leaseName), Body: bytes.NewReader(body)})
-	require.NoError(t, err)
-	landed := quoteETag(aws.ToString(out.ETag))
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		a.mu.Lock()
-		etag, lost := a.lease.etag, a.lease.lost
-		a.mu.Unlock()
-		require.NoError(t, lost, "a renewal that found a's own lease declared it lost")
-		if etag != landed && etag != "" {
-			st, _, err := a.readLease(ctx, "")
-			require.NoError(t, err)
-			if st.etag == etag {
-				break // renewed after adopting the landed one
+	gen := generationOf(a)
+	die(a)
+	var bs [16]*Backend
+	for i := range bs {
+		bs[i] = f.backend("run", LeaseTTL(testTTL))
+	}
+	taken := fmt.Sprintf("(generation %d)", gen+1)
+	winner := oneWinner(t, checkpoint.ErrLocked, func(i int) error {
+		// Each tries as a process waiting for the dead writer's lease
+		// would, until it holds it or sees another contender hold it.
+		for deadline := time.Now().Add(10 * testTTL); ; {
+			lctx, cancel := context.WithTimeout(ctx, 4*testTTL)
+			_, err := bs[i].Lock(lctx)
+			cancel()
+			if err == nil || !errors.Is(err, checkpoint.ErrLocked) || strings.Contains(err.Error(), taken) || time.Now().After(deadline) {
+				return err
 			}
 		}
-		require.True(t, time.Now().Before(deadline), "no renewal after the landed one")
-		time.Sleep(20 * time.Millisecond) // polling a's state
-	}
-	_, err = a.Create(ctx, "step-2", bytesOf([]byte("x")))
+	})
+	require.Equal(t, gen+1, generationOf(bs[winner]))
+	_, err = bs[winner].Create(ctx, "step-1", bytesOf([]byte("by the winner")))
 	require.NoError(t, err)
+	data, _ := readAll(t, f.backend("run"), "step-1")
+	require.Equal(t, "by the winner", string(data))
+}
+
+// expireAfterDelete is a transport that, once the first DeleteObjects
+// request has been answered, makes the writer's lease expire, as a pause
+// between two batches of a large removal would.
+type expireAfterDelete struct {
+	rt     http.RoundTripper
+	once   sync.Once
+	expire func()
+}
+
+func (e *expireAfterDelete) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := e.rt.RoundTrip(r)
+	if r.Method == http.MethodPost && r.URL.Query().Has("delete") {
+		e.once.Do(e.expire)
+	}
+	return resp, err
+}
+
+// TestRemoveStopsBetweenBatchesOnceTheLeaseIsLost: a removal of more than
+// 1,000 names is sent in batches, and the lease is checked before each: a
+// writer whose lease runs out during the removal deletes no further batch
+// (objects that a new holder may keep), and says ErrLocked.
+func TestRemoveStopsBetweenBatchesOnceTheLeaseIsLost(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var b *Backend
+	rt := &expireAfterDelete{rt: http.DefaultTransport, expire: func() {
+		b.mu.Lock()
+		b.lease.deadline = time.Now().Add(-time.Second)
+		b.lease.wallDeadline = b.lease.deadline.Round(0)
+		b.mu.Unlock()
+	}}
+	b, err := New(f.clientThrough(rt), f.bucket, "run", LeaseTTL(time.Hour))
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	unlock, err := b.Lock(ctx)
+	require.NoError(t, err)
+	defer unlock()
+
+	names := make([]string, 1500)
+	errs := make(chan error, len(names))
+	sem := make(chan struct{}, 16)
+	for i := range names {
+		names[i] = fmt.Sprintf("step_%08d.json", i)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := b.Create(ctx, names[i], func(w io.Writer) error { _, err := w.Write([]byte("{}")); return err })
+			errs <- err
+		}()
+	}
+	for range names {
+		require.NoError(t, <-errs)
+	}
+
+	gone, err := b.Remove(ctx, names...)
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	removed := 0
+	for _, g := range gone {
+		if g {
+			removed++
+		}
+	}
+	require.Equal(t, 1000, removed, "only the first batch went before the lease ran out")
+	objs, err := f.backend("run").List(ctx)
+	require.NoError(t, err)
+	require.Len(t, objs, 500, "the second batch was sent after the lease was lost")
 }

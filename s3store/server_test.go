@@ -1,6 +1,7 @@
 package s3store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,9 +14,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/stretchr/testify/require"
+
 	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
 )
@@ -192,3 +196,26 @@ func (f *fixture) backend(prefix string, opts ...Option) *Backend {
 }
 
 func http0() http.RoundTripper { return http.DefaultTransport.(*http.Transport).Clone() }
+
+// rawPut writes key in the fixture's bucket with no condition and no
+// generation, as a person or another tool would.
+func (f *fixture) rawPut(key string, data []byte) {
+	f.t.Helper()
+	_, err := f.client.PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: &f.bucket, Key: aws.String(key), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
+	})
+	require.NoError(f.t, err, "raw put %s", key)
+}
+
+// clientThrough is a client of the fixture's server whose requests go
+// through rt, and whose retryer backs off 50 ms at most (the SDK's default
+// is up to 20 s, seconds for a first retry), so that tests of retries
+// are quick.
+func (f *fixture) clientThrough(rt http.RoundTripper) *s3.Client {
+	return s3.New(s3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(f.srv.endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(f.srv.key, f.srv.secret, ""),
+		HTTPClient:  &http.Client{Transport: rt},
+		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 50 * time.Millisecond }),
+	})
+}

@@ -211,3 +211,42 @@ func TestFirstWritesAfterOpenDoNotOverwriteAnotherProgramsObjects(t *testing.T) 
 	require.NoError(t, s.WriteJSON(ctx, "fresh.json", 3), "absent at Open and since")
 	require.Equal(t, "2\n", get("run/kept.json"))
 }
+
+// A ReadOnly store sends no write request: no PUT, no DELETE, no COPY,
+// and the lease object is left as the writer wrote it.
+func TestReadOnlyStoreWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	w, err := openStore(t, f, "run", checkpoint.KeepLast(2))
+	require.NoError(t, err)
+	for step := int64(1); step <= 3; step++ {
+		_, err := w.Save(ctx, step, state{Step: step})
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	// A damaged checkpoint (which a writer would move aside) too.
+	f.rawPut("run/step_00000004.json", []byte("{damaged"))
+	head := func() string {
+		out, err := f.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &f.bucket, Key: aws.String("run/" + leaseName)})
+		require.NoError(t, err)
+		return aws.ToString(out.ETag)
+	}
+	before := head()
+	f.count.take()
+	r, err := openStore(t, f, "run", checkpoint.ReadOnly())
+	require.NoError(t, err)
+	_, info, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), info.Step)
+	_, _, _ = r.Load(ctx, 4)
+	_, _ = r.List(ctx)
+	_, _ = r.Save(ctx, 5, state{Step: 5})
+	require.NoError(t, r.Close())
+	for op, n := range f.count.take() {
+		if strings.HasPrefix(op, "PUT") || strings.HasPrefix(op, "DELETE") || op == "COPY" || op == "POST" {
+			t.Errorf("a ReadOnly store sent %d %s", n, op)
+		}
+	}
+	require.Equal(t, before, head())
+}

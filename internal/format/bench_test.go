@@ -9,7 +9,7 @@ import (
 
 // BenchmarkParseHeader measures parsing the header that every file of a
 // directory has, as the first List does for each, against decoding its
-// fields with encoding/json (as ParseHeader did before fastHeader).
+// fields with encoding/json.
 func BenchmarkParseHeader(b *testing.B) {
 	data := encodeBytes(Header{Format: 2, Step: 1234, Kind: KindStep, Time: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)}, []byte(`{"turn":1}`), CompressNone)
 	b.Run("parseHeader", func(b *testing.B) {
@@ -40,8 +40,7 @@ func BenchmarkParseHeader(b *testing.B) {
 }
 
 // BenchmarkDecodeHeaderJSON measures decoding a header as the store's index
-// holds it (the one decoder, closed), against fastHeader alone, which the
-// index used before it shared the decoder.
+// holds it (the one decoder, closed), against fastHeader alone.
 func BenchmarkDecodeHeaderJSON(b *testing.B) {
 	j, err := json.Marshal(Header{Format: 2, Step: 1234, Kind: KindStep, Time: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC)})
 	if err != nil {

@@ -21,8 +21,8 @@ type corpusState struct {
 // corpus as a load does, buffered and streamed, with the check a store
 // makes (the header must be the one its name promises): each is refused
 // with ErrCorrupt, or reads as the good state it was made from (damage to a
-// gzip header field changes nothing). The store's TestCorruptCorpus loads
-// the same files, and hostile entries beside them, through a store.
+// gzip header field changes nothing). The store's corpus test loads the
+// same files, and non-regular entries beside them, through a store.
 func TestCorruptCorpusNeverReadsAsAnotherState(t *testing.T) {
 	t.Parallel()
 	want := corpusState{Turn: 2, Agents: map[string]string{"dm": "narrates", "ana": "sneaks"}, Log: []string{"a", "b"}}

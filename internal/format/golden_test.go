@@ -22,7 +22,7 @@ import (
 // was current, and those in testdata/v2 when version 2 was. They must load
 // forever: never regenerate or edit them. A new format version gets a new
 // directory beside them, and these tests grow (corpus.GoldenFormats). The
-// store's TestGoldenLoads loads them through a store too.
+// store's golden tests load them through a store too.
 
 type goldenState = corpus.GoldenState
 
@@ -103,9 +103,9 @@ func encodeBytes(h format.Header, state []byte, comp format.Compression) []byte 
 	return buf.Bytes()
 }
 
-// TestWriteGolden wrote testdata/vN when version N was current, and writes
-// a golden file added to goldenFiles since (the zstd one came later). It
-// never rewrites a file that exists, and runs only when asked:
+// TestWriteGolden writes in testdata/vN, N the version asked for, each
+// file of goldenFiles that it lacks. It never rewrites a file that exists,
+// and runs only when asked:
 // CHECKPOINT_WRITE_GOLDEN=v2 go test -run WriteGolden
 func TestWriteGolden(t *testing.T) {
 	t.Parallel()

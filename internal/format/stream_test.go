@@ -33,8 +33,8 @@ func stepIs(step int64) func(Header) error {
 	}
 }
 
-// loadBuffered loads data the way every load did before streaming: read
-// whole, verified, then decoded by encoding/json.
+// loadBuffered loads data the buffered way: read whole, verified, then
+// decoded by encoding/json.
 func loadBuffered[T any](data []byte, sc *Schema, limit int64, check func(Header) error) loaded[T] {
 	var out loaded[T]
 	out.err = NewCodec(CompressNone, limit).Read(bytes.NewReader(data), int64(len(data)), func(h Header, state []byte) error {
@@ -306,18 +306,19 @@ func TestStreamedLoadDecodesAsEncodingJSON(t *testing.T) {
 	require.True(t, c.Streams(reflect.TypeFor[plainState]()))
 }
 
-// A plain type and an input the streamed decoder refuses and
-// encoding/json decodes (a name that matches two fields in other cases:
-// encoding/json takes the first): it loads as encoding/json decodes it, by
-// a second read, and the store then reads the buffered way (types that are
-// not plain never stream: TestStateTypesThatAreNotPlainNeverStream).
-
+// tolerated is a plain type with two fields whose names differ only in
+// case.
 type tolerated struct {
 	Lower string `json:"name"`
 	Upper string `json:"NAME"`
 }
 
-func TestStateTypesOnlyEncodingJSONAcceptsLoadAsBefore(t *testing.T) {
+// An input of a plain type that the streamed decoder refuses and
+// encoding/json decodes (a name that matches two fields in other cases:
+// encoding/json takes the first) loads as encoding/json decodes it, by a
+// second read, and the codec then reads the buffered way. (Types that are
+// not plain never stream: the store's tests prove it.)
+func TestInputOnlyEncodingJSONAcceptsLoadsByASecondReadAndEndsStreaming(t *testing.T) {
 	t.Parallel()
 	c := NewCodec(CompressNone, defaultMaxRead)
 	data := withTrailerV2(`{"format":2,"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"Name":"x"}`)
@@ -623,8 +624,8 @@ func checkMeaning(t *testing.T, typ reflect.Type, state []byte, strict bool) {
 	}
 }
 
-// meaningSeeds are the inputs where the two decoders were seen to differ,
-// and others where they might: a type's spec, a state, strictness.
+// meaningSeeds are inputs on which the two decoders could differ: a
+// type's spec, a state, strictness.
 func meaningSeeds() []struct {
 	spec, state []byte
 	strict      bool
@@ -715,8 +716,8 @@ func meaningSeeds() []struct {
 	}
 }
 
-// The inputs where encoding/json and the streaming decoder were seen to
-// differ: a load means what encoding/json means on each.
+// On the inputs where encoding/json and the streaming decoder could
+// differ, a load means what encoding/json means.
 func TestStreamedLoadMeansWhatEncodingJSONMeans(t *testing.T) {
 	t.Parallel()
 	for _, s := range meaningSeeds() {

@@ -16,6 +16,56 @@ import (
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
+// memFlavours are the two kinds of storage a Mem models: object storage,
+// and a local directory, with the optional interfaces of package storage.
+var memFlavours = []memFlavour{
+	{"Remote", nil},
+	{"Local", []backendtest.MemOption{backendtest.MemLocal()}},
+}
+
+// memFlavour is one kind of storage a Mem models: its name, and the
+// options that make a Mem of it.
+type memFlavour struct {
+	name string
+	opts []backendtest.MemOption
+}
+
+// inEachFlavour runs test as a parallel subtest, named after the flavour,
+// for each of memFlavours.
+func inEachFlavour(t *testing.T, test func(t *testing.T, f memFlavour)) {
+	for _, f := range memFlavours {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, f)
+		})
+	}
+}
+
+// The crash model's backend keeps the whole contract, in both flavours
+// (the remote one with a lease, as s3store's), so that what the power-cut
+// tests find of a store on it holds of a store on any backend.
+func TestMemConforms(t *testing.T) {
+	inEachFlavour(t, func(t *testing.T, f memFlavour) {
+		opts, run := f.opts, []backendtest.Option{backendtest.RewriteInPlace(backendtest.MemRewrite)}
+		if f.name == "Remote" {
+			opts = append(opts, backendtest.MemLease(leaseTTL))
+			run = append(run, backendtest.LeaseTTL(leaseTTL))
+		}
+		backendtest.Run(t, func(t *testing.T) backendtest.Opener {
+			return backendtest.NewMem(opts...).Open
+		}, run...)
+	})
+}
+
+// The crash model's backend runs the sessions suite, in both flavours.
+func TestMemRunsSessions(t *testing.T) {
+	inEachFlavour(t, func(t *testing.T, f memFlavour) {
+		backendtest.RunSessions(t, func(t *testing.T) checkpoint.Backend {
+			return memHandle(t, backendtest.NewMem(f.opts...))
+		})
+	})
+}
+
 func memHandle(t *testing.T, m *backendtest.Mem) checkpoint.Backend {
 	t.Helper()
 	b, err := m.Open()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gocheckpoint/checkpoint"
-
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -37,6 +38,10 @@ func returnsWithin(t *testing.T, fifo string, f func() error) error {
 	}
 }
 
+// A named pipe at a checkpoint's name never blocks a call: Save of that
+// step and LoadExact of it are ErrCorrupt and storage.ErrNotRegular,
+// saying "named pipe" (not ErrExists), Latest passes over it, and the pipe
+// stays where it is.
 func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -65,7 +70,10 @@ func TestFIFOAtACheckpointNameNeverBlocks(t *testing.T) {
 	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the pipe is left where it is")
 }
 
-func TestLoadOfAStepWhoseNameIsNotARegularFileSaidNotFound(t *testing.T) {
+// Load of a step whose name holds a named pipe, a directory or a symbolic
+// link is ErrCorrupt naming what is there, never ErrNotFound (which tells a
+// host to start afresh), as a load's *checkpoint.Error on that path.
+func TestLoadOfAStepWhoseNameIsNotARegularFileIsCorruptNotNotFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -149,6 +157,8 @@ func TestLatestReportsANonRegularFileItPassesOver(t *testing.T) {
 	require.ErrorContains(t, reported[0], "a directory")
 }
 
+// A named pipe at a side file's name never blocks ReadJSON: it is
+// storage.ErrNotRegular, saying "named pipe".
 func TestFIFOSideFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -162,11 +172,14 @@ func TestFIFOSideFileNeverBlocks(t *testing.T) {
 	require.ErrorContains(t, err, "named pipe")
 }
 
+// A named pipe at a session's session.json never blocks: List lists the
+// session with an Err of ErrCorrupt and storage.ErrNotRegular, and opening
+// or resuming it is storage.ErrNotRegular.
 func TestFIFOSessionFileNeverBlocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	r, _ := openSessions(t, dir)
+	r := openSessions(t, dir)
 	_, err := r.Create(ctx, "run", nil)
 	require.NoError(t, err)
 	fifo := filepath.Join(dir, "run", sessionFile)
@@ -186,6 +199,10 @@ func TestFIFOSessionFileNeverBlocks(t *testing.T) {
 	require.ErrorIs(t, err, storage.ErrNotRegular)
 }
 
+// A symbolic link at the name of the step being saved is moved aside
+// itself, its target untouched, and the step saves; the link moved aside
+// is a quarantined leftover, and RemoveLeftovers removes the link, never
+// its target.
 func TestSymlinkAtACheckpointNameIsMovedAsideNotItsTarget(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -221,4 +238,109 @@ func TestSymlinkAtACheckpointNameIsMovedAsideNotItsTarget(t *testing.T) {
 	after, err = os.ReadFile(two.Location)
 	require.NoError(t, err)
 	require.Equal(t, target, after, "its target is untouched")
+}
+
+// An entry that appears at a checkpoint's name between the save's look
+// and its publish (a symbolic link, a dangling one, a directory, a named
+// pipe, another program's file) is treated as if it had been there
+// before: a numbered checkpoint never replaces it (one that is no regular
+// file fails the save, naming it, and stays; a link or a foreign file is
+// moved aside as it is, and the step saves), the rolling file replaces it
+// with a whole file of its own, no temporary file is left, and the
+// checkpoint saved before is untouched.
+func TestEntryAppearingAtTheNameDuringPublishIsTreatedAsIfItWasThereBefore(t *testing.T) {
+	t.Parallel()
+	platformtest.SkipUnlessLinux(t)
+	ctx := context.Background()
+	plants := map[string]func(t *testing.T, p string){
+		"symlink": func(t *testing.T, p string) {
+			require.NoError(t, os.Symlink(filepath.Join(filepath.Dir(p), "c_001.json"), p))
+		},
+		"dangling": func(t *testing.T, p string) { require.NoError(t, os.Symlink("/nonexistent/x", p)) },
+		"dir":      func(t *testing.T, p string) { require.NoError(t, os.Mkdir(p, 0o755)) },
+		"fifo":     func(t *testing.T, p string) { require.NoError(t, syscall.Mkfifo(p, 0o644)) },
+		"file":     func(t *testing.T, p string) { require.NoError(t, os.WriteFile(p, []byte("theirs"), 0o644)) },
+	}
+	for what, plant := range plants {
+		for _, rolling := range []bool{false, true} {
+			name := what
+			if rolling {
+				name += "-rolling"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				armed := false
+				target := "c_002.json"
+				if rolling {
+					target = "c_last.json"
+				}
+				fault := func(point, n string) error {
+					if armed && point == "publish" && n == target {
+						armed = false
+						plant(t, filepath.Join(dir, n))
+					}
+					return nil
+				}
+				s := openFaulty[int](t, dir, fault, nil, checkpoint.WithLayout("c", 3), checkpoint.WithRolling(), checkpoint.SaveEvery(100))
+				_, err := s.Save(ctx, 1, 1)
+				require.NoError(t, err)
+				armed = true
+				if rolling {
+					_, _, err = s.Tick(ctx, 2, 2)
+				} else {
+					_, err = s.Save(ctx, 2, 2)
+				}
+				t.Logf("%s: %v", name, err)
+				fi, lerr := os.Lstat(filepath.Join(dir, target))
+				require.NoError(t, lerr)
+				for _, n := range dirNames(t, dir) {
+					require.False(t, strings.Contains(n, tempMarker), "temporary file %s left", n)
+				}
+				switch {
+				case what == "dir" || what == "fifo" && !rolling:
+					// Not a regular file: an error saying so, and left
+					// where it is (a directory cannot be replaced by a
+					// file).
+					require.Error(t, err)
+					require.False(t, fi.Mode().IsRegular())
+				case !rolling:
+					// A numbered checkpoint never replaces. What was put
+					// at the name between the save's look and its publish
+					// is looked at as if it had been there before: a
+					// symlink, or a file that is no checkpoint, is moved
+					// aside as it is, and the step saves.
+					require.NoError(t, err)
+					require.True(t, fi.Mode().IsRegular())
+					q, err := os.Lstat(filepath.Join(dir, target+".corrupt"))
+					require.NoError(t, err)
+					if what == "file" {
+						b, err := os.ReadFile(filepath.Join(dir, target+".corrupt"))
+						require.NoError(t, err)
+						require.Equal(t, "theirs", string(b))
+					} else {
+						require.NotZero(t, q.Mode()&os.ModeSymlink, "the link is moved, not its target")
+					}
+					got, _, err := s.Load(ctx, 2)
+					require.NoError(t, err)
+					require.Equal(t, 2, got)
+				default:
+					// The rolling file replaces what is at its name
+					// (rename over it); the result must be our file.
+					require.NoError(t, err)
+					require.True(t, fi.Mode().IsRegular())
+					got, info, err := s.Latest(ctx)
+					require.NoError(t, err)
+					require.Equal(t, int64(2), info.Step)
+					require.Equal(t, 2, got)
+				}
+				got, _, err := s.Load(ctx, 1)
+				require.NoError(t, err)
+				require.Equal(t, 1, got)
+				b, err := os.ReadFile(filepath.Join(dir, "c_001.json"))
+				require.NoError(t, err)
+				require.Contains(t, string(b), `"step":1`)
+			})
+		}
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/internal/killtest"
+	"github.com/gocheckpoint/checkpoint/internal/testkit"
 )
 
 // Kill -9 at random instants of saves made through the
@@ -28,9 +29,9 @@ import (
 // file; and the same with renameat2 refused by a seccomp filter, so that
 // every publish takes the linkat fallback.
 
-// attackNoRename2Env makes a child refuse renameat2 with this errno
+// noRenameat2Env makes a child refuse renameat2 with this errno
 // ("ENOSYS" or "EINVAL"), as FUSE, NFS or 9p do for RENAME_NOREPLACE.
-const attackNoRename2Env = "ATTACK_NO_RENAMEAT2"
+const noRenameat2Env = "CHECKPOINT_TEST_NO_RENAMEAT2"
 
 // noRenameat2 installs a seccomp filter on every thread of the process that
 // fails renameat2 with errno.
@@ -67,28 +68,28 @@ func errnoNamed(name string) unix.Errno {
 	return unix.ENOSYS
 }
 
-// maybeNoRenameat2 applies attackNoRename2Env to this process, if set.
+// maybeNoRenameat2 applies noRenameat2Env to this process, if set.
 func maybeNoRenameat2() error {
-	if v := os.Getenv(attackNoRename2Env); v != "" {
+	if v := os.Getenv(noRenameat2Env); v != "" {
 		return noRenameat2(errnoNamed(v))
 	}
 	return nil
 }
 
-// attackState's size is chosen per step: tiny, just under, at and just over
+// killState's size is chosen per step: tiny, just under, at and just over
 // the writer's 64 KiB buffer, and several times it.
-type attackState struct {
+type killState struct {
 	Step int64  `json:"step"`
 	Pad  string `json:"pad"`
 }
 
-func attackStateOf(step int64) attackState {
+func killStateOf(step int64) killState {
 	sizes := []int{10, dirstore.FdTempBuffer - 200, dirstore.FdTempBuffer - 60, dirstore.FdTempBuffer + 1, 3 * dirstore.FdTempBuffer, 700 << 10}
 	n := sizes[int(step)%len(sizes)]
-	return attackState{Step: step, Pad: randomText(step, n)}
+	return killState{Step: step, Pad: testkit.RandomText(step, n)}
 }
 
-func attackKillOptions(comp string) []checkpoint.Option {
+func killOptions(comp string) []checkpoint.Option {
 	opts := []checkpoint.Option{checkpoint.WithLayout("k", 6), checkpoint.SaveEvery(2), checkpoint.WithRolling(), checkpoint.KeepLast(3)}
 	switch comp {
 	case "gzip":
@@ -99,10 +100,10 @@ func attackKillOptions(comp string) []checkpoint.Option {
 	return opts
 }
 
-// attackKillRole saves in the directory Args[0], compressed as Args[1],
+// bufferSaverRole saves in the directory Args[0], compressed as Args[1],
 // acknowledging each step returned without error; Args[2], if not empty,
 // is the errno ("ENOSYS", "EINVAL") with which it refuses renameat2.
-var attackKillRole = killtest.Register("attack-kill", func(c *killtest.Child) int {
+var bufferSaverRole = killtest.Register("buffer-saver", func(c *killtest.Child) int {
 	dir, comp, noRename2, fail := c.Args[0], c.Args[1], c.Args[2], c.Fail
 	if noRename2 != "" {
 		if err := noRenameat2(errnoNamed(noRename2)); err != nil {
@@ -110,17 +111,17 @@ var attackKillRole = killtest.Register("attack-kill", func(c *killtest.Child) in
 		}
 	}
 	ctx := context.Background()
-	s, err := checkpoint.Open[attackState](dir, attackKillOptions(comp)...)
+	s, err := checkpoint.Open[killState](dir, killOptions(comp)...)
 	if err != nil {
 		fail(2, err)
 	}
 	next := resumeStep(ctx, s, fail)
 	for ; ; next++ {
-		if _, _, err := s.Tick(ctx, next, attackStateOf(next)); err != nil {
+		if _, _, err := s.Tick(ctx, next, killStateOf(next)); err != nil {
 			fail(4, err)
 		}
 		if next%3 == 0 {
-			if err := s.WriteJSON(ctx, "side.json", attackStateOf(next)); err != nil {
+			if err := s.WriteJSON(ctx, "side.json", killStateOf(next)); err != nil {
 				fail(6, err)
 			}
 		}
@@ -135,7 +136,7 @@ var attackKillRole = killtest.Register("attack-kill", func(c *killtest.Child) in
 // no temporary file outlives a reopen and that no acknowledged step is lost.
 func TestKill9DuringSavesAroundTheWriteBufferLosesNothing(t *testing.T) {
 	t.Parallel()
-	attackKill9(t, "", 6) // TestKill9DuringSavesLosesNothing kills this path too
+	killSavesAroundTheBuffer(t, "", 6)
 }
 
 // TestKill9DuringSavesWithoutRenameat2LosesNothing does the same with
@@ -148,8 +149,8 @@ func TestKill9DuringSavesWithoutRenameat2LosesNothing(t *testing.T) {
 		t.Skipf("cannot install a seccomp filter here: %v", err)
 	}
 	// ENOSYS and EPERM take the same path (EPERM:
-	// TestAttackRenameat2RefusedWithEPERM).
-	attackKill9(t, "EINVAL", 6)
+	// TestSavesWorkWithRenameat2RefusedByEPERM).
+	killSavesAroundTheBuffer(t, "EINVAL", 6)
 }
 
 // probeSeccomp checks in a throwaway child that the filter installs and
@@ -168,17 +169,19 @@ var seccompProbe struct {
 func runSeccompProbe(t *testing.T) error {
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	cmd := exec.Command(exe, "-test.run=^TestAttackSeccompProbe$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), attackNoRename2Env+"=ENOSYS", "ATTACK_PROBE_DIR="+t.TempDir())
+	cmd := exec.Command(exe, "-test.run=^TestSeccompProbeChild$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), noRenameat2Env+"=ENOSYS", "CHECKPOINT_TEST_SECCOMP_PROBE_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestAttackSeccompProbe") {
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSeccompProbeChild") {
 		return fmt.Errorf("%v: %s", err, out)
 	}
 	return nil
 }
 
-func TestAttackSeccompProbe(t *testing.T) {
-	dir := os.Getenv("ATTACK_PROBE_DIR")
+// TestSeccompProbeChild is the probe's child: with the filter installed,
+// renameat2 fails with ENOSYS.
+func TestSeccompProbeChild(t *testing.T) {
+	dir := os.Getenv("CHECKPOINT_TEST_SECCOMP_PROBE_DIR")
 	if dir == "" {
 		t.Skip("a child")
 	}
@@ -188,7 +191,11 @@ func TestAttackSeccompProbe(t *testing.T) {
 	require.ErrorIs(t, err, unix.ENOSYS)
 }
 
-func attackKill9(t *testing.T, noRename2 string, kills int) {
+// killSavesAroundTheBuffer kills bufferSaverRole kills times at random
+// instants, a third of them in each compression, renameat2 refused with
+// the errno noRename2 names (none if empty), and checks the directory
+// after each kill.
+func killSavesAroundTheBuffer(t *testing.T, noRename2 string, kills int) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
@@ -200,7 +207,7 @@ func attackKill9(t *testing.T, noRename2 string, kills int) {
 		lastAck := int64(0)
 		midWrite := 0
 		for kill := 0; kill < kills/3; kill++ {
-			p := attackKillRole.Start(t, dir, comp, noRename2)
+			p := bufferSaverRole.Start(t, dir, comp, noRename2)
 			want := 1 + rng.IntN(12)
 			for _, step := range p.AwaitAcks(t, want) {
 				n, err := strconv.ParseInt(step, 10, 64)
@@ -221,7 +228,7 @@ func attackKill9(t *testing.T, noRename2 string, kills int) {
 					break
 				}
 			}
-			s, err := checkpoint.Open[attackState](dir, attackKillOptions(comp)...)
+			s, err := checkpoint.Open[killState](dir, killOptions(comp)...)
 			require.NoError(t, err, "%s kill %d", comp, kill)
 			for _, name := range dirNames(t, dir) {
 				require.False(t, strings.Contains(name, tempMarker), "%s kill %d: temporary file %s survived a reopen", comp, kill, name)
@@ -247,16 +254,16 @@ func attackKill9(t *testing.T, noRename2 string, kills int) {
 			for _, info := range list {
 				got, _, err := s.LoadExact(ctx, info)
 				require.NoError(t, err, "%s kill %d: listed %s does not load", comp, kill, info.Location)
-				require.Equal(t, attackStateOf(info.Step), got)
+				require.Equal(t, killStateOf(info.Step), got)
 			}
 			got, info, err := s.Latest(ctx)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, info.Step, lastAck, "%s kill %d: acknowledged step lost", comp, kill)
-			require.Equal(t, attackStateOf(info.Step), got)
-			var side attackState
+			require.Equal(t, killStateOf(info.Step), got)
+			var side killState
 			if err := s.ReadJSON(ctx, "side.json", &side); !errors.Is(err, checkpoint.ErrNotFound) {
 				require.NoError(t, err, "%s kill %d: side file", comp, kill)
-				require.Equal(t, attackStateOf(side.Step), side)
+				require.Equal(t, killStateOf(side.Step), side)
 			}
 			require.NoError(t, s.Close())
 		}
@@ -264,32 +271,33 @@ func attackKill9(t *testing.T, noRename2 string, kills int) {
 	}
 }
 
-// A sandbox whose seccomp policy refuses system calls it does not list with
-// EPERM (the default action of older Docker, Podman and systemd
-// SystemCallFilter= profiles): saving worked with link(2) before; with
-// renameat2 refused by EPERM, does it still?
-func TestAttackRenameat2RefusedWithEPERM(t *testing.T) {
+// Saves (numbered, rolling, a side file, a taken step) work where a
+// sandbox's seccomp policy refuses renameat2 with EPERM (the default
+// action of older Docker, Podman and systemd SystemCallFilter= profiles):
+// each publish of a numbered checkpoint falls back to link(2).
+func TestSavesWorkWithRenameat2RefusedByEPERM(t *testing.T) {
 	t.Parallel()
 	if err := probeSeccomp(t); err != nil {
 		t.Skipf("cannot install a seccomp filter here: %v", err)
 	}
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	for _, errno := range []string{"EPERM"} { // EINVAL: TestAttackKill9LinkatFallback, the same path as ENOSYS
-		cmd := exec.Command(exe, "-test.run=^TestAttackSaveUnderFilter$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), attackNoRename2Env+"="+errno, "ATTACK_FILTER_DIR="+t.TempDir())
+	for _, errno := range []string{"EPERM"} { // EINVAL and ENOSYS: TestKill9DuringSavesWithoutRenameat2LosesNothing
+		cmd := exec.Command(exe, "-test.run=^TestSavesUnderARenameat2FilterChild$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), noRenameat2Env+"="+errno, "CHECKPOINT_TEST_RENAMEAT2_FILTER_DIR="+t.TempDir())
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "renameat2 refused with %s:\n%s", errno, out)
-		require.Contains(t, string(out), "--- PASS: TestAttackSaveUnderFilter", "renameat2 refused with %s:\n%s", errno, out)
+		require.Contains(t, string(out), "--- PASS: TestSavesUnderARenameat2FilterChild", "renameat2 refused with %s:\n%s", errno, out)
 	}
 }
 
-// TestAttackSaveUnderFilter is the child: saves (numbered, rolling, side
-// file, a taken step) with renameat2 refused.
-func TestAttackSaveUnderFilter(t *testing.T) {
-	dir := os.Getenv("ATTACK_FILTER_DIR")
+// TestSavesUnderARenameat2FilterChild is the child of
+// TestSavesWorkWithRenameat2RefusedByEPERM: saves (numbered, rolling, a
+// side file, a taken step) with renameat2 refused.
+func TestSavesUnderARenameat2FilterChild(t *testing.T) {
+	dir := os.Getenv("CHECKPOINT_TEST_RENAMEAT2_FILTER_DIR")
 	if dir == "" {
-		t.Skip("a child of TestAttackRenameat2RefusedWithEPERM")
+		t.Skip("a child of TestSavesWorkWithRenameat2RefusedByEPERM")
 	}
 	require.NoError(t, maybeNoRenameat2())
 	ctx := context.Background()
@@ -310,20 +318,6 @@ func TestAttackSaveUnderFilter(t *testing.T) {
 		require.NotContains(t, n, tempMarker)
 	}
 	require.NoError(t, s.Close())
-}
-
-// randomText returns n bytes of text that gzip cannot shrink much.
-func randomText(seed int64, n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/"
-	b := make([]byte, n)
-	x := uint64(seed)*0x9E3779B97F4A7C15 + 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = alphabet[x&63]
-	}
-	return string(b)
 }
 
 // resumeStep returns the step a killed child resumes at: the one after
