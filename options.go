@@ -121,8 +121,8 @@ func Gzip() Option {
 
 // Zstd makes the store compress the checkpoints it writes with Zstandard
 // (.json.zst, readable with zstdcat or zstd -dc): about gzip's ratio on
-// JSON for several times its speed, in both directions. Readers detect it
-// like gzip, by its magic number. Gzip and Zstd together are ErrInvalid.
+// JSON, and faster to decompress. Readers detect it like gzip, by its magic
+// number. Gzip and Zstd together are ErrInvalid.
 func Zstd() Option {
 	return optionFunc(func(c *config) { c.zstd = true })
 }
@@ -181,10 +181,8 @@ func NoSync() Option {
 // the life of the process. Close (or Flush) before exiting, on every path; a
 // deferred Close does not run after os.Exit or log.Fatal.
 //
-// Hooks of a background save run on the goroutine that published it: the
-// store's own, or one that was waiting on the queue (Save, Flush, Close or
-// another write). When Close returns, the store's goroutine is gone and the
-// hooks it ran have returned.
+// Hooks of a background save run once it is published, on the goroutine
+// that published it (see Hooks).
 func Async(queue int) Option {
 	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }

@@ -248,11 +248,9 @@ func (s *Store[T]) Location() string { return s.dir }
 // store's checkpoints are all in place, and an error from Close means the
 // writer lock or background saves failed.
 //
-// With Async, when Close returns the store's goroutine is gone and every
-// hook it ran, and every hook of the saves Close published, has returned:
-// a hook may write what the caller reads after Close. A hook may call Close
-// itself; that call cannot wait for the hook it is made from, which goes on
-// after Close returns.
+// With Async, when Close returns the store's goroutine is gone, and every
+// hook that it or Close ran has returned, but for a hook that calls Close
+// itself (see Hooks).
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {

@@ -500,7 +500,8 @@ func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
 // RemoveTemps removes the temporary files that the backend's writes left
 // behind (see storage.TempCleaner): regular files named as tempName names
 // them (a dot, the final name, tempMarker, random digits), and, as legacy,
-// a dot, the final name and random digits (the naming before the marker).
+// a dot, the final name and random digits (the older naming, without the
+// marker).
 func (d *dirBackend) RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
