@@ -105,9 +105,9 @@
 // lists what it wrote in the lease (the written set: names and ETags). The
 // takeover lists the store before its PUT of the lease and records in the
 // lease the sealed set: the name and ETag of every object then visible.
-// Every reader applies one rule, judged by the lease it reads after the objects: an
-// object is visible if it has no generation (not written by a lease
-// holder), has the lease's generation, or is in the sealed set. A late
+// Every reader applies one rule, judged by the lease it reads after the
+// objects: an object is visible if it has no generation (not written by a
+// lease holder), has the lease's generation, or is in the sealed set. A late
 // write of an older generation is in neither, so it is hidden: listed by
 // nobody, fs.ErrNotExist to Open and Stat (never damage, so never moved
 // aside), and a Create of its name by the new holder replaces it. A save
