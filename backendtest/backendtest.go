@@ -12,7 +12,7 @@
 //	func TestConformance(t *testing.T) {
 //		backendtest.Run(t, func(t *testing.T) backendtest.Opener {
 //			dir := t.TempDir()
-//			return func() (checkpoint.Backend, error) { return checkpoint.OpenDir(dir, checkpoint.NoSync()) }
+//			return func() (checkpoint.Backend, error) { return dirstore.Open(dir, dirstore.NoSync()) }
 //		})
 //	}
 //
@@ -73,8 +73,8 @@
 // one that survives a power cut. A call makes its change durable when the
 // contract on checkpoint.Backend says it is, and not before; where the
 // contract does not say, the model reads it as strictly as the local
-// directory (OpenDir) allows: a crash of Mem loses at least what a crash
-// of the directory could:
+// directory (package dirstore) allows: a crash of Mem loses at least what a
+// crash of the directory could:
 //
 //   - Create and Replace: "When either returns nil the object is durable
 //     (unless ... NoSync)" makes that one object durable, and nothing else

@@ -136,8 +136,8 @@ func MemNoSync() MemOption {
 	return memOptionFunc(func(c *memConfig) { c.noSync = true })
 }
 
-// MemLocal makes the Mem model a local directory, as checkpoint.OpenDir's
-// backend is one: its backends claim storage.Traits{Local: true}, List
+// MemLocal makes the Mem model a local directory, as the backend of
+// package dirstore is one: its backends claim storage.Traits{Local: true}, List
 // names only (Size -1, Version ""), write through temporary objects that
 // a power cut during a Create or a Replace may leave behind and that
 // RemoveTemps removes (storage.TempCleaner), tell whether the lock is
