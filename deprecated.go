@@ -2,8 +2,8 @@ package checkpoint
 
 import "context"
 
-// The names below were renamed so that each says what it is for; each keeps
-// working as it did.
+// The names below are deprecated aliases and wrappers of names that say
+// what they are for; each behaves exactly as the name it points to.
 
 // Every sets the interval of Tick.
 //
