@@ -2,8 +2,8 @@ package checkpoint
 
 import "context"
 
-// The names below are deprecated aliases and wrappers of names that say
-// what they are for; each behaves exactly as the name it points to.
+// The names below are deprecated in favour of names that say what they are
+// for; each keeps working as its doc says.
 
 // Every sets the interval of Tick.
 //
