@@ -591,7 +591,7 @@ func DecodeHeaderJSON(j []byte) (Header, error) {
 // record, another key, another form of value): json.Unmarshal decides
 // those. What it accepts it decodes as json.Unmarshal does (the time by
 // the same UnmarshalJSON): List parses the header of every file in the
-// directory, and encoding/json's reflection was most of that cost.
+// directory, and encoding/json's reflection would be most of that cost.
 func fastHeader(head []byte, h *Header) bool {
 	i := skipSpace(head, 0) + 1 // past the '{' splitHeader checked
 	for {
