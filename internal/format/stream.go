@@ -52,9 +52,9 @@ import (
 //     as 0, encoding/json refuses it) or of float keys. Where the stream
 //     fails on a plain type (v2 refuses a declaration encoding/json
 //     tolerates, such as two fields of one tag name, or an input, such as
-//     a name that matches two fields in other cases), the file is read again the
-//     buffered way (errStreamUnsure), and encoding/json gives the answer
-//     and the error; if it decodes the state, the store reads the buffered
+//     a name that matches two fields in other cases), the file is read
+//     again the buffered way (errStreamUnsure), and encoding/json gives the
+//     answer and the error; if it decodes the state, the store reads the buffered
 //     way from then on (Codec.noStream). So the stream is trusted only
 //     when it succeeds, on a type where it agrees.
 //
