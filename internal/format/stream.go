@@ -54,9 +54,9 @@ import (
 //     tolerates, such as two fields of one tag name, or an input, such as
 //     a name that matches two fields in other cases), the file is read
 //     again the buffered way (errStreamUnsure), and encoding/json gives the
-//     answer and the error; if it decodes the state, the store reads the buffered
-//     way from then on (Codec.noStream). So the stream is trusted only
-//     when it succeeds, on a type where it agrees.
+//     answer and the error; if it decodes the state, the store reads the
+//     buffered way from then on (Codec.noStream). So the stream is trusted
+//     only when it succeeds, on a type where it agrees.
 //
 //   - A streamed read costs at most what a buffered read costs and a few
 //     MiB. The decoder holds a whole JSON token (a string) in its buffer,
