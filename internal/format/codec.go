@@ -70,6 +70,8 @@ type Trailer struct {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// The trailers of the two formats: TrailerV2 (CRC-32C) is the one written;
+// TrailerV1 (SHA-256) is read in files of format 1.
 var (
 	TrailerV2 = Trailer{format: 2, prefix: `,"checksum":"crc32c:`, digits: crc32.Size * 2, Sum: func() hash.Hash { return crc32.New(castagnoli) }}
 	TrailerV1 = Trailer{format: 1, prefix: `,"checksum":"sha256:`, digits: sha256.Size * 2, Sum: sha256.New}

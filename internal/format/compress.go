@@ -22,6 +22,8 @@ import (
 // (.json, .json.gz, .json.zst), and readers detect it from the first bytes.
 type Compression uint8
 
+// The compressions a checkpoint may have: none (.json), gzip (.json.gz),
+// zstd (.json.zst).
 const (
 	CompressNone Compression = iota
 	CompressGzip
@@ -54,6 +56,8 @@ func (c Compression) String() string {
 	return ""
 }
 
+// GzipMagic and ZstdMagic are the first bytes of a gzip stream and of a
+// zstd frame: readers detect a file's compression by them.
 var (
 	GzipMagic = []byte{0x1f, 0x8b}
 	ZstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
