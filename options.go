@@ -276,20 +276,21 @@ func WithRolling() Option {
 // step and, within a step, by save time. KeepLast(0), the default, sets no
 // rule.
 //
-// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer) combine: a
-// checkpoint survives if any rule keeps it, but for a superseded error
-// checkpoint, which goes whatever the rules. They apply to step checkpoints
-// only, unless PruneKinds says otherwise; final checkpoints and the rolling
-// file are always kept, and error checkpoints until a clean checkpoint saved
-// after them supersedes them (see Store.SaveError). A checkpoint whose header cannot be read
-// is neither counted nor removed. Whatever the rules (PruneKinds included),
-// two checkpoints are never removed: the newest that loads (what Latest
-// returns) and the newest that loads and is not an error checkpoint (what
-// LatestClean returns). A store prunes after each numbered save (Save, a
-// due Tick, SaveFinal, SaveError; not a rolling write), once the new
-// checkpoint is durable, and on Prune; with no rule it removes nothing but
-// superseded error checkpoints (also at a writer's Close), and a save that
-// can supersede none of those left makes no pass.
+// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer)
+// combine: a checkpoint survives if any rule keeps it, but for a superseded
+// error checkpoint, which goes whatever the rules. They apply to step
+// checkpoints only, unless PruneKinds says otherwise; final checkpoints and
+// the rolling file are always kept, and error checkpoints until a clean
+// checkpoint saved after them supersedes them (see Store.SaveError). A
+// checkpoint whose header cannot be read is neither counted nor removed.
+// Whatever the rules (PruneKinds included), two checkpoints are never
+// removed: the newest that loads (what Latest returns) and the newest that
+// loads and is not an error checkpoint (what LatestClean returns). A store
+// prunes after each numbered save (Save, a due Tick, SaveFinal, SaveError;
+// not a rolling write), once the new checkpoint is durable, and on Prune;
+// with no rule it removes nothing but superseded error checkpoints (also at a
+// writer's Close), and a save that can supersede none of those left makes no
+// pass.
 func KeepLast(n int) Option {
 	return optionFunc(func(c *config) { c.retain.last = n })
 }

@@ -57,11 +57,11 @@
 //
 // What the suite does not check, because it cannot without the backend's
 // help: that a change made behind the backend changes the Version (unless
-// given RewriteInPlace), durability after a crash or power loss (the contract's "crash at
-// any instant" and NoSync), that a writer which lost its lease cannot
-// publish (that needs a paused process: see s3store's fencing test), that
-// a failed removal does not stop the others, ReadOnly backends, and the
-// error text's "who holds the lock".
+// given RewriteInPlace), durability after a crash or power loss (the
+// contract's "crash at any instant" and NoSync), that a writer which lost its
+// lease cannot publish (that needs a paused process: see s3store's fencing
+// test), that a failed removal does not stop the others, ReadOnly backends,
+// and the error text's "who holds the lock".
 //
 // # The crash model
 //

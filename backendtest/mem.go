@@ -342,12 +342,12 @@ func (m *Mem) change(op memOp, dir string, changes ...memChange) error {
 	return nil
 }
 
-// leaveTemps adds to what a power cut may keep the temporary object of
-// each write of changes, made by the call numbered op, which the cut interrupted before or after its
-// publication, as a directory's temporary file is left when the power is
-// cut between its creation and its rename. A temporary object is told
-// from others by its tempOf, not by its name, as RemoveTemps promises.
-// m.mu is held.
+// leaveTemps adds to what a power cut may keep the temporary object of each
+// write of changes, made by the call numbered op, which the cut interrupted
+// before or after its publication, as a directory's temporary file is left
+// when the power is cut between its creation and its rename. A temporary
+// object is told from others by its tempOf, not by its name, as RemoveTemps
+// promises. m.mu is held.
 func (m *Mem) leaveTemps(op int, dir string, changes []memChange) {
 	for _, ch := range changes {
 		final := strings.TrimPrefix(ch.key, dir)

@@ -77,23 +77,23 @@
 // once. Releasing is a conditional PUT that marks the lease released, not
 // a DELETE (some S3-compatible servers ignore conditions on DELETE).
 //
-// Expiry is judged without trusting any other machine's clock. A
-// contender takes a lease over only when it has seen the same ETag for a
-// full TTL by its own monotonic clock, and then with If-Match on that
-// ETag, so a renewal in between defeats it. The TTL is the one the holder
-// wrote in the lease (its LeaseTTL; DefaultLeaseTTL for a lease without
-// one), not the contender's own. Lock returns ErrLocked at once when the
-// server's own clock (its Date header minus the lease's Last-Modified,
-// whole seconds) says the lease was renewed less than a TTL minus one
-// second ago; otherwise it watches the lease for up to one TTL, bounded by
-// its ctx, and returns ErrLocked as soon as it sees a renewal. So a dead
-// writer's store is taken over one to two TTLs after it died: retry
-// OpenBackend while it returns ErrLocked, and expect it to block for up to
-// one TTL when the lease looks expired. The holder trusts its lease until
-// the start of its last successful renewal plus nine tenths of the TTL, by its own monotonic clock and by its wall clock alike (the
-// monotonic clock stops while a machine is suspended; the wall clock is
-// moved on at resume); a write that finishes after that, or after a
-// renewal found the lease taken over, fails with ErrLocked.
+// Expiry is judged without trusting any other machine's clock. A contender
+// takes a lease over only when it has seen the same ETag for a full TTL by
+// its own monotonic clock, and then with If-Match on that ETag, so a renewal
+// in between defeats it. The TTL is the one the holder wrote in the lease
+// (its LeaseTTL; DefaultLeaseTTL for a lease without one), not the
+// contender's own. Lock returns ErrLocked at once when the server's own clock
+// (its Date header minus the lease's Last-Modified, whole seconds) says the
+// lease was renewed less than a TTL minus one second ago; otherwise it
+// watches the lease for up to one TTL, bounded by its ctx, and returns
+// ErrLocked as soon as it sees a renewal. So a dead writer's store is taken
+// over one to two TTLs after it died: retry OpenBackend while it returns
+// ErrLocked, and expect it to block for up to one TTL when the lease looks
+// expired. The holder trusts its lease until the start of its last successful
+// renewal plus nine tenths of the TTL, by its own monotonic clock and by its
+// wall clock alike (the monotonic clock stops while a machine is suspended;
+// the wall clock is moved on at resume); a write that finishes after that, or
+// after a renewal found the lease taken over, fails with ErrLocked.
 //
 // # Fencing
 //

@@ -13,18 +13,18 @@ import (
 // Traits describes what a backend's operations cost, and so what a store
 // may trust. The zero Traits describe object storage.
 type Traits struct {
-	// Local reports that the backend's operations are system calls on
-	// this machine, not requests: a Stat or an Open is cheap enough to
-	// make before every save, List may read names only (see Backend.List), and anyone with access
-	// to the machine may change an object behind the backend at any time
-	// (a user, another program). A writer on a Local backend asks it
-	// (Stat) before each save whether the name is free and whether what
-	// it cached still holds, and reads ahead what may spare it reads (the
-	// store's header index). A writer on a backend that is not Local,
-	// where each call is a request, trusts what it listed when it opened
-	// and what it wrote and removed since (it holds the lock: no other
-	// writer's object is visible), and sees an object put in its way by
-	// anything else when a write runs into it.
+	// Local reports that the backend's operations are system calls on this
+	// machine, not requests: a Stat or an Open is cheap enough to make before
+	// every save, List may read names only (see Backend.List), and anyone
+	// with access to the machine may change an object behind the backend at
+	// any time (a user, another program). A writer on a Local backend asks it
+	// (Stat) before each save whether the name is free and whether what it
+	// cached still holds, and reads ahead what may spare it reads (the
+	// store's header index). A writer on a backend that is not Local, where
+	// each call is a request, trusts what it listed when it opened and what
+	// it wrote and removed since (it holds the lock: no other writer's object
+	// is visible), and sees an object put in its way by anything else when a
+	// write runs into it.
 	Local bool
 }
 
@@ -209,12 +209,12 @@ type Linker interface {
 	// receiver, sharing its bytes. src must be a child store of the same
 	// parent as the receiver, got from that parent's Sub, or a Wrapper of
 	// one; for any other src, Link returns an error wrapping
-	// errors.ErrUnsupported. If name exists in the receiver, Link returns an error wrapping ErrExists and
-	// changes nothing; a name missing in src is an error wrapping
-	// fs.ErrNotExist. When Link returns nil the new name is durable
-	// (unless the backend was opened with NoSync); when it fails, nothing
-	// is left under name in the receiver. It creates the receiver's child
-	// store if that does not exist yet.
+	// errors.ErrUnsupported. If name exists in the receiver, Link returns an
+	// error wrapping ErrExists and changes nothing; a name missing in src is
+	// an error wrapping fs.ErrNotExist. When Link returns nil the new name is
+	// durable (unless the backend was opened with NoSync); when it fails,
+	// nothing is left under name in the receiver. It creates the receiver's
+	// child store if that does not exist yet.
 	Link(ctx context.Context, src Backend, name string) (Object, error)
 }
 

@@ -142,13 +142,13 @@ var ErrTooLarge = errors.New("larger than the read limit")
 // larger than it gives memory to, a zstd dictionary): it may be good.
 var ErrUnsupported = errors.New("unsupported compression parameters")
 
-// damageError marks an error that proves a file's bytes damaged: its
-// checksum does not match, or its envelope or compressed stream is
-// malformed, as found by reading it whole within the read limit (or its
-// header disagrees with its name). Only such a file is moved aside (see
-// the store's quarantineIfDamaged): "could not check it here" (too large, unsupported,
-// a newer format, permission, an I/O error, not a regular file) is never
-// proof. The mark does not change the message.
+// damageError marks an error that proves a file's bytes damaged: its checksum
+// does not match, or its envelope or compressed stream is malformed, as found
+// by reading it whole within the read limit (or its header disagrees with its
+// name). Only such a file is moved aside (see the store's
+// quarantineIfDamaged): "could not check it here" (too large, unsupported, a
+// newer format, permission, an I/O error, not a regular file) is never proof.
+// The mark does not change the message.
 type damageError struct{ err error }
 
 func (d *damageError) Error() string { return d.err.Error() }

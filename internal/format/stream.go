@@ -400,23 +400,22 @@ var (
 	jsonRawMessage    = reflect.TypeFor[json.RawMessage]()
 )
 
-// PlainType reports whether values of t are decoded by the streaming
-// decoder with encoding/json's meaning on every input where it succeeds,
-// and run none of the host's code: what FuzzStreamedLoadMeansWhatEncoding-
-// JSONMeans proves. Plain are booleans, integers (not uintptr), floats,
-// strings, the empty interface, and pointers, slices, arrays, maps with
-// string keys, and structs of plain types, where no type (nor a pointer to
-// it) has an UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method.
-// A struct field's tag may give a name of the characters encoding/json
-// accepts (one starting with a quote v2 reads otherwise) and the options
-// omitempty and omitzero only; an embedded field must be a struct, without
-// a tag. Not plain, and read the buffered way: []byte and byte arrays
-// (base64 and its tolerances), json.Number, json.RawMessage, maps of other
-// keys (integers: v2 decodes the key "null" as 0, which encoding/json
-// refuses; floats; booleans), a ",string" option or any option
-// encoding/json ignores and v2 does not (",embed", "case:strict",
-// "format:..."), an unexported field with a tag, an embedded pointer. seen holds the types being judged: a type that
-// refers to itself is judged by its other parts.
+// PlainType reports whether values of t are decoded by the streaming decoder
+// with encoding/json's meaning on every input where it succeeds, and run none
+// of the host's code: what FuzzStreamedLoadMeansWhatEncodingJSONMeans proves. Plain are booleans, integers (not uintptr), floats, strings, the
+// empty interface, and pointers, slices, arrays, maps with string keys, and
+// structs of plain types, where no type (nor a pointer to it) has an
+// UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method. A struct field's
+// tag may give a name of the characters encoding/json accepts (one starting
+// with a quote v2 reads otherwise) and the options omitempty and omitzero
+// only; an embedded field must be a struct, without a tag. Not plain, and
+// read the buffered way: []byte and byte arrays (base64 and its tolerances),
+// json.Number, json.RawMessage, maps of other keys (integers: v2 decodes the
+// key "null" as 0, which encoding/json refuses; floats; booleans), a
+// ",string" option or any option encoding/json ignores and v2 does not
+// (",embed", "case:strict", "format:..."), an unexported field with a tag, an
+// embedded pointer. seen holds the types being judged: a type that refers to
+// itself is judged by its other parts.
 func PlainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if seen[t] {
 		return true
