@@ -35,8 +35,7 @@ func (s *suite) testListPastOnePage(t *testing.T) {
 	objs := make([]checkpoint.Object, pageObjects)
 	var next atomic.Int64
 	// One writer per handle: more do not make a local directory faster
-	// (creates in one directory contend in the kernel; 8 writers took ten
-	// times as long as 2 on ext4).
+	// (creates in one directory contend in the kernel).
 	const workers = 2
 	errs := parallel(workers, func(w int) error {
 		for {
