@@ -248,9 +248,9 @@ func (s *Store[T]) pass(ctx context.Context, saved string, at time.Time, r reten
 // Version from a stat made after it was published, under the same lock.
 //
 // Why the removals need no directory sync of their own: the new checkpoint
-// is durable before anything is removed (createFile synced the directory
-// after publishing it), and so is every protector, which the cache knew before
-// that sync: a checkpoint this store wrote was synced by its own save, one
+// is durable before anything is removed (its Create returned only once the
+// directory was synced), and so is every protector, which the cache knew
+// before that sync: a checkpoint this store wrote was synced by its own save, one
 // found by the full scan by the sync of any save since. A power cut then
 // leaves the new checkpoint, every protector and any subset of the victims:
 // each victim was removable given the protectors alone, so whichever

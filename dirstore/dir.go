@@ -225,7 +225,8 @@ func openChild(proot *os.Root, name, path string, create bool) (*os.Root, error)
 		return nil, err
 	}
 	// What was opened must be what Lstat saw: OpenRoot follows a symbolic
-	// link put there meanwhile (fileID is zero where the system has none).
+	// link put there meanwhile (fileid.ID is zero where the system has
+	// none).
 	if cur, err := root.Stat("."); err != nil || !sameID(cur, fi) {
 		root.Close()
 		return nil, errors.Join(fmt.Errorf("%w: %s was replaced while it was opened", storage.ErrInvalid, path), err)
