@@ -18,7 +18,7 @@ var ErrPowerCut = errors.New("backendtest: power cut")
 
 // Mem is storage in memory with a crash model, in the style of pebble's
 // vfs.MemFS: the backends its Open returns keep the contract of
-// checkpoint.Backend (they pass Run and RunSessions), and CrashClone
+// storage.Backend (they pass Run and RunSessions), and CrashClone
 // returns what a power cut would leave of it, which is what was made
 // durable under the contract (see the package doc for how the contract is
 // read). Its backends take the names of [A-Za-z0-9._-] only, as s3store
