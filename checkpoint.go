@@ -5,8 +5,8 @@
 // A [Store] owns one directory (or, with [OpenBackend], any [Backend], such
 // as an S3 prefix). Each save publishes one file atomically and durably,
 // never replacing an existing checkpoint, so a reader sees either the old
-// set of checkpoints or the new set, never a torn file (package dirstore
-// says how a directory does it). A checkpoint is JSON (optionally gzip- or
+// set of checkpoints or the new set, never a torn file (dirstore.Open says
+// how a directory keeps that promise). A checkpoint is JSON (optionally gzip- or
 // zstd-compressed) holding a small envelope around the application's state,
 // with a CRC-32C checksum that every load verifies (SHA-256 in files of
 // format 1, which load forever). With [Async], saves are encoded at once
