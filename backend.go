@@ -8,8 +8,8 @@ type Backend = storage.Backend
 // Object describes one object of a Backend (see storage.Object).
 type Object = storage.Object
 
-// NoObject, given as ifVersion to Backend.Replace, means "only if there is
-// no object under the name".
+// NoObject is the ifVersion that makes Backend.Replace write only if there
+// is no object under the name.
 //
 // Deprecated: use storage.NoObject: it is for those who write a Backend,
 // not for a store's users.

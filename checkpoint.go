@@ -2,14 +2,15 @@
 // self-contained snapshot of their state once per step and bringing them back
 // to the last good step after a crash, a kill -9 or an error.
 //
-// A [Store] owns one directory. Each save writes one file through a temporary
-// file in the same directory, fsyncs it, publishes it under its final name
-// without ever replacing an existing checkpoint, and fsyncs the directory, so
-// a reader sees either the old set of checkpoints or the new set, never a torn
-// file. A checkpoint is JSON (optionally gzip- or zstd-compressed) holding a
-// small envelope around the application's state, with a CRC-32C checksum that
-// every load verifies (SHA-256 in files of format 1, which load forever). With [Async], saves are encoded at once and published
-// in the background, in order.
+// A [Store] owns one directory (or, with [OpenBackend], any [Backend], such
+// as an S3 prefix). Each save publishes one file atomically and durably,
+// never replacing an existing checkpoint, so a reader sees either the old
+// set of checkpoints or the new set, never a torn file (dirstore.Open says
+// how a directory keeps that promise). A checkpoint is JSON (optionally gzip- or
+// zstd-compressed) holding a small envelope around the application's state,
+// with a CRC-32C checksum that every load verifies (SHA-256 in files of
+// format 1, which load forever). With [Async], saves are encoded at once
+// and published in the background, in order.
 //
 // A typical turn loop:
 //

@@ -2,8 +2,8 @@ package checkpoint
 
 import "context"
 
-// The names below were renamed so that each says what it is for; each keeps
-// working as it did.
+// The names below are deprecated in favour of names that say what they are
+// for; each keeps working as its doc says.
 
 // Every sets the interval of Tick.
 //

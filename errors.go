@@ -73,6 +73,8 @@ type Error struct {
 	Err     error  // the cause; wraps a sentinel or an operating system error
 }
 
+// Error returns "checkpoint: ", the operation, the step if HasStep, the
+// path if any, and the cause.
 func (e *Error) Error() string {
 	b := []byte("checkpoint: ")
 	b = append(b, e.Op...)

@@ -60,9 +60,8 @@ type indexEntry struct {
 // decode returns the header of the entry, if it is a well-formed one that
 // fn, the file's name, agrees with. A header longer than the writer puts
 // in an index (indexMaxHeader) is not decoded, so that the header's file
-// is read instead: a hostile entry would otherwise cost its decoded form
-// (a meta of 400,000 tiny keys in 4 MiB decodes to 70 MiB), kept by the
-// header cache.
+// is read instead: a hostile entry would otherwise cost its decoded form,
+// many times its size (see BENCHMARKS.md), kept by the header cache.
 func (x indexEntry) decode(fn fileName) (header, bool) {
 	if len(x.header) > indexMaxHeader {
 		return header{}, false

@@ -13,10 +13,10 @@ import (
 // file's name, sorted.
 type Leftovers struct {
 	// Temps are temporary files of saves (".turn_007.json.ckpt-tmp-" and
-	// random digits, or the same for a side file; from releases before the
-	// marker, ".turn_007.json" and digits). Beside a running writer one may
-	// be a save in progress; with no writer, each was left by a save that a
-	// crash interrupted, and the next writer's Open removes it.
+	// random digits, or the same for a side file; in the older naming,
+	// without the marker, ".turn_007.json" and digits). Beside a running
+	// writer one may be a save in progress; with no writer, each was left by
+	// a save that a crash interrupted, and the next writer's Open removes it.
 	Temps []string
 	// Quarantined are damaged checkpoints that a save moved aside
 	// (turn_005.json.corrupt, turn_005.json.corrupt-2), and symbolic links

@@ -137,8 +137,8 @@ func (l layout) parse(name string) (fileName, bool) {
 // isTemp reports whether name is a temporary object of b's writes (see
 // storage.TempOf) that a save of this store left behind: one of a
 // checkpoint name of this layout, of a side file or of the index. One of
-// the legacy naming (a checkpoint's name followed by digits alone, what
-// saves wrote before the marker) counts for a checkpoint only, since a
+// the legacy naming (a checkpoint's name followed by digits alone, without
+// the marker) counts for a checkpoint only, since a
 // user may keep a file named so after a side file (.notes.json2).
 func (l layout) isTemp(b Backend, name string) bool {
 	final, legacy, ok := storage.TempOf(b, name)

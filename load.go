@@ -106,26 +106,26 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 
 // Latest returns the newest checkpoint that loads: the highest step, and
 // within a step the checkpoint saved last. The rolling file (WithRolling)
-// counts like any other. So it never resumes from an error checkpoint that
-// a clean checkpoint of the same step saved after it, or of a later step,
-// supersedes (see SaveError), unless that clean checkpoint does not load;
-// it resumes from an error checkpoint only when the failure is the newest
-// thing that happened, and the loop is to redo that step. Checkpoints that fail to load are skipped; each
-// skipped one is logged at Warn and reported to Hooks.OnError, and if none
-// loads, the error joins every failure (so errors.Is(err, ErrCorrupt) holds
-// when damage was the cause; the text lists the first few). A checkpoint
-// whose state T's own decoder panics on is skipped like one that does not
-// decode (see Load). A checkpoint of
-// a newer schema (ErrNewerSchema) or whose migration fails (ErrMigration) is
-// not skipped: Latest stops there and returns that error (see WithSchema). A
+// counts like any other. So it never resumes from an error checkpoint that a
+// clean checkpoint of the same step saved after it, or of a later step,
+// supersedes (see SaveError), unless that clean checkpoint does not load; it
+// resumes from an error checkpoint only when the failure is the newest thing
+// that happened, and the loop is to redo that step. Checkpoints that fail to
+// load are skipped; each skipped one is logged at Warn and reported to
+// Hooks.OnError, and if none loads, the error joins every failure (so
+// errors.Is(err, ErrCorrupt) holds when damage was the cause; the text lists
+// the first few). A checkpoint whose state T's own decoder panics on is
+// skipped like one that does not decode (see Load). A checkpoint of a newer
+// schema (ErrNewerSchema) or whose migration fails (ErrMigration) is not
+// skipped: Latest stops there and returns that error (see WithSchema). A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
-// start, and it is never the answer beside the store's own saves. A
-// directory that holds checkpoints of another layout and none of the
-// store's is ErrInvalid, naming the layout found (any of its files whose
-// header reads shows it, not only its newest). Something at a checkpoint's
-// name that is not a regular file (a directory, a named pipe, a symbolic
-// link, which is never followed) is damage like a file that fails to load:
-// if it is all there is, the error wraps ErrCorrupt and says what is there.
+// start, and it is never the answer beside the store's own saves. A directory
+// that holds checkpoints of another layout and none of the store's is
+// ErrInvalid, naming the layout found (any of its files whose header reads
+// shows it, not only its newest). Something at a checkpoint's name that is
+// not a regular file (a directory, a named pipe, a symbolic link, which is
+// never followed) is damage like a file that fails to load: if it is all
+// there is, the error wraps ErrCorrupt and says what is there.
 func (s *Store[T]) Latest(ctx context.Context) (T, Info, error) {
 	v, info, err := s.latest(ctx, "latest", func(fileName) bool { return true })
 	if err == nil {
@@ -313,8 +313,7 @@ func (s *Store[T]) foreignLayout(ctx context.Context) error {
 // anything that is not a checkpoint of the store's layout. A checkpoint whose
 // header cannot be read is listed with the step and kind its name gives, the
 // file's modification time and Format 0, and logged at Warn (a damaged one
-// once, while it stays the same file);
-// loading it reports the damage.
+// once, while it stays the same file); loading it reports the damage.
 func (s *Store[T]) List(ctx context.Context) ([]Info, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, s.failed(opError("list", s.dir, err))

@@ -121,8 +121,8 @@ func Gzip() Option {
 
 // Zstd makes the store compress the checkpoints it writes with Zstandard
 // (.json.zst, readable with zstdcat or zstd -dc): about gzip's ratio on
-// JSON for several times its speed, in both directions. Readers detect it
-// like gzip, by its magic number. Gzip and Zstd together are ErrInvalid.
+// JSON, and faster to decompress. Readers detect it like gzip, by its magic
+// number. Gzip and Zstd together are ErrInvalid.
 func Zstd() Option {
 	return optionFunc(func(c *config) { c.zstd = true })
 }
@@ -181,10 +181,8 @@ func NoSync() Option {
 // the life of the process. Close (or Flush) before exiting, on every path; a
 // deferred Close does not run after os.Exit or log.Fatal.
 //
-// Hooks of a background save run on the goroutine that published it: the
-// store's own, or one that was waiting on the queue (Save, Flush, Close or
-// another write). When Close returns, the store's goroutine is gone and the
-// hooks it ran have returned.
+// Hooks of a background save run once it is published, on the goroutine
+// that published it (see Hooks).
 func Async(queue int) Option {
 	return optionFunc(func(c *config) { c.async, c.queue = true, queue })
 }
@@ -278,20 +276,21 @@ func WithRolling() Option {
 // step and, within a step, by save time. KeepLast(0), the default, sets no
 // rule.
 //
-// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer) combine: a
-// checkpoint survives if any rule keeps it, but for a superseded error
-// checkpoint, which goes whatever the rules. They apply to step checkpoints
-// only, unless PruneKinds says otherwise; final checkpoints and the rolling
-// file are always kept, and error checkpoints until a clean checkpoint saved
-// after them supersedes them (see Store.SaveError). A checkpoint whose header cannot be read
-// is neither counted nor removed. Whatever the rules (PruneKinds included),
-// two checkpoints are never removed: the newest that loads (what Latest
-// returns) and the newest that loads and is not an error checkpoint (what
-// LatestClean returns). A store prunes after each numbered save (Save, a
-// due Tick, SaveFinal, SaveError; not a rolling write), once the new
-// checkpoint is durable, and on Prune; with no rule it removes nothing but
-// superseded error checkpoints (also at a writer's Close), and a save that
-// can supersede none of those left makes no pass.
+// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer)
+// combine: a checkpoint survives if any rule keeps it, but for a superseded
+// error checkpoint, which goes whatever the rules. They apply to step
+// checkpoints only, unless PruneKinds says otherwise; final checkpoints and
+// the rolling file are always kept, and error checkpoints until a clean
+// checkpoint saved after them supersedes them (see Store.SaveError). A
+// checkpoint whose header cannot be read is neither counted nor removed.
+// Whatever the rules (PruneKinds included), two checkpoints are never
+// removed: the newest that loads (what Latest returns) and the newest that
+// loads and is not an error checkpoint (what LatestClean returns). A store
+// prunes after each numbered save (Save, a due Tick, SaveFinal, SaveError;
+// not a rolling write), once the new checkpoint is durable, and on Prune;
+// with no rule it removes nothing but superseded error checkpoints (also at a
+// writer's Close), and a save that can supersede none of those left makes no
+// pass.
 func KeepLast(n int) Option {
 	return optionFunc(func(c *config) { c.retain.last = n })
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Due reports whether Tick would save a numbered checkpoint for step under the
-// interval set by Every.
+// interval set by SaveEvery.
 func (s *Store[T]) Due(step int64) bool {
 	return s.cfg.every > 0 && step >= 0 && step%s.cfg.every == 0
 }

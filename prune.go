@@ -247,19 +247,19 @@ func (s *Store[T]) pass(ctx context.Context, saved string, at time.Time, r reten
 // the checkpoint the save before this prune wrote: the cache has its
 // Version from a stat made after it was published, under the same lock.
 //
-// Why the removals need no directory sync of their own: the new checkpoint
-// is durable before anything is removed (createFile synced the directory
-// after publishing it), and so is every protector, which the cache knew before
-// that sync: a checkpoint this store wrote was synced by its own save, one
-// found by the full scan by the sync of any save since. A power cut then
+// Why the removals need no directory sync of their own: the new checkpoint is
+// durable before anything is removed (its Create returned only once the
+// directory was synced), and so is every protector, which the cache knew
+// before that sync: a checkpoint this store wrote was synced by its own save,
+// one found by the full scan by the sync of any save since. A power cut then
 // leaves the new checkpoint, every protector and any subset of the victims:
-// each victim was removable given the protectors alone, so whichever
-// removals were lost, no checkpoint a rule keeps, nor the newest good one
-// (nor the newest good one that is not an error checkpoint) is gone. A lost
-// removal only brings its file back, and the full scan of the next Open
-// prunes it again. A crash of the program loses no removal at all: the
-// kernel has made it. (Prune, and the first prune after Open, which scan
-// the directory, still sync it once at the end.)
+// each victim was removable given the protectors alone, so whichever removals
+// were lost, no checkpoint a rule keeps, nor the newest good one (nor the
+// newest good one that is not an error checkpoint) is gone. A lost removal
+// only brings its file back, and the full scan of the next Open prunes it
+// again. A crash of the program loses no removal at all: the kernel has made
+// it. (Prune, and the first prune after Open, which scan the directory, still
+// sync it once at the end.)
 func (s *Store[T]) pruneFromCache(ctx context.Context, saved string, r retention) (victims, entries []entry, ok bool) {
 	s.mu.Lock()
 	entries = make([]entry, 0, len(s.headers))

@@ -30,9 +30,10 @@ import (
 // an empty meta key, a state that cannot be encoded (a channel, a NaN) or a
 // checkpoint larger than the read limit (WithMaxReadSize: the state and
 // its envelope, before compression, as a load counts them), which no load
-// could read back, is ErrInvalid, and no file is written. If a retention rule is configured
-// (KeepLast), old checkpoints are pruned after the new one is durable; a
-// pruning failure is logged and reported to Hooks.OnError, not returned.
+// could read back, is ErrInvalid, and no file is written. If a retention
+// rule is configured (KeepLast), old checkpoints are pruned after the new
+// one is durable; a pruning failure is logged and reported to
+// Hooks.OnError, not returned.
 //
 // With Async, Save returns once state is encoded and queued, and the
 // checkpoint is published in the background: see Async. The Info it returns

@@ -37,18 +37,21 @@ const (
 //	  002/session.json  002/turn_001.json ...
 //
 // OpenSessions keeps the root in a local directory, OpenSessionsBackend on
-// any Backend, such as a bucket that many workers share; both run the same
-// protocol (session_protocol.go), so any number of processes may make
-// sessions in one root at once, each opening it either way. No lock spans
-// the root: every step that must have one winner is a Backend.Create.
+// any Backend, such as a bucket that many workers share. Both run one
+// protocol, so any number of processes may make sessions in one root at
+// once, each opening it either way. No lock spans the root: every step
+// that must have one winner is a Backend.Create. Of concurrent Creates of
+// one ID exactly one succeeds, the others returning an error wrapping
+// ErrExists; concurrent New and Fork calls get distinct IDs.
 //
 // A new session appears whole or not at all: its session.json is created
 // last, after its checkpoints, and a session exists exactly when its
 // session.json does. New, Create and Fork either return the session,
 // visible, with a nil error, or return an error and leave no session
 // behind, so that a caller may retry without making a second session; a
-// crash (kill -9, or a power cut unless NoSync) at any step leaves no visible session
-// either (what it left is out of sight, and RemoveStaging removes it).
+// crash (kill -9, or a power cut unless NoSync) at any step leaves no
+// visible session either (what it left is out of sight, and RemoveStaging
+// removes it).
 // Each session's store has its own writer lock, so different processes
 // can run different sessions of one root at the same time.
 //
@@ -119,20 +122,19 @@ type sessionMeta struct {
 	Meta       map[string]string `json:"meta,omitempty"`
 }
 
-// OpenSessions opens the root of sessions in dir, creating it (durably) if it
-// does not exist: it is OpenSessionsBackend on dirstore.Open(dir), with the ReadOnly and
-// NoSync among opts.
-// opts apply to every session's store, as if given to Open: a layout,
-// compression, retention rules, hooks. With ReadOnly, a missing dir is
-// ErrNotFound, and creating, forking and SetMeta return ErrReadOnly.
-// OpenSessions takes no lock.
+// OpenSessions opens the root of sessions in dir, creating it (durably) if
+// it does not exist: it is OpenSessionsBackend on dirstore.Open(dir), with
+// the ReadOnly and NoSync among opts. opts apply to every session's store,
+// as if given to Open: a layout, compression, retention rules, hooks. With
+// ReadOnly, a missing dir is ErrNotFound, and creating, forking and
+// SetMeta return ErrReadOnly. OpenSessions takes no lock.
 //
 // Roots written by earlier releases open as they are: their sessions are
 // the same, and the hidden staging directories (.staging-...) and the lock
 // file (.sessions.lock) their protocol left are removed by the next New,
-// Create, Fork or RemoveStaging. A root must not be written by this
-// release and an earlier one at the same time: the earlier one's lock
-// file is no longer taken.
+// Create, Fork or RemoveStaging. Those releases made sessions under that
+// lock file, which this protocol does not take: a root must not be written
+// by this release and an earlier one at the same time.
 func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 	b, _, err := openDirWithOptions("open sessions", dir, opts)
 	if err != nil {
@@ -146,19 +148,9 @@ func OpenSessions(dir string, opts ...Option) (*Sessions, error) {
 // Backend.Sub): each session is the child store of b named by its ID, with
 // its metadata in the object session.json. opts apply to every session's
 // store, as with OpenSessions. The Sessions owns b from then on: Close
-// closes it, and so does a failed OpenSessionsBackend.
-//
-// Of concurrent Creates of one ID, in any number of processes, exactly
-// one succeeds; the others return an error wrapping ErrExists. New and
-// Fork take the next number that no child store uses and go on to the
-// next when another worker takes it first, so concurrent calls get
-// distinct IDs. Fork links the checkpoints where b's child stores are a
-// Linker (a local directory: hard links), and copies them otherwise.
-//
-// OpenSessionStore and ResumeLatestSession open the session's store with OpenBackend
-// on its child store, whose writer lock is the session's own: different
-// workers run different sessions at once, and a second writer of one
-// session gets ErrLocked.
+// closes it, and so does a failed OpenSessionsBackend. Concurrent
+// creations, the writer lock of each session and what a crash leaves are
+// as Sessions says.
 func OpenSessionsBackend(b Backend, opts ...Option) (*Sessions, error) {
 	if b == nil {
 		return nil, opError("open sessions", "", fmt.Errorf("%w: nil Backend", ErrInvalid))

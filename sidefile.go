@@ -11,14 +11,15 @@ import (
 )
 
 // WriteJSON writes v as indented JSON to the file name in the store's
-// directory, atomically and durably: a temporary file, fsync, a rename over
-// any previous version, fsync of the directory. Use it for files that belong
-// beside the checkpoints, such as a run's result.json or a session's
-// config.json. name is a plain file name of [A-Za-z0-9._-], ending in .json,
-// not starting with a dot, not a checkpoint name of the store's layout, and
-// not session.json (the metadata of a session: see Sessions.SetMeta). A v
-// whose JSON is larger than the read limit (WithMaxReadSize), which
-// ReadJSON would refuse, is ErrInvalid, and nothing is written.
+// directory, atomically and durably, replacing any previous version: a reader
+// sees the old file or the new one, never a mix, and a crash leaves one of
+// the two. Use it for files that belong beside the checkpoints, such as a
+// run's result.json or a session's config.json. name is a plain file name of
+// [A-Za-z0-9._-], ending in .json, not starting with a dot, not a checkpoint
+// name of the store's layout, and not session.json (the metadata of a
+// session: see Sessions.SetMeta). A v whose JSON is larger than the read
+// limit (WithMaxReadSize), which ReadJSON would refuse, is ErrInvalid, and
+// nothing is written.
 //
 // On a backend other than the local directory (object storage) the write
 // is conditional on the object the store last saw under name: the one it

@@ -16,12 +16,13 @@ import (
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
-// Store saves and loads checkpoints of a state of type T in one directory.
-// T must round-trip through encoding/json.
+// Store saves and loads checkpoints of a state of type T in one directory,
+// or in one Backend (see OpenBackend). T must round-trip through
+// encoding/json.
 //
 // A Store is safe for concurrent use by multiple goroutines. Writes are
-// serialised; loads run in parallel with each other and with writes. Only one
-// writer may have a directory open at a time, in any process (see Open). A
+// serialised; loads run in parallel with each other and with writes. Only
+// one writer may have a store open at a time, in any process (see Open). A
 // writer opened with Async runs one goroutine of its own, which Close stops.
 type Store[T any] struct {
 	b      Backend      // every byte goes through it (the local directory: dirstore)
@@ -79,13 +80,14 @@ type Store[T any] struct {
 // system allows, on dir itself, released by Close or by the process's
 // death) and fails with ErrLocked if another writer holds it, in this
 // process or another. Removing or replacing .checkpoint.lock under a writer
-// does not let a second one in. It then removes the temporary files a crashed save
-// left behind. It never touches other files.
+// does not let a second one in. It then removes the temporary files a
+// crashed save left behind. It never touches other files.
 //
 // With ReadOnly, a missing directory is ErrNotFound. An empty dir name ("")
-// is ErrInvalid, and so is a T that encoding/json would save as {} whatever its
-// value (a struct with no exported field and no MarshalJSON or MarshalText
-// method): such a store would restore zero values without a word.
+// is ErrInvalid, and so is a T that encoding/json would save as {}
+// whatever its value (a struct with no exported field and no MarshalJSON
+// or MarshalText method): such a store would restore zero values without a
+// word.
 func Open[T any](dir string, opts ...Option) (*Store[T], error) {
 	if err := checkStateType(reflect.TypeFor[T]()); err != nil {
 		return nil, opError("open", dir, err)
@@ -258,11 +260,9 @@ func (s *Store[T]) Location() string { return s.dir }
 // store's checkpoints are all in place, and an error from Close means the
 // writer lock or background saves failed.
 //
-// With Async, when Close returns the store's goroutine is gone and every
-// hook it ran, and every hook of the saves Close published, has returned:
-// a hook may write what the caller reads after Close. A hook may call Close
-// itself; that call cannot wait for the hook it is made from, which goes on
-// after Close returns.
+// With Async, when Close returns the store's goroutine is gone, and every
+// hook that it or Close ran has returned, but for a hook that calls Close
+// itself (see Hooks).
 func (s *Store[T]) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -386,13 +386,10 @@ func (s *Store[T]) removeReporting(ctx context.Context, names []string) ([]bool,
 	return gone, err
 }
 
-// remote reports whether the store's backend is not Local (see
-// storage.Traits): there a Stat is a request, not a system call, so a
-// writer (which holds the backend's lock: no other writer's object is
-// visible) trusts what it listed at Open and what it wrote and removed
-// since (listed), and its header cache, instead of asking before each save
-// and each pruning. On a Local backend a Stat costs microseconds, and the
-// store still sees a file put in its way by hand.
+// remote reports whether the store's backend is not Local: a writer there
+// trusts what it listed at Open and what it wrote and removed since
+// (listed), and its header cache, instead of asking before each save and
+// each pruning, as storage.Traits.Local says it may.
 func (s *Store[T]) remote() bool { return !s.local }
 
 // exists reports whether the object name exists. The caller holds the

@@ -1,7 +1,7 @@
-// Package backendtest is the conformance suite of checkpoint.Backend: a
-// backend that passes Run keeps every promise of the contract written on
-// checkpoint.Backend, and a checkpoint.Store can be opened on it with
-// checkpoint.OpenBackend.
+// Package backendtest is the conformance suite of storage.Backend (which
+// package checkpoint names checkpoint.Backend): a backend that passes Run
+// keeps every promise of the contract written on storage.Backend, and a
+// checkpoint.Store can be opened on it with checkpoint.OpenBackend.
 //
 // A backend's author calls Run from a test, with a function that makes a
 // fresh, empty store for each subtest and returns how to open a handle on
@@ -12,7 +12,7 @@
 //	func TestConformance(t *testing.T) {
 //		backendtest.Run(t, func(t *testing.T) backendtest.Opener {
 //			dir := t.TempDir()
-//			return func() (checkpoint.Backend, error) { return checkpoint.OpenDir(dir, checkpoint.NoSync()) }
+//			return func() (checkpoint.Backend, error) { return dirstore.Open(dir, dirstore.NoSync()) }
 //		})
 //	}
 //
@@ -57,24 +57,24 @@
 //
 // What the suite does not check, because it cannot without the backend's
 // help: that a change made behind the backend changes the Version (unless
-// given RewriteInPlace), durability after a crash or power loss (the contract's "crash at
-// any instant" and NoSync), that a writer which lost its lease cannot
-// publish (that needs a paused process: see s3store's fencing test), that
-// a failed removal does not stop the others, ReadOnly backends, and the
-// error text's "who holds the lock".
+// given RewriteInPlace), durability after a crash or power loss (the
+// contract's "crash at any instant" and NoSync), that a writer which lost its
+// lease cannot publish (that needs a paused process: see s3store's fencing
+// test), that a failed removal does not stop the others, ReadOnly backends,
+// and the error text's "who holds the lock".
 //
 // # The crash model
 //
-// Mem is a backend in memory that passes Run and RunSessions, and knows
-// what a power cut would leave of it, as pebble's vfs.MemFS does: a kill
-// -9 leaves every change that reached the storage, and so cannot reveal a
-// missing or misplaced sync; a power cut leaves only what was made durable.
-// Each object name (and each child store) has the object calls see and the
-// one that survives a power cut. A call makes its change durable when the
-// contract on checkpoint.Backend says it is, and not before; where the
-// contract does not say, the model reads it as strictly as the local
-// directory (OpenDir) allows: a crash of Mem loses at least what a crash
-// of the directory could:
+// Mem is a backend in memory that passes Run and RunSessions, and knows what
+// a power cut would leave of it, as pebble's vfs.MemFS does: a kill -9 leaves
+// every change that reached the storage, and so cannot reveal a missing or
+// misplaced sync; a power cut leaves only what was made durable. Each object
+// name (and each child store) has the object calls see and the one that
+// survives a power cut. A call makes its change durable when the contract on
+// storage.Backend says it is, and not before; where the contract does not
+// say, the model reads it as strictly as the local directory (package
+// dirstore) allows: a crash of Mem loses at least what a crash of the
+// directory could:
 //
 //   - Create and Replace: "When either returns nil the object is durable
 //     (unless ... NoSync)" makes that one object durable, and nothing else
@@ -200,7 +200,7 @@ func RewriteInPlace(rewrite func(t *testing.T, b checkpoint.Backend, name string
 }
 
 // Run checks that the backends newStore makes keep the contract of
-// checkpoint.Backend. newStore is called once per subtest, with that
+// storage.Backend. newStore is called once per subtest, with that
 // subtest's t, and makes a fresh store: one that holds no objects and no
 // child stores (a backend may keep objects of its own there, such as a
 // lock file, which Run ignores if they are there from the start). The

@@ -18,7 +18,7 @@ var ErrPowerCut = errors.New("backendtest: power cut")
 
 // Mem is storage in memory with a crash model, in the style of pebble's
 // vfs.MemFS: the backends its Open returns keep the contract of
-// checkpoint.Backend (they pass Run and RunSessions), and CrashClone
+// storage.Backend (they pass Run and RunSessions), and CrashClone
 // returns what a power cut would leave of it, which is what was made
 // durable under the contract (see the package doc for how the contract is
 // read). Its backends take the names of [A-Za-z0-9._-] only, as s3store
@@ -136,8 +136,8 @@ func MemNoSync() MemOption {
 	return memOptionFunc(func(c *memConfig) { c.noSync = true })
 }
 
-// MemLocal makes the Mem model a local directory, as checkpoint.OpenDir's
-// backend is one: its backends claim storage.Traits{Local: true}, List
+// MemLocal makes the Mem model a local directory, as the backend of
+// package dirstore is one: its backends claim storage.Traits{Local: true}, List
 // names only (Size -1, Version ""), write through temporary objects that
 // a power cut during a Create or a Replace may leave behind and that
 // RemoveTemps removes (storage.TempCleaner), tell whether the lock is
@@ -342,12 +342,12 @@ func (m *Mem) change(op memOp, dir string, changes ...memChange) error {
 	return nil
 }
 
-// leaveTemps adds to what a power cut may keep the temporary object of
-// each write of changes, made by the call numbered op, which the cut interrupted before or after its
-// publication, as a directory's temporary file is left when the power is
-// cut between its creation and its rename. A temporary object is told
-// from others by its tempOf, not by its name, as RemoveTemps promises.
-// m.mu is held.
+// leaveTemps adds to what a power cut may keep the temporary object of each
+// write of changes, made by the call numbered op, which the cut interrupted
+// before or after its publication, as a directory's temporary file is left
+// when the power is cut between its creation and its rename. A temporary
+// object is told from others by its tempOf, not by its name, as RemoveTemps
+// promises. m.mu is held.
 func (m *Mem) leaveTemps(op int, dir string, changes []memChange) {
 	for _, ch := range changes {
 		final := strings.TrimPrefix(ch.key, dir)

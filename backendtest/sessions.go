@@ -25,7 +25,7 @@ import (
 //
 //	func TestSessions(t *testing.T) {
 //		backendtest.RunSessions(t, func(t *testing.T) checkpoint.Backend {
-//			b, err := checkpoint.OpenDir(t.TempDir())
+//			b, err := dirstore.Open(t.TempDir())
 //			if err != nil {
 //				t.Fatal(err)
 //			}

@@ -1,7 +1,7 @@
 // Package dirstore is the local directory as a storage.Backend: the storage
 // of checkpoint.Open, which opens it with Open. Each object is a file in
 // the directory, written to a temporary file and published whole without
-// replacing (publish.go), and a child store (Backend.Sub) is a
+// replacing an existing file, and a child store (Backend.Sub) is a
 // subdirectory. The platform code of the directory (Linux's system calls
 // on the directory's descriptor, the Windows file sharing and
 // LockFileEx, the inode change times of each system) is this package's.
@@ -28,14 +28,10 @@ import (
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
-// dirBackend is the local directory as a Backend: every file operation goes
-// through an os.Root opened on the directory, or, on Linux, for a plain
-// name, is a system call relative to the directory's descriptor that does
-// not follow a symbolic link (dir_open_linux.go, dir_write_linux.go): no
-// name reaches outside it. Files are written to a temporary name, fsynced
-// and published without replacing (publish.go), the directory is fsynced
-// after each change unless NoSync, and the writer lock is a flock
-// (lock.go).
+// dirBackend is the local directory as a Backend, as Open describes it.
+// The Linux system calls on the directory's descriptor are in
+// dir_open_linux.go and dir_write_linux.go, the publish protocol in
+// publish.go, the writer lock in lock.go.
 type dirBackend struct {
 	dir      string
 	prefix   string // dir as Locate joins it with a name
@@ -95,9 +91,12 @@ func NoSync() Option { return func(o *options) { o.noSync = true } }
 // operation "open" on dir.
 //
 // Files are written to a temporary name, fsynced and published without
-// replacing (see publish.go), the directory is fsynced after each change
-// unless NoSync, and the writer lock (Backend.Lock) is a lock on the file
-// LockName and, where the system allows, on the directory itself. Every
+// replacing an existing file, and the directory is fsynced after each
+// change unless NoSync: a crash at any instant leaves no file at a name or
+// a whole one, and at worst a temporary file that the next holder of the
+// writer lock removes (storage.TempCleaner). The writer lock
+// (Backend.Lock) is a lock on the file LockName and, where the system
+// allows, on the directory itself. Every
 // file operation goes through an os.Root opened on dir (on Linux, for a
 // plain name, a system call relative to the directory's descriptor that
 // does not follow a symbolic link): no name reaches outside it.
@@ -105,12 +104,9 @@ func NoSync() Option { return func(o *options) { o.noSync = true } }
 // The backend is a storage.Describer (Traits().Local), a
 // storage.Unsynced, a storage.TempCleaner and a storage.TempNamer, a
 // storage.Linker, a storage.ChildRemover and a storage.LockProber (which
-// can name the holder of the lock on Linux only). A store treats a wrapper
-// that implements Unwrap (storage.Wrapper) as the directory it wraps: it
-// reaches the directory's TempCleaner, TempNamer, Linker, ChildRemover and
-// LockProber when the wrapper does not implement them, and writes
-// unsynced only through the wrapper's own methods, a wrapper without them
-// getting the synced operations (see storage.As).
+// can name the holder of the lock on Linux only). A store treats a
+// storage.Wrapper of the directory as the directory it wraps (see
+// storage.As).
 //
 // An Object's Version is the file's device and inode, size, modification
 // time and inode change time, so a file rewritten in place by another
@@ -229,7 +225,8 @@ func openChild(proot *os.Root, name, path string, create bool) (*os.Root, error)
 		return nil, err
 	}
 	// What was opened must be what Lstat saw: OpenRoot follows a symbolic
-	// link put there meanwhile (fileID is zero where the system has none).
+	// link put there meanwhile (fileid.ID is zero where the system has
+	// none).
 	if cur, err := root.Stat("."); err != nil || !sameID(cur, fi) {
 		root.Close()
 		return nil, errors.Join(fmt.Errorf("%w: %s was replaced while it was opened", storage.ErrInvalid, path), err)
@@ -509,7 +506,8 @@ func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
 // RemoveTemps removes the temporary files that the backend's writes left
 // behind (see storage.TempCleaner): regular files named as tempName names
 // them (a dot, the final name, tempMarker, random digits), and, as legacy,
-// a dot, the final name and random digits (the naming before the marker).
+// a dot, the final name and random digits (the older naming, without the
+// marker).
 func (d *dirBackend) RemoveTemps(ctx context.Context, ours func(final string, legacy bool) bool) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -20,8 +20,8 @@ import (
 // of the directory, and at 10,000 files the system calls are most of its
 // cost. openRegular (through os.Root, which follows a symbolic link inside
 // the directory, and an os.File of a non-blocking descriptor, which the
-// runtime tries to add to its poller) costs an openat, an epoll_ctl and an
-// fstat, and List's lstat before it existed to refuse symbolic links.
+// runtime tries to add to its poller) costs an openat, an epoll_ctl, an
+// fstat, and an lstat beforehand to refuse symbolic links.
 // Here, for a plain name, one openat relative to the directory's
 // descriptor with O_NOFOLLOW (a symbolic link fails with ELOOP: refused,
 // never followed; a name of one component cannot leave the directory),

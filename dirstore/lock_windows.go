@@ -9,7 +9,8 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// lockRange is the byte range locked: the first byte. Windows locks ranges,
+// lockRangeLow and lockRangeHigh give the byte range locked: the first
+// byte. Windows locks ranges,
 // and a range may lie past the end of the file, so the lock file stays
 // empty. Only the lock is ever taken on it, never a read or a write, which
 // a locked range would refuse to other handles.

@@ -43,29 +43,12 @@ import (
 // publish_unix.go and publish_windows.go, and, for Linux's calls on the
 // directory's descriptor, in dir_write_linux.go.
 
-// writeFile writes a new file called name in dir, atomically and durably,
-// and, unless replace, never replaces an existing file: if name exists it
-// returns an error wrapping ErrExists and leaves that file untouched. It returns the number of
-// bytes written.
-//
-// The bytes go to a temporary file in the same directory (named
-// tempPrefix(name) + random digits, see createTemp), are flushed and fsynced,
-// and the file is closed; only then is it published under name by an
-// operation that fails instead of replacing (see publishNew): a rename that
-// never replaces, or a hard link after which the temporary name is removed.
-// The directory is then fsynced, so that the new name (and the removal)
-// survive a power cut. A crash at any instant leaves no file
-// called name or a complete one, and at worst a temporary file that the
-// next writer removes (RemoveTemps).
-//
-// With o.noSync (NoSync) both fsyncs are skipped: the publication is still
-// atomic for every process, and survives the writer's crash, but not an
-// operating-system crash or a power cut. Windows has no directory fsync at
-// all (see syncDir in publish_windows.go).
-//
-// With replace, it replaces an existing file atomically (rename over it): a
-// reader sees the old file or the new one. Only the rolling checkpoint and
-// side files are written this way.
+// writeFile writes a new file called name in dir by the publish protocol
+// above, and returns the number of bytes written. Unless replace, it never
+// replaces an existing file: if name exists it returns an error wrapping
+// ErrExists and leaves that file untouched. With replace, it renames over
+// an existing file atomically (a store writes only the rolling checkpoint
+// and side files this way).
 func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
 	if err := o.at("create", name); err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)

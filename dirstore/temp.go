@@ -9,7 +9,7 @@ import (
 // tempMarker sits between a file's name and the random digits in the names
 // of its temporary files. It is what lets a store tell the temporary files
 // of the directory's writes from a user's hidden files: only a name with
-// the marker (or, from saves of releases before it, a checkpoint's name
+// the marker (or, in the older naming without it, a checkpoint's name
 // followed by digits) is ever removed as a stale temporary file.
 const tempMarker = ".ckpt-tmp-"
 
@@ -45,9 +45,9 @@ func splitTemp(name string) (final string, marked, ok bool) {
 
 // TempOf reports whether name is the name of a temporary file of the
 // directory's writes, and if so returns the name the write was publishing
-// (final) and whether name is of the naming before tempMarker (legacy: a
-// dot, the final name and random digits, which a user's hidden file may
-// share). See storage.TempNamer.
+// (final) and whether name is of the older naming without tempMarker
+// (legacy: a dot, the final name and random digits, which a user's hidden
+// file may share). See storage.TempNamer.
 func (d *dirBackend) TempOf(name string) (final string, legacy, ok bool) {
 	final, marked, ok := splitTemp(name)
 	return final, !marked, ok

@@ -77,24 +77,23 @@
 // once. Releasing is a conditional PUT that marks the lease released, not
 // a DELETE (some S3-compatible servers ignore conditions on DELETE).
 //
-// Expiry is judged without trusting any other machine's clock. A
-// contender takes a lease over only when it has seen the same ETag for a
-// full TTL by its own monotonic clock, and then with If-Match on that
-// ETag, so a renewal in between defeats it. The TTL is the one the holder
-// wrote in the lease (its LeaseTTL; DefaultLeaseTTL for a lease without
-// one), not the contender's own. Lock returns ErrLocked at once
-// when the server's own clock (its Date header minus the lease's
-// Last-Modified, whole seconds) says the lease was renewed less than a TTL
-// minus one second ago; otherwise it watches the lease for up to one TTL,
-// bounded by its ctx, and returns ErrLocked as soon as it sees a renewal. So a dead writer's store is
-// taken over one to two TTLs after it died: retry OpenBackend while it
-// returns ErrLocked, and expect it to block for up to one TTL when the
-// lease looks expired. The holder trusts its lease
-// until the start of its last successful renewal plus nine tenths of the
-// TTL, by its own monotonic clock and by its wall clock alike (the
-// monotonic clock stops while a machine is suspended; the wall clock is
-// moved on at resume); a write that finishes after that, or after a
-// renewal found the lease taken over, fails with ErrLocked.
+// Expiry is judged without trusting any other machine's clock. A contender
+// takes a lease over only when it has seen the same ETag for a full TTL by
+// its own monotonic clock, and then with If-Match on that ETag, so a renewal
+// in between defeats it. The TTL is the one the holder wrote in the lease
+// (its LeaseTTL; DefaultLeaseTTL for a lease without one), not the
+// contender's own. Lock returns ErrLocked at once when the server's own clock
+// (its Date header minus the lease's Last-Modified, whole seconds) says the
+// lease was renewed less than a TTL minus one second ago; otherwise it
+// watches the lease for up to one TTL, bounded by its ctx, and returns
+// ErrLocked as soon as it sees a renewal. So a dead writer's store is taken
+// over one to two TTLs after it died: retry OpenBackend while it returns
+// ErrLocked, and expect it to block for up to one TTL when the lease looks
+// expired. The holder trusts its lease until the start of its last successful
+// renewal plus nine tenths of the TTL, by its own monotonic clock and by its
+// wall clock alike (the monotonic clock stops while a machine is suspended;
+// the wall clock is moved on at resume); a write that finishes after that, or
+// after a renewal found the lease taken over, fails with ErrLocked.
 //
 // # Fencing
 //
@@ -105,16 +104,16 @@
 // object it writes (x-amz-meta-checkpoint-generation), and each renewal
 // lists what it wrote in the lease (the written set: names and ETags). The
 // takeover lists the store before its PUT of the lease and records in the
-// lease the sealed set: the name and ETag of every object then visible. Every reader
-// applies one rule, judged by the lease it reads after the objects: an
-// object is visible if it has no generation (not written by a lease
-// holder), has the lease's generation, or is in the sealed set. A late
+// lease the sealed set: the name and ETag of every object then visible.
+// Every reader applies one rule, judged by the lease it reads after the
+// objects: an object is visible if it has no generation (not written by a
+// lease holder), has the lease's generation, or is in the sealed set. A late
 // write of an older generation is in neither, so it is hidden: listed by
 // nobody, fs.ErrNotExist to Open and Stat (never damage, so never moved
 // aside), and a Create of its name by the new holder replaces it. A save
 // the old writer acknowledged is never hidden: it finished before its
-// deadline, so before the new holder's listing. The argument in full is
-// in fence.go.
+// deadline, so before the new holder's listing. The full argument is
+// beside the fencing code, in this package's source.
 //
 // What fencing does not cover: a stale writer's DELETE that was delayed in
 // the network past its checks can still remove an object (a store deletes
@@ -164,8 +163,8 @@
 // other conditional PUTs; GET with If-None-Match (304);
 // ListObjectsV2 with delimiter and continuation token; user metadata kept
 // and returned by HEAD and GET; GET with If-Match; DeleteObjects; and an
-// ETag that differs for different bytes (the MD5 of a single-part upload). AWS S3 has provided all of these since conditional
-// writes arrived in 2024.
+// ETag that differs for different bytes (the MD5 of a single-part upload).
+// AWS S3 provides all of these (conditional writes since 2024).
 //
 // Checked: versitygw v1.8.0 (posix backend), by this package's tests and
 // the conformance suite checkpoint/backendtest (.ci/s3-test runs them).

@@ -60,15 +60,16 @@ package s3store
 // every write A acknowledged had finished, and is in B's listing, and is
 // sealed. A write that A did not acknowledge may be visible or hidden.
 //
-// A fenced object blocks nothing: Create (and Replace with NoObject) treat
-// it as absent and replace it with If-Match on its ETag, and a new holder
-// may Remove it. Whether the object in the way is fenced is judged by the
-// lease as read from the server then (visibleNow), never by the writer's
-// own view: a stale writer whose clock misled it must not take the new
-// holder's objects for fenced ones and overwrite them. What fencing does not cover: a stale writer's delayed
-// DeleteObject can still remove an object (the store deletes only
-// checkpoints older than ones it keeps), and deleting the lease object by
-// hand while a writer might still be running restarts the generations at 1.
+// A fenced object blocks nothing: Create (and Replace with NoObject) treat it
+// as absent and replace it with If-Match on its ETag, and a new holder may
+// Remove it. Whether the object in the way is fenced is judged by the lease
+// as read from the server then (visibleNow), never by the writer's own view:
+// a stale writer whose clock misled it must not take the new holder's objects
+// for fenced ones and overwrite them. What fencing does not cover: a stale
+// writer's delayed DeleteObject can still remove an object (the store deletes
+// only checkpoints older than ones it keeps), and deleting the lease object
+// by hand while a writer might still be running restarts the generations
+// at 1.
 
 import (
 	"context"

@@ -5,28 +5,26 @@ import (
 	"io"
 )
 
-// What differs between storages beyond the contract of Backend is said by
-// the optional interfaces below, which any backend may implement: a store
-// asks for them by interface, never by a backend's type, and a wrapper
-// that implements Unwrap is described as the backend it wraps (see
-// TraitsOf and As). The package backendtest checks each property for every
-// backend that claims it.
+// The optional interfaces below say what differs between storages beyond
+// the contract of Backend. A store asks for them by interface, never by a
+// backend's type (see As for wrappers); backendtest checks each property
+// for every backend that claims it.
 
 // Traits describes what a backend's operations cost, and so what a store
 // may trust. The zero Traits describe object storage.
 type Traits struct {
-	// Local reports that the backend's operations are system calls on
-	// this machine, not requests: a Stat or an Open costs microseconds,
-	// List may read names only (see Backend.List), and anyone with access
-	// to the machine may change an object behind the backend at any time
-	// (a user, another program). A writer on a Local backend asks it
-	// (Stat) before each save whether the name is free and whether what
-	// it cached still holds, and reads ahead what may spare it reads (the
-	// store's header index). A writer on a backend that is not Local,
-	// where each call is a request, trusts what it listed when it opened
-	// and what it wrote and removed since (it holds the lock: no other
-	// writer's object is visible), and sees an object put in its way by
-	// anything else when a write runs into it.
+	// Local reports that the backend's operations are system calls on this
+	// machine, not requests: a Stat or an Open is cheap enough to make before
+	// every save, List may read names only (see Backend.List), and anyone
+	// with access to the machine may change an object behind the backend at
+	// any time (a user, another program). A writer on a Local backend asks it
+	// (Stat) before each save whether the name is free and whether what it
+	// cached still holds, and reads ahead what may spare it reads (the
+	// store's header index). A writer on a backend that is not Local, where
+	// each call is a request, trusts what it listed when it opened and what
+	// it wrote and removed since (it holds the lock: no other writer's object
+	// is visible), and sees an object put in its way by anything else when a
+	// write runs into it.
 	Local bool
 }
 
@@ -41,11 +39,9 @@ type Describer interface {
 
 // Wrapper is a Backend built on another one, which it passes every call
 // to, changed or not (a fault injector, a tracer, a cache). A wrapper that
-// implements Unwrap is described as the backend it wraps (see TraitsOf),
-// and an optional operation it does not implement itself is taken from
-// the backend it wraps where that operation only moves or removes bytes
-// the wrapped backend already holds (see As): a wrapper that passes its
-// calls through behaves as the backend it wraps.
+// passes its calls through behaves as the backend it wraps: it has its
+// Traits (see TraitsOf), and a store takes from the wrapped backend the
+// optional operations the wrapper does not implement, as As says.
 type Wrapper interface {
 	Backend
 	// Unwrap returns the wrapped backend.
@@ -59,10 +55,10 @@ type Wrapper interface {
 //
 // A store looks up through As only the optional operations that move or
 // remove bytes the backend already holds, or only read its state:
-// TempCleaner, LockProber, Describer (see TraitsOf), and the session
-// root's Linker and ChildRemover (and TempNamer); a wrapper that
-// does not implement them would otherwise leave a crashed save's
-// temporary files, or a session root's leftovers, for ever. It never looks
+// TempCleaner, TempNamer, LockProber, Describer (see TraitsOf), and the
+// session root's Linker and ChildRemover; a wrapper that does not
+// implement them would otherwise leave a crashed save's temporary files,
+// or a session root's leftovers, for ever. It never looks
 // up through As an operation that writes new bytes (Unsynced): that one
 // is taken from the outermost backend only, so that a wrapper that
 // changes what is written (an encrypting wrapper) is never bypassed; a
@@ -110,8 +106,7 @@ func TraitsOf(b Backend) Traits {
 // by entry. A name removed by RemoveUnsynced holds the old object or
 // nothing. A backend whose every change is
 // durable when it returns (object storage) has no need to implement it.
-// Since it writes new bytes, a store never takes it from the backend a
-// Wrapper wraps (see As).
+// A store never takes it from the backend a Wrapper wraps (see As).
 type Unsynced interface {
 	Backend
 	// ReplaceUnsynced is Replace(ctx, name, "", write) without the
@@ -128,7 +123,7 @@ type Unsynced interface {
 // keep (a name no Create of a plain name makes by accident), and removes
 // them when asked: only the writer that holds the lock may ask, since a
 // write under way has one. A store takes it from the backend a Wrapper
-// wraps when the wrapper does not implement it (see As).
+// wraps (see As).
 type TempCleaner interface {
 	Backend
 	// RemoveTemps removes the temporary objects the backend's writes left
@@ -161,8 +156,7 @@ const (
 // LockProber is a Backend that can tell whether its writer lock (see
 // Backend.Lock) is held without taking it, which would make a writer
 // starting meanwhile fail with ErrLocked: the local directory on Linux. A
-// store takes it from the backend a Wrapper wraps when the wrapper does
-// not implement it (see As).
+// store takes it from the backend a Wrapper wraps (see As).
 type LockProber interface {
 	Backend
 	// LockState returns whether the lock is held and, when it is held
@@ -207,21 +201,20 @@ func TempOf(b Backend, name string) (final string, legacy, ok bool) {
 // can share an object's bytes instead of copying them, as hard links do in
 // a local directory. Sessions.Fork links the checkpoints it takes from the
 // source session where the new session's child store is a Linker or wraps
-// one (see As: linking only shares bytes the backend holds), and
-// copies them otherwise (and wherever Link fails for another reason than a
-// missing object): checkpoints are never modified, so sharing them is safe.
+// one (see As), and copies them otherwise (and wherever Link fails for
+// another reason than a missing object): checkpoints are never modified,
+// so sharing them is safe.
 type Linker interface {
 	// Link makes the object name of src appear under the same name in the
 	// receiver, sharing its bytes. src must be a child store of the same
-	// parent as the receiver, got from that parent's Sub, or a
-	// Wrapper of one; for any other src, Link returns an error
-	// wrapping errors.ErrUnsupported. If name
-	// exists in the receiver, Link returns an error wrapping ErrExists and
-	// changes nothing; a name missing in src is an error wrapping
-	// fs.ErrNotExist. When Link returns nil the new name is durable
-	// (unless the backend was opened with NoSync); when it fails, nothing
-	// is left under name in the receiver. It creates the receiver's child
-	// store if that does not exist yet.
+	// parent as the receiver, got from that parent's Sub, or a Wrapper of
+	// one; for any other src, Link returns an error wrapping
+	// errors.ErrUnsupported. If name exists in the receiver, Link returns an
+	// error wrapping ErrExists and changes nothing; a name missing in src is
+	// an error wrapping fs.ErrNotExist. When Link returns nil the new name is
+	// durable (unless the backend was opened with NoSync); when it fails,
+	// nothing is left under name in the receiver. It creates the receiver's
+	// child store if that does not exist yet.
 	Link(ctx context.Context, src Backend, name string) (Object, error)
 }
 
@@ -230,8 +223,8 @@ type Linker interface {
 // one is still there. Sessions removes, through it, the empty child store
 // a failed creation leaves, and the staging directories of roots written
 // by earlier releases, through the root's Backend or the one it wraps (see
-// As). On object storage a child store that holds no
-// object does not exist, and nothing needs removing.
+// As). On object storage a child store that holds no object does not
+// exist, and nothing needs removing.
 type ChildRemover interface {
 	// RemoveChild removes the child store name if it holds nothing, and
 	// makes the removal durable (unless NoSync). A child that does not

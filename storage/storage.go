@@ -7,14 +7,8 @@
 // it.
 //
 // A Backend built on another (a Wrapper: a fault injector, a tracer) is
-// treated as the backend it wraps, except where it says otherwise: its
-// Traits are those of the wrapped backend (TraitsOf), and the optional
-// operations that only move or remove bytes the wrapped backend holds
-// (TempCleaner, TempNamer, LockProber, Linker and
-// ChildRemover) are taken from the wrapped backend when the wrapper does
-// not implement them (As). An optional operation that writes new bytes
-// (Unsynced) never is: a wrapper that changes what is written cannot be
-// bypassed.
+// treated as the backend it wraps, except where it says otherwise: see As
+// for which optional operations a store takes from the wrapped backend.
 package storage
 
 import (
@@ -56,9 +50,10 @@ var (
 // (a file), written whole or not at all. A Store writes through a Backend
 // and knows nothing of paths, fsync or HTTP; a Backend knows nothing of
 // steps, JSON or retention. checkpoint.Open uses the local directory
-// (package github.com/gocheckpoint/checkpoint/dirstore); the module github.com/gocheckpoint/checkpoint/s3store
-// provides one for S3 and S3-compatible object storage; checkpoint.OpenBackend
-// opens a store on any.
+// (package github.com/gocheckpoint/checkpoint/dirstore); the module
+// github.com/gocheckpoint/checkpoint/s3store provides one for S3 and
+// S3-compatible object storage; checkpoint.OpenBackend opens a store on
+// any.
 //
 // The contract, which the package
 // github.com/gocheckpoint/checkpoint/backendtest checks (an implementation
@@ -67,9 +62,8 @@ var (
 //   - Names are plain: no slash or backslash, never "", "." or "..";
 //     a backend refuses any other name (ErrInvalid), and may refuse more
 //     (s3store takes [A-Za-z0-9._-] only; every name a store writes is
-//     of these). A backend is one flat
-//     namespace; child stores (sessions) are reached with Sub, and their
-//     objects are never the parent's.
+//     of these). A backend is one flat namespace; child stores (sessions)
+//     are reached with Sub, and their objects are never the parent's.
 //   - Create publishes a new object and never replaces one: of any number
 //     of concurrent Creates of one name, in any number of processes,
 //     exactly one succeeds and the others return an error wrapping
@@ -97,18 +91,11 @@ var (
 // What differs between storages beyond this contract is said by optional
 // interfaces, which a store asks for and never a backend's type: Traits
 // (through Describer, or the backend a Wrapper wraps), Unsynced,
-// TempCleaner and LockProber.
-//
-// A writer on a backend that is not Local (see Traits), where every Stat
-// is a request, trusts what it listed when it opened and what it wrote and
-// removed since: it holds the lock, so no other writer's object is visible
-// (see Lock). A save there is one Create (one PUT), and pruning after a
-// save one Remove. An object put under the store by anything but the lock
-// holder is seen by the next Open, or when a write runs into it: a Create
-// of its name that fails with ErrExists makes the store look at it (a
-// damaged one is moved aside, see checkpoint.Store.Save), and the store's
-// first Replace of a name is conditional on what it listed there at Open
-// (NoObject if nothing), so another program's object is ErrConflict.
+// TempCleaner and LockProber. Traits.Local says how far a writer trusts
+// what it listed and cached, and so which conflicts it sees only when a
+// write runs into them: a Create that fails with ErrExists, or a Replace
+// conditional on the Version the store last saw (NoObject if none) that
+// fails with ErrConflict.
 type Backend interface {
 	// Create writes a new object called name with the bytes write
 	// produces. If name exists, or another writer creates it first, it
@@ -131,9 +118,10 @@ type Backend interface {
 
 	// Open opens the object name for reading, as a stream that may be
 	// closed before its end, and returns its Object (Name, Size and
-	// Version all set) as it is at the opening. A missing name is an error wrapping fs.ErrNotExist. A name
-	// that is not a regular object (a directory, a named pipe, a device)
-	// is an error that says what it is; Open never blocks on one.
+	// Version all set) as it is at the opening. A missing name is an error
+	// wrapping fs.ErrNotExist. A name that is not a regular object (a
+	// directory, a named pipe, a device) is an error that says what it is;
+	// Open never blocks on one.
 	Open(ctx context.Context, name string) (io.ReadCloser, Object, error)
 
 	// Stat returns the Object of name without reading it, or an error
@@ -154,16 +142,18 @@ type Backend interface {
 
 	// Remove deletes names, and returns whether each is gone: a name that
 	// is already missing is gone and not an error. A removal that fails
-	// (an invalid name included) does not stop the others. Removals are made durable together, once
-	// (one directory sync), unless NoSync (see also Unsynced).
+	// (an invalid name included) does not stop the others. Removals are
+	// made durable together, once (one directory sync), unless NoSync (see
+	// also Unsynced).
 	Remove(ctx context.Context, names ...string) (gone []bool, err error)
 
 	// Rename moves the object from to the name to, which must be free
 	// (ErrExists otherwise): a store moves a damaged checkpoint aside this
 	// way. It never replaces an object: one that another writer creates
 	// at to while Rename runs is left as it is, and then either Rename or
-	// that Create fails with ErrExists. On object storage it is a copy followed by a delete, which a
-	// store may repeat after a crash between the two.
+	// that Create fails with ErrExists. On object storage it is a copy
+	// followed by a delete, which a store may repeat after a crash between
+	// the two.
 	Rename(ctx context.Context, from, to string) error
 
 	// Lock takes the backend's single-writer lock: only one writer, in any
@@ -199,8 +189,8 @@ type Backend interface {
 	Close() error
 }
 
-// NoObject, given as ifVersion to Backend.Replace, means "only if there is
-// no object under the name".
+// NoObject is the ifVersion that makes Backend.Replace write only if there
+// is no object under the name.
 const NoObject = "\x00none"
 
 // Object describes one object of a Backend.

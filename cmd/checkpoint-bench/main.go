@@ -10,11 +10,12 @@
 //	go run ./cmd/checkpoint-bench              # in a temporary directory
 //	go run ./cmd/checkpoint-bench -dir /data   # on the disk the host uses
 //
-// A run takes about a minute. Each comparison interleaves what it compares
-// and reports medians, but the machine's other work still shows: the load
-// average is printed before and after. The temporary directory is /tmp by
-// default, which may be a memory file system where fsync costs nothing;
-// the file system is printed with the results.
+// BENCHMARKS.md says how long a run takes and how each row is measured. Each
+// comparison interleaves what it compares and reports medians, but the
+// machine's other work still shows: the load average is printed before and
+// after. The temporary directory is /tmp by default, which may be a memory
+// file system where fsync costs nothing; the file system is printed with the
+// results.
 package main
 
 import (

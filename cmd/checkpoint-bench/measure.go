@@ -65,8 +65,8 @@ func allocs(n int, f op) (bytesPerOp, allocsPerOp uint64, err error) {
 // baseline is the hand-written save the store is measured against: the
 // state marshalled with encoding/json, compressed by a reused compressor if
 // asked, written with renameio (temporary file in the directory, fsync,
-// rename; see replaceDurably) and the directory fsynced. It has no envelope, no checksum and no
-// protection against replacing a file.
+// rename; see replaceDurably) and the directory fsynced. It has no
+// envelope, no checksum and no protection against replacing a file.
 type baseline struct {
 	dir  string
 	ext  string

@@ -9,8 +9,8 @@ import (
 )
 
 // largeSave compares a durable Save of the 1 MB state with the hand-written
-// save: the checksum was the largest part of the difference while it was
-// SHA-256 (format 1).
+// save: the row where what the envelope adds per byte (the checksum above
+// all: see BENCHMARKS.md, "The checksum") would show.
 func (b *bench) largeSave() ([]row, error) {
 	world := b.worlds[b.cfg.mega]
 	s, err := checkpoint.Open[World](b.subdir("save-1mb"))

@@ -199,10 +199,10 @@ loop:
 		return nil
 	}
 	// A signal stops the daemon, not its life: the beat in hand is saved as
-	// an ordinary checkpoint, which KeepLast counts, unless Tick saved it
-	// (a signal may have cancelled the Tick of a due beat). Reaching -beats ends the run: that is its final checkpoint. ctx is
-	// cancelled after a signal; SaveFinal saves anyway, Save needs a context
-	// that is not.
+	// an ordinary checkpoint, which KeepLast counts, unless Tick saved it (a
+	// signal may have cancelled the Tick of a due beat). Reaching -beats ends
+	// the run: that is its final checkpoint. ctx is cancelled after a signal;
+	// SaveFinal saves anyway, Save needs a context that is not.
 	var saveErr error
 	switch {
 	case *beats != 0 && state.Beat >= *beats:

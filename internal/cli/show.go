@@ -174,7 +174,7 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 
 // nearestKept adds to err, the ErrNotFound of a Load of step, the kept
 // steps nearest to it, below and above: a step pruned by retention (or
-// never saved, with Every) is most often looked at for what is around it.
+// never saved, with SaveEvery) is most often looked at for what is around it.
 // A store without checkpoints, or one that cannot be listed, leaves err as
 // it is.
 func nearestKept(ctx context.Context, st *checkpoint.Store[json.RawMessage], step int64, err error) error {

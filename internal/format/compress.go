@@ -22,6 +22,8 @@ import (
 // (.json, .json.gz, .json.zst), and readers detect it from the first bytes.
 type Compression uint8
 
+// The compressions a checkpoint may have: none (.json), gzip (.json.gz),
+// zstd (.json.zst).
 const (
 	CompressNone Compression = iota
 	CompressGzip
@@ -54,6 +56,8 @@ func (c Compression) String() string {
 	return ""
 }
 
+// GzipMagic and ZstdMagic are the first bytes of a gzip stream and of a
+// zstd frame: readers detect a file's compression by them.
 var (
 	GzipMagic = []byte{0x1f, 0x8b}
 	ZstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
@@ -98,25 +102,25 @@ const (
 const MaxPooled = 4 << 20
 
 // ZstdWindow is the window of the zstd encoder, and the largest window of a
-// zstd decoder a codec keeps for reuse. Measured, such an encoder keeps
-// 2.5 MiB and such a decoder 1.4 MiB, within MaxPooled; an encoder of the
-// default level's 8 MiB window keeps 9.5 MiB once it has compressed 64 KiB.
-// The smaller window costs nothing: on the benchmark's 10 MB state of agents
-// it compresses 3.90 times (3.87 with 8 MiB), and faster.
+// zstd decoder a codec keeps for reuse. It is chosen so that such an
+// encoder and such a decoder each keep less than MaxPooled, which an
+// encoder of the default level's 8 MiB window does not, at no cost in ratio
+// on JSON (see BENCHMARKS.md).
 const ZstdWindow = 1 << 20
 
-// MaxZstdWindow is the largest zstd window a read accepts. Our encoder uses
-// ZstdWindow, and before it used the default level's 8 MiB at most (sized
-// to the file when the file was smaller); the zstd tool's levels up to 19
-// stay within 8 MiB too, and only --ultra and --long ask for more. A frame
-// that asks for more is refused before the decoder gives it memory: the
-// window is memory a hostile 176-byte file could otherwise claim on top of
-// the read limit.
+// MaxZstdWindow is the largest zstd window a read accepts. It covers every
+// file this package writes (ZstdWindow; files of earlier releases used the
+// default level's window, 8 MiB at most, sized to the file when the file
+// was smaller) and the zstd tool's levels up to 19; only --ultra and --long
+// ask for more. A frame that asks for more is refused before the decoder
+// gives it memory: the window is memory a hostile file of a few hundred
+// bytes could otherwise claim on top of the read limit.
 const MaxZstdWindow = 8 << 20
 
 // Codec turns states into checkpoint bytes and back for one store. It
-// reuses its buffers, compressors and decompressors: at a 10 KB state,
-// creating a gzip writer or a zstd encoder costs more than compressing, and
+// reuses its buffers, compressors and decompressors: for a small state,
+// creating a gzip writer or a zstd encoder costs more than compressing (see
+// the "reused compressor" rows of BENCHMARKS.md), and
 // a fresh buffer per save would copy the encoded state again.
 //
 // What it reuses it keeps as spares, at most maxSpares of each kind and

@@ -10,16 +10,9 @@ import (
 )
 
 // A Migration upgrades a state saved at schema version From to version
-// From+1 (see WithSchema). Migrate gets the state's JSON as that version
-// wrote it and returns the JSON of the next version; it may keep neither
-// slice after it returns. It runs in memory when a checkpoint is loaded:
-// the file itself is never rewritten. An error it returns fails the load
-// with ErrMigration, wrapping that error; so does a panic (recovered), or
-// output that is not valid JSON or is null.
-//
-// Migrate runs inside the load that called it: it must not call the store
-// (Close waits for that load to end, and a write waits for the lock a
-// prune's check holds), nor must the state type's UnmarshalJSON.
+// From+1. The store's checkpoint.Migration is this type, and its doc says
+// what Migrate gets, may keep and must not do; an error, a panic or output
+// that is not valid JSON or is null fails the load with ErrMigration.
 type Migration struct {
 	// From is the schema version this migration reads.
 	From int

@@ -50,13 +50,13 @@ import (
 //     name v2 parses otherwise, []byte, json.Number, time.Time (v2 unquotes
 //     it before parsing), a map of integer keys (v2 takes the key "null"
 //     as 0, encoding/json refuses it) or of float keys. Where the stream
-//     fails on a plain type (v2 refuses a declaration encoding/json tolerates, such
-//     as two fields of one tag name, or an input, such as a name that
-//     matches two fields in other cases), the file is read again the
-//     buffered way (errStreamUnsure), and encoding/json gives the answer
-//     and the error; if it decodes the state, the store reads the buffered
-//     way from then on (Codec.noStream). So the stream is trusted only
-//     when it succeeds, on a type where it agrees.
+//     fails on a plain type (v2 refuses a declaration encoding/json
+//     tolerates, such as two fields of one tag name, or an input, such as
+//     a name that matches two fields in other cases), the file is read
+//     again the buffered way (errStreamUnsure), and encoding/json gives the
+//     answer and the error; if it decodes the state, the store reads the
+//     buffered way from then on (Codec.noStream). So the stream is trusted
+//     only when it succeeds, on a type where it agrees.
 //
 //   - A streamed read costs at most what a buffered read costs and a few
 //     MiB. The decoder holds a whole JSON token (a string) in its buffer,
@@ -400,23 +400,22 @@ var (
 	jsonRawMessage    = reflect.TypeFor[json.RawMessage]()
 )
 
-// PlainType reports whether values of t are decoded by the streaming
-// decoder with encoding/json's meaning on every input where it succeeds,
-// and run none of the host's code: what FuzzStreamedLoadMeansWhatEncoding-
-// JSONMeans proves. Plain are booleans, integers (not uintptr), floats,
-// strings, the empty interface, and pointers, slices, arrays, maps with
-// string keys, and structs of plain types, where no type (nor a pointer to
-// it) has an UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method.
-// A struct field's tag may give a name of the characters encoding/json
-// accepts (one starting with a quote v2 reads otherwise) and the options
-// omitempty and omitzero only; an embedded field must be a struct, without
-// a tag. Not plain, and read the buffered way: []byte and byte arrays
-// (base64 and its tolerances), json.Number, json.RawMessage, maps of other
-// keys (integers: v2 decodes the key "null" as 0, which encoding/json
-// refuses; floats; booleans), a ",string" option or any option
-// encoding/json ignores and v2 does not (",embed", "case:strict",
-// "format:..."), an unexported field with a tag, an embedded pointer. seen holds the types being judged: a type that
-// refers to itself is judged by its other parts.
+// PlainType reports whether values of t are decoded by the streaming decoder
+// with encoding/json's meaning on every input where it succeeds, and run none
+// of the host's code: what FuzzStreamedLoadMeansWhatEncodingJSONMeans proves. Plain are booleans, integers (not uintptr), floats, strings, the
+// empty interface, and pointers, slices, arrays, maps with string keys, and
+// structs of plain types, where no type (nor a pointer to it) has an
+// UnmarshalJSON, UnmarshalText or UnmarshalJSONFrom method. A struct field's
+// tag may give a name of the characters encoding/json accepts (one starting
+// with a quote v2 reads otherwise) and the options omitempty and omitzero
+// only; an embedded field must be a struct, without a tag. Not plain, and
+// read the buffered way: []byte and byte arrays (base64 and its tolerances),
+// json.Number, json.RawMessage, maps of other keys (integers: v2 decodes the
+// key "null" as 0, which encoding/json refuses; floats; booleans), a
+// ",string" option or any option encoding/json ignores and v2 does not
+// (",embed", "case:strict", "format:..."), an unexported field with a tag, an
+// embedded pointer. seen holds the types being judged: a type that refers to
+// itself is judged by its other parts.
 func PlainType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if seen[t] {
 		return true

@@ -8,11 +8,12 @@ import (
 	"time"
 )
 
-// Where the file system stamps inode change times from a coarse clock
-// (Linux before multigrain timestamps, 6.13, and file systems without
-// them: a tick of 1 to 10 ms), two changes within one tick leave the same
-// change time. Tests that need a change to be seen touch a file until its
-// change time moves, bounded by ChangeTimeTickLimit, instead of sleeping.
+// ChangeTimeTickLimit bounds how long a test touches a file until its inode
+// change time moves. Where the file system stamps change times from a
+// coarse clock (Linux without multigrain timestamps, and file systems
+// without them), two changes within one tick leave the same change time;
+// tests that need a change to be seen touch the file until its change time
+// moves instead of sleeping.
 const ChangeTimeTickLimit = 10 * time.Second
 
 // RewriteInPlace writes p over the file at path without a new inode and

@@ -7,6 +7,8 @@ import (
 	"testing"
 )
 
+// UnderWine reports whether the process runs under Wine: never, on this
+// system.
 func UnderWine() bool { return false }
 
 // HaveFIFOs says whether the system has FIFOs in a directory.

@@ -11,6 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// UnderWine reports whether the process runs under Wine: never, on this
+// system.
 func UnderWine() bool { return false }
 
 // HaveFIFOs says whether the system has FIFOs in a directory.
