@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/stretchr/testify/require"
@@ -148,4 +149,21 @@ func TestDeleteRemovesEveryFileOfTheStep(t *testing.T) {
 	v, _, err := s.Load(ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, 222, v)
+}
+
+// TestOpenOnAFIFOFailsWithoutHanging: Open on a path that is a FIFO fails,
+// never hangs. (OpenSessions on one:
+// TestOpenSessionsOnAFIFOFailsWithoutHanging.)
+func TestOpenOnAFIFOFailsWithoutHanging(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mkfifo(t, filepath.Join(dir, "store"))
+	done := make(chan error, 1)
+	go func() { _, err := checkpoint.Open[int](filepath.Join(dir, "store")); done <- err }()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Open on a FIFO hangs")
+	}
 }
