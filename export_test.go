@@ -1,10 +1,14 @@
 package checkpoint
 
 import (
+	"context"
 	"math/rand/v2"
 	"strconv"
+	"testing"
 
 	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/stretchr/testify/require"
 )
 
 // What the tests know of the directory's names (package dirstore): its
@@ -33,4 +37,130 @@ func openDirWith(dir string, opts ...Option) (Backend, error) {
 		return nil, err
 	}
 	return openDir(dir, cfg)
+}
+
+// What the black-box tests of saving, loading, listing, the layout and the
+// lifecycle need to see of the store's internals.
+
+// WithClock makes a store read its save times from now.
+var WithClock = withClock
+
+// QuarantineSuffix ends the name a damaged checkpoint is moved aside to.
+const QuarantineSuffix = quarantineSuffix
+
+// The names of an earlier release's protocol of Sessions: its lock file
+// and the prefix of its staging directories.
+const (
+	SessionsLockName = sessionsLockName
+	StagingPrefix    = stagingPrefix
+)
+
+// RaceEnabled reports whether the race detector is on.
+const RaceEnabled = raceEnabled
+
+// IsClosing reports whether Close has begun on s.
+func IsClosing[T any](s *Store[T]) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// CachedHeaders returns how many headers s holds in its header cache.
+func CachedHeaders[T any](s *Store[T]) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.headers)
+}
+
+// CodecOf returns the codec s reads and writes its files with.
+func CodecOf[T any](s *Store[T]) *format.Codec { return s.codec }
+
+// FileName is what a checkpoint's file name says in a layout.
+type FileName struct {
+	Step    int64 // 0 for the rolling file
+	Kind    Kind
+	Attempt int // error checkpoints: 1 for .error, n for .error-n
+	Comp    format.Compression
+}
+
+// ParseName parses name as a checkpoint's file name of the layout (prefix,
+// digits).
+func ParseName(prefix string, digits int, name string) (FileName, bool) {
+	n, ok := layout{prefix: prefix, digits: digits}.parse(name)
+	return FileName{Step: n.step, Kind: n.kind, Attempt: n.attempt, Comp: n.comp}, ok
+}
+
+// FormatName is the file name of n in the layout (prefix, digits).
+func FormatName(prefix string, digits int, n FileName) string {
+	return layout{prefix: prefix, digits: digits}.format(fileName{step: n.Step, kind: n.Kind, attempt: n.Attempt, comp: n.Comp})
+}
+
+// ValidLayout reports whether WithLayout accepts (prefix, digits).
+func ValidLayout(prefix string, digits int) bool {
+	return layout{prefix: prefix, digits: digits}.validate() == nil
+}
+
+// IsTemp reports whether a store of the layout (prefix, digits) on b takes
+// name for a temporary file of its own.
+func IsTemp(prefix string, digits int, b Backend, name string) bool {
+	return layout{prefix: prefix, digits: digits}.isTemp(b, name)
+}
+
+// What the black-box tests of retention, the header index, policies,
+// async saves and clocks need of the store's internals.
+
+// The header index: its name, its first line, the checksum table of its
+// end line, the size past which it is not read and the number of
+// checkpoints from which a store writes it.
+const (
+	IndexName     = indexName
+	IndexMagic    = indexMagic
+	IndexMaxSize  = indexMaxSize
+	IndexMinWrite = indexMinWrite
+)
+
+// IndexCRC is the table of the index's checksum.
+var IndexCRC = indexCRC
+
+// MaxAsyncFailures is how many failed background saves a store keeps in
+// full; it counts the others.
+const MaxAsyncFailures = maxFailures
+
+// TempPrefix is the name of final's temporary files less their random
+// digits, as the directory names them.
+func TempPrefix(final string) string { return tempPrefix(final) }
+
+// What the black-box tests of sessions know of the engine's internals: how
+// long a temporary file of session.json may be taken for a live SetMeta's,
+// the longest session ID, and the directory's name for a temporary file
+// (and WithClock, in export_b_test.go).
+const (
+	StaleSessionTemp = staleSessionTemp
+	MaxSessionIDLen  = maxSessionIDLen
+)
+
+// TempName is a temporary name for final, as the directory names one.
+func TempName(final string) string { return tempName(final) }
+
+// openSessions opens the root of sessions dir with NoSync and closes it
+// when t ends, for the internal tests that open sessions (clocks, golden
+// files, inspection, schemas).
+func openSessions(t *testing.T, dir string, opts ...Option) *Sessions {
+	t.Helper()
+	r, err := OpenSessions(dir, append([]Option{NoSync()}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// listIDs returns the IDs r lists, in its order.
+func listIDs(t *testing.T, r *Sessions) []string {
+	t.Helper()
+	list, err := r.List(context.Background())
+	require.NoError(t, err)
+	var out []string
+	for _, s := range list {
+		out = append(out, s.ID)
+	}
+	return out
 }
