@@ -1,14 +1,27 @@
 package checkpoint
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,4 +134,354 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, total, info.Step)
 	require.Equal(t, total, maxSaved.Load())
+}
+
+// TestParallelHeaderReadsWithAConcurrentWriter lists a directory large
+// enough for fill to read headers on every processor while a writer saves
+// and prunes, under -race.
+func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
+	t.Parallel()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("fill reads headers in parallel only with more than one processor")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	const initial = parallelFill + 88
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for step := int64(1); step <= initial; step++ {
+		b := envelopeBytes(header{Format: 1, Step: step, Kind: KindStep, Time: at.Add(time.Duration(step) * time.Second)}, []byte(fmt.Sprint(step)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), b, 0o644))
+	}
+	w := openStore[int64](t, dir, NoSync(), KeepEvery(2), KeepLast(8))
+	r := openStore[int64](t, dir, ReadOnly())
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for step := int64(initial + 1); step <= initial+60; step++ {
+			if _, err := w.Save(ctx, step, step); err != nil {
+				panic(err)
+			}
+		}
+	})
+	for _, st := range []*Store[int64]{w, r} {
+		wg.Go(func() {
+			for range 10 {
+				list, err := st.List(ctx)
+				if err != nil {
+					panic(err)
+				}
+				if len(list) < initial/2 || !slices.IsSortedFunc(list, func(a, b Info) int { return cmp.Compare(a.Step, b.Step) }) {
+					panic(fmt.Sprintf("a list of %d checkpoints, not sorted or missing some", len(list)))
+				}
+				for _, info := range list {
+					if info.Format == 0 || info.Time.IsZero() {
+						panic(fmt.Sprintf("%s listed without its header", info.Path))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	for _, info := range list {
+		require.True(t, info.Step%2 == 0 || info.Step > initial+60-8, "step %d survived retention", info.Step)
+	}
+	_, info, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(initial+60), info.Step)
+}
+
+// TestCheckpointSavedDuringAListStaysKnownToRetention: a List reads the
+// directory, a save publishes a checkpoint, then the List drops the cached
+// headers of files its read did not see. It dropped the new checkpoint's
+// too, and the prune after each save, which judges from the cache, never
+// removed that file while the store stayed open.
+func TestCheckpointSavedDuringAListStaysKnownToRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync(), KeepEvery(2), KeepLast(1))
+	for step := int64(1); step <= 4; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	// A List's scan: the cache generation, then the directory's names
+	// (steps 2 and 4).
+	s.mu.Lock()
+	start := s.cacheGen
+	s.mu.Unlock()
+	var read []entry
+	_, err := s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName) {
+		read = append(read, entry{name: o.Name, fn: fn, obj: o})
+	})
+	require.NoError(t, err)
+	require.Len(t, read, 2)
+	// A save lands between the read and the List's trim.
+	_, err = s.Save(ctx, 5, 5)
+	require.NoError(t, err)
+	s.trimCache(read, start)
+	s.mu.Lock()
+	_, known := s.headers["step_00000005.json"]
+	s.mu.Unlock()
+	require.True(t, known, "the checkpoint saved during the List was dropped from the cache")
+
+	_, err = s.Save(ctx, 6, 6)
+	require.NoError(t, err)
+	names := dirNames(t, s.Location())
+	var left []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "step_") {
+			left = append(left, n)
+		}
+	}
+	slices.Sort(left)
+	require.Equal(t, []string{"step_00000002.json", "step_00000004.json", "step_00000006.json"}, left, "step 5 is removed by the next save's prune")
+}
+
+func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	for round := 0; round < 3; round++ {
+		ctx := context.Background()
+		dir := t.TempDir()
+		s, err := Open[crashState](dir, WithLayout("c", 4), KeepLast(5), WithRolling(), Every(2), NoSync())
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		okErr := func(err error) bool {
+			return err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound)
+		}
+		var mu sync.Mutex
+		var bad []error
+		note := func(what string, err error) {
+			if !okErr(err) {
+				mu.Lock()
+				bad = append(bad, fmt.Errorf("%s: %w", what, err))
+				mu.Unlock()
+			}
+		}
+		for g := 0; g < 6; g++ {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < 30; i++ {
+					step := int64(g*100 + i + 1)
+					size := 10
+					if i%5 == 0 {
+						size = 80 << 10
+					}
+					_, _, err := s.Tick(ctx, step, crashState{Step: step, Pad: strings.Repeat("x", size)})
+					note("tick", err)
+				}
+			})
+		}
+		for g := 0; g < 3; g++ {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < 30; i++ {
+					list, err := s.List(ctx)
+					note("list", err)
+					for _, info := range list {
+						_, _, err := s.LoadInfo(ctx, info)
+						if errors.Is(err, fs.ErrNotExist) {
+							continue // pruned meanwhile
+						}
+						note("loadinfo "+info.Path, err)
+					}
+					_, _, err = s.Latest(ctx)
+					note("latest", err)
+					_, err = s.Prune(ctx)
+					note("prune", err)
+					note("side", s.WriteJSON(ctx, "side.json", map[string]int{"i": i}))
+				}
+			})
+		}
+		wg.Go(func() {
+			<-start
+			if round%2 == 0 {
+				note("close", s.Close())
+			}
+		})
+		close(start)
+		wg.Wait()
+		require.NoError(t, s.Close())
+		require.Empty(t, bad, "round %d", round)
+
+		r, err := Open[crashState](dir, WithLayout("c", 4), KeepLast(5), WithRolling(), Every(2))
+		require.NoError(t, err)
+		for _, n := range dirNames(t, dir) {
+			require.False(t, strings.Contains(n, tempMarker), n)
+		}
+		list, err := r.List(ctx)
+		require.NoError(t, err)
+		for _, info := range list {
+			got, _, err := r.LoadInfo(ctx, info)
+			require.NoError(t, err)
+			require.Equal(t, info.Step, got.Step)
+		}
+		require.NoError(t, r.Close())
+	}
+}
+
+// The exported Backend of OpenDir, used directly: Close races every call.
+func TestDirectoryBackendClosedDuringItsCallsLeavesNoTemp(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	for round := 0; round < 20; round++ {
+		ctx := context.Background()
+		dir := t.TempDir()
+		b, err := dirstore.Open(dir, dirstore.NoSync())
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			_, err := b.Create(ctx, "f"+strconv.Itoa(i)+".json", func(w io.Writer) error {
+				_, err := w.Write([]byte("hello"))
+				return err
+			})
+			require.NoError(t, err)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < 8; g++ {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < 20; i++ {
+					name := fmt.Sprintf("g%d_%d.json", g, i)
+					_, err := b.Create(ctx, name, func(w io.Writer) error {
+						_, err := w.Write(bytes.Repeat([]byte{'a'}, 70<<10))
+						return err
+					})
+					if err == nil {
+						// Whatever Create says it wrote is whole.
+						data, rerr := os.ReadFile(filepath.Join(dir, name))
+						require.NoError(t, rerr)
+						require.Len(t, data, 70<<10)
+					}
+					objs, _ := b.List(ctx)
+					for _, o := range objs {
+						if r, _, err := b.Open(ctx, o.Name); err == nil {
+							io.Copy(io.Discard, r)
+							r.Close()
+						}
+						b.Stat(ctx, o.Name)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			<-start
+			b.Close()
+		})
+		close(start)
+		wg.Wait()
+		b.Close()
+		// A write that Close cut short may leave its temporary file
+		// (its removal fails on the closed directory, as through a
+		// closed os.Root): the next writer's Open removes it.
+		s, err := Open[int](dir, NoSync())
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		for _, n := range dirNames(t, dir) {
+			require.False(t, strings.Contains(n, tempMarker), "round %d: temporary %s left after the next writer's Open", round, n)
+		}
+	}
+}
+
+// Two (and more) processes contending for the writer lock: never two
+// writers at once, and every save that returned is there.
+func TestWriterLockAdmitsOneProcessAtATime(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for p := 0; p < 4; p++ {
+		cmd := exec.Command(exe, "-test.run=^TestAttackLockChild$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), "ATTACK_LOCK_DIR="+dir, "ATTACK_LOCK_ID="+strconv.Itoa(p))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
+		require.NoError(t, cmd.Start())
+		cmds = append(cmds, cmd)
+		outs = append(outs, out)
+	}
+	for i, cmd := range cmds {
+		err := cmd.Wait()
+		require.NoError(t, err, outs[i].String())
+		require.Contains(t, outs[i].String(), "--- PASS: TestAttackLockChild", outs[i].String())
+	}
+	s := openStore[int](t, dir, WithLayout("c", 6))
+	list, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, list, 4*25)
+}
+
+func TestAttackLockChild(t *testing.T) {
+	skipUnlessLinux(t)
+	dir := os.Getenv("ATTACK_LOCK_DIR")
+	if dir == "" {
+		t.Skip("a child of TestWriterLockAdmitsOneProcessAtATime")
+	}
+	id, _ := strconv.Atoi(os.Getenv("ATTACK_LOCK_ID"))
+	ctx := context.Background()
+	marker := filepath.Join(dir, "holder.json")
+	for i := 0; i < 25; {
+		s, err := Open[int](dir, WithLayout("c", 6))
+		if errors.Is(err, ErrLocked) {
+			continue
+		}
+		require.NoError(t, err)
+		f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		require.NoError(t, err, "two writers at once")
+		f.Close()
+		step := int64(id*1000 + i + 1)
+		_, err = s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+		require.NoError(t, os.Remove(marker))
+		require.NoError(t, s.Close())
+		i++
+	}
+}
+
+// A fresh store's first Lists (reading the header index ahead, on another
+// goroutine) racing Close.
+func TestFirstListsRacingCloseListAllOrErrClosed(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open[int](dir, WithLayout("c", 4), NoSync())
+	require.NoError(t, err)
+	for step := int64(1); step <= 300; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	for round := 0; round < 30; round++ {
+		r, err := Open[int](dir, WithLayout("c", 4), ReadOnly())
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < 4; g++ {
+			wg.Go(func() {
+				<-start
+				list, err := r.List(ctx)
+				if err != nil {
+					require.ErrorIs(t, err, ErrClosed)
+					return
+				}
+				require.Len(t, list, 300)
+				for i, info := range list {
+					require.Equal(t, int64(i+1), info.Step)
+					require.Positive(t, info.Size)
+				}
+			})
+		}
+		wg.Go(func() { <-start; r.Close() })
+		close(start)
+		wg.Wait()
+	}
 }

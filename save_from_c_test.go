@@ -2,19 +2,27 @@ package checkpoint
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestRollingSaveAfterTheStoreRemovedItsRollingFile: the rolling file is
+func TestSaveOfNegativeStepNamesNoImpossibleFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	_, err := s.Save(context.Background(), -1, 1)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, "checkpoint: save step -1 "+dir+": invalid argument: negative step -1: steps are 0 or more", err.Error())
+	require.NotContains(t, err.Error(), "-1.json")
+}
+
+// TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile: the rolling file is
 // replaced on the condition that it is still what the store last wrote; a
 // Delete or Truncate that removed it made that condition "an object that
 // is gone", and the next Tick failed with ErrConflict although nobody
 // else had touched the directory.
-func TestRollingSaveAfterTheStoreRemovedItsRollingFile(t *testing.T) {
+func TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, remove := range []string{"truncate", "delete"} {
@@ -40,28 +48,4 @@ func TestRollingSaveAfterTheStoreRemovedItsRollingFile(t *testing.T) {
 			require.Equal(t, int64(2), info.Step)
 		})
 	}
-}
-
-// TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout: a store
-// opened with the wrong layout on a directory of another layout's
-// checkpoints is ErrInvalid naming that layout, never a fresh start. A
-// directory named like the greatest checkpoint of that layout made it a
-// fresh start: the directory's listing says no types, and the directory
-// was taken as the sample whose header proves the layout.
-func TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	w := openStore[int](t, dir, WithLayout("turn", 3))
-	for step := int64(1); step <= 3; step++ {
-		_, err := w.Save(ctx, step, int(step))
-		require.NoError(t, err)
-	}
-	require.NoError(t, w.Close())
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "turn_999.json"), 0o755))
-	s := openStore[int](t, dir, ReadOnly())
-	_, _, err := s.Latest(ctx)
-	require.ErrorIs(t, err, ErrInvalid)
-	require.NotErrorIs(t, err, ErrNotFound)
-	require.ErrorContains(t, err, `WithLayout("turn", 3)`)
 }

@@ -1,0 +1,444 @@
+package checkpoint
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
+	"github.com/gocheckpoint/checkpoint/storage"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFileOfANewerFormatIsNeverQuarantined(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// A format 3 that ends with a trailer that formats 1 and 2 do not have.
+	future := []byte(`{"format":3,"step":1,"kind":"step","time":"2026-11-22T12:00:00Z","state":1,"digest":"blake3:00"}` + "\n")
+	path := filepath.Join(dir, "step_00000001.json")
+	require.NoError(t, os.WriteFile(path, future, 0o644))
+	s := openStore[int](t, dir, NoSync())
+	_, _, err := s.Load(ctx, 1)
+	require.ErrorIs(t, err, errFormat)
+	_, err = s.Save(ctx, 1, 1)
+	require.ErrorIs(t, err, ErrExists)
+	requireUntouched(t, path, future)
+}
+
+// corpusCase is one damaged step-2 file.
+type corpusCase struct {
+	name string
+	file string // file name; step 2 of layout ("c", 3) unless stated
+	data []byte
+	// prepare, if set, makes the hostile entry itself instead of data.
+	prepare func(t *testing.T, dir string)
+}
+
+func corruptCorpus(t *testing.T) []corpusCase {
+	state, err := encodeState(corpusStateAt(2))
+	require.NoError(t, err)
+	good := corpus.Good(state)
+	// The damaged bytes are the format's corpus; the hostile entries
+	// where a file should be are the store's.
+	var cases []corpusCase
+	for _, c := range corpus.Cases(state) {
+		cases = append(cases, corpusCase{name: c.Name, file: c.File, data: c.Data})
+	}
+	cases = append(cases,
+		corpusCase{name: "a directory", file: "c_002.json", prepare: func(t *testing.T, dir string) {
+			require.NoError(t, os.Mkdir(filepath.Join(dir, "c_002.json"), 0o755))
+		}},
+	)
+	if canSymlink(t) {
+		cases = append(cases,
+			corpusCase{name: "a symlink to a good checkpoint outside", file: "c_002.json", prepare: func(t *testing.T, dir string) {
+				outside := filepath.Join(t.TempDir(), "c_002.json")
+				require.NoError(t, os.WriteFile(outside, good, 0o644))
+				require.NoError(t, os.Symlink(outside, filepath.Join(dir, "c_002.json")))
+			}},
+			corpusCase{name: "a symlink to the good checkpoint of step 1", file: "c_002.json", prepare: func(t *testing.T, dir string) {
+				require.NoError(t, os.Symlink("c_001.json", filepath.Join(dir, "c_002.json")))
+			}},
+			corpusCase{name: "a dangling symlink", file: "c_002.json", prepare: func(t *testing.T, dir string) {
+				require.NoError(t, os.Symlink("../../../../etc/passwd", filepath.Join(dir, "c_002.json")))
+			}},
+		)
+	}
+	if haveFIFOs {
+		cases = append(cases, corpusCase{name: "a FIFO", file: "c_002.json", prepare: func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, "c_002.json"))
+		}})
+	}
+	return cases
+}
+
+// corpusMaxRead is the read limit of the corpus stores: small, so that the
+// bomb and the oversized file stay cheap to build.
+const corpusMaxRead = corpus.MaxRead
+
+func TestCorruptCorpusNeverLoadsAsAnotherState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	want1 := corpusStateAt(1)
+	want2 := corpusStateAt(2)
+	cases := corruptCorpus(t)
+	root := t.TempDir()
+	survivedIntact := 0
+	for i, tc := range cases {
+		dir := filepath.Join(root, fmt.Sprint(i))
+		w := openStore[corpusState](t, dir, WithLayout("c", 3))
+		_, err := w.Save(ctx, 1, want1)
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		if tc.prepare != nil {
+			tc.prepare(t, dir)
+		} else {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, tc.file), tc.data, 0o644))
+		}
+
+		s := openStore[corpusState](t, dir, WithLayout("c", 3), WithMaxReadSize(corpusMaxRead), ReadOnly())
+		got, _, err := s.Load(ctx, 2)
+		switch {
+		case err == nil:
+			// Damage that changes no byte that matters (a gzip header
+			// field) may load, but only as the right state.
+			require.Equal(t, want2, got, tc.name)
+			survivedIntact++
+		default:
+			require.ErrorIs(t, err, ErrCorrupt, tc.name)
+			var e *Error
+			require.ErrorAs(t, err, &e, tc.name)
+			require.Equal(t, int64(2), e.Step, tc.name)
+			require.Equal(t, filepath.Join(dir, tc.file), e.Path, tc.name)
+		}
+		list, err := s.List(ctx)
+		require.NoError(t, err, tc.name)
+		require.NotEmpty(t, list, tc.name)
+
+		got, info, err := s.Latest(ctx)
+		require.NoError(t, err, tc.name)
+		if info.Step == 2 {
+			require.Equal(t, want2, got, tc.name)
+		} else {
+			require.Equal(t, int64(1), info.Step, tc.name)
+			require.Equal(t, want1, got, tc.name)
+		}
+		require.NoError(t, s.Close())
+	}
+	t.Logf("%d corrupt or hostile files tried: none panicked or returned a wrong state; %d harmless (gzip header) changes loaded the right state", len(cases), survivedIntact)
+	require.Greater(t, len(cases), 1000)
+}
+
+// fussyState has a decoder of its own, which records the bytes it is given
+// and, like many hand-written decoders, trusts their shape: a byte the
+// writer never puts there makes it index past its input.
+type fussyState struct{ Turn int }
+
+// fussySeen collects every input fussyState.UnmarshalJSON was given, by
+// the test that set it (the key: a marker inside the state).
+var fussySeen sync.Map
+
+func (f *fussyState) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Turn int    `json:"turn"`
+		Mark string `json:"mark"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if seen, ok := fussySeen.Load(v.Mark[:4]); ok {
+		seen.(*sync.Map).Store(string(b), true)
+	}
+	if v.Mark[4] != 'z' {
+		_ = b[len(b)] // the host's own bug: index out of range
+	}
+	f.Turn = v.Turn
+	return nil
+}
+
+func (f fussyState) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"turn":%d,"mark":"%sz"}`, f.Turn, fussyMark(f.Turn)), nil
+}
+
+func fussyMark(turn int) string { return fmt.Sprintf("m%03d", turn%1000) }
+
+// A flipped byte inside the state of the newest checkpoint keeps it valid
+// JSON: only the checksum tells. The state type's UnmarshalJSON must never
+// see those bytes (it would panic on them), and Latest falls back past the
+// file.
+func TestDamagedBytesNeverReachTheStateTypesDecoder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for i, opts := range [][]Option{nil, {Gzip()}, {Zstd()}} {
+		seen := new(sync.Map)
+		base := 100 + i*10
+		for turn := base; turn < base+2; turn++ {
+			fussySeen.Store(fussyMark(turn), seen)
+		}
+		dir := t.TempDir()
+		s := openStore[fussyState](t, dir, opts...)
+		_, err := s.Save(ctx, 1, fussyState{Turn: base})
+		require.NoError(t, err)
+		info, err := s.Save(ctx, 2, fussyState{Turn: base + 1})
+		require.NoError(t, err)
+		raw := decompress(t, mustRead(t, info.Path))
+		k := bytes.Index(raw, []byte(`z"}`))
+		require.Positive(t, k)
+		raw[k] = 'y' // the marker byte the decoder trusts
+		require.NoError(t, os.WriteFile(info.Path, compressLike(t, info.Compression, raw), 0o644))
+
+		var got fussyState
+		require.NotPanics(t, func() { got, info, err = s.Latest(ctx) })
+		require.NoError(t, err)
+		require.Equal(t, int64(1), info.Step)
+		require.Equal(t, base, got.Turn)
+		require.NotPanics(t, func() { _, _, err = s.Load(ctx, 2) })
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.True(t, isDamage(err), "%v", err)
+		seen.Range(func(k, _ any) bool {
+			require.NotContains(t, k.(string), `y"}`, "the state type's decoder saw a file whose checksum fails")
+			return true
+		})
+	}
+}
+
+func TestMisplacedCheckpointIsMovedAsideForItsStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, place := range map[string]func(src, dst string) error{
+		"a copy":      func(src, dst string) error { return copyPath(src, dst) },
+		"a hard link": os.Link,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := openStore[int](t, dir, NoSync())
+			two, err := s.Save(ctx, 2, 2)
+			require.NoError(t, err)
+			three := filepath.Join(dir, "step_00000003.json")
+			require.NoError(t, place(two.Path, three))
+
+			_, _, err = s.Load(ctx, 3)
+			require.ErrorIs(t, err, ErrCorrupt)
+			_, err = s.Save(ctx, 3, 3)
+			require.NoError(t, err, "the misplaced file is damage for its name")
+			v, _, err := s.Load(ctx, 3)
+			require.NoError(t, err)
+			require.Equal(t, 3, v)
+			require.FileExists(t, three+quarantineSuffix)
+			v, _, err = s.Load(ctx, 2)
+			require.NoError(t, err, "the checkpoint of step 2 is untouched")
+			require.Equal(t, 2, v)
+		})
+	}
+}
+
+func copyPath(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func TestDirectoryAtACheckpointNameIsAClearError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, NoSync())
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000003.json"), 0o755))
+	_, err := s.Save(ctx, 3, 3)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorIs(t, err, storage.ErrNotRegular)
+	require.ErrorContains(t, err, "a directory")
+	require.DirExists(t, filepath.Join(dir, "step_00000003.json"), "nothing is moved")
+}
+
+// Something at the rolling file's name that is not a regular file (a
+// directory, a symbolic link, never followed) is damage of no known step:
+// beside a checkpoint that loads, Latest returns that checkpoint and
+// reports what is at the rolling name, whether or not the store writes a
+// rolling file.
+func TestLatestReportsANonRegularRollingFileBesideOneThatLoads(t *testing.T) {
+	t.Parallel()
+	makes := map[string]func(t *testing.T, path string){
+		"a directory": func(t *testing.T, path string) { require.NoError(t, os.Mkdir(path, 0o755)) },
+	}
+	if canSymlink(t) {
+		makes["symbolic link"] = func(t *testing.T, path string) {
+			require.NoError(t, os.Symlink("step_00000001.json", path))
+		}
+	}
+	for what, make := range makes {
+		for name, opts := range map[string][]Option{"numbered": nil, "rolling": {Every(10), WithRolling()}} {
+			t.Run(what+" "+name, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				dir := t.TempDir()
+				w := openStore[int](t, dir, NoSync())
+				_, err := w.Save(ctx, 1, 1)
+				require.NoError(t, err)
+				require.NoError(t, w.Close())
+				make(t, filepath.Join(dir, "step_last.json"))
+
+				var reported []error
+				hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
+				s := openStore[int](t, dir, append([]Option{NoSync(), ReadOnly(), hooks}, opts...)...)
+				v, info, err := s.Latest(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 1, v)
+				require.Equal(t, int64(1), info.Step)
+				require.Len(t, reported, 1, "what is at the rolling name is reported")
+				require.ErrorIs(t, reported[0], ErrCorrupt)
+				require.ErrorContains(t, reported[0], "step_last.json")
+				require.ErrorContains(t, reported[0], what)
+			})
+		}
+	}
+}
+
+// TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout: a store
+// opened with the wrong layout on a directory of another layout's
+// checkpoints is ErrInvalid naming that layout, never a fresh start. A
+// directory named like the greatest checkpoint of that layout made it a
+// fresh start: the directory's listing says no types, and the directory
+// was taken as the sample whose header proves the layout.
+func TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir, WithLayout("turn", 3))
+	for step := int64(1); step <= 3; step++ {
+		_, err := w.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "turn_999.json"), 0o755))
+	s := openStore[int](t, dir, ReadOnly())
+	_, _, err := s.Latest(ctx)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.NotErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, `WithLayout("turn", 3)`)
+}
+
+func TestOpenRemovesStaleTempsButNoNonRegularEntry(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "precious")
+	require.NoError(t, os.WriteFile(outside, []byte("keep me"), 0o644))
+
+	s := openStore[int](t, dir, WithLayout("c", 3))
+	_, err := s.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	link := filepath.Join(dir, tempPrefix("c_002.json")+"111")
+	require.NoError(t, os.Symlink(outside, link))
+	linkIn := filepath.Join(dir, tempPrefix("c_003.json")+"222")
+	require.NoError(t, os.Symlink(filepath.Join(dir, "c_001.json"), linkIn))
+	fifo := filepath.Join(dir, tempPrefix("c_004.json")+"333")
+	mkfifo(t, fifo)
+	sub := filepath.Join(dir, tempPrefix("c_005.json")+"444")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "x"), []byte("x"), 0o644))
+	stale := filepath.Join(dir, tempPrefix("c_006.json")+"555")
+	require.NoError(t, os.WriteFile(stale, []byte("half"), 0o644))
+
+	s = openStore[int](t, dir, WithLayout("c", 3))
+	b, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Equal(t, "keep me", string(b))
+	_, err = os.Stat(stale)
+	require.ErrorIs(t, err, os.ErrNotExist, "a stale regular temporary file is removed")
+	for _, p := range []string{link, linkIn, fifo, sub} {
+		_, err := os.Lstat(p)
+		require.NoError(t, err, "%s is not a regular file: left alone", p)
+	}
+	got, _, err := s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, got)
+	for step := int64(2); step <= 6; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 6)
+}
+
+func TestOpenKeepsAUsersHiddenFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	user := []string{".notes.json2", ".result.json42", ".config.json.bak1"}
+	stale := []string{tempName("step_00000001.json"), tempName("notes.json"), ".step_00000002.json77"}
+	for _, name := range append(slices.Clone(user), stale...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o644))
+	}
+	openStore[int](t, dir, NoSync())
+	names := dirNames(t, dir)
+	for _, name := range user {
+		require.Contains(t, names, name)
+	}
+	for _, name := range stale {
+		require.NotContains(t, names, name)
+	}
+}
+
+// The documented blind spot: a file of a step in another compression put
+// into the directory of a running writer after its first full scan. Nothing
+// may be replaced or lost; this records what List, Load and Latest say.
+func TestFileOfAnotherCompressionPutUnderAWriterIsNeverRewritten(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir, WithLayout("c", 3), KeepLast(3))
+	_, err := w.Save(ctx, 1, 1)
+	require.NoError(t, err)
+
+	other := openStore[int](t, t.TempDir(), WithLayout("c", 3), Gzip())
+	info, err := other.Save(ctx, 2, 2000)
+	require.NoError(t, err)
+	theirs, err := os.ReadFile(info.Path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c_002.json.gz"), theirs, 0o644))
+
+	_, err = w.Save(ctx, 2, 2)
+	t.Logf("save of step 2 beside a dropped-in c_002.json.gz: %v", err)
+	got, linfo, err := w.Load(ctx, 2)
+	t.Logf("Load(2) = %d from %s (%v)", got, filepath.Base(linfo.Path), err)
+	got, linfo, err = w.Latest(ctx)
+	t.Logf("Latest = %d from %s (%v)", got, filepath.Base(linfo.Path), err)
+	list, err := w.List(ctx)
+	require.NoError(t, err)
+	for _, i := range list {
+		t.Logf("listed %s step %d", filepath.Base(i.Path), i.Step)
+	}
+	for step := int64(3); step <= 6; step++ {
+		_, err := w.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	// Nothing replaced: the dropped-in file is byte-identical or was
+	// removed by retention as an old step (never rewritten).
+	if b, err := os.ReadFile(filepath.Join(dir, "c_002.json.gz")); err == nil {
+		require.Equal(t, theirs, b)
+		t.Logf("c_002.json.gz survived retention after step 6 (KeepLast 3)")
+	} else {
+		t.Logf("c_002.json.gz removed by retention: %v", err)
+	}
+	t.Logf("names after step 6: %v", checkpointNames(t, dir))
+	removed, err := w.Prune(ctx)
+	require.NoError(t, err)
+	t.Logf("a full Prune removed %d more; names: %v", len(removed), checkpointNames(t, dir))
+}

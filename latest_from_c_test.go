@@ -1,0 +1,113 @@
+package checkpoint
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWrongLayoutIsNotAFreshStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir, WithLayout("turn", 3), NoSync())
+	for turn := int64(1); turn <= 3; turn++ {
+		_, err := w.Save(ctx, turn, int(turn))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+
+	s := openStore[int](t, dir, NoSync())
+	for name, latest := range map[string]func(context.Context) (int, Info, error){"Latest": s.Latest, "LatestClean": s.LatestClean} {
+		_, _, err := latest(ctx)
+		require.ErrorIs(t, err, ErrInvalid, name)
+		require.NotErrorIs(t, err, ErrNotFound, "%s: ErrNotFound would mean a fresh start", name)
+		require.ErrorContains(t, err, `no checkpoint of this store's layout step/8, but 3 files of layout turn/3 (turn_003.json): open the store with WithLayout("turn", 3)`)
+	}
+	// The right layout still opens the directory as it was.
+	v, _, err := openStore[int](t, dir, WithLayout("turn", 3), ReadOnly()).Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, v)
+}
+
+// The other layout is recognised from every file it names, not from its
+// newest alone: a truncated newest checkpoint, or a damaged rolling file,
+// beside good ones is still no fresh start.
+func TestWrongLayoutWithADamagedNewestFileIsNotAFreshStart(t *testing.T) {
+	t.Parallel()
+	for damaged, good := range map[string]string{"turn_020.json": "turn_019.json", "turn_last.json": "turn_020.json"} {
+		t.Run(damaged, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			w := openStore[int](t, dir, WithLayout("turn", 3), Every(1), WithRolling(), NoSync())
+			for turn := int64(1); turn <= 20; turn++ {
+				_, err := w.Save(ctx, turn, int(turn))
+				require.NoError(t, err)
+			}
+			if damaged == "turn_last.json" {
+				require.NoError(t, w.Close())
+				w = openStore[int](t, dir, WithLayout("turn", 3), Every(100), WithRolling(), NoSync())
+				_, _, err := w.Tick(ctx, 21, 21)
+				require.NoError(t, err)
+			}
+			require.NoError(t, w.Close())
+			path := filepath.Join(dir, damaged)
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(path, data[:len(data)/3], 0o644))
+
+			s := openStore[int](t, dir, NoSync())
+			_, _, err = s.Latest(ctx)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.NotErrorIs(t, err, ErrNotFound, "ErrNotFound would mean a fresh start")
+			require.ErrorContains(t, err, `files of layout turn/3 (`+good+`): open the store with WithLayout("turn", 3)`)
+		})
+	}
+}
+
+func TestFreshStoreWithSideFileNamedLikeACheckpointStartsFresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	writeRaw(t, filepath.Join(dir, "report_2024.json"), `{"year":2024}`)
+	s := openStore[int](t, dir, NoSync())
+	_, _, err := s.Latest(ctx)
+	require.ErrorIs(t, err, ErrNotFound, "a side file is no checkpoint of another layout")
+
+	// A store whose only checkpoint is an error checkpoint: LatestClean
+	// finds nothing clean, in the right layout.
+	_, err = s.SaveError(ctx, 1, 1, fmt.Errorf("boom"))
+	require.NoError(t, err)
+	_, _, err = s.LatestClean(ctx)
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestLatestErrorOfManyDamagedFilesIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// The issue's 2,000 files gave a 300 KB error; 200 are as many lines.
+	for step := 1; step <= 200; step++ {
+		writeRaw(t, filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), "damaged")
+	}
+	s := openStore[int](t, dir, NoSync(), ReadOnly())
+	_, _, err := s.Latest(context.Background())
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.NotErrorIs(t, err, ErrNotFound)
+	msg := err.Error()
+	require.Less(t, len(msg), 2000, "a few lines, not one per file:\n%s", msg)
+	require.Contains(t, msg, "none of the 200 checkpoints loads")
+	require.Contains(t, msg, "step_00000200.json", "the newest is named")
+	require.True(t, strings.HasSuffix(msg, "\nand 195 more"), msg)
+	require.Len(t, strings.Split(msg, "\n"), maxListed+1)
+}
+
+func writeRaw(t *testing.T, path, content string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+}
