@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
 
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/gocheckpoint/checkpoint/dirstore"
@@ -20,7 +22,7 @@ import (
 // the calls of each method: the requests a store would make of object
 // storage.
 type countingBackend struct {
-	Backend
+	checkpoint.Backend
 	mu    sync.Mutex
 	calls map[string]int
 }
@@ -45,27 +47,27 @@ func (c *countingBackend) reset() map[string]int {
 	return calls
 }
 
-func (c *countingBackend) Create(ctx context.Context, name string, w func(io.Writer) error) (Object, error) {
+func (c *countingBackend) Create(ctx context.Context, name string, w func(io.Writer) error) (checkpoint.Object, error) {
 	c.count("Create")
 	return c.Backend.Create(ctx, name, w)
 }
 
-func (c *countingBackend) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (Object, error) {
+func (c *countingBackend) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (checkpoint.Object, error) {
 	c.count("Replace")
 	return c.Backend.Replace(ctx, name, ifVersion, w)
 }
 
-func (c *countingBackend) Open(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+func (c *countingBackend) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
 	c.count("Open")
 	return c.Backend.Open(ctx, name)
 }
 
-func (c *countingBackend) Stat(ctx context.Context, name string) (Object, error) {
+func (c *countingBackend) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
 	c.count("Stat")
 	return c.Backend.Stat(ctx, name)
 }
 
-func (c *countingBackend) List(ctx context.Context) ([]Object, error) {
+func (c *countingBackend) List(ctx context.Context) ([]checkpoint.Object, error) {
 	c.count("List")
 	objs, err := c.Backend.List(ctx)
 	// Object storage lists sizes and versions; so does this wrapper, as
@@ -100,7 +102,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	b := newCountingBackend(t, dir)
-	s, err := OpenBackend[int](b, NoSync(), KeepLast(2))
+	s, err := checkpoint.OpenBackend[int](b, checkpoint.NoSync(), checkpoint.KeepLast(2))
 	require.NoError(t, err)
 	require.Equal(t, 1, b.reset()["List"], "Open lists once")
 
@@ -119,7 +121,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	require.Equal(t, map[string]int{"Create": 1, "Remove": 1}, calls)
 
 	_, err = s.Save(ctx, 3, 3)
-	require.ErrorIs(t, err, ErrExists, "the name is taken")
+	require.ErrorIs(t, err, checkpoint.ErrExists, "the name is taken")
 
 	infos, err := s.List(ctx)
 	require.NoError(t, err)
@@ -131,7 +133,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	// way of a save is moved aside as on the local directory.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000004.json"), []byte("{torn"), 0o644))
 	b = newCountingBackend(t, dir)
-	s, err = OpenBackend[int](b, NoSync(), KeepLast(2))
+	s, err = checkpoint.OpenBackend[int](b, checkpoint.NoSync(), checkpoint.KeepLast(2))
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Save(ctx, 4, 4)
@@ -148,7 +150,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	// wrote; another object put there under the writer is ErrConflict,
 	// and left as it is.
 	rdir := t.TempDir()
-	rs, err := OpenBackend[int](newCountingBackend(t, rdir), NoSync(), Every(10), WithRolling())
+	rs, err := checkpoint.OpenBackend[int](newCountingBackend(t, rdir), checkpoint.NoSync(), checkpoint.Every(10), checkpoint.WithRolling())
 	require.NoError(t, err)
 	defer rs.Close()
 	_, _, err = rs.Tick(ctx, 1, 1)
@@ -164,7 +166,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	})
 	require.NoError(t, err)
 	_, _, err = rs.Tick(ctx, 3, 3)
-	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, checkpoint.ErrConflict)
 	got, err := os.ReadFile(filepath.Join(rdir, "step_last.json"))
 	require.NoError(t, err)
 	require.Equal(t, "another writer's", string(got))
@@ -187,7 +189,7 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 	for _, name := range []string{"result.json", "kept.json"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(`"before Open"`), 0o644))
 	}
-	s, err := OpenBackend[int](newCountingBackend(t, dir), NoSync(), Every(10), WithRolling())
+	s, err := checkpoint.OpenBackend[int](newCountingBackend(t, dir), checkpoint.NoSync(), checkpoint.Every(10), checkpoint.WithRolling())
 	require.NoError(t, err)
 	defer s.Close()
 	other, err := dirstore.Open(dir, dirstore.NoSync())
@@ -200,8 +202,8 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 	require.NoError(t, err)
 
 	_, _, err = s.Tick(ctx, 1, 1)
-	require.ErrorIs(t, err, ErrConflict, "the rolling file put after Open")
-	require.ErrorIs(t, s.WriteJSON(ctx, "result.json", 1), ErrConflict, "a side file rewritten after Open")
+	require.ErrorIs(t, err, checkpoint.ErrConflict, "the rolling file put after Open")
+	require.ErrorIs(t, s.WriteJSON(ctx, "result.json", 1), checkpoint.ErrConflict, "a side file rewritten after Open")
 	for _, name := range []string{"step_last.json", "result.json"} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
@@ -221,18 +223,18 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 func TestFreshStartLatestListsAtMostTwice(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, opts := range map[string][]Option{"numbered": nil, "rolling": {Every(10), WithRolling()}} {
+	for name, opts := range map[string][]checkpoint.Option{"numbered": nil, "rolling": {checkpoint.Every(10), checkpoint.WithRolling()}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("a side file"), 0o644))
 			b := newCountingBackend(t, dir)
-			s, err := OpenBackend[int](b, append([]Option{NoSync()}, opts...)...)
+			s, err := checkpoint.OpenBackend[int](b, append([]checkpoint.Option{checkpoint.NoSync()}, opts...)...)
 			require.NoError(t, err)
 			defer s.Close()
 			b.reset()
 			_, _, err = s.Latest(ctx)
-			require.ErrorIs(t, err, ErrNotFound)
+			require.ErrorIs(t, err, checkpoint.ErrNotFound)
 			require.LessOrEqual(t, b.reset()["List"], 2, "Lists of a fresh-start Latest")
 		})
 	}
@@ -260,17 +262,17 @@ func (t *tracer) take() []string {
 	return c
 }
 
-func (t *tracer) List(ctx context.Context) ([]Object, error) {
+func (t *tracer) List(ctx context.Context) ([]checkpoint.Object, error) {
 	t.record("List")
 	return t.Backend.List(ctx)
 }
 
-func (t *tracer) Stat(ctx context.Context, name string) (Object, error) {
+func (t *tracer) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
 	t.record("Stat " + name)
 	return t.Backend.Stat(ctx, name)
 }
 
-func (t *tracer) Open(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+func (t *tracer) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
 	t.record("Open " + name)
 	return t.Backend.Open(ctx, name)
 }
@@ -297,7 +299,7 @@ func TestStoreOverAWrappedDirectoryBehavesAsOverTheDirectory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	seed := openStore[int](t, dir, WithLayout("c", 3), NoSync())
+	seed := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.NoSync())
 	for step := int64(1); step <= 3; step++ {
 		_, err := seed.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -305,20 +307,20 @@ func TestStoreOverAWrappedDirectoryBehavesAsOverTheDirectory(t *testing.T) {
 	require.NoError(t, seed.Close())
 
 	// What the plain directory gives.
-	plain := openStore[int](t, dir, WithLayout("c", 3), NoSync())
-	require.False(t, plain.remote())
-	require.Nil(t, plain.listed, "a writer on the directory lists nothing at Open")
+	plain := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.NoSync())
+	require.False(t, plain.Remote())
+	require.False(t, plain.ListedAtOpen(), "a writer on the directory lists nothing at Open")
 	wantList, err := plain.List(ctx)
 	require.NoError(t, err)
 	wantV, wantInfo, err := plain.Latest(ctx)
 	require.NoError(t, err)
 	require.NoError(t, plain.Close())
 
-	run := func(wrap func(*tracer) Backend) (s *Store[int], open, first, latest []string) {
+	run := func(wrap func(*tracer) checkpoint.Backend) (s *checkpoint.Store[int], open, first, latest []string) {
 		d, err := dirstore.Open(dir, dirstore.NoSync())
 		require.NoError(t, err)
 		tr := &tracer{Backend: d}
-		s, err = OpenBackend[int](wrap(tr), WithLayout("c", 3), NoSync())
+		s, err = checkpoint.OpenBackend[int](wrap(tr), checkpoint.WithLayout("c", 3), checkpoint.NoSync())
 		require.NoError(t, err)
 		open = tr.take()
 		list, err := s.List(ctx)
@@ -334,20 +336,20 @@ func TestStoreOverAWrappedDirectoryBehavesAsOverTheDirectory(t *testing.T) {
 		return s, open, first, latest
 	}
 
-	s, open, first, latest := run(func(tr *tracer) Backend { return unwrapping{tr} })
-	require.False(t, s.remote(), "a wrapper that unwraps to the directory is Local")
+	s, open, first, latest := run(func(tr *tracer) checkpoint.Backend { return unwrapping{tr} })
+	require.False(t, s.Remote(), "a wrapper that unwraps to the directory is Local")
 	require.NotContains(t, open, "List", "a writer's Open listed through the wrapper, as on object storage")
 	require.Contains(t, first, "List")
 	require.True(t, slices.ContainsFunc(first, func(c string) bool { return c == "Open .checkpoint.index" }),
 		"the first List read no index ahead, as on object storage: %v", first)
 
-	_, dopen, dfirst, dlatest := run(func(tr *tracer) Backend { return describing{tr} })
+	_, dopen, dfirst, dlatest := run(func(tr *tracer) checkpoint.Backend { return describing{tr} })
 	require.ElementsMatch(t, dopen, open, "Open: the wrapper is not the directory")
 	require.ElementsMatch(t, dfirst, first, "first List: the wrapper is not the directory")
 	require.ElementsMatch(t, dlatest, latest, "Latest: the wrapper is not the directory")
 
-	s, ropen, rfirst, _ := run(func(tr *tracer) Backend { return tr })
-	require.True(t, s.remote(), "a wrapper that says nothing is object storage")
+	s, ropen, rfirst, _ := run(func(tr *tracer) checkpoint.Backend { return tr })
+	require.True(t, s.Remote(), "a wrapper that says nothing is object storage")
 	require.Equal(t, []string{"List"}, ropen, "a writer on object storage lists once at Open")
 	require.NotEqual(t, rfirst, first)
 }
@@ -365,7 +367,7 @@ func TestOpenRemovesStaleTempsThroughTheBackend(t *testing.T) {
 	for _, n := range append(slices.Clone(stale), kept...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
 	}
-	open := func(opts ...Option) (asked bool) {
+	open := func(opts ...checkpoint.Option) (asked bool) {
 		d, err := dirstore.Open(dir, dirstore.NoSync())
 		require.NoError(t, err)
 		var mu sync.Mutex
@@ -375,15 +377,15 @@ func TestOpenRemovesStaleTempsThroughTheBackend(t *testing.T) {
 			asked = asked || op.Kind == inject.RemoveTemps
 			return nil
 		})
-		s, err := OpenBackend[int](b, append([]Option{WithLayout("c", 3), NoSync()}, opts...)...)
+		s, err := checkpoint.OpenBackend[int](b, append([]checkpoint.Option{checkpoint.WithLayout("c", 3), checkpoint.NoSync()}, opts...)...)
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 		return asked
 	}
-	require.False(t, open(ReadOnly()), "a reader asked for the removal")
+	require.False(t, open(checkpoint.ReadOnly()), "a reader asked for the removal")
 	require.Len(t, dirNames(t, dir), len(stale)+len(kept))
 	require.True(t, open(), "a writer's Open did not ask for the removal")
-	require.ElementsMatch(t, kept, slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return n == lockName }))
+	require.ElementsMatch(t, kept, slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return n == dirstore.LockName }))
 }
 
 // writes is a pass-through wrapper (storage.Wrapper) that records the
@@ -397,7 +399,7 @@ type writes struct {
 
 func (w *writes) Unwrap() storage.Backend { return w.Backend }
 
-func (w *writes) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (Object, error) {
+func (w *writes) Replace(ctx context.Context, name, ifVersion string, write func(io.Writer) error) (checkpoint.Object, error) {
 	w.mu.Lock()
 	w.names = append(w.names, "Replace "+name)
 	w.mu.Unlock()
@@ -421,7 +423,7 @@ func (w *writes) Remove(ctx context.Context, names ...string) ([]bool, error) {
 func TestWrapperGetsOnlyTheOperationsThatMoveBytes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := OpenDir(t.TempDir(), NoSync())
+	d, err := checkpoint.OpenDir(t.TempDir(), checkpoint.NoSync())
 	require.NoError(t, err)
 	w := &writes{Backend: d}
 	for name, found := range map[string]bool{
@@ -435,15 +437,15 @@ func TestWrapperGetsOnlyTheOperationsThatMoveBytes(t *testing.T) {
 	_, ok := storage.As[storage.Unsynced](&tracer{Backend: d})
 	require.False(t, ok, "As unwrapped a wrapper that says nothing of what it wraps")
 
-	s, err := OpenBackend[int](w, WithLayout("c", 3), NoSync(), KeepLast(indexMinWrite))
+	s, err := checkpoint.OpenBackend[int](w, checkpoint.WithLayout("c", 3), checkpoint.NoSync(), checkpoint.KeepLast(checkpoint.IndexMinWrite))
 	require.NoError(t, err)
-	for step := int64(1); step <= indexMinWrite+1; step++ {
+	for step := int64(1); step <= checkpoint.IndexMinWrite+1; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close()) // writes the header index
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	require.Contains(t, w.names, "Replace "+indexName, "the header index was written around the wrapper (the directory's ReplaceUnsynced)")
+	require.Contains(t, w.names, "Replace "+checkpoint.IndexName, "the header index was written around the wrapper (the directory's ReplaceUnsynced)")
 	require.Contains(t, w.names, "Remove c_001.json", "a pruning removed around the wrapper (the directory's RemoveUnsynced)")
 }

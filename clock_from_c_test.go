@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +22,7 @@ func TestConcurrentSavesNeverShareASaveTime(t *testing.T) {
 	base := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	var round atomic.Int64
 	now := func() time.Time { return base.Add(time.Duration(round.Load()) * time.Second) } // stuck within a round
-	s := openStore[int](t, t.TempDir(), NoSync(), withClock(now))
+	s := openStore[int](t, t.TempDir(), checkpoint.NoSync(), checkpoint.WithClock(now))
 	const rounds, workers, each = 200, 4, 50
 	times := make([][]time.Time, workers)
 	for r := range int64(rounds) {
@@ -27,12 +30,12 @@ func TestConcurrentSavesNeverShareASaveTime(t *testing.T) {
 		// A checkpoint saved an hour ahead was loaded: the clock is far
 		// behind, so a synchronous save reads the directory for its
 		// step's newest time, a while in which others may stamp.
-		s.observe(now().Add(time.Hour))
+		s.Observe(now().Add(time.Hour))
 		var wg sync.WaitGroup
 		for w := range workers {
 			wg.Go(func() {
 				for range each {
-					tm, _ := s.saveTime(1, w%2 == 0) // a queued save and a synchronous one
+					tm := s.SaveTime(1, w%2 == 0) // a queued save and a synchronous one
 					times[w] = append(times[w], tm)
 				}
 			})
@@ -54,18 +57,18 @@ func TestCheckpointsOfAStepSavedAtOneInstantOrderByKind(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	rec := &ErrorRecord{Message: "boom", Step: 5, Time: at}
+	rec := &checkpoint.ErrorRecord{Message: "boom", Step: 5, Time: at}
 	files := map[string][]byte{
-		"step_00000005.json.gz":      encodeBytes(header{Format: 1, Step: 5, Kind: KindStep, Time: at}, []byte("1"), compressGzip),
-		"step_last.json":             envelopeBytes(header{Format: 1, Step: 5, Kind: KindRolling, Time: at}, []byte("2")),
-		"step_00000005.final.json":   envelopeBytes(header{Format: 1, Step: 5, Kind: KindFinal, Time: at}, []byte("3")),
-		"step_00000005.error-2.json": envelopeBytes(header{Format: 1, Step: 5, Kind: KindError, Time: at, Error: rec}, []byte("5")),
-		"step_00000005.error.json":   encodeBytes(header{Format: 1, Step: 5, Kind: KindError, Time: at, Error: rec}, []byte("4"), compressZstd),
+		"step_00000005.json.gz":      encodeBytes(format.Header{Format: 1, Step: 5, Kind: checkpoint.KindStep, Time: at}, []byte("1"), format.CompressGzip),
+		"step_last.json":             envelopeBytes(format.Header{Format: 1, Step: 5, Kind: checkpoint.KindRolling, Time: at}, []byte("2")),
+		"step_00000005.final.json":   envelopeBytes(format.Header{Format: 1, Step: 5, Kind: checkpoint.KindFinal, Time: at}, []byte("3")),
+		"step_00000005.error-2.json": envelopeBytes(format.Header{Format: 1, Step: 5, Kind: checkpoint.KindError, Time: at, Error: rec}, []byte("5")),
+		"step_00000005.error.json":   encodeBytes(format.Header{Format: 1, Step: 5, Kind: checkpoint.KindError, Time: at, Error: rec}, []byte("4"), format.CompressZstd),
 	}
 	for name, b := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
 	}
-	s := openStore[int](t, dir, ReadOnly())
+	s := openStore[int](t, dir, checkpoint.ReadOnly())
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	var names []string
@@ -82,7 +85,7 @@ func TestCheckpointsOfAStepSavedAtOneInstantOrderByKind(t *testing.T) {
 	v, info, err := s.LatestClean(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, v, "LatestClean returns the final checkpoint")
-	require.Equal(t, KindFinal, info.Kind)
+	require.Equal(t, checkpoint.KindFinal, info.Kind)
 }
 
 func TestDamagedHeaderTimeDoesNotLeakIntoSaveTimes(t *testing.T) {
@@ -114,7 +117,7 @@ func TestDamagedHeaderTimeDoesNotLeakIntoSaveTimes(t *testing.T) {
 func TestObservedTimesBeyondEncodingAreIgnored(t *testing.T) {
 	t.Parallel()
 	s := openStore[int](t, t.TempDir())
-	s.observe(timeMax)
+	s.Observe(checkpoint.TimeMax)
 	_, err := s.Save(context.Background(), 1, 1)
 	require.NoError(t, err, "a verified file from a clock gone mad must not stop all saves")
 }

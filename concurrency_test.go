@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -21,7 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+
 	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,7 +42,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 		keepLast = 5
 		every    = 10
 	)
-	s := openStore[crashState](t, dir, WithLayout("c", 4), KeepLast(keepLast), KeepEvery(every), Gzip())
+	s := openStore[paddedState](t, dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(keepLast), checkpoint.KeepEvery(every), checkpoint.Gzip())
 	var saving sync.WaitGroup
 	var done atomic.Bool
 	var maxSaved atomic.Int64
@@ -47,7 +50,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 		saving.Go(func() {
 			for n := range perSaver {
 				step := int64(1 + i + n*savers)
-				_, err := s.Save(ctx, step, crashState{Step: step, Pad: "x"})
+				_, err := s.Save(ctx, step, paddedState{Step: step, Pad: "x"})
 				if err != nil {
 					t.Errorf("save %d: %v", step, err)
 					return
@@ -68,7 +71,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 			for !done.Load() {
 				step := int64(rng.IntN(savers*perSaver) + 1)
 				got, info, err := s.Load(ctx, step)
-				if err != nil && !errors.Is(err, ErrNotFound) {
+				if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 					t.Errorf("load %d: %v", step, err)
 					return
 				}
@@ -77,7 +80,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 					return
 				}
 				got, info, err = s.Latest(ctx)
-				if err != nil && !errors.Is(err, ErrNotFound) {
+				if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 					t.Errorf("latest: %v", err)
 					return
 				}
@@ -95,7 +98,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 				t.Errorf("list: %v", err)
 				return
 			}
-			if !slices.IsSortedFunc(list, func(a, b Info) int { return int(a.Step - b.Step) }) {
+			if !slices.IsSortedFunc(list, func(a, b checkpoint.Info) int { return int(a.Step - b.Step) }) {
 				t.Errorf("list is not sorted: %v", steps(list))
 				return
 			}
@@ -146,14 +149,14 @@ func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	const initial = parallelFill + 88
+	const initial = checkpoint.ParallelFill + 88
 	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	for step := int64(1); step <= initial; step++ {
-		b := envelopeBytes(header{Format: 1, Step: step, Kind: KindStep, Time: at.Add(time.Duration(step) * time.Second)}, []byte(fmt.Sprint(step)))
+		b := envelopeBytes(format.Header{Format: 1, Step: step, Kind: checkpoint.KindStep, Time: at.Add(time.Duration(step) * time.Second)}, []byte(fmt.Sprint(step)))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), b, 0o644))
 	}
-	w := openStore[int64](t, dir, NoSync(), KeepEvery(2), KeepLast(8))
-	r := openStore[int64](t, dir, ReadOnly())
+	w := openStore[int64](t, dir, checkpoint.NoSync(), checkpoint.KeepEvery(2), checkpoint.KeepLast(8))
+	r := openStore[int64](t, dir, checkpoint.ReadOnly())
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -163,14 +166,14 @@ func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
 			}
 		}
 	})
-	for _, st := range []*Store[int64]{w, r} {
+	for _, st := range []*checkpoint.Store[int64]{w, r} {
 		wg.Go(func() {
 			for range 10 {
 				list, err := st.List(ctx)
 				if err != nil {
 					panic(err)
 				}
-				if len(list) < initial/2 || !slices.IsSortedFunc(list, func(a, b Info) int { return cmp.Compare(a.Step, b.Step) }) {
+				if len(list) < initial/2 || !slices.IsSortedFunc(list, func(a, b checkpoint.Info) int { return cmp.Compare(a.Step, b.Step) }) {
 					panic(fmt.Sprintf("a list of %d checkpoints, not sorted or missing some", len(list)))
 				}
 				for _, info := range list {
@@ -192,65 +195,18 @@ func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
 	require.Equal(t, int64(initial+60), info.Step)
 }
 
-// TestCheckpointSavedDuringAListStaysKnownToRetention: a List reads the
-// directory, a save publishes a checkpoint, then the List drops the cached
-// headers of files its read did not see. It dropped the new checkpoint's
-// too, and the prune after each save, which judges from the cache, never
-// removed that file while the store stayed open.
-func TestCheckpointSavedDuringAListStaysKnownToRetention(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync(), KeepEvery(2), KeepLast(1))
-	for step := int64(1); step <= 4; step++ {
-		_, err := s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-	}
-	// A List's scan: the cache generation, then the directory's names
-	// (steps 2 and 4).
-	s.mu.Lock()
-	start := s.cacheGen
-	s.mu.Unlock()
-	var read []entry
-	_, err := s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName) {
-		read = append(read, entry{name: o.Name, fn: fn, obj: o})
-	})
-	require.NoError(t, err)
-	require.Len(t, read, 2)
-	// A save lands between the read and the List's trim.
-	_, err = s.Save(ctx, 5, 5)
-	require.NoError(t, err)
-	s.trimCache(read, start)
-	s.mu.Lock()
-	_, known := s.headers["step_00000005.json"]
-	s.mu.Unlock()
-	require.True(t, known, "the checkpoint saved during the List was dropped from the cache")
-
-	_, err = s.Save(ctx, 6, 6)
-	require.NoError(t, err)
-	names := dirNames(t, s.Location())
-	var left []string
-	for _, n := range names {
-		if strings.HasPrefix(n, "step_") {
-			left = append(left, n)
-		}
-	}
-	slices.Sort(left)
-	require.Equal(t, []string{"step_00000002.json", "step_00000004.json", "step_00000006.json"}, left, "step 5 is removed by the next save's prune")
-}
-
 func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
 	for round := 0; round < 3; round++ {
 		ctx := context.Background()
 		dir := t.TempDir()
-		s, err := Open[crashState](dir, WithLayout("c", 4), KeepLast(5), WithRolling(), Every(2), NoSync())
+		s, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.Every(2), checkpoint.NoSync())
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		okErr := func(err error) bool {
-			return err == nil || errors.Is(err, ErrClosed) || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound)
+			return err == nil || errors.Is(err, checkpoint.ErrClosed) || errors.Is(err, checkpoint.ErrExists) || errors.Is(err, checkpoint.ErrNotFound)
 		}
 		var mu sync.Mutex
 		var bad []error
@@ -270,7 +226,7 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 					if i%5 == 0 {
 						size = 80 << 10
 					}
-					_, _, err := s.Tick(ctx, step, crashState{Step: step, Pad: strings.Repeat("x", size)})
+					_, _, err := s.Tick(ctx, step, paddedState{Step: step, Pad: strings.Repeat("x", size)})
 					note("tick", err)
 				}
 			})
@@ -307,10 +263,10 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.Empty(t, bad, "round %d", round)
 
-		r, err := Open[crashState](dir, WithLayout("c", 4), KeepLast(5), WithRolling(), Every(2))
+		r, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.Every(2))
 		require.NoError(t, err)
 		for _, n := range dirNames(t, dir) {
-			require.False(t, strings.Contains(n, tempMarker), n)
+			require.False(t, strings.Contains(n, checkpoint.TempMarker), n)
 		}
 		list, err := r.List(ctx)
 		require.NoError(t, err)
@@ -377,73 +333,75 @@ func TestDirectoryBackendClosedDuringItsCallsLeavesNoTemp(t *testing.T) {
 		// A write that Close cut short may leave its temporary file
 		// (its removal fails on the closed directory, as through a
 		// closed os.Root): the next writer's Open removes it.
-		s, err := Open[int](dir, NoSync())
+		s, err := checkpoint.Open[int](dir, checkpoint.NoSync())
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
 		for _, n := range dirNames(t, dir) {
-			require.False(t, strings.Contains(n, tempMarker), "round %d: temporary %s left after the next writer's Open", round, n)
+			require.False(t, strings.Contains(n, checkpoint.TempMarker), "round %d: temporary %s left after the next writer's Open", round, n)
 		}
 	}
 }
 
-// Two (and more) processes contending for the writer lock: never two
-// writers at once, and every save that returned is there.
+// lockContenderRole opens the store in Args[0] as a writer 25 times,
+// trying again while another process holds the lock, and each time saves a
+// step of the contender numbered Args[1] and acknowledges it; it fails if
+// it finds the marker another writer holds while it writes.
+var lockContenderRole = killtest.Register("lock-contender", func(c *killtest.Child) int {
+	dir := c.Args[0]
+	id, _ := strconv.Atoi(c.Args[1])
+	ctx := context.Background()
+	marker := filepath.Join(dir, "holder.json")
+	for i := 0; i < 25; {
+		s, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 6))
+		if errors.Is(err, checkpoint.ErrLocked) {
+			continue
+		}
+		if err != nil {
+			c.Fail(2, err)
+		}
+		f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			c.Fail(3, fmt.Errorf("two writers at once: %w", err))
+		}
+		f.Close()
+		step := int64(id*1000 + i + 1)
+		if _, err := s.Save(ctx, step, int(step)); err != nil {
+			c.Fail(4, err)
+		}
+		if err := os.Remove(marker); err != nil {
+			c.Fail(5, err)
+		}
+		if err := s.Close(); err != nil {
+			c.Fail(6, err)
+		}
+		c.Ack(step)
+		i++
+	}
+	return 0
+})
+
+// Four processes contending for the writer lock: never two writers at
+// once, and every save that returned is there.
 func TestWriterLockAdmitsOneProcessAtATime(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
 	dir := t.TempDir()
-	var cmds []*exec.Cmd
-	var outs []*strings.Builder
+	var procs []*killtest.Proc
 	for p := 0; p < 4; p++ {
-		cmd := exec.Command(exe, "-test.run=^TestAttackLockChild$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "ATTACK_LOCK_DIR="+dir, "ATTACK_LOCK_ID="+strconv.Itoa(p))
-		out := &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = out, out
-		require.NoError(t, cmd.Start())
-		cmds = append(cmds, cmd)
-		outs = append(outs, out)
+		procs = append(procs, lockContenderRole.Start(t, dir, strconv.Itoa(p)))
 	}
-	for i, cmd := range cmds {
-		err := cmd.Wait()
-		require.NoError(t, err, outs[i].String())
-		require.Contains(t, outs[i].String(), "--- PASS: TestAttackLockChild", outs[i].String())
+	for _, p := range procs {
+		require.NoError(t, p.Wait(), p.Stderr())
+		require.Empty(t, p.Stderr())
+		require.Len(t, p.Acks(), 25, "the contender's saves that returned")
 	}
-	s := openStore[int](t, dir, WithLayout("c", 6))
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 6))
 	list, err := s.List(context.Background())
 	require.NoError(t, err)
 	require.Len(t, list, 4*25)
-}
-
-func TestAttackLockChild(t *testing.T) {
-	skipUnlessLinux(t)
-	dir := os.Getenv("ATTACK_LOCK_DIR")
-	if dir == "" {
-		t.Skip("a child of TestWriterLockAdmitsOneProcessAtATime")
-	}
-	id, _ := strconv.Atoi(os.Getenv("ATTACK_LOCK_ID"))
-	ctx := context.Background()
-	marker := filepath.Join(dir, "holder.json")
-	for i := 0; i < 25; {
-		s, err := Open[int](dir, WithLayout("c", 6))
-		if errors.Is(err, ErrLocked) {
-			continue
-		}
-		require.NoError(t, err)
-		f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		require.NoError(t, err, "two writers at once")
-		f.Close()
-		step := int64(id*1000 + i + 1)
-		_, err = s.Save(ctx, step, int(step))
-		require.NoError(t, err)
-		require.NoError(t, os.Remove(marker))
-		require.NoError(t, s.Close())
-		i++
-	}
 }
 
 // A fresh store's first Lists (reading the header index ahead, on another
@@ -453,7 +411,7 @@ func TestFirstListsRacingCloseListAllOrErrClosed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open[int](dir, WithLayout("c", 4), NoSync())
+	s, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 4), checkpoint.NoSync())
 	require.NoError(t, err)
 	for step := int64(1); step <= 300; step++ {
 		_, err := s.Save(ctx, step, int(step))
@@ -461,7 +419,7 @@ func TestFirstListsRacingCloseListAllOrErrClosed(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 	for round := 0; round < 30; round++ {
-		r, err := Open[int](dir, WithLayout("c", 4), ReadOnly())
+		r, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 4), checkpoint.ReadOnly())
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -470,7 +428,7 @@ func TestFirstListsRacingCloseListAllOrErrClosed(t *testing.T) {
 				<-start
 				list, err := r.List(ctx)
 				if err != nil {
-					require.ErrorIs(t, err, ErrClosed)
+					require.ErrorIs(t, err, checkpoint.ErrClosed)
 					return
 				}
 				require.Len(t, list, 300)

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
+
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/internal/format/corpus"
 	"github.com/gocheckpoint/checkpoint/storage"
 	"github.com/stretchr/testify/require"
@@ -24,11 +27,11 @@ func TestFileOfANewerFormatIsNeverQuarantined(t *testing.T) {
 	future := []byte(`{"format":3,"step":1,"kind":"step","time":"2026-11-22T12:00:00Z","state":1,"digest":"blake3:00"}` + "\n")
 	path := filepath.Join(dir, "step_00000001.json")
 	require.NoError(t, os.WriteFile(path, future, 0o644))
-	s := openStore[int](t, dir, NoSync())
+	s := openStore[int](t, dir, checkpoint.NoSync())
 	_, _, err := s.Load(ctx, 1)
-	require.ErrorIs(t, err, errFormat)
+	require.ErrorIs(t, err, format.ErrFormat)
 	_, err = s.Save(ctx, 1, 1)
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	requireUntouched(t, path, future)
 }
 
@@ -93,7 +96,7 @@ func TestCorruptCorpusNeverLoadsAsAnotherState(t *testing.T) {
 	survivedIntact := 0
 	for i, tc := range cases {
 		dir := filepath.Join(root, fmt.Sprint(i))
-		w := openStore[corpusState](t, dir, WithLayout("c", 3))
+		w := openStore[corpusState](t, dir, checkpoint.WithLayout("c", 3))
 		_, err := w.Save(ctx, 1, want1)
 		require.NoError(t, err)
 		require.NoError(t, w.Close())
@@ -103,7 +106,7 @@ func TestCorruptCorpusNeverLoadsAsAnotherState(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, tc.file), tc.data, 0o644))
 		}
 
-		s := openStore[corpusState](t, dir, WithLayout("c", 3), WithMaxReadSize(corpusMaxRead), ReadOnly())
+		s := openStore[corpusState](t, dir, checkpoint.WithLayout("c", 3), checkpoint.WithMaxReadSize(corpusMaxRead), checkpoint.ReadOnly())
 		got, _, err := s.Load(ctx, 2)
 		switch {
 		case err == nil:
@@ -112,8 +115,8 @@ func TestCorruptCorpusNeverLoadsAsAnotherState(t *testing.T) {
 			require.Equal(t, want2, got, tc.name)
 			survivedIntact++
 		default:
-			require.ErrorIs(t, err, ErrCorrupt, tc.name)
-			var e *Error
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt, tc.name)
+			var e *checkpoint.Error
 			require.ErrorAs(t, err, &e, tc.name)
 			require.Equal(t, int64(2), e.Step, tc.name)
 			require.Equal(t, filepath.Join(dir, tc.file), e.Path, tc.name)
@@ -176,7 +179,7 @@ func fussyMark(turn int) string { return fmt.Sprintf("m%03d", turn%1000) }
 func TestDamagedBytesNeverReachTheStateTypesDecoder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for i, opts := range [][]Option{nil, {Gzip()}, {Zstd()}} {
+	for i, opts := range [][]checkpoint.Option{nil, {checkpoint.Gzip()}, {checkpoint.Zstd()}} {
 		seen := new(sync.Map)
 		base := 100 + i*10
 		for turn := base; turn < base+2; turn++ {
@@ -200,8 +203,8 @@ func TestDamagedBytesNeverReachTheStateTypesDecoder(t *testing.T) {
 		require.Equal(t, int64(1), info.Step)
 		require.Equal(t, base, got.Turn)
 		require.NotPanics(t, func() { _, _, err = s.Load(ctx, 2) })
-		require.ErrorIs(t, err, ErrCorrupt)
-		require.True(t, isDamage(err), "%v", err)
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+		require.True(t, format.IsDamage(err), "%v", err)
 		seen.Range(func(k, _ any) bool {
 			require.NotContains(t, k.(string), `y"}`, "the state type's decoder saw a file whose checksum fails")
 			return true
@@ -219,20 +222,20 @@ func TestMisplacedCheckpointIsMovedAsideForItsStep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			s := openStore[int](t, dir, NoSync())
+			s := openStore[int](t, dir, checkpoint.NoSync())
 			two, err := s.Save(ctx, 2, 2)
 			require.NoError(t, err)
 			three := filepath.Join(dir, "step_00000003.json")
 			require.NoError(t, place(two.Path, three))
 
 			_, _, err = s.Load(ctx, 3)
-			require.ErrorIs(t, err, ErrCorrupt)
+			require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 			_, err = s.Save(ctx, 3, 3)
 			require.NoError(t, err, "the misplaced file is damage for its name")
 			v, _, err := s.Load(ctx, 3)
 			require.NoError(t, err)
 			require.Equal(t, 3, v)
-			require.FileExists(t, three+quarantineSuffix)
+			require.FileExists(t, three+checkpoint.QuarantineSuffix)
 			v, _, err = s.Load(ctx, 2)
 			require.NoError(t, err, "the checkpoint of step 2 is untouched")
 			require.Equal(t, 2, v)
@@ -252,12 +255,12 @@ func TestDirectoryAtACheckpointNameIsAClearError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync())
+	s := openStore[int](t, dir, checkpoint.NoSync())
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000003.json"), 0o755))
 	_, err := s.Save(ctx, 3, 3)
 	require.Error(t, err)
-	require.NotErrorIs(t, err, ErrExists)
-	require.ErrorIs(t, err, ErrCorrupt)
+	require.NotErrorIs(t, err, checkpoint.ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.ErrorIs(t, err, storage.ErrNotRegular)
 	require.ErrorContains(t, err, "a directory")
 	require.DirExists(t, filepath.Join(dir, "step_00000003.json"), "nothing is moved")
@@ -279,26 +282,26 @@ func TestLatestReportsANonRegularRollingFileBesideOneThatLoads(t *testing.T) {
 		}
 	}
 	for what, make := range makes {
-		for name, opts := range map[string][]Option{"numbered": nil, "rolling": {Every(10), WithRolling()}} {
+		for name, opts := range map[string][]checkpoint.Option{"numbered": nil, "rolling": {checkpoint.Every(10), checkpoint.WithRolling()}} {
 			t.Run(what+" "+name, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
 				dir := t.TempDir()
-				w := openStore[int](t, dir, NoSync())
+				w := openStore[int](t, dir, checkpoint.NoSync())
 				_, err := w.Save(ctx, 1, 1)
 				require.NoError(t, err)
 				require.NoError(t, w.Close())
 				make(t, filepath.Join(dir, "step_last.json"))
 
 				var reported []error
-				hooks := WithHooks(Hooks{OnError: func(err error) { reported = append(reported, err) }})
-				s := openStore[int](t, dir, append([]Option{NoSync(), ReadOnly(), hooks}, opts...)...)
+				hooks := checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) { reported = append(reported, err) }})
+				s := openStore[int](t, dir, append([]checkpoint.Option{checkpoint.NoSync(), checkpoint.ReadOnly(), hooks}, opts...)...)
 				v, info, err := s.Latest(ctx)
 				require.NoError(t, err)
 				require.Equal(t, 1, v)
 				require.Equal(t, int64(1), info.Step)
 				require.Len(t, reported, 1, "what is at the rolling name is reported")
-				require.ErrorIs(t, reported[0], ErrCorrupt)
+				require.ErrorIs(t, reported[0], checkpoint.ErrCorrupt)
 				require.ErrorContains(t, reported[0], "step_last.json")
 				require.ErrorContains(t, reported[0], what)
 			})
@@ -316,17 +319,17 @@ func TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, WithLayout("turn", 3))
+	w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3))
 	for step := int64(1); step <= 3; step++ {
 		_, err := w.Save(ctx, step, int(step))
 		require.NoError(t, err)
 	}
 	require.NoError(t, w.Close())
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "turn_999.json"), 0o755))
-	s := openStore[int](t, dir, ReadOnly())
+	s := openStore[int](t, dir, checkpoint.ReadOnly())
 	_, _, err := s.Latest(ctx)
-	require.ErrorIs(t, err, ErrInvalid)
-	require.NotErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.NotErrorIs(t, err, checkpoint.ErrNotFound)
 	require.ErrorContains(t, err, `WithLayout("turn", 3)`)
 }
 
@@ -338,24 +341,24 @@ func TestOpenRemovesStaleTempsButNoNonRegularEntry(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "precious")
 	require.NoError(t, os.WriteFile(outside, []byte("keep me"), 0o644))
 
-	s := openStore[int](t, dir, WithLayout("c", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3))
 	_, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
-	link := filepath.Join(dir, tempPrefix("c_002.json")+"111")
+	link := filepath.Join(dir, checkpoint.TempPrefix("c_002.json")+"111")
 	require.NoError(t, os.Symlink(outside, link))
-	linkIn := filepath.Join(dir, tempPrefix("c_003.json")+"222")
+	linkIn := filepath.Join(dir, checkpoint.TempPrefix("c_003.json")+"222")
 	require.NoError(t, os.Symlink(filepath.Join(dir, "c_001.json"), linkIn))
-	fifo := filepath.Join(dir, tempPrefix("c_004.json")+"333")
+	fifo := filepath.Join(dir, checkpoint.TempPrefix("c_004.json")+"333")
 	mkfifo(t, fifo)
-	sub := filepath.Join(dir, tempPrefix("c_005.json")+"444")
+	sub := filepath.Join(dir, checkpoint.TempPrefix("c_005.json")+"444")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(sub, "x"), []byte("x"), 0o644))
-	stale := filepath.Join(dir, tempPrefix("c_006.json")+"555")
+	stale := filepath.Join(dir, checkpoint.TempPrefix("c_006.json")+"555")
 	require.NoError(t, os.WriteFile(stale, []byte("half"), 0o644))
 
-	s = openStore[int](t, dir, WithLayout("c", 3))
+	s = openStore[int](t, dir, checkpoint.WithLayout("c", 3))
 	b, err := os.ReadFile(outside)
 	require.NoError(t, err)
 	require.Equal(t, "keep me", string(b))
@@ -381,11 +384,11 @@ func TestOpenKeepsAUsersHiddenFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	user := []string{".notes.json2", ".result.json42", ".config.json.bak1"}
-	stale := []string{tempName("step_00000001.json"), tempName("notes.json"), ".step_00000002.json77"}
+	stale := []string{checkpoint.TempName("step_00000001.json"), checkpoint.TempName("notes.json"), ".step_00000002.json77"}
 	for _, name := range append(slices.Clone(user), stale...) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("{}"), 0o644))
 	}
-	openStore[int](t, dir, NoSync())
+	openStore[int](t, dir, checkpoint.NoSync())
 	names := dirNames(t, dir)
 	for _, name := range user {
 		require.Contains(t, names, name)
@@ -403,11 +406,11 @@ func TestFileOfAnotherCompressionPutUnderAWriterIsNeverRewritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, WithLayout("c", 3), KeepLast(3))
+	w := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.KeepLast(3))
 	_, err := w.Save(ctx, 1, 1)
 	require.NoError(t, err)
 
-	other := openStore[int](t, t.TempDir(), WithLayout("c", 3), Gzip())
+	other := openStore[int](t, t.TempDir(), checkpoint.WithLayout("c", 3), checkpoint.Gzip())
 	info, err := other.Save(ctx, 2, 2000)
 	require.NoError(t, err)
 	theirs, err := os.ReadFile(info.Path)

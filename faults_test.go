@@ -1,20 +1,19 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
-	"github.com/gocheckpoint/checkpoint/backendtest/inject"
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,16 +27,16 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 	dir := tinyDisk(t, "size=1m")
 	for _, gz := range []bool{false, true} {
 		sub := filepath.Join(dir, map[bool]string{false: "plain", true: "gzip"}[gz])
-		opts := []Option{WithLayout("c", 3)}
+		opts := []checkpoint.Option{checkpoint.WithLayout("c", 3)}
 		if gz {
-			opts = append(opts, Gzip())
+			opts = append(opts, checkpoint.Gzip())
 		}
-		s := openDurableStore[crashState](t, sub, opts...)
+		s := openDurableStore[paddedState](t, sub, opts...)
 		var full error
 		var saved []int64
 		for step := int64(1); step <= 200 && full == nil; step++ {
 			// Incompressible enough that gzip fills the disk too.
-			st := crashState{Step: step, Pad: randomText(step, 96<<10)}
+			st := paddedState{Step: step, Pad: randomText(step, 96<<10)}
 			if _, err := s.Save(ctx, step, st); err != nil {
 				full = err
 				break
@@ -46,7 +45,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 		}
 		require.Error(t, full, "gzip=%v: the disk never filled", gz)
 		require.ErrorIs(t, full, syscall.ENOSPC, "gzip=%v", gz)
-		var e *Error
+		var e *checkpoint.Error
 		require.ErrorAs(t, full, &e)
 		require.Equal(t, "save", e.Op)
 		require.NotEmpty(t, saved)
@@ -58,7 +57,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 			require.False(t, strings.HasPrefix(name, ".c_"), "gzip=%v: temporary file %s left after ENOSPC", gz, name)
 		}
 		_, _, err := s.Load(ctx, next)
-		require.ErrorIs(t, err, ErrNotFound, "no partial checkpoint of the failed step")
+		require.ErrorIs(t, err, checkpoint.ErrNotFound, "no partial checkpoint of the failed step")
 		for _, step := range saved {
 			got, _, err := s.Load(ctx, step)
 			require.NoError(t, err, "gzip=%v step %d", gz, step)
@@ -73,7 +72,7 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 		for _, step := range saved[:len(saved)/2+1] {
 			require.NoError(t, s.Delete(ctx, step))
 		}
-		_, err = s.Save(ctx, next, crashState{Step: next, Pad: randomText(next, 96<<10)})
+		_, err = s.Save(ctx, next, paddedState{Step: next, Pad: randomText(next, 96<<10)})
 		require.NoError(t, err, "gzip=%v: saving after space was freed", gz)
 		got, _, err = s.Load(ctx, next)
 		require.NoError(t, err)
@@ -89,25 +88,25 @@ func TestDiskFullFailsSavesRollingAndSideWritesCleanly(t *testing.T) {
 	cases := []struct {
 		name string
 		size int // state padding
-		opts []Option
+		opts []checkpoint.Option
 	}{
 		{"plain-small", 40 << 10, nil},
-		{"plain-small-nosync", 40 << 10, []Option{NoSync()}},
-		{"plain-at-buffer", fdTempBuffer - 120, nil},
+		{"plain-small-nosync", 40 << 10, []checkpoint.Option{checkpoint.NoSync()}},
+		{"plain-at-buffer", checkpoint.FdTempBuffer - 120, nil},
 		{"plain-large", 150 << 10, nil},
-		{"gzip-small", 40 << 10, []Option{Gzip()}},
-		{"zstd-small", 40 << 10, []Option{Zstd()}},
-		{"zstd-large-nosync", 150 << 10, []Option{Zstd(), NoSync()}},
+		{"gzip-small", 40 << 10, []checkpoint.Option{checkpoint.Gzip()}},
+		{"zstd-small", 40 << 10, []checkpoint.Option{checkpoint.Zstd()}},
+		{"zstd-large-nosync", 150 << 10, []checkpoint.Option{checkpoint.Zstd(), checkpoint.NoSync()}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := tinyDisk(t, "size=1m")
-			opts := append([]Option{WithLayout("c", 3), WithRolling(), Every(1000)}, c.opts...)
-			s, err := Open[crashState](dir, opts...)
+			opts := append([]checkpoint.Option{checkpoint.WithLayout("c", 3), checkpoint.WithRolling(), checkpoint.Every(1000)}, c.opts...)
+			s, err := checkpoint.Open[paddedState](dir, opts...)
 			require.NoError(t, err)
 			defer s.Close()
-			st := func(step int64) crashState { return crashState{Step: step, Pad: randomText(step, c.size)} }
+			st := func(step int64) paddedState { return paddedState{Step: step, Pad: randomText(step, c.size)} }
 
 			// A rolling file and a side file exist before the disk fills.
 			_, saved, err := s.Tick(ctx, 1, st(1))
@@ -127,13 +126,13 @@ func TestDiskFullFailsSavesRollingAndSideWritesCleanly(t *testing.T) {
 			require.Error(t, full, "the disk never filled")
 			t.Logf("full: %v", full)
 			require.ErrorIs(t, full, syscall.ENOSPC)
-			var e *Error
+			var e *checkpoint.Error
 			require.ErrorAs(t, full, &e)
 			require.Equal(t, last+1, e.Step)
 			require.Contains(t, e.Path, dir)
 			checkNoDebris(t, s, dir, "after the failed save")
 			_, _, err = s.Load(ctx, last+1)
-			require.ErrorIs(t, err, ErrNotFound)
+			require.ErrorIs(t, err, checkpoint.ErrNotFound)
 
 			// Top the disk up to the last byte with a plain file, so the
 			// rolling file and the side file cannot be written either.
@@ -158,7 +157,7 @@ func TestDiskFullFailsSavesRollingAndSideWritesCleanly(t *testing.T) {
 			err = s.WriteJSON(ctx, "side.json", st(last+1))
 			require.ErrorIs(t, err, syscall.ENOSPC, "side file on a full disk")
 			checkNoDebris(t, s, dir, "after the failed rolling and side writes")
-			var side crashState
+			var side paddedState
 			require.NoError(t, s.ReadJSON(ctx, "side.json", &side))
 			require.Equal(t, st(1), side, "the old side file is intact")
 			got, info, err := s.Latest(ctx)
@@ -193,7 +192,7 @@ func TestOutOfInodesFailsSavesCleanly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := tinyDisk(t, "size=8m,nr_inodes=8")
-	s, err := Open[int](dir, WithLayout("c", 3))
+	s, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 3))
 	require.NoError(t, err)
 	defer s.Close()
 	var full error
@@ -218,7 +217,7 @@ func TestOutOfInodesFailsSavesCleanly(t *testing.T) {
 	require.NoError(t, s.Delete(ctx, 1))
 	_, err = s.Save(ctx, last+1, int(last+1))
 	require.NoError(t, err)
-	require.False(t, errors.Is(full, ErrCorrupt))
+	require.False(t, errors.Is(full, checkpoint.ErrCorrupt))
 }
 
 // Saves failing on a full disk, over and over, leak no descriptor and no
@@ -228,25 +227,25 @@ func TestSavesFailingOnAFullDiskLeakNothing(t *testing.T) {
 	ctx := context.Background()
 	dir := tinyDisk(t, "size=256k")
 	prefix := strings.Repeat("p", 64)
-	s, err := Open[crashState](dir, WithLayout(prefix, 19), Gzip())
+	s, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout(prefix, 19), checkpoint.Gzip())
 	require.NoError(t, err)
 	defer s.Close()
 	side := strings.Repeat("s", 195) + ".json"
 	require.NoError(t, s.WriteJSON(ctx, side, 1))
-	_, err = s.SaveError(ctx, 1, crashState{Step: 1}, errors.New("x"))
+	_, err = s.SaveError(ctx, 1, paddedState{Step: 1}, errors.New("x"))
 	require.NoError(t, err)
 	fds := func() int { e, _ := os.ReadDir("/proc/self/fd"); return len(e) }
 	step := int64(2)
 	for ; step < 100; step++ {
-		if _, err := s.Save(ctx, step, crashState{Step: step, Pad: randomText(step, 100<<10)}); err != nil {
+		if _, err := s.Save(ctx, step, paddedState{Step: step, Pad: randomText(step, 100<<10)}); err != nil {
 			break
 		}
 	}
 	before := fds()
 	for i := 0; i < 30; i++ {
-		_, err := s.Save(ctx, step, crashState{Step: step, Pad: randomText(step, 100<<10)})
+		_, err := s.Save(ctx, step, paddedState{Step: step, Pad: randomText(step, 100<<10)})
 		require.ErrorIs(t, err, syscall.ENOSPC)
-		_, _, err = s.Tick(ctx, step, crashState{Step: step, Pad: randomText(step, 100<<10)})
+		_, _, err = s.Tick(ctx, step, paddedState{Step: step, Pad: randomText(step, 100<<10)})
 		require.Error(t, err)
 	}
 	require.LessOrEqual(t, fds(), before+2, "descriptors leaked by failing saves")
@@ -272,15 +271,15 @@ func tinyDisk(t *testing.T, opts string) string {
 }
 
 // checkNoDebris: no temporary file, and every checkpoint name loads.
-func checkNoDebris[T any](t *testing.T, s *Store[T], dir, what string) {
+func checkNoDebris[T any](t *testing.T, s *checkpoint.Store[T], dir, what string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, name := range dirNames(t, dir) {
-		require.False(t, strings.Contains(name, tempMarker), "%s: temporary file %s left", what, name)
-		if _, ok := s.cfg.layout.parse(name); ok {
+		require.False(t, strings.Contains(name, checkpoint.TempMarker), "%s: temporary file %s left", what, name)
+		if s.IsCheckpointName(name) {
 			f, err := os.Open(filepath.Join(dir, name))
 			require.NoError(t, err)
-			_, err = readEnvelope(f, DefaultMaxReadSize)
+			_, err = readEnvelope(f, checkpoint.DefaultMaxReadSize)
 			f.Close()
 			require.NoError(t, err, "%s: %s is partial", what, name)
 		}
@@ -293,20 +292,6 @@ func checkNoDebris[T any](t *testing.T, s *Store[T], dir, what string) {
 	}
 }
 
-// randomText returns n bytes of text that gzip cannot shrink much.
-func randomText(seed int64, n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/"
-	b := make([]byte, n)
-	x := uint64(seed)*0x9E3779B97F4A7C15 + 1
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = alphabet[x&63]
-	}
-	return string(b)
-}
-
 // TestPermissionDeniedIsAnErrorNeverDamage runs as an unprivileged user (root ignores file
 // modes): a read-only directory refuses saves with a clear error and keeps
 // its checkpoints loadable; an unreadable checkpoint is a permission error,
@@ -315,12 +300,12 @@ func TestPermissionDeniedIsAnErrorNeverDamage(t *testing.T) {
 	t.Parallel()
 	skipOnWindows(t, "file modes do not restrict access (Chmod sets only the read-only attribute)")
 	if os.Geteuid() == 0 {
-		rerunAsNobody(t)
+		platformtest.RerunAsNobody(t)
 		return
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithLayout("c", 3))
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 3))
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -330,7 +315,7 @@ func TestPermissionDeniedIsAnErrorNeverDamage(t *testing.T) {
 	require.NoError(t, os.Chmod(dir, 0o555))
 	_, err := s.Save(ctx, 4, 4)
 	require.ErrorIs(t, err, fs.ErrPermission)
-	var e *Error
+	var e *checkpoint.Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, int64(4), e.Step)
 	require.Contains(t, err.Error(), filepath.Join(dir, "c_004.json"))
@@ -346,20 +331,20 @@ func TestPermissionDeniedIsAnErrorNeverDamage(t *testing.T) {
 	// A writer cannot open a new store where it may not create one.
 	locked := filepath.Join(dir, "sub")
 	require.NoError(t, os.Mkdir(locked, 0o555))
-	_, err = Open[int](locked)
+	_, err = checkpoint.Open[int](locked)
 	require.ErrorIs(t, err, fs.ErrPermission)
 	require.Contains(t, err.Error(), locked)
-	r := openStore[int](t, dir, WithLayout("c", 3), ReadOnly())
+	r := openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.ReadOnly())
 
 	// An unreadable checkpoint.
 	newest := filepath.Join(dir, "c_003.json")
 	require.NoError(t, os.Chmod(newest, 0))
 	_, _, err = r.Load(ctx, 3)
 	require.ErrorIs(t, err, fs.ErrPermission)
-	require.False(t, errors.Is(err, ErrCorrupt), "a permission problem is not damage")
+	require.False(t, errors.Is(err, checkpoint.ErrCorrupt), "a permission problem is not damage")
 	require.Contains(t, err.Error(), newest)
 	var skipped []error
-	s = openStore[int](t, dir, WithLayout("c", 3), WithHooks(Hooks{OnError: func(err error) { skipped = append(skipped, err) }}))
+	s = openStore[int](t, dir, checkpoint.WithLayout("c", 3), checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) { skipped = append(skipped, err) }}))
 	v, info, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), info.Step, "Latest falls back past the file it cannot read")
@@ -373,85 +358,4 @@ func TestPermissionDeniedIsAnErrorNeverDamage(t *testing.T) {
 	v, _, err = s.Load(ctx, 3)
 	require.NoError(t, err)
 	require.Equal(t, 3, v, "the file is as it was")
-}
-
-// rerunAsNobody runs the calling test in a copy of the test binary as uid
-// and gid 65534, and fails if it does not pass there.
-func rerunAsNobody(t *testing.T) {
-	t.Helper()
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	// t.TempDir's parent is private to its creator: open the path to nobody.
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
-	require.NoError(t, os.Chmod(dir, 0o777))
-	bin := filepath.Join(dir, "test.bin")
-	src, err := os.Open(exe)
-	require.NoError(t, err)
-	defer src.Close()
-	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
-	require.NoError(t, err)
-	_, err = io.Copy(dst, src)
-	require.NoError(t, err)
-	require.NoError(t, dst.Close())
-	tmp := filepath.Join(dir, "tmp")
-	require.NoError(t, os.Mkdir(tmp, 0o777))
-	require.NoError(t, os.Chmod(tmp, 0o777))
-
-	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp, "GOCOVERDIR=")
-	runAs(t, cmd, 65534, 65534)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "as nobody:\n%s", out)
-	require.Contains(t, string(out), "--- PASS: "+t.Name(), "as nobody:\n%s", out)
-}
-
-var errInjected = errors.New("injected fault")
-
-// faultSwitch fails the next Backend operation at one point, once armed.
-type faultSwitch struct {
-	mu    sync.Mutex
-	point string
-	hits  int
-}
-
-func (f *faultSwitch) arm(point string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.point, f.hits = point, 0
-}
-
-// op fails a Remove of the wrapped backend (see inject.Wrap) as the point
-// "remove", once armed: a removal is a Backend operation.
-func (f *faultSwitch) op(o inject.Op) error {
-	if o.Kind != inject.Remove {
-		return nil
-	}
-	return f.fault("remove", o.Name)
-}
-
-func (f *faultSwitch) fault(point, name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.point != point || f.hits > 0 {
-		return nil
-	}
-	f.hits++
-	return fmt.Errorf("%s %s: %w", point, name, errInjected)
-}
-
-// openInjected opens a store on the directory dir wrapped in inject.Wrap
-// with opFault: faults of whole Backend operations. The fault points
-// inside one write of the directory are package dirstore's own tests.
-func openInjected[T any](t *testing.T, dir string, opFault func(inject.Op) error, opts ...Option) *Store[T] {
-	t.Helper()
-	cfg, err := newConfig(opts)
-	require.NoError(t, err)
-	d, err := openDir(dir, cfg)
-	require.NoError(t, err)
-	s, err := OpenBackend[T](inject.Wrap(d, opFault), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { s.Close() })
-	return s
 }

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,22 +17,22 @@ func TestWrongLayoutIsNotAFreshStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, WithLayout("turn", 3), NoSync())
+	w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.NoSync())
 	for turn := int64(1); turn <= 3; turn++ {
 		_, err := w.Save(ctx, turn, int(turn))
 		require.NoError(t, err)
 	}
 	require.NoError(t, w.Close())
 
-	s := openStore[int](t, dir, NoSync())
-	for name, latest := range map[string]func(context.Context) (int, Info, error){"Latest": s.Latest, "LatestClean": s.LatestClean} {
+	s := openStore[int](t, dir, checkpoint.NoSync())
+	for name, latest := range map[string]func(context.Context) (int, checkpoint.Info, error){"Latest": s.Latest, "LatestClean": s.LatestClean} {
 		_, _, err := latest(ctx)
-		require.ErrorIs(t, err, ErrInvalid, name)
-		require.NotErrorIs(t, err, ErrNotFound, "%s: ErrNotFound would mean a fresh start", name)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, name)
+		require.NotErrorIs(t, err, checkpoint.ErrNotFound, "%s: ErrNotFound would mean a fresh start", name)
 		require.ErrorContains(t, err, `no checkpoint of this store's layout step/8, but 3 files of layout turn/3 (turn_003.json): open the store with WithLayout("turn", 3)`)
 	}
 	// The right layout still opens the directory as it was.
-	v, _, err := openStore[int](t, dir, WithLayout("turn", 3), ReadOnly()).Latest(ctx)
+	v, _, err := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly()).Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 3, v)
 }
@@ -45,14 +47,14 @@ func TestWrongLayoutWithADamagedNewestFileIsNotAFreshStart(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
-			w := openStore[int](t, dir, WithLayout("turn", 3), Every(1), WithRolling(), NoSync())
+			w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(1), checkpoint.WithRolling(), checkpoint.NoSync())
 			for turn := int64(1); turn <= 20; turn++ {
 				_, err := w.Save(ctx, turn, int(turn))
 				require.NoError(t, err)
 			}
 			if damaged == "turn_last.json" {
 				require.NoError(t, w.Close())
-				w = openStore[int](t, dir, WithLayout("turn", 3), Every(100), WithRolling(), NoSync())
+				w = openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(100), checkpoint.WithRolling(), checkpoint.NoSync())
 				_, _, err := w.Tick(ctx, 21, 21)
 				require.NoError(t, err)
 			}
@@ -62,10 +64,10 @@ func TestWrongLayoutWithADamagedNewestFileIsNotAFreshStart(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, os.WriteFile(path, data[:len(data)/3], 0o644))
 
-			s := openStore[int](t, dir, NoSync())
+			s := openStore[int](t, dir, checkpoint.NoSync())
 			_, _, err = s.Latest(ctx)
-			require.ErrorIs(t, err, ErrInvalid)
-			require.NotErrorIs(t, err, ErrNotFound, "ErrNotFound would mean a fresh start")
+			require.ErrorIs(t, err, checkpoint.ErrInvalid)
+			require.NotErrorIs(t, err, checkpoint.ErrNotFound, "ErrNotFound would mean a fresh start")
 			require.ErrorContains(t, err, `files of layout turn/3 (`+good+`): open the store with WithLayout("turn", 3)`)
 		})
 	}
@@ -76,16 +78,16 @@ func TestFreshStoreWithSideFileNamedLikeACheckpointStartsFresh(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	writeRaw(t, filepath.Join(dir, "report_2024.json"), `{"year":2024}`)
-	s := openStore[int](t, dir, NoSync())
+	s := openStore[int](t, dir, checkpoint.NoSync())
 	_, _, err := s.Latest(ctx)
-	require.ErrorIs(t, err, ErrNotFound, "a side file is no checkpoint of another layout")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "a side file is no checkpoint of another layout")
 
 	// A store whose only checkpoint is an error checkpoint: LatestClean
 	// finds nothing clean, in the right layout.
 	_, err = s.SaveError(ctx, 1, 1, fmt.Errorf("boom"))
 	require.NoError(t, err)
 	_, _, err = s.LatestClean(ctx)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
 
 func TestLatestErrorOfManyDamagedFilesIsBounded(t *testing.T) {
@@ -95,16 +97,16 @@ func TestLatestErrorOfManyDamagedFilesIsBounded(t *testing.T) {
 	for step := 1; step <= 200; step++ {
 		writeRaw(t, filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), "damaged")
 	}
-	s := openStore[int](t, dir, NoSync(), ReadOnly())
+	s := openStore[int](t, dir, checkpoint.NoSync(), checkpoint.ReadOnly())
 	_, _, err := s.Latest(context.Background())
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.NotErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.NotErrorIs(t, err, checkpoint.ErrNotFound)
 	msg := err.Error()
 	require.Less(t, len(msg), 2000, "a few lines, not one per file:\n%s", msg)
 	require.Contains(t, msg, "none of the 200 checkpoints loads")
 	require.Contains(t, msg, "step_00000200.json", "the newest is named")
 	require.True(t, strings.HasSuffix(msg, "\nand 195 more"), msg)
-	require.Len(t, strings.Split(msg, "\n"), maxListed+1)
+	require.Len(t, strings.Split(msg, "\n"), checkpoint.MaxListed+1)
 }
 
 func writeRaw(t *testing.T, path, content string) {

@@ -1,4 +1,6 @@
-package checkpoint
+//lint:file-ignore U1000 the state types of TestStateTypeWithNothingToEncodeIsRefused have unexported fields that nothing reads, on purpose
+
+package checkpoint_test
 
 import (
 	"context"
@@ -6,18 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+
 	"github.com/stretchr/testify/require"
 )
 
 func TestOpenOfEmptyDirIsInvalidNotNotFound(t *testing.T) {
 	t.Parallel()
-	for _, opts := range [][]Option{nil, {ReadOnly()}} {
-		_, err := Open[int]("", opts...)
-		require.ErrorIs(t, err, ErrInvalid)
-		require.NotErrorIs(t, err, ErrNotFound)
+	for _, opts := range [][]checkpoint.Option{nil, {checkpoint.ReadOnly()}} {
+		_, err := checkpoint.Open[int]("", opts...)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid)
+		require.NotErrorIs(t, err, checkpoint.ErrNotFound)
 		require.ErrorContains(t, err, "empty directory name")
-		_, err = OpenSessions("", opts...)
-		require.ErrorIs(t, err, ErrInvalid)
+		_, err = checkpoint.OpenSessions("", opts...)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	}
 }
 
@@ -59,26 +63,26 @@ func TestStateTypeWithNothingToEncodeIsRefused(t *testing.T) {
 	refuse := func(open func() error, typ string) {
 		t.Helper()
 		err := open()
-		require.ErrorIs(t, err, ErrInvalid, typ)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, typ)
 		require.ErrorContains(t, err, "state type "+typ+" has nothing to encode")
 	}
-	refuse(func() error { _, err := Open[onlyUnexported](dir, NoSync()); return err }, "checkpoint.onlyUnexported")
-	refuse(func() error { _, err := Open[*onlyUnexported](dir, ReadOnly()); return err }, "*checkpoint.onlyUnexported")
-	refuse(func() error { _, err := Open[embedsEmpty](dir, NoSync()); return err }, "checkpoint.embedsEmpty")
-	refuse(func() error { _, err := Open[taggedOut](dir, NoSync()); return err }, "checkpoint.taggedOut")
-	refuse(func() error { _, err := Open[selfEmbedding](dir, NoSync()); return err }, "checkpoint.selfEmbedding")
-	refuse(func() error { _, err := Open[struct{}](dir, NoSync()); return err }, "struct {}")
+	refuse(func() error { _, err := checkpoint.Open[onlyUnexported](dir, checkpoint.NoSync()); return err }, "checkpoint_test.onlyUnexported")
+	refuse(func() error { _, err := checkpoint.Open[*onlyUnexported](dir, checkpoint.ReadOnly()); return err }, "*checkpoint_test.onlyUnexported")
+	refuse(func() error { _, err := checkpoint.Open[embedsEmpty](dir, checkpoint.NoSync()); return err }, "checkpoint_test.embedsEmpty")
+	refuse(func() error { _, err := checkpoint.Open[taggedOut](dir, checkpoint.NoSync()); return err }, "checkpoint_test.taggedOut")
+	refuse(func() error { _, err := checkpoint.Open[selfEmbedding](dir, checkpoint.NoSync()); return err }, "checkpoint_test.selfEmbedding")
+	refuse(func() error { _, err := checkpoint.Open[struct{}](dir, checkpoint.NoSync()); return err }, "struct {}")
 	// A marshaler on the pointer is not used for a T that is not one: the
 	// state is encoded as a value, which encoding/json cannot address.
-	refuse(func() error { _, err := Open[unexportedWithText](dir, NoSync()); return err }, "checkpoint.unexportedWithText")
+	refuse(func() error { _, err := checkpoint.Open[unexportedWithText](dir, checkpoint.NoSync()); return err }, "checkpoint_test.unexportedWithText")
 	require.Empty(t, dirNames(t, dir), "nothing is written, not even the lock")
 
-	root, err := OpenSessions(t.TempDir(), NoSync())
+	root, err := checkpoint.OpenSessions(t.TempDir(), checkpoint.NoSync())
 	require.NoError(t, err)
 	defer root.Close()
 	sess, err := root.New(context.Background(), nil)
 	require.NoError(t, err)
-	refuse(func() error { _, err := OpenSession[onlyUnexported](root, sess.ID); return err }, "checkpoint.onlyUnexported")
+	refuse(func() error { _, err := checkpoint.OpenSession[onlyUnexported](root, sess.ID); return err }, "checkpoint_test.onlyUnexported")
 
 	accept := func(open func() (interface{ Close() error }, error), typ string) {
 		t.Helper()
@@ -86,19 +90,33 @@ func TestStateTypeWithNothingToEncodeIsRefused(t *testing.T) {
 		require.NoError(t, err, typ)
 		require.NoError(t, s.Close())
 	}
-	accept(func() (interface{ Close() error }, error) { return Open[map[string]int](dir, NoSync()) }, "map")
-	accept(func() (interface{ Close() error }, error) { return Open[[]int](dir, NoSync()) }, "slice")
-	accept(func() (interface{ Close() error }, error) { return Open[any](dir, NoSync()) }, "interface")
-	accept(func() (interface{ Close() error }, error) { return Open[json.RawMessage](dir, NoSync()) }, "json.RawMessage")
-	accept(func() (interface{ Close() error }, error) { return Open[time.Time](dir, NoSync()) }, "time.Time")
-	accept(func() (interface{ Close() error }, error) { return Open[unexportedWithMarshaler](dir, NoSync()) }, "MarshalJSON")
-	accept(func() (interface{ Close() error }, error) { return Open[*unexportedWithText](dir, NoSync()) }, "MarshalText on the pointer, T a pointer")
-	accept(func() (interface{ Close() error }, error) { return Open[embedsUnexported](dir, NoSync()) }, "promoted exported field")
-	accept(func() (interface{ Close() error }, error) { return Open[*embedsPointer](dir, NoSync()) }, "embedded pointer")
-	accept(func() (interface{ Close() error }, error) { return Open[int](dir, NoSync()) }, "int")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[map[string]int](dir, checkpoint.NoSync())
+	}, "map")
+	accept(func() (interface{ Close() error }, error) { return checkpoint.Open[[]int](dir, checkpoint.NoSync()) }, "slice")
+	accept(func() (interface{ Close() error }, error) { return checkpoint.Open[any](dir, checkpoint.NoSync()) }, "interface")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[json.RawMessage](dir, checkpoint.NoSync())
+	}, "json.RawMessage")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[time.Time](dir, checkpoint.NoSync())
+	}, "time.Time")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[unexportedWithMarshaler](dir, checkpoint.NoSync())
+	}, "MarshalJSON")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[*unexportedWithText](dir, checkpoint.NoSync())
+	}, "MarshalText on the pointer, T a pointer")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[embedsUnexported](dir, checkpoint.NoSync())
+	}, "promoted exported field")
+	accept(func() (interface{ Close() error }, error) {
+		return checkpoint.Open[*embedsPointer](dir, checkpoint.NoSync())
+	}, "embedded pointer")
+	accept(func() (interface{ Close() error }, error) { return checkpoint.Open[int](dir, checkpoint.NoSync()) }, "int")
 
 	// The accepted struct types round-trip their exported fields.
-	s := openStore[embedsUnexported](t, dir, NoSync())
+	s := openStore[embedsUnexported](t, dir, checkpoint.NoSync())
 	ctx := context.Background()
 	_, err = s.Save(ctx, 1, embedsUnexported{innerTurn: innerTurn{Turn: 7}, hidden: 1})
 	require.NoError(t, err)

@@ -1,8 +1,7 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +28,7 @@ func TestMaxInt64ReadLimitNeverReplacesAnIntactCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, WithMaxReadSize(math.MaxInt64), NoSync())
+	s := openStore[int](t, dir, checkpoint.WithMaxReadSize(math.MaxInt64), checkpoint.NoSync())
 	info, err := s.Save(ctx, 1, 1)
 	require.NoError(t, err)
 	before, err := os.ReadFile(info.Path)
@@ -33,7 +38,7 @@ func TestMaxInt64ReadLimitNeverReplacesAnIntactCheckpoint(t *testing.T) {
 	require.NoError(t, err, "no limit reads the file")
 	require.Equal(t, 1, v)
 	_, err = s.Save(ctx, 1, 2)
-	require.ErrorIs(t, err, ErrExists)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
 	requireUntouched(t, info.Path, before)
 }
 
@@ -48,21 +53,21 @@ func TestZstdWindowOverALaterSmallerLimitIsNeverQuarantined(t *testing.T) {
 	var file bytes.Buffer
 	enc, err := zstd.NewWriter(&file, zstd.WithWindowSize(4<<20), zstd.WithEncoderConcurrency(1))
 	require.NoError(t, err)
-	_, err = enc.Write(envelopeBytes(header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, state))
+	_, err = enc.Write(envelopeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, state))
 	require.NoError(t, err)
 	require.NoError(t, enc.Close())
 	path := filepath.Join(dir, "step_00000001.json.zst")
 	require.NoError(t, os.WriteFile(path, file.Bytes(), 0o644))
-	got, _, err := openStore[string](t, dir, ReadOnly()).Load(ctx, 1)
+	got, _, err := openStore[string](t, dir, checkpoint.ReadOnly()).Load(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, got, 2<<20)
 
-	small := openStore[string](t, dir, Zstd(), NoSync(), WithMaxReadSize(64<<10))
+	small := openStore[string](t, dir, checkpoint.Zstd(), checkpoint.NoSync(), checkpoint.WithMaxReadSize(64<<10))
 	_, _, err = small.Load(ctx, 1)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.ErrorIs(t, err, errTooLarge)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.ErrorIs(t, err, format.ErrTooLarge)
 	_, err = small.Save(ctx, 1, "replacement")
-	require.ErrorIs(t, err, ErrExists, "a file too large to check here may be good")
+	require.ErrorIs(t, err, checkpoint.ErrExists, "a file too large to check here may be good")
 	requireUntouched(t, path, file.Bytes())
 }
 
@@ -76,11 +81,11 @@ func TestSaveRefusesACheckpointNoLoadCouldRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const limit = 64 << 10
-	for name, opts := range map[string][]Option{
-		"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}, "async": {Async(2)}, "rolling": {WithRolling(), Every(10)},
+	for name, opts := range map[string][]checkpoint.Option{
+		"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}, "async": {checkpoint.Async(2)}, "rolling": {checkpoint.WithRolling(), checkpoint.Every(10)},
 	} {
 		dir := t.TempDir()
-		s := openStore[string](t, dir, append(opts, WithMaxReadSize(limit))...)
+		s := openStore[string](t, dir, append(opts, checkpoint.WithMaxReadSize(limit))...)
 		save := func(step int64, state string) error {
 			if name == "rolling" {
 				_, _, err := s.Tick(ctx, step, state)
@@ -95,8 +100,8 @@ func TestSaveRefusesACheckpointNoLoadCouldRead(t *testing.T) {
 		before := snapshotDir(t, dir)
 		// The state alone fits; with the envelope, not.
 		err := save(2, strings.Repeat("s", limit-40))
-		require.ErrorIs(t, err, ErrInvalid, name)
-		require.NotErrorIs(t, err, ErrCorrupt, name)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, name)
+		require.NotErrorIs(t, err, checkpoint.ErrCorrupt, name)
 		for _, want := range []string{"step 2", fmt.Sprint(limit), "read limit"} {
 			require.Contains(t, err.Error(), want, name)
 		}
@@ -108,7 +113,7 @@ func TestSaveRefusesACheckpointNoLoadCouldRead(t *testing.T) {
 		require.Len(t, got, limit-200, name)
 		// A side file that ReadJSON would refuse is refused too.
 		err = s.WriteJSON(ctx, "side.json", strings.Repeat("s", limit))
-		require.ErrorIs(t, err, ErrInvalid, name)
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, name)
 		require.NoFileExists(t, filepath.Join(dir, "side.json"), name)
 	}
 }
@@ -147,8 +152,8 @@ func gzipBomb(t testing.TB, members, size int) []byte {
 // declares a window of 1<<windowLog bytes, stored in a raw block: a file of
 // a few hundred bytes that asks a decoder for that much memory.
 func wideZstd(step int64, windowLog int) []byte {
-	env := envelopeBytes(header{Format: 1, Step: step, Kind: KindStep, Time: time.Now()}, []byte(`"x"`))
-	b := append([]byte{}, zstdMagic...)
+	env := envelopeBytes(format.Header{Format: 1, Step: step, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`"x"`))
+	b := append([]byte{}, format.ZstdMagic...)
 	b = append(b, 0x00, byte(windowLog-10)<<3) // no content size, no checksum; the window
 	n := len(env)<<3 | 1                       // a last, raw block
 	b = append(b, byte(n), byte(n>>8), byte(n>>16))
@@ -173,12 +178,12 @@ func bombLoadAlloc(t *testing.T, bomb []byte, limit int64) uint64 {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000001.json.gz"), bomb, 0o644))
-	s := openStore[string](t, dir, WithMaxReadSize(limit), NoSync())
+	s := openStore[string](t, dir, checkpoint.WithMaxReadSize(limit), checkpoint.NoSync())
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, _, err := s.Load(context.Background(), 1)
 	runtime.ReadMemStats(&after)
-	require.ErrorIs(t, err, errTooLarge)
+	require.ErrorIs(t, err, format.ErrTooLarge)
 	return after.TotalAlloc - before.TotalAlloc
 }
 
@@ -197,13 +202,13 @@ func TestBombsReadOneAfterAnotherCostOneLimitNotTwo(t *testing.T) {
 	for _, name := range []string{"step_00000001.json.gz", "step_00000002.json.gz"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), bomb, 0o644))
 	}
-	s := openStore[string](t, dir, WithMaxReadSize(limit), ReadOnly())
+	s := openStore[string](t, dir, checkpoint.WithMaxReadSize(limit), checkpoint.ReadOnly())
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	_, _, err := s.Latest(ctx)
 	runtime.ReadMemStats(&after)
-	require.ErrorIs(t, err, errTooLarge)
+	require.ErrorIs(t, err, format.ErrTooLarge)
 	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	require.Less(t, held, int64(limit/4), "bytes of the bombs' reads still on the heap after Latest")
 }
@@ -244,9 +249,9 @@ func TestStreamedLoadOfAStringBombCostsAtMostTheLimit(t *testing.T) {
 func TestStateOfOneLongStringLoads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, opts := range [][]Option{nil, {Zstd()}} {
+	for _, opts := range [][]checkpoint.Option{nil, {checkpoint.Zstd()}} {
 		s := openStore[[]string](t, t.TempDir(), opts...)
-		want := []string{"a", strings.Repeat("x", maxStreamBuffer+maxStreamBuffer/2), "b"}
+		want := []string{"a", strings.Repeat("x", format.MaxStreamBuffer+format.MaxStreamBuffer/2), "b"}
 		_, err := s.Save(ctx, 1, want)
 		require.NoError(t, err)
 		for range 2 {
@@ -260,7 +265,7 @@ func TestStateOfOneLongStringLoads(t *testing.T) {
 // loadAllocBeyondState returns the bytes one Load of step 1 of s
 // allocates beyond the decoded state, whose size is decoded. The caller
 // is not parallel: it reads the process's allocation counter.
-func loadAllocBeyondState[T any](t *testing.T, s *Store[T], decoded func(T) int) int64 {
+func loadAllocBeyondState[T any](t *testing.T, s *checkpoint.Store[T], decoded func(T) int) int64 {
 	t.Helper()
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -299,7 +304,7 @@ func gzipMembers(t *testing.T, parts ...[]byte) []byte {
 func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T) {
 	const limit = 4 << 20
 	slack := int64(3 << 20)
-	if raceEnabled {
+	if checkpoint.RaceEnabled {
 		slack += limit // sync.Pool drops values at random: a pooled buffer may be allocated again
 	}
 	type timed struct {
@@ -309,12 +314,12 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 	}
 	want := timed{When: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), S: strings.Repeat("x", limit-1<<20)}
 	size := func(v timed) int { return len(v.S) }
-	own := map[string][]Option{"plain": nil, "gzip": {Gzip()}, "zstd": {Zstd()}}
-	if raceEnabled {
+	own := map[string][]checkpoint.Option{"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}}
+	if checkpoint.RaceEnabled {
 		delete(own, "zstd") // the race detector makes compression ten times slower
 	}
 	for name, opts := range own {
-		s := openStore[timed](t, t.TempDir(), append(opts, WithMaxReadSize(limit), NoSync())...)
+		s := openStore[timed](t, t.TempDir(), append(opts, checkpoint.WithMaxReadSize(limit), checkpoint.NoSync())...)
 		_, err := s.Save(context.Background(), 1, want)
 		require.NoError(t, err)
 		a := loadAllocBeyondState(t, s, size)
@@ -325,7 +330,7 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 
 	hostile := map[string]func(t *testing.T, dir string) int{ // writes step 1, returns the state's decoded size
 		"gzip of two members": func(t *testing.T, dir string) int {
-			s := openStore[timed](t, dir, WithMaxReadSize(limit), NoSync())
+			s := openStore[timed](t, dir, checkpoint.WithMaxReadSize(limit), checkpoint.NoSync())
 			info, err := s.Save(context.Background(), 1, want)
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
@@ -350,7 +355,7 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 	for name, write := range hostile {
 		dir := t.TempDir()
 		decoded := write(t, dir)
-		s := openStore[timed](t, dir, WithMaxReadSize(limit), NoSync())
+		s := openStore[timed](t, dir, checkpoint.WithMaxReadSize(limit), checkpoint.NoSync())
 		a := loadAllocBeyondState(t, s, func(timed) int { return decoded })
 		t.Logf("%s: %.1f MiB beyond the state (limit %d MiB)", name, float64(a)/(1<<20), limit>>20)
 		require.Less(t, a, 2*limit+slack, "%s: bytes one load allocates beyond the state", name)
@@ -361,13 +366,13 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 // TestStoreKeepsNoLargeBufferOrDecoderAfterACall reads what an open store
 // holds after large saves and loads, a bomb, a zstd file that declares a
 // 512 MiB window and a save that its spare coders handle: nothing over
-// maxPooled may stay in its pools. It is not parallel: it reads the
+// format.MaxPooled may stay in its pools. It is not parallel: it reads the
 // process's heap.
 func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 	ctx := context.Background()
-	const size = maxPooled + 1<<20
-	comps := []Option{Zstd(), Gzip()}
-	if raceEnabled {
+	const size = format.MaxPooled + 1<<20
+	comps := []checkpoint.Option{checkpoint.Zstd(), checkpoint.Gzip()}
+	if checkpoint.RaceEnabled {
 		comps = comps[:1] // the race detector makes compression ten times slower
 	}
 	for _, comp := range comps {
@@ -381,7 +386,7 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 			return m.HeapAlloc
 		}
 		base := heap()
-		s := openStore[string](t, dir, comp, NoSync(), WithMaxReadSize(2*size))
+		s := openStore[string](t, dir, comp, checkpoint.NoSync(), checkpoint.WithMaxReadSize(2*size))
 		state := strings.Repeat(randomText(2, 1<<10), size>>10) // quick to compress
 		_, err := s.Save(ctx, 1, state)
 		require.NoError(t, err)
@@ -391,22 +396,22 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 		require.Len(t, got, size)
 		got = ""
 		_, _, err = s.Load(ctx, 2)
-		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 		_, _, err = s.Load(ctx, 3)
-		require.ErrorIs(t, err, errTooLarge)
+		require.ErrorIs(t, err, format.ErrTooLarge)
 		// A file just under the window of the spare coders: they are
 		// kept, and must stay small.
-		_, err = s.Save(ctx, 4, randomText(4, zstdWindow-1<<10))
+		_, err = s.Save(ctx, 4, randomText(4, format.ZstdWindow-1<<10))
 		require.NoError(t, err)
 		_, _, err = s.Latest(ctx)
 		require.NoError(t, err)
 		held := heap() - min(base, heap())
 		t.Logf("held %d", held)
-		// Each spare is at most maxPooled; all of them, 2 to 7 MiB here
+		// Each spare is at most format.MaxPooled; all of them, 2 to 7 MiB here
 		// from run to run, where the store used to keep 30 MiB.
 		require.Less(t, held, uint64(12<<20), "bytes an open store holds after its calls")
-		for _, c := range s.codec.IdleBufferCaps() {
-			require.LessOrEqual(t, c, maxPooled)
+		for _, c := range s.IdleBufferCaps() {
+			require.LessOrEqual(t, c, format.MaxPooled)
 		}
 		runtime.KeepAlive(s)
 		require.Empty(t, state+got)
@@ -414,24 +419,24 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 }
 
 // TestOurZstdWindowIsWithinTheSpareDecoder measures the windows our encoder
-// writes: at most zstdWindow, so that every checkpoint this package writes
+// writes: at most format.ZstdWindow, so that every checkpoint this package writes
 // is read by a decoder the codec keeps (and well under maxZstdWindow).
 func TestOurZstdWindowIsWithinTheSpareDecoder(t *testing.T) {
 	t.Parallel()
-	c := newCodec(compressZstd, DefaultMaxReadSize)
+	c := format.NewCodec(format.CompressZstd, checkpoint.DefaultMaxReadSize)
 	for _, size := range []int{10, 1 << 20, 9 << 20} {
 		var buf bytes.Buffer
 		state, err := json.Marshal(strings.Repeat(randomText(int64(size), 1<<10), size>>10+1))
 		require.NoError(t, err)
-		require.NoError(t, c.WriteEnvelope(&buf, header{Format: 1, Step: 1, Kind: KindStep, Time: time.Now()}, state))
+		require.NoError(t, c.WriteEnvelope(&buf, format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, state))
 		var h zstd.Header
 		require.NoError(t, h.Decode(buf.Bytes()))
 		window := h.WindowSize
 		if h.SingleSegment {
 			window = h.FrameContentSize
 		}
-		require.LessOrEqual(t, window, uint64(zstdWindow), "state of %d bytes", size)
-		_, err = readEnvelope(bytes.NewReader(buf.Bytes()), DefaultMaxReadSize)
+		require.LessOrEqual(t, window, uint64(format.ZstdWindow), "state of %d bytes", size)
+		_, err = readEnvelope(bytes.NewReader(buf.Bytes()), checkpoint.DefaultMaxReadSize)
 		require.NoError(t, err)
 	}
 }
@@ -440,13 +445,13 @@ func TestHugeMetaIsInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync())
-	_, err := s.Save(ctx, 1, 1, WithMeta("notes", strings.Repeat("x", 2<<20)))
-	require.ErrorIs(t, err, ErrInvalid)
+	s := openStore[int](t, dir, checkpoint.NoSync())
+	_, err := s.Save(ctx, 1, 1, checkpoint.WithMeta("notes", strings.Repeat("x", 2<<20)))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	require.ErrorContains(t, err, "meta")
-	require.Equal(t, []string{lockName}, dirNames(t, dir), "nothing is written")
+	require.Equal(t, []string{dirstore.LockName}, dirNames(t, dir), "nothing is written")
 	// Just under the bound, with characters JSON escapes, it saves.
-	_, err = s.Save(ctx, 1, 1, WithMeta("notes", strings.Repeat("<", maxMetaSize/6-16)))
+	_, err = s.Save(ctx, 1, 1, checkpoint.WithMeta("notes", strings.Repeat("<", checkpoint.MaxMetaSize/6-16)))
 	require.NoError(t, err)
 }
 
@@ -457,11 +462,11 @@ func TestEveryHeaderTheLibraryWritesListsAfterARestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w, err := Open[int](dir, NoSync())
+	w, err := checkpoint.Open[int](dir, checkpoint.NoSync())
 	require.NoError(t, err)
 	huge := strings.Repeat("\x01", 2<<20)
-	meta := strings.Repeat("\x01", maxMetaSize/6-16)
-	_, err = w.Save(ctx, 1, 1, WithMeta("notes", meta))
+	meta := strings.Repeat("\x01", checkpoint.MaxMetaSize/6-16)
+	_, err = w.Save(ctx, 1, 1, checkpoint.WithMeta("notes", meta))
 	require.NoError(t, err)
 	_, err = w.SaveError(ctx, 2, 2, errors.New(huge))
 	require.NoError(t, err)
@@ -472,28 +477,28 @@ func TestEveryHeaderTheLibraryWritesListsAfterARestart(t *testing.T) {
 	}()
 	require.NoError(t, w.Close())
 
-	r := openStore[int](t, dir, NoSync())
+	r := openStore[int](t, dir, checkpoint.NoSync())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 3)
 	for _, info := range list {
-		require.Equal(t, formatVersion, info.Format, "%s lists with its header", info.Path)
+		require.Equal(t, format.Version, info.Format, "%s lists with its header", info.Path)
 	}
 	for _, info := range list[1:] {
-		require.Less(t, len(info.Error.Message), maxErrorMessage+100)
+		require.Less(t, len(info.Error.Message), checkpoint.MaxErrorMessage+100)
 		require.True(t, strings.HasSuffix(info.Error.Message, fmt.Sprintf("... [truncated: %d bytes in all]", len(huge))), "the cut is marked")
 	}
 	require.True(t, list[2].Error.Panic)
-	require.LessOrEqual(t, len(list[2].Error.Stack), maxErrorStack+100)
+	require.LessOrEqual(t, len(list[2].Error.Stack), checkpoint.MaxErrorStack+100)
 	require.Equal(t, meta, list[0].Meta["notes"])
 }
 
 func TestTruncateTextNeverSplitsAUTF8Sequence(t *testing.T) {
 	t.Parallel()
 	s := strings.Repeat("é", 10) // two bytes each
-	got := truncateText(s, 5)
+	got := checkpoint.TruncateText(s, 5)
 	require.Equal(t, "éé... [truncated: 20 bytes in all]", got)
-	require.Equal(t, "short", truncateText("short", 5))
+	require.Equal(t, "short", checkpoint.TruncateText("short", 5))
 }
 
 func TestCheckpointWithAHeaderTooLargeToListStillLoads(t *testing.T) {
@@ -503,11 +508,11 @@ func TestCheckpointWithAHeaderTooLargeToListStillLoads(t *testing.T) {
 	// An error message longer than List reads of a header: the library
 	// truncates what it writes (see ErrorRecord.bounded), so this file
 	// comes from elsewhere.
-	rec := &ErrorRecord{Message: strings.Repeat("x", 2<<20), Step: 3, Time: time.Now()}
-	file := envelopeBytes(header{Format: 1, Step: 3, Kind: KindError, Time: time.Now(), Error: rec}, []byte("3"))
+	rec := &checkpoint.ErrorRecord{Message: strings.Repeat("x", 2<<20), Step: 3, Time: time.Now()}
+	file := envelopeBytes(format.Header{Format: 1, Step: 3, Kind: checkpoint.KindError, Time: time.Now(), Error: rec}, []byte("3"))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000003.error.json"), file, 0o644))
 
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Zero(t, list[0].Format, "the header was too large to list")

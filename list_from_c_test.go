@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
+
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 	"github.com/stretchr/testify/require"
 )
@@ -14,8 +17,8 @@ func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync())
-	info, err := s.Save(ctx, 1, 1, WithMeta("by", "a"))
+	s := openStore[int](t, dir, checkpoint.NoSync())
+	info, err := s.Save(ctx, 1, 1, checkpoint.WithMeta("by", "a"))
 	require.NoError(t, err)
 	list, err := s.List(ctx)
 	require.NoError(t, err)
@@ -25,7 +28,7 @@ func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
 
 	// Rewrite the file in place with another checkpoint of the same size,
 	// then put its modification time back (as cp -p or rsync -t do).
-	other := envelopeBytes(header{Format: formatVersion, Step: 1, Kind: KindStep, Time: info.Time, Meta: map[string]string{"by": "b"}}, []byte("1"))
+	other := envelopeBytes(format.Header{Format: format.Version, Step: 1, Kind: checkpoint.KindStep, Time: info.Time, Meta: map[string]string{"by": "b"}}, []byte("1"))
 	require.Len(t, other, int(was.Size()))
 	require.NoError(t, os.WriteFile(info.Path, other, 0o644))
 	for {
@@ -53,17 +56,17 @@ func TestTransientHeaderErrorIsNotCached(t *testing.T) {
 	t.Parallel()
 	skipOnWindows(t, "file modes do not restrict access (Chmod sets only the read-only attribute)")
 	if os.Geteuid() == 0 {
-		rerunAsNobody(t)
+		platformtest.RerunAsNobody(t)
 		return
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, Every(5), WithRolling())
+	w := openStore[int](t, dir, checkpoint.Every(5), checkpoint.WithRolling())
 	for step := int64(0); step <= 7; step++ {
 		_, _, err := w.Tick(ctx, step, int(step))
 		require.NoError(t, err)
 	}
-	r := openStore[int](t, dir, ReadOnly())
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
 	rolling := filepath.Join(dir, "step_last.json")
 	require.NoError(t, os.Chmod(rolling, 0))
 	_, err := r.List(ctx)

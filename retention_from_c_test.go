@@ -1,20 +1,22 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
 
 	"github.com/stretchr/testify/require"
 )
 
 func TestPruneKindsOfStepOrRollingIsInvalid(t *testing.T) {
 	t.Parallel()
-	for _, k := range []Kind{KindStep, KindRolling, "final "} {
-		_, err := Open[int](t.TempDir(), KeepLast(1), PruneKinds(k))
-		require.ErrorIs(t, err, ErrInvalid, k)
+	for _, k := range []checkpoint.Kind{checkpoint.KindStep, checkpoint.KindRolling, "final "} {
+		_, err := checkpoint.Open[int](t.TempDir(), checkpoint.KeepLast(1), checkpoint.PruneKinds(k))
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, k)
 		require.ErrorContains(t, err, fmt.Sprintf("PruneKinds(%q)", k))
 	}
-	s, err := Open[int](t.TempDir(), KeepLast(1), PruneKinds(KindFinal, KindError))
+	s, err := checkpoint.Open[int](t.TempDir(), checkpoint.KeepLast(1), checkpoint.PruneKinds(checkpoint.KindFinal, checkpoint.KindError))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 }

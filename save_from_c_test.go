@@ -1,8 +1,10 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
 
 	"github.com/stretchr/testify/require"
 )
@@ -10,9 +12,9 @@ import (
 func TestSaveOfNegativeStepNamesNoImpossibleFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync())
+	s := openStore[int](t, dir, checkpoint.NoSync())
 	_, err := s.Save(context.Background(), -1, 1)
-	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	require.Equal(t, "checkpoint: save step -1 "+dir+": invalid argument: negative step -1: steps are 0 or more", err.Error())
 	require.NotContains(t, err.Error(), "-1.json")
 }
@@ -27,7 +29,7 @@ func TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile(t *testing.T) {
 	ctx := context.Background()
 	for _, remove := range []string{"truncate", "delete"} {
 		t.Run(remove, func(t *testing.T) {
-			s := openStore[int](t, t.TempDir(), WithRolling(), Every(10))
+			s := openStore[int](t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(10))
 			_, _, err := s.Tick(ctx, 0, 0) // a numbered checkpoint
 			require.NoError(t, err)
 			_, _, err = s.Tick(ctx, 3, 3) // the rolling file

@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
 
 	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/stretchr/testify/require"
@@ -19,23 +21,23 @@ func TestSessionsOverAWrapperLinkAndRemoveAsTheDirectory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	d, err := OpenDir(dir, NoSync())
+	d, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
 	require.NoError(t, err)
 	failClaim := false
 	var mu sync.Mutex
-	r, err := OpenSessionsBackend(inject.Wrap(d, func(op inject.Op) error {
+	r, err := checkpoint.OpenSessionsBackend(inject.Wrap(d, func(op inject.Op) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if failClaim && op.Kind == inject.Create && op.Name == claimName {
+		if failClaim && op.Kind == inject.Create && op.Name == checkpoint.ClaimName {
 			return errInjected
 		}
 		return nil
-	}), NoSync())
+	}), checkpoint.NoSync())
 	require.NoError(t, err)
 	defer r.Close()
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := OpenSessionStore[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	info, err := st.Save(ctx, 1, 1)
 	require.NoError(t, err)
