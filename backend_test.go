@@ -18,7 +18,7 @@ import (
 )
 
 // countingBackend is a Backend that is not the local directory (so a store
-// on it takes the remote path, see Store.remote), wrapping one, and counts
+// on it takes the remote path, see Store.Remote), wrapping one, and counts
 // the calls of each method: the requests a store would make of object
 // storage.
 type countingBackend struct {
@@ -357,8 +357,8 @@ func TestStoreOverAWrappedDirectoryBehavesAsOverTheDirectory(t *testing.T) {
 // A writer's Open asks its backend, through the contract
 // (storage.TempCleaner), to remove the temporary files a crashed save left
 // behind, and says which final names are the store's: a wrapper that
-// passes the request on gets the directory's cleanup, a user's file of the
-// old temporary shape stays, and a reader asks for nothing.
+// passes the request on gets the directory's cleanup, a user's hidden file
+// named like a temporary file stays, and a reader asks for nothing.
 func TestOpenRemovesStaleTempsThroughTheBackend(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -17,6 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Saves stamped at once, queued and synchronous, on a clock stuck within a
+// round and far behind a time seen in the directory, each get a time of
+// their own.
 func TestConcurrentSavesNeverShareASaveTime(t *testing.T) {
 	t.Parallel()
 	base := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -88,6 +91,9 @@ func TestCheckpointsOfAStepSavedAtOneInstantOrderByKind(t *testing.T) {
 	require.Equal(t, checkpoint.KindFinal, info.Kind)
 }
 
+// The time in the header of a damaged checkpoint (a year no encoding
+// takes, or a flipped bit's) is never taken as a save time seen: the saves
+// after it are stamped by the clock.
 func TestDamagedHeaderTimeDoesNotLeakIntoSaveTimes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -114,6 +120,7 @@ func TestDamagedHeaderTimeDoesNotLeakIntoSaveTimes(t *testing.T) {
 	}
 }
 
+// A time seen beyond what a header can encode is ignored: saves go on.
 func TestObservedTimesBeyondEncodingAreIgnored(t *testing.T) {
 	t.Parallel()
 	s := openStore[int](t, t.TempDir())

@@ -11,9 +11,10 @@ import (
 
 // TestCheckpointSavedDuringAListStaysKnownToRetention: a List reads the
 // directory, a save publishes a checkpoint, then the List drops the cached
-// headers of files its read did not see. It dropped the new checkpoint's
-// too, and the prune after each save, which judges from the cache, never
-// removed that file while the store stayed open.
+// headers of files its read did not see. The new checkpoint's header stays
+// cached, so that the prune after the next save, which judges from the
+// cache, removes that file as the rules say. It examines the header cache
+// between the steps of one List, which only package checkpoint can.
 func TestCheckpointSavedDuringAListStaysKnownToRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

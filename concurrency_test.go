@@ -195,6 +195,11 @@ func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
 	require.Equal(t, int64(initial+60), info.Step)
 }
 
+// Many goroutines saving, listing, loading, pruning, writing a side file
+// and (every other round) closing one store at once, under -race: each call
+// succeeds or fails only as the race allows (ErrClosed, ErrExists,
+// ErrNotFound), and the store reopened holds no temporary file and only
+// checkpoints that load.
 func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
@@ -279,7 +284,9 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 	}
 }
 
-// The exported Backend of OpenDir, used directly: Close races every call.
+// The directory's Backend used directly, its Close racing every call:
+// whatever Create says it wrote is whole, and the next writer's Open leaves
+// no temporary file.
 func TestDirectoryBackendClosedDuringItsCallsLeavesNoTemp(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
@@ -405,7 +412,8 @@ func TestWriterLockAdmitsOneProcessAtATime(t *testing.T) {
 }
 
 // A fresh store's first Lists (reading the header index ahead, on another
-// goroutine) racing Close.
+// goroutine) racing Close: each lists every checkpoint, in order and with
+// its size, or fails with ErrClosed.
 func TestFirstListsRacingCloseListAllOrErrClosed(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()

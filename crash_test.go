@@ -519,9 +519,8 @@ func errorLoopChild(c *killtest.Child) int {
 // Tick, SaveError, ClearError and SaveFinal) and inside a save or
 // ClearError, just before the error checkpoint's removal (SaveFinal's
 // checkpoint is then published, and the next run saves nothing: only its
-// Close can remove it), in a run whose step 7 fails
-// and in the run that resumes, with and without the ClearError the loop used
-// to call. After each kill it proves that the failure is never lost nor
+// Close can remove it), in a run whose step 7 fails and in the run that
+// resumes, with and without a ClearError after the redone step. After each kill it proves that the failure is never lost nor
 // resumed past (Latest is the error checkpoint, or a clean checkpoint saved
 // after it, holding the right state), that once a numbered checkpoint after
 // the redone step is saved no error checkpoint is left, and, after the loop

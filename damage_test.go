@@ -86,6 +86,13 @@ func corruptCorpus(t *testing.T) []corpusCase {
 // bomb and the oversized file stay cheap to build.
 const corpusMaxRead = corpus.MaxRead
 
+// TestCorruptCorpusNeverLoadsAsAnotherState puts at step 2, beside a good
+// checkpoint of step 1, every damaged file of the format's corpus
+// (internal/format/corpus, which the format's own tests read too) and every
+// entry that is not a regular file (a directory, symbolic links, a FIFO).
+// Each load fails with ErrCorrupt naming the step and the file, or loads the
+// right state (damage to a byte that does not matter, a gzip header field);
+// none panics; List works; and Latest falls back to step 1.
 func TestCorruptCorpusNeverLoadsAsAnotherState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -311,10 +318,10 @@ func TestLatestReportsANonRegularRollingFileBesideOneThatLoads(t *testing.T) {
 
 // TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout: a store
 // opened with the wrong layout on a directory of another layout's
-// checkpoints is ErrInvalid naming that layout, never a fresh start. A
-// directory named like the greatest checkpoint of that layout made it a
-// fresh start: the directory's listing says no types, and the directory
-// was taken as the sample whose header proves the layout.
+// checkpoints is ErrInvalid naming that layout, never a fresh start, also
+// beside a directory named like that layout's greatest checkpoint (a
+// listing gives no type for it, and it is no sample whose header proves the
+// layout).
 func TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -333,6 +340,11 @@ func TestLatestNamesTheOtherLayoutBesideADirectoryOfThatLayout(t *testing.T) {
 	require.ErrorContains(t, err, `WithLayout("turn", 3)`)
 }
 
+// A writer's Open removes a stale regular temporary file of its names and
+// leaves alone whatever else is at a temporary name: a symbolic link (to a
+// file outside or to a checkpoint, never followed), a FIFO, a directory
+// holding a file. The file outside is untouched, and the store loads and
+// saves as before.
 func TestOpenRemovesStaleTempsButNoNonRegularEntry(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
@@ -380,6 +392,8 @@ func TestOpenRemovesStaleTempsButNoNonRegularEntry(t *testing.T) {
 	require.Len(t, list, 6)
 }
 
+// A writer's Open removes the stale temporary files of its names, and keeps
+// a user's hidden files of names like them.
 func TestOpenKeepsAUsersHiddenFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -398,9 +412,10 @@ func TestOpenKeepsAUsersHiddenFiles(t *testing.T) {
 	}
 }
 
-// The documented blind spot: a file of a step in another compression put
-// into the directory of a running writer after its first full scan. Nothing
-// may be replaced or lost; this records what List, Load and Latest say.
+// A file of a step in another compression, put into the directory of a
+// running writer after its first full scan (a documented blind spot), is
+// never rewritten: it stays as it was put, or retention removes it as an
+// old step. What List, Load and Latest say of it is logged.
 func TestFileOfAnotherCompressionPutUnderAWriterIsNeverRewritten(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()

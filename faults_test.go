@@ -82,6 +82,13 @@ func TestDiskFullFailsCleanly(t *testing.T) {
 	}
 }
 
+// A real full disk under the directory's descriptor-based writer, with
+// states that fit its write buffer (the bytes reach the file only at Sync,
+// or at Close with NoSync) and states that pass through it: the save that
+// does not fit fails with ENOSPC naming its step and file and leaves no
+// debris; a rolling file and a side file on the full disk fail alike and
+// the old ones stay whole; every saved step loads; once space is freed,
+// everything saves again.
 func TestDiskFullFailsSavesRollingAndSideWritesCleanly(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
@@ -186,7 +193,9 @@ func TestDiskFullFailsSavesRollingAndSideWritesCleanly(t *testing.T) {
 	}
 }
 
-// A tmpfs out of inodes: the temporary file cannot be created at all.
+// On a tmpfs out of inodes, where the temporary file cannot be created at
+// all, the save fails with ENOSPC (not ErrCorrupt) and leaves no debris,
+// the saved steps load, and once an inode is freed the next save works.
 func TestOutOfInodesFailsSavesCleanly(t *testing.T) {
 	skipUnlessLinux(t)
 	t.Parallel()
@@ -292,10 +301,10 @@ func checkNoDebris[T any](t *testing.T, s *checkpoint.Store[T], dir, what string
 	}
 }
 
-// TestPermissionDeniedIsAnErrorNeverDamage runs as an unprivileged user (root ignores file
-// modes): a read-only directory refuses saves with a clear error and keeps
-// its checkpoints loadable; an unreadable checkpoint is a permission error,
-// not corruption, and is never moved aside.
+// TestPermissionDeniedIsAnErrorNeverDamage runs as an unprivileged user
+// (root ignores file modes): a read-only directory refuses saves with a
+// clear error and keeps its checkpoints loadable; an unreadable checkpoint
+// is a permission error, not corruption, and is never moved aside.
 func TestPermissionDeniedIsAnErrorNeverDamage(t *testing.T) {
 	t.Parallel()
 	skipOnWindows(t, "file modes do not restrict access (Chmod sets only the read-only attribute)")

@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A store opened with the wrong layout on a directory of another layout's
+// checkpoints is ErrInvalid naming that layout and how to open it, for
+// Latest and LatestClean, never ErrNotFound (a fresh start).
 func TestWrongLayoutIsNotAFreshStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -73,6 +76,8 @@ func TestWrongLayoutWithADamagedNewestFileIsNotAFreshStart(t *testing.T) {
 	}
 }
 
+// A side file whose name looks like another layout's checkpoint is no
+// checkpoint: a store beside it starts fresh.
 func TestFreshStoreWithSideFileNamedLikeACheckpointStartsFresh(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -90,10 +95,13 @@ func TestFreshStoreWithSideFileNamedLikeACheckpointStartsFresh(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
 
+// When none of many checkpoints loads, Latest's error is ErrCorrupt (never
+// ErrNotFound) of a few lines: it counts them, names the newest, and lists
+// the first few with how many more.
 func TestLatestErrorOfManyDamagedFilesIsBounded(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	// The 2,000 files gave a 300 KB error; 200 are as many lines.
+	// 200 damaged files, where a line per file would make a long error.
 	for step := 1; step <= 200; step++ {
 		writeRaw(t, filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), "damaged")
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Open and OpenSessions of an empty directory name are ErrInvalid, never
+// ErrNotFound.
 func TestOpenOfEmptyDirIsInvalidNotNotFound(t *testing.T) {
 	t.Parallel()
 	for _, opts := range [][]checkpoint.Option{nil, {checkpoint.ReadOnly()}} {
@@ -57,6 +59,9 @@ func (u unexportedWithMarshaler) MarshalJSON() ([]byte, error) { return json.Mar
 
 func (u *unexportedWithText) MarshalText() ([]byte, error) { return []byte("x"), nil }
 
+// Open and OpenSession refuse a state type that would encode to nothing
+// (no exported field, nor a marshaler it would use), before writing
+// anything; they accept every type that encodes something.
 func TestStateTypeWithNothingToEncodeIsRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -47,7 +47,7 @@ func TestZstdWindowOverALaterSmallerLimitIsNeverQuarantined(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	// A good checkpoint of 2 MiB of state in a frame of a 4 MiB window,
-	// as earlier releases (and the zstd tool) write.
+	// wider than the store's own writer uses, as the zstd tool writes.
 	state, err := json.Marshal(randomText(1, 2<<20))
 	require.NoError(t, err)
 	var file bytes.Buffer
@@ -161,7 +161,7 @@ func wideZstd(step int64, windowLog int) []byte {
 }
 
 // TestReadOfABombCostsAtMostTheLimit measures every byte a load of a gzip
-// bomb allocates: the read limit and some 4.5 MiB (the decompressors, and
+// bomb allocates: at most the read limit and 6 MiB (the decompressors, and
 // the header read that finds the step's checkpoints, which reads up to 1 MiB
 // of the bomb), where a buffer that doubles would allocate about four times
 // the limit. It is not parallel: it reads the process's allocation counter.
@@ -197,7 +197,7 @@ func bombLoadAlloc(t *testing.T, bomb []byte, limit int64) uint64 {
 func TestBombsReadOneAfterAnotherCostOneLimitNotTwo(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	const limit = 24 << 20 // over collectAfter
+	const limit = 24 << 20 // over format.CollectAfter
 	bomb := gzipBomb(t, 2, limit/2+1<<20)
 	for _, name := range []string{"step_00000001.json.gz", "step_00000002.json.gz"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), bomb, 0o644))
@@ -316,7 +316,7 @@ func TestLoadCostsAboutTheLimitForOwnFilesAndAtMostTwiceForAnyFile(t *testing.T)
 	size := func(v timed) int { return len(v.S) }
 	own := map[string][]checkpoint.Option{"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}}
 	if checkpoint.RaceEnabled {
-		delete(own, "zstd") // the race detector makes compression ten times slower
+		delete(own, "zstd") // the race detector makes compression much slower
 	}
 	for name, opts := range own {
 		s := openStore[timed](t, t.TempDir(), append(opts, checkpoint.WithMaxReadSize(limit), checkpoint.NoSync())...)
@@ -373,7 +373,7 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 	const size = format.MaxPooled + 1<<20
 	comps := []checkpoint.Option{checkpoint.Zstd(), checkpoint.Gzip()}
 	if checkpoint.RaceEnabled {
-		comps = comps[:1] // the race detector makes compression ten times slower
+		comps = comps[:1] // the race detector makes compression much slower
 	}
 	for _, comp := range comps {
 		dir := t.TempDir()
@@ -407,8 +407,8 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 		require.NoError(t, err)
 		held := heap() - min(base, heap())
 		t.Logf("held %d", held)
-		// Each spare is at most format.MaxPooled; all of them, 2 to 7 MiB here
-		// from run to run, where the store used to keep 30 MiB.
+		// Each spare is at most format.MaxPooled, and all of them
+		// together stay under the bound.
 		require.Less(t, held, uint64(12<<20), "bytes an open store holds after its calls")
 		for _, c := range s.IdleBufferCaps() {
 			require.LessOrEqual(t, c, format.MaxPooled)
@@ -419,8 +419,8 @@ func TestStoreKeepsNoLargeBufferOrDecoderAfterACall(t *testing.T) {
 }
 
 // TestOurZstdWindowIsWithinTheSpareDecoder measures the windows our encoder
-// writes: at most format.ZstdWindow, so that every checkpoint this package writes
-// is read by a decoder the codec keeps (and well under maxZstdWindow).
+// writes: at most format.ZstdWindow, so that every checkpoint this package
+// writes is read by a decoder the codec keeps (and well under format.MaxZstdWindow).
 func TestOurZstdWindowIsWithinTheSpareDecoder(t *testing.T) {
 	t.Parallel()
 	c := format.NewCodec(format.CompressZstd, checkpoint.DefaultMaxReadSize)

@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A checkpoint rewritten in place with its size and modification time kept
+// (as cp -p or rsync -t do) is read anew: the header cache does not serve
+// the old file's header.
 func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,8 +53,10 @@ func TestHeaderCacheSeesARewriteThatKeepsSizeAndModTime(t *testing.T) {
 	require.Equal(t, "b", list[0].Meta["by"], "the cached header of the old file is not served")
 }
 
-// TestTransientHeaderErrorIsNotCached needs file permissions to bite, so as
-// root it runs itself again as the user nobody.
+// TestTransientHeaderErrorIsNotCached: a header a List could not read for
+// a while (a permission taken away, then given back) is read again by the
+// next call, never remembered as damage. It needs file permissions to
+// bite, so as root it runs itself again as the user nobody.
 func TestTransientHeaderErrorIsNotCached(t *testing.T) {
 	t.Parallel()
 	skipOnWindows(t, "file modes do not restrict access (Chmod sets only the read-only attribute)")

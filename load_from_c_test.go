@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// LoadInfo looks an Info's name up in the store's own directory only: an
+// Info of another store's file, or a path that climbs out, is ErrNotFound
+// or ErrInvalid.
 func TestLoadInfoNeverLeavesTheDirectory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// PruneKinds of the step or rolling kind, or of a kind that is none, is
+// ErrInvalid naming the option; of the final and error kinds, it opens.
 func TestPruneKindsOfStepOrRollingIsInvalid(t *testing.T) {
 	t.Parallel()
 	for _, k := range []checkpoint.Kind{checkpoint.KindStep, checkpoint.KindRolling, "final "} {

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A save of a negative step is ErrInvalid, saying steps are 0 or more,
+// and names no file a step of -1 would have.
 func TestSaveOfNegativeStepNamesNoImpossibleFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -19,11 +21,10 @@ func TestSaveOfNegativeStepNamesNoImpossibleFile(t *testing.T) {
 	require.NotContains(t, err.Error(), "-1.json")
 }
 
-// TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile: the rolling file is
-// replaced on the condition that it is still what the store last wrote; a
-// Delete or Truncate that removed it made that condition "an object that
-// is gone", and the next Tick failed with ErrConflict although nobody
-// else had touched the directory.
+// TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile: the rolling file
+// is replaced on the condition that it is still what the store last wrote;
+// after the store's own Delete or Truncate removed it, the condition is that
+// nothing is there, and the next Tick saves.
 func TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
