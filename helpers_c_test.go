@@ -18,6 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The helpers of the damage, faults and backend tests that the internal
+// tests of other files (package checkpoint) use; the black-box tests have
+// their own in blackbox_c_test.go.
+
 // requireUntouched checks that the file at path still holds before and
 // was not moved aside.
 func requireUntouched(t *testing.T, path string, before []byte) {
