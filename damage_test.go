@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// A file of a format this version cannot read is not damage: its load is
+// the format error, a save of its step is ErrExists, and it stays as it is.
 func TestFileOfANewerFormatIsNeverQuarantined(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -219,6 +221,9 @@ func TestDamagedBytesNeverReachTheStateTypesDecoder(t *testing.T) {
 	}
 }
 
+// A good checkpoint of step 2 copied or linked to step 3's name is damage
+// for that name: its load is ErrCorrupt, a save of step 3 moves it aside
+// and saves, and step 2's checkpoint is untouched.
 func TestMisplacedCheckpointIsMovedAsideForItsStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -258,6 +263,9 @@ func copyPath(src, dst string) error {
 	return os.WriteFile(dst, b, 0o644)
 }
 
+// A save over a directory at its checkpoint's name fails with ErrCorrupt
+// and storage.ErrNotRegular saying what is there (never ErrExists), and
+// moves nothing.
 func TestDirectoryAtACheckpointNameIsAClearError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

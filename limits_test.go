@@ -24,6 +24,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Under a read limit of math.MaxInt64 (none), a checkpoint loads, and a
+// save of its step is ErrExists and leaves it as it is.
 func TestMaxInt64ReadLimitNeverReplacesAnIntactCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -42,6 +44,9 @@ func TestMaxInt64ReadLimitNeverReplacesAnIntactCheckpoint(t *testing.T) {
 	requireUntouched(t, info.Path, before)
 }
 
+// A good checkpoint whose zstd window passes a store's smaller read limit
+// is ErrCorrupt and too large to load there, but never moved aside nor
+// replaced: a save of its step is ErrExists.
 func TestZstdWindowOverALaterSmallerLimitIsNeverQuarantined(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -441,6 +446,8 @@ func TestOurZstdWindowIsWithinTheSpareDecoder(t *testing.T) {
 	}
 }
 
+// Meta past its bound is ErrInvalid saying so, and nothing is written;
+// meta just under it saves.
 func TestHugeMetaIsInvalid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -493,6 +500,8 @@ func TestEveryHeaderTheLibraryWritesListsAfterARestart(t *testing.T) {
 	require.Equal(t, meta, list[0].Meta["notes"])
 }
 
+// An error text cut to its bound ends on a whole UTF-8 sequence, marked with
+// the text's length; a short text is kept whole.
 func TestTruncateTextNeverSplitsAUTF8Sequence(t *testing.T) {
 	t.Parallel()
 	s := strings.Repeat("é", 10) // two bytes each
@@ -501,6 +510,9 @@ func TestTruncateTextNeverSplitsAUTF8Sequence(t *testing.T) {
 	require.Equal(t, "short", checkpoint.TruncateText("short", 5))
 }
 
+// A checkpoint whose header is too large for List to read (written
+// elsewhere: the library bounds what it writes) lists without its header,
+// and still loads by step and by its Info.
 func TestCheckpointWithAHeaderTooLargeToListStillLoads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
