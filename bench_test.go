@@ -1,4 +1,4 @@
-package checkpoint
+package checkpoint_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"hash/fnv"
 	"strings"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
 // benchState is about 10 KB of JSON.
@@ -29,11 +32,11 @@ func BenchmarkSave(b *testing.B) {
 	for _, gz := range []bool{false, true} {
 		b.Run(map[bool]string{false: "plain", true: "gzip"}[gz], func(b *testing.B) {
 			ctx := context.Background()
-			opts := []Option{}
+			opts := []checkpoint.Option{}
 			if gz {
-				opts = append(opts, Gzip())
+				opts = append(opts, checkpoint.Gzip())
 			}
-			s, err := Open[map[string]any](b.TempDir(), opts...)
+			s, err := checkpoint.Open[map[string]any](b.TempDir(), opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -53,7 +56,7 @@ func BenchmarkSave(b *testing.B) {
 func BenchmarkLatestAndList(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	w, err := Open[map[string]any](dir, Every(1))
+	w, err := checkpoint.Open[map[string]any](dir, checkpoint.Every(1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +69,7 @@ func BenchmarkLatestAndList(b *testing.B) {
 	w.Close()
 	// A fresh reader, as after a restart; its header cache warms on the
 	// first call.
-	s, err := Open[map[string]any](dir, ReadOnly())
+	s, err := checkpoint.Open[map[string]any](dir, checkpoint.ReadOnly())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -137,7 +140,7 @@ func BenchmarkChecksum(b *testing.B) {
 func BenchmarkFirstList(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	w, err := Open[map[string]any](dir, NoSync())
+	w, err := checkpoint.Open[map[string]any](dir, checkpoint.NoSync())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,15 +152,15 @@ func BenchmarkFirstList(b *testing.B) {
 		}
 	}
 	w.Close()
-	start, measured := processCPU()
+	start, measured := platformtest.ProcessCPU()
 	b.ResetTimer()
 	defer func() {
-		if end, ok := processCPU(); ok && measured {
+		if end, ok := platformtest.ProcessCPU(); ok && measured {
 			b.ReportMetric(float64(end-start)/float64(b.N)/1e6, "cpu-ms/op")
 		}
 	}()
 	for b.Loop() {
-		s, err := Open[map[string]any](dir, ReadOnly())
+		s, err := checkpoint.Open[map[string]any](dir, checkpoint.ReadOnly())
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,14 +1,29 @@
-package checkpoint
+package checkpoint_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +41,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 		keepLast = 5
 		every    = 10
 	)
-	s := openStore[crashState](t, dir, WithLayout("c", 4), KeepLast(keepLast), KeepEvery(every), Gzip())
+	s := openStore[paddedState](t, dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(keepLast), checkpoint.KeepEvery(every), checkpoint.Gzip())
 	var saving sync.WaitGroup
 	var done atomic.Bool
 	var maxSaved atomic.Int64
@@ -34,7 +49,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 		saving.Go(func() {
 			for n := range perSaver {
 				step := int64(1 + i + n*savers)
-				_, err := s.Save(ctx, step, crashState{Step: step, Pad: "x"})
+				_, err := s.Save(ctx, step, paddedState{Step: step, Pad: "x"})
 				if err != nil {
 					t.Errorf("save %d: %v", step, err)
 					return
@@ -55,7 +70,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 			for !done.Load() {
 				step := int64(rng.IntN(savers*perSaver) + 1)
 				got, info, err := s.Load(ctx, step)
-				if err != nil && !errors.Is(err, ErrNotFound) {
+				if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 					t.Errorf("load %d: %v", step, err)
 					return
 				}
@@ -64,7 +79,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 					return
 				}
 				got, info, err = s.Latest(ctx)
-				if err != nil && !errors.Is(err, ErrNotFound) {
+				if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 					t.Errorf("latest: %v", err)
 					return
 				}
@@ -82,7 +97,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 				t.Errorf("list: %v", err)
 				return
 			}
-			if !slices.IsSortedFunc(list, func(a, b Info) int { return int(a.Step - b.Step) }) {
+			if !slices.IsSortedFunc(list, func(a, b checkpoint.Info) int { return int(a.Step - b.Step) }) {
 				t.Errorf("list is not sorted: %v", steps(list))
 				return
 			}
@@ -121,4 +136,557 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, total, info.Step)
 	require.Equal(t, total, maxSaved.Load())
+}
+
+// TestParallelHeaderReadsWithAConcurrentWriter lists a directory large
+// enough for fill to read headers on every processor while a writer saves
+// and prunes, under -race.
+func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
+	t.Parallel()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("fill reads headers in parallel only with more than one processor")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	const initial = checkpoint.ParallelFill + 88
+	at := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for step := int64(1); step <= initial; step++ {
+		b := envelopeBytes(format.Header{Format: 1, Step: step, Kind: checkpoint.KindStep, Time: at.Add(time.Duration(step) * time.Second)}, []byte(fmt.Sprint(step)))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), b, 0o644))
+	}
+	w := openStore[int64](t, dir, checkpoint.NoSync(), checkpoint.KeepEvery(2), checkpoint.KeepLast(8))
+	r := openStore[int64](t, dir, checkpoint.ReadOnly())
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for step := int64(initial + 1); step <= initial+60; step++ {
+			if _, err := w.Save(ctx, step, step); err != nil {
+				panic(err)
+			}
+		}
+	})
+	for _, st := range []*checkpoint.Store[int64]{w, r} {
+		wg.Go(func() {
+			for range 10 {
+				list, err := st.List(ctx)
+				if err != nil {
+					panic(err)
+				}
+				if len(list) < initial/2 || !slices.IsSortedFunc(list, func(a, b checkpoint.Info) int { return cmp.Compare(a.Step, b.Step) }) {
+					panic(fmt.Sprintf("a list of %d checkpoints, not sorted or missing some", len(list)))
+				}
+				for _, info := range list {
+					if info.Format == 0 || info.Time.IsZero() {
+						panic(fmt.Sprintf("%s listed without its header", info.Path))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	for _, info := range list {
+		require.True(t, info.Step%2 == 0 || info.Step > initial+60-8, "step %d survived retention", info.Step)
+	}
+	_, info, err := r.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(initial+60), info.Step)
+}
+
+// Many goroutines saving, listing, loading, pruning, writing a side file
+// and (every other round) closing one store at once, under -race: each call
+// succeeds or fails only as the race allows (ErrClosed, ErrExists,
+// ErrNotFound), and the store reopened holds no temporary file and only
+// checkpoints that load.
+func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	for round := 0; round < 3; round++ {
+		ctx := context.Background()
+		dir := t.TempDir()
+		s, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.Every(2), checkpoint.NoSync())
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		okErr := func(err error) bool {
+			return err == nil || errors.Is(err, checkpoint.ErrClosed) || errors.Is(err, checkpoint.ErrExists) || errors.Is(err, checkpoint.ErrNotFound)
+		}
+		var mu sync.Mutex
+		var bad []error
+		note := func(what string, err error) {
+			if !okErr(err) {
+				mu.Lock()
+				bad = append(bad, fmt.Errorf("%s: %w", what, err))
+				mu.Unlock()
+			}
+		}
+		for g := 0; g < 6; g++ {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < 30; i++ {
+					step := int64(g*100 + i + 1)
+					size := 10
+					if i%5 == 0 {
+						size = 80 << 10
+					}
+					_, _, err := s.Tick(ctx, step, paddedState{Step: step, Pad: strings.Repeat("x", size)})
+					note("tick", err)
+				}
+			})
+		}
+		for g := 0; g < 3; g++ {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < 30; i++ {
+					list, err := s.List(ctx)
+					note("list", err)
+					for _, info := range list {
+						_, _, err := s.LoadInfo(ctx, info)
+						if errors.Is(err, fs.ErrNotExist) {
+							continue // pruned meanwhile
+						}
+						note("loadinfo "+info.Path, err)
+					}
+					_, _, err = s.Latest(ctx)
+					note("latest", err)
+					_, err = s.Prune(ctx)
+					note("prune", err)
+					note("side", s.WriteJSON(ctx, "side.json", map[string]int{"i": i}))
+				}
+			})
+		}
+		wg.Go(func() {
+			<-start
+			if round%2 == 0 {
+				note("close", s.Close())
+			}
+		})
+		close(start)
+		wg.Wait()
+		require.NoError(t, s.Close())
+		require.Empty(t, bad, "round %d", round)
+
+		r, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.Every(2))
+		require.NoError(t, err)
+		for _, n := range dirNames(t, dir) {
+			require.False(t, strings.Contains(n, checkpoint.TempMarker), n)
+		}
+		list, err := r.List(ctx)
+		require.NoError(t, err)
+		for _, info := range list {
+			got, _, err := r.LoadInfo(ctx, info)
+			require.NoError(t, err)
+			require.Equal(t, info.Step, got.Step)
+		}
+		require.NoError(t, r.Close())
+	}
+}
+
+// The directory's Backend used directly, its Close racing every call:
+// whatever Create says it wrote is whole, and the next writer's Open leaves
+// no temporary file.
+func TestDirectoryBackendClosedDuringItsCallsLeavesNoTemp(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	for round := 0; round < 20; round++ {
+		ctx := context.Background()
+		dir := t.TempDir()
+		b, err := dirstore.Open(dir, dirstore.NoSync())
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			_, err := b.Create(ctx, "f"+strconv.Itoa(i)+".json", func(w io.Writer) error {
+				_, err := w.Write([]byte("hello"))
+				return err
+			})
+			require.NoError(t, err)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < 8; g++ {
+			wg.Go(func() {
+				<-start
+				for i := 0; i < 20; i++ {
+					name := fmt.Sprintf("g%d_%d.json", g, i)
+					_, err := b.Create(ctx, name, func(w io.Writer) error {
+						_, err := w.Write(bytes.Repeat([]byte{'a'}, 70<<10))
+						return err
+					})
+					if err == nil {
+						// Whatever Create says it wrote is whole.
+						data, rerr := os.ReadFile(filepath.Join(dir, name))
+						require.NoError(t, rerr)
+						require.Len(t, data, 70<<10)
+					}
+					objs, _ := b.List(ctx)
+					for _, o := range objs {
+						if r, _, err := b.Open(ctx, o.Name); err == nil {
+							io.Copy(io.Discard, r)
+							r.Close()
+						}
+						b.Stat(ctx, o.Name)
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			<-start
+			b.Close()
+		})
+		close(start)
+		wg.Wait()
+		b.Close()
+		// A write that Close cut short may leave its temporary file
+		// (its removal fails on the closed directory, as through a
+		// closed os.Root): the next writer's Open removes it.
+		s, err := checkpoint.Open[int](dir, checkpoint.NoSync())
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		for _, n := range dirNames(t, dir) {
+			require.False(t, strings.Contains(n, checkpoint.TempMarker), "round %d: temporary %s left after the next writer's Open", round, n)
+		}
+	}
+}
+
+// lockContenderRole opens the store in Args[0] as a writer 25 times,
+// trying again while another process holds the lock, and each time saves a
+// step of the contender numbered Args[1] and acknowledges it; it fails if
+// it finds the marker another writer holds while it writes.
+var lockContenderRole = killtest.Register("lock-contender", func(c *killtest.Child) int {
+	dir := c.Args[0]
+	id, _ := strconv.Atoi(c.Args[1])
+	ctx := context.Background()
+	marker := filepath.Join(dir, "holder.json")
+	for i := 0; i < 25; {
+		s, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 6))
+		if errors.Is(err, checkpoint.ErrLocked) {
+			continue
+		}
+		if err != nil {
+			c.Fail(2, err)
+		}
+		f, err := os.OpenFile(marker, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			c.Fail(3, fmt.Errorf("two writers at once: %w", err))
+		}
+		f.Close()
+		step := int64(id*1000 + i + 1)
+		if _, err := s.Save(ctx, step, int(step)); err != nil {
+			c.Fail(4, err)
+		}
+		if err := os.Remove(marker); err != nil {
+			c.Fail(5, err)
+		}
+		if err := s.Close(); err != nil {
+			c.Fail(6, err)
+		}
+		c.Ack(step)
+		i++
+	}
+	return 0
+})
+
+// Four processes contending for the writer lock: never two writers at
+// once, and every save that returned is there.
+func TestWriterLockAdmitsOneProcessAtATime(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	dir := t.TempDir()
+	var procs []*killtest.Proc
+	for p := 0; p < 4; p++ {
+		procs = append(procs, lockContenderRole.Start(t, dir, strconv.Itoa(p)))
+	}
+	for _, p := range procs {
+		require.NoError(t, p.Wait(), p.Stderr())
+		require.Empty(t, p.Stderr())
+		require.Len(t, p.Acks(), 25, "the contender's saves that returned")
+	}
+	s := openStore[int](t, dir, checkpoint.WithLayout("c", 6))
+	list, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, list, 4*25)
+}
+
+// A fresh store's first Lists (reading the header index ahead, on another
+// goroutine) racing Close: each lists every checkpoint, in order and with
+// its size, or fails with ErrClosed.
+func TestFirstListsRacingCloseListAllOrErrClosed(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 4), checkpoint.NoSync())
+	require.NoError(t, err)
+	for step := int64(1); step <= 300; step++ {
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	for round := 0; round < 30; round++ {
+		r, err := checkpoint.Open[int](dir, checkpoint.WithLayout("c", 4), checkpoint.ReadOnly())
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := 0; g < 4; g++ {
+			wg.Go(func() {
+				<-start
+				list, err := r.List(ctx)
+				if err != nil {
+					require.ErrorIs(t, err, checkpoint.ErrClosed)
+					return
+				}
+				require.Len(t, list, 300)
+				for i, info := range list {
+					require.Equal(t, int64(i+1), info.Step)
+					require.Positive(t, info.Size)
+				}
+			})
+		}
+		wg.Go(func() { <-start; r.Close() })
+		close(start)
+		wg.Wait()
+	}
+}
+
+func TestConcurrentSavesListsAndLoadsKeepEveryStep(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][]checkpoint.Option{
+		"gzip":       {checkpoint.Gzip()},
+		"zstd":       {checkpoint.Zstd()},
+		"zstd async": {checkpoint.Zstd(), checkpoint.Async(4)},
+	} {
+		t.Run(name, func(t *testing.T) { testConcurrentUse(t, opts...) })
+	}
+}
+
+func TestCloseWaitsForOperationsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := checkpoint.Open[int](dir)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	results := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Save(ctx, int64(i), i)
+			results <- err
+		}()
+	}
+	require.NoError(t, s.Close())
+	wg.Wait()
+	close(results)
+	saved := 0
+	for err := range results {
+		if err == nil {
+			saved++
+		} else {
+			require.ErrorIs(t, err, checkpoint.ErrClosed)
+		}
+	}
+	// Every save that succeeded is whole on disk.
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, saved)
+	for _, info := range list {
+		_, _, err := r.Load(ctx, info.Step)
+		require.NoError(t, err)
+	}
+}
+
+func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
+	t.Parallel()
+	// The loads hold the rolling file open while the ticks replace it: a
+	// volume without NTFS's POSIX rename makes a replacement wait for them
+	// (up to 1 s, see retryInUse), and a stream of loads can outlast that.
+	skipUnderWine(t, "Wine 8 has no POSIX rename (FileRenameInformationEx): as on a FAT volume, a file that is open cannot be renamed over")
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir(), checkpoint.Every(0), checkpoint.WithRolling())
+	_, _, err := s.Tick(ctx, 1, 1)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for step := int64(2); step <= 400; step++ {
+			if _, _, err := s.Tick(ctx, step, int(step)); err != nil {
+				panic(err)
+			}
+		}
+	}()
+	wrong, loaded := 0, 0
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		list, err := s.List(ctx)
+		require.NoError(t, err)
+		if len(list) != 1 {
+			continue
+		}
+		v, info, err := s.Load(ctx, list[0].Step)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			continue // the rolling file moved on: the honest answer
+		}
+		require.NoError(t, err)
+		loaded++
+		if int64(v) != list[0].Step || info.Step != list[0].Step {
+			wrong++
+		}
+	}
+	require.Zero(t, wrong, "Load(k) returned another step (%d loads)", loaded)
+}
+
+func TestInfoIsACopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[int](t, t.TempDir())
+	info, err := s.Save(ctx, 1, 1, checkpoint.WithMeta("k", "v"))
+	require.NoError(t, err)
+	info.Meta["k"] = "mutated by caller"
+	_, err = s.SaveError(ctx, 2, 2, fmt.Errorf("x: %w", os.ErrClosed))
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() { // under -race: each caller owns its Info
+			defer wg.Done()
+			list, err := s.List(ctx)
+			if err != nil {
+				panic(err)
+			}
+			list[0].Meta["k"] = fmt.Sprint(i)
+			list[1].Error.Types[0] = fmt.Sprint(i)
+		}()
+	}
+	wg.Wait()
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v", list[0].Meta["k"])
+	require.Equal(t, "*fmt.wrapError", list[1].Error.Types[0])
+}
+
+func TestSecondCloseWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	// The clock is read inside a save, with the save counted in flight:
+	// blocking it holds a save in the middle.
+	s, err := checkpoint.Open[int](dir, checkpoint.WithClock(func() time.Time {
+		once.Do(func() { close(entered); <-release })
+		return time.Now()
+	}))
+	require.NoError(t, err)
+	saved := make(chan error, 1)
+	go func() { _, err := s.Save(ctx, 1, 1); saved <- err }()
+	<-entered
+	first := make(chan error, 1)
+	go func() { first <- s.Close() }()
+	for !checkpoint.IsClosing(s) { // until the first Close has begun
+		runtime.Gosched()
+	}
+	go func() {
+		for i := 0; i < 100; i++ {
+			runtime.Gosched()
+		}
+		close(release)
+	}()
+	require.NoError(t, s.Close())
+	// Whichever Close returned, the lock is free once it has.
+	again, err := checkpoint.Open[int](dir)
+	require.NoError(t, err, "a Close returned before the store was closed")
+	require.NoError(t, again.Close())
+	require.NoError(t, <-first)
+	require.NoError(t, <-saved)
+}
+
+func TestConcurrentSavesOfOneStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Save(ctx, 7, i)
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		if err == nil {
+			ok++
+		} else {
+			require.ErrorIs(t, err, checkpoint.ErrExists)
+		}
+	}
+	require.Equal(t, 1, ok)
+	require.Equal(t, []string{".checkpoint.lock", "step_00000007.json"}, dirNames(t, dir))
+}
+
+// testConcurrentUse saves, lists and loads from many goroutines at once
+// and checks that every save is whole and every step loads.
+func testConcurrentUse(t *testing.T, opts ...checkpoint.Option) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[gameState](t, dir, opts...)
+	const writers, perWriter = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*perWriter*4)
+	for w := 0; w < writers; w++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				step := int64(w*perWriter + i)
+				if _, err := s.Save(ctx, step, sampleState(step)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				if _, _, err := s.Latest(ctx); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+					errs <- err
+				}
+				if _, err := s.List(ctx); err != nil {
+					errs <- err
+				}
+				if _, _, err := s.Load(ctx, int64(i)); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Flush(ctx))
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, writers*perWriter)
+	for i, info := range list {
+		require.Equal(t, int64(i), info.Step)
+		got, _, err := s.Load(ctx, info.Step)
+		require.NoError(t, err)
+		require.Equal(t, sampleState(info.Step), got)
+	}
 }

@@ -25,7 +25,7 @@ func TestRenamedNamesKeepWorking(t *testing.T) {
 	}
 	infos, err := s.List(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int64{0, 4}, stepsOf(infos), "Every(2) saves the even steps; KeepEvery(4) then removes step 2, as KeepMultiplesOf(4) does")
+	require.Equal(t, []int64{0, 4}, steps(infos), "Every(2) saves the even steps; KeepEvery(4) then removes step 2, as KeepMultiplesOf(4) does")
 	for _, info := range infos {
 		require.Equal(t, info.Location, info.Path)
 		v, got, err := s.LoadInfo(ctx, info)

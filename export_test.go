@@ -1,14 +1,12 @@
 package checkpoint
 
 import (
-	"context"
 	"math/rand/v2"
 	"strconv"
-	"testing"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/format"
-	"github.com/stretchr/testify/require"
 )
 
 // What the tests know of the directory's names (package dirstore): its
@@ -142,25 +140,53 @@ const (
 // TempName is a temporary name for final, as the directory names one.
 func TempName(final string) string { return tempName(final) }
 
-// openSessions opens the root of sessions dir with NoSync and closes it
-// when t ends, for the internal tests that open sessions (clocks, golden
-// files, inspection, schemas).
-func openSessions(t *testing.T, dir string, opts ...Option) *Sessions {
-	t.Helper()
-	r, err := OpenSessions(dir, append([]Option{NoSync()}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { r.Close() })
-	return r
+// What the black-box tests of damage, limits, faults, concurrency, backends
+// and save times need of the store's unexported names.
+
+const (
+	MaxMetaSize     = maxMetaSize
+	MaxErrorMessage = maxErrorMessage
+	MaxErrorStack   = maxErrorStack
+	MaxListed       = maxListed
+	ParallelFill    = parallelFill
+	ClaimName       = claimName
+)
+
+var (
+	TimeMax      = timeMax
+	TruncateText = truncateText
+)
+
+// IdleBufferCaps returns the capacities of the buffers and coders s keeps
+// for its next calls.
+func (s *Store[T]) IdleBufferCaps() []int { return s.codec.IdleBufferCaps() }
+
+// Observe makes s take t as a save time seen in its storage.
+func (s *Store[T]) Observe(t time.Time) { s.observe(t) }
+
+// SaveTime returns the time s stamps on its next save of step (byStep: a
+// synchronous save, which reads the step's newest time).
+func (s *Store[T]) SaveTime(step int64, byStep bool) time.Time {
+	t, _ := s.saveTime(step, byStep)
+	return t
 }
 
-// listIDs returns the IDs r lists, in its order.
-func listIDs(t *testing.T, r *Sessions) []string {
-	t.Helper()
-	list, err := r.List(context.Background())
-	require.NoError(t, err)
-	var out []string
-	for _, s := range list {
-		out = append(out, s.ID)
-	}
-	return out
+// Remote reports whether s takes the path of object storage (its backend
+// does not describe itself as local).
+func (s *Store[T]) Remote() bool { return s.remote() }
+
+// ListedAtOpen reports whether s listed its backend when it opened.
+func (s *Store[T]) ListedAtOpen() bool { return s.listed != nil }
+
+// The directory's names, as export_test.go gives them to the internal
+// tests.
+const (
+	TempMarker   = tempMarker
+	FdTempBuffer = fdTempBuffer
+)
+
+// IsCheckpointName reports whether name is a checkpoint's in s's layout.
+func (s *Store[T]) IsCheckpointName(name string) bool {
+	_, ok := s.cfg.layout.parse(name)
+	return ok
 }

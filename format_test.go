@@ -102,7 +102,7 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 func TestGoldenSessionsV1Load(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := openSessionsRoot(t, goldenSessionsDir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
+	r := openSessions(t, goldenSessionsDir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 2)

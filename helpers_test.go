@@ -1,13 +1,22 @@
 package checkpoint_test
 
 import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 	"github.com/gocheckpoint/checkpoint/internal/testkit"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/stretchr/testify/require"
 )
 
 // What the black-box tests of this package share. The tests that need the
@@ -51,3 +60,149 @@ func openDurableStore[T any](t *testing.T, dir string, opts ...checkpoint.Option
 
 // dirNames returns the names in dir, sorted.
 func dirNames(t *testing.T, dir string) []string { return testkit.DirNames(t, dir) }
+
+// What the black-box tests of damage, limits, faults, concurrency and
+// backends share: states, and checkpoint bytes made and read as a store
+// makes and reads them (package format).
+
+// paddedState is a state of a step and some padding to give it a size.
+type paddedState struct {
+	Step int64  `json:"step"`
+	Pad  string `json:"pad"`
+}
+
+var randomText = testkit.RandomText
+
+type corpusState = testkit.CorpusState
+
+var corpusStateAt = testkit.CorpusStateAt
+
+// steps returns the steps of infos, in order.
+func steps(infos []checkpoint.Info) []int64 {
+	var out []int64
+	for _, info := range infos {
+		out = append(out, info.Step)
+	}
+	return out
+}
+
+// checkpointNames lists the names in dir but the writer's lock, sorted.
+func checkpointNames(t *testing.T, dir string) []string {
+	t.Helper()
+	return slices.DeleteFunc(dirNames(t, dir), func(n string) bool { return n == dirstore.LockName })
+}
+
+// envelopeBytes returns the uncompressed checkpoint of h and state.
+func envelopeBytes(h format.Header, state []byte) []byte {
+	return encodeBytes(h, state, format.CompressNone)
+}
+
+// encodeBytes returns the checkpoint of h and state as a store of
+// compression comp writes it.
+func encodeBytes(h format.Header, state []byte, comp format.Compression) []byte {
+	var buf bytes.Buffer
+	if err := format.NewCodec(comp, checkpoint.DefaultMaxReadSize).WriteEnvelope(&buf, h, state); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// encodeState returns a state's bytes as a store writes them.
+func encodeState(v any) ([]byte, error) {
+	buf, err := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize).EncodeState(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(buf.Bytes()), nil
+}
+
+// readEnvelope reads and verifies a whole checkpoint, as a load does, and
+// returns its header.
+func readEnvelope(r io.Reader, max int64) (format.Header, error) {
+	var got format.Header
+	err := format.NewCodec(format.CompressNone, max).Read(r, -1, func(h format.Header, _ []byte) error {
+		got = h
+		return nil
+	})
+	return got, err
+}
+
+// decompress returns a file's decompressed bytes.
+func decompress(t *testing.T, data []byte) []byte {
+	t.Helper()
+	r, _, release, err := format.NewCodec(format.CompressNone, checkpoint.DefaultMaxReadSize).Open(bytes.NewReader(data))
+	require.NoError(t, err)
+	defer release()
+	out, err := io.ReadAll(r)
+	require.NoError(t, err)
+	return out
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// compressLike compresses raw as a store of compression comp writes.
+func compressLike(t *testing.T, comp string, raw []byte) []byte {
+	t.Helper()
+	switch comp {
+	case "gzip":
+		return gzipped(t, raw)
+	case "zstd":
+		enc, err := zstd.NewWriter(nil)
+		require.NoError(t, err)
+		defer enc.Close()
+		return enc.EncodeAll(raw, nil)
+	}
+	return raw
+}
+
+// withTrailerV2 completes an envelope body (everything before the
+// checksum) with format 2's correct checksum.
+func withTrailerV2(body string) []byte {
+	sum := format.TrailerV2.Sum()
+	sum.Write([]byte(body))
+	return format.AppendTrailer([]byte(body), format.TrailerV2, sum)
+}
+
+// requireUntouched checks that the file at path still holds before and
+// was not moved aside.
+func requireUntouched(t *testing.T, path string, before []byte) {
+	t.Helper()
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.NoFileExists(t, path+checkpoint.QuarantineSuffix)
+}
+
+var errInjected = errors.New("injected fault")
+
+// touch makes a file of each name in dir, holding "x".
+func touch(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o644))
+	}
+}
+
+// openSessions opens the root of sessions dir with NoSync and closes it
+// when t ends.
+func openSessions(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoint.Sessions {
+	t.Helper()
+	r, err := checkpoint.OpenSessions(dir, append([]checkpoint.Option{checkpoint.NoSync()}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	return r
+}

@@ -2,56 +2,10 @@ package checkpoint
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// steps, manualClock and checkpointNames serve the other internal test
-// files too; the black-box tests have their own, in retention_test.go.
-
-// steps returns the steps of infos, in order.
-func steps(infos []Info) []int64 {
-	var out []int64
-	for _, i := range infos {
-		out = append(out, i.Step)
-	}
-	return out
-}
-
-// manualClock is a clock the test sets.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-// checkpointNames lists the checkpoint files in dir, sorted.
-func checkpointNames(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	for _, name := range dirNames(t, dir) {
-		if name != lockName {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
 
 // The prune after a save trusts the Version the save cached for its own
 // file, not a Version it does not know (a stat after publishing failed):

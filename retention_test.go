@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,28 +103,6 @@ func TestPruneSkipsUnreadableHeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{2, 3}, steps(removed), "a file that does not parse is neither counted nor removed")
 	require.FileExists(t, dir+"/beat_001.json")
-}
-
-// steps returns the steps of infos, in order.
-func steps(infos []checkpoint.Info) []int64 {
-	var out []int64
-	for _, i := range infos {
-		out = append(out, i.Step)
-	}
-	return out
-}
-
-// checkpointNames lists the checkpoint files in dir, sorted.
-func checkpointNames(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	for _, name := range dirNames(t, dir) {
-		if name != dirstore.LockName {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 // manualClock is a clock the test sets.
@@ -964,6 +941,20 @@ func TestRetentionKeepsNewerSchemaFileAsLoadable(t *testing.T) {
 	s := openStore[heroV1](t, dir, checkpoint.WithSchema(1, heroMigrations[0]), checkpoint.KeepEvery(10), checkpoint.NoSync())
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 2}, stepsOf(removed))
+	require.Equal(t, []int64{1, 2}, steps(removed))
 	require.FileExists(t, filepath.Join(dir, "step_00000003.json"))
+}
+
+// PruneKinds of the step or rolling kind, or of a kind that is none, is
+// ErrInvalid naming the option; of the final and error kinds, it opens.
+func TestPruneKindsOfStepOrRollingIsInvalid(t *testing.T) {
+	t.Parallel()
+	for _, k := range []checkpoint.Kind{checkpoint.KindStep, checkpoint.KindRolling, "final "} {
+		_, err := checkpoint.Open[int](t.TempDir(), checkpoint.KeepLast(1), checkpoint.PruneKinds(k))
+		require.ErrorIs(t, err, checkpoint.ErrInvalid, k)
+		require.ErrorContains(t, err, fmt.Sprintf("PruneKinds(%q)", k))
+	}
+	s, err := checkpoint.Open[int](t.TempDir(), checkpoint.KeepLast(1), checkpoint.PruneKinds(checkpoint.KindFinal, checkpoint.KindError))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
 }

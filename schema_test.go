@@ -483,7 +483,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 	t.Run("sessions and fork", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		old := openSessionsRoot(t, dir, checkpoint.NoSync())
+		old := openSessions(t, dir, checkpoint.NoSync())
 		sess, err := old.New(ctx, nil)
 		require.NoError(t, err)
 		st, err := checkpoint.OpenSession[heroV0](old, sess.ID)
@@ -493,7 +493,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		require.NoError(t, st.Close())
 		require.NoError(t, old.Close())
 
-		r := openSessionsRoot(t, dir, checkpoint.NoSync(), checkpoint.WithSchema(2, heroMigrations...))
+		r := openSessions(t, dir, checkpoint.NoSync(), checkpoint.WithSchema(2, heroMigrations...))
 		st2, s, err := checkpoint.ResumeSession[heroV2](ctx, r)
 		require.NoError(t, err)
 		got, info, err := st2.Latest(ctx)
@@ -521,7 +521,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		}
 
 		// A root that reads only schema 0 refuses to fork a newer step.
-		r0 := openSessionsRoot(t, dir, checkpoint.NoSync())
+		r0 := openSessions(t, dir, checkpoint.NoSync())
 		_, err = r0.Fork(ctx, s.ID, 2, nil)
 		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	})

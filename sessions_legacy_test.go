@@ -277,14 +277,14 @@ func TestRemoveStagingRemovesStagingDirectoriesAndTheOldLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	r := openSessionsRoot(t, dir)
+	r := openSessions(t, dir)
 	s, err := r.New(ctx, nil)
 	require.NoError(t, err)
 	staging := filepath.Join(dir, checkpoint.StagingPrefix+"ABC")
 	require.NoError(t, os.MkdirAll(staging, 0o755))
 	touch(t, staging, "step_00000001.json")
 
-	ro := openSessionsRoot(t, dir, checkpoint.ReadOnly())
+	ro := openSessions(t, dir, checkpoint.ReadOnly())
 	_, err = ro.RemoveStaging(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
 
