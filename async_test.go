@@ -34,7 +34,7 @@ func TestAsyncSavesPublishInOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	published := make(chan checkpoint.Info, 64)
-	s := openStore[[]int64](t, t.TempDir(), checkpoint.Async(2), checkpoint.Every(3), checkpoint.WithRolling(), checkpoint.Zstd(),
+	s := openStore[[]int64](t, t.TempDir(), checkpoint.Async(2), checkpoint.SaveEvery(3), checkpoint.WithRolling(), checkpoint.Zstd(),
 		checkpoint.WithHooks(checkpoint.Hooks{OnSave: func(info checkpoint.Info) { published <- info }}))
 	state := []int64{0}
 	var queued []checkpoint.Info
@@ -67,7 +67,7 @@ func TestAsyncSavesPublishInOrder(t *testing.T) {
 	require.NoError(t, err)
 	var steps []int64
 	for _, info := range list {
-		got, _, err := s.LoadInfo(ctx, info)
+		got, _, err := s.LoadExact(ctx, info)
 		require.NoError(t, err)
 		require.Equal(t, []int64{info.Step}, got, "the state as it was when saved")
 		require.Equal(t, queued[info.Step-1].Time, info.Time)
@@ -408,7 +408,7 @@ func TestAsyncDirectoryHasNoLeftovers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := checkpoint.Open[int](dir, checkpoint.Async(4), checkpoint.WithRolling(), checkpoint.Every(5))
+	s, err := checkpoint.Open[int](dir, checkpoint.Async(4), checkpoint.WithRolling(), checkpoint.SaveEvery(5))
 	require.NoError(t, err)
 	for step := int64(1); step <= 12; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))

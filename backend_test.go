@@ -16,79 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// countingBackend is a Backend that is not the local directory (so a store
-// on it takes the remote path, see Store.Remote), wrapping one, and counts
-// the calls of each method: the requests a store would make of object
-// storage.
-type countingBackend struct {
-	checkpoint.Backend
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func newCountingBackend(t *testing.T, dir string) *countingBackend {
-	b, err := dirstore.Open(dir, dirstore.NoSync())
-	require.NoError(t, err)
-	return &countingBackend{Backend: b, calls: make(map[string]int)}
-}
-
-func (c *countingBackend) count(m string) {
-	c.mu.Lock()
-	c.calls[m]++
-	c.mu.Unlock()
-}
-
-func (c *countingBackend) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls = make(map[string]int)
-	return calls
-}
-
-func (c *countingBackend) Create(ctx context.Context, name string, w func(io.Writer) error) (checkpoint.Object, error) {
-	c.count("Create")
-	return c.Backend.Create(ctx, name, w)
-}
-
-func (c *countingBackend) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (checkpoint.Object, error) {
-	c.count("Replace")
-	return c.Backend.Replace(ctx, name, ifVersion, w)
-}
-
-func (c *countingBackend) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
-	c.count("Open")
-	return c.Backend.Open(ctx, name)
-}
-
-func (c *countingBackend) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
-	c.count("Stat")
-	return c.Backend.Stat(ctx, name)
-}
-
-func (c *countingBackend) List(ctx context.Context) ([]checkpoint.Object, error) {
-	c.count("List")
-	objs, err := c.Backend.List(ctx)
-	// Object storage lists sizes and versions; so does this wrapper, as
-	// the local directory's List does not.
-	for i := range objs {
-		if o, err := c.Backend.Stat(ctx, objs[i].Name); err == nil && o.Mode.IsRegular() {
-			objs[i] = o
-		}
-	}
-	return objs, err
-}
-
-func (c *countingBackend) Remove(ctx context.Context, names ...string) ([]bool, error) {
-	c.count("Remove")
-	return c.Backend.Remove(ctx, names...)
-}
-
-func (c *countingBackend) Rename(ctx context.Context, from, to string) error {
-	c.count("Rename")
-	return c.Backend.Rename(ctx, from, to)
-}
-
 // TestSaveOnARemoteBackendAsksNothingBeforeItsWrite: on object storage
 // every Stat is a request, and a save that asked before writing (does any
 // compression of this step exist? is the newest checkpoint still there?)
@@ -149,7 +76,7 @@ func TestSaveOnARemoteBackendAsksNothingBeforeItsWrite(t *testing.T) {
 	// wrote; another object put there under the writer is ErrConflict,
 	// and left as it is.
 	rdir := t.TempDir()
-	rs, err := checkpoint.OpenBackend[int](newCountingBackend(t, rdir), checkpoint.NoSync(), checkpoint.Every(10), checkpoint.WithRolling())
+	rs, err := checkpoint.OpenBackend[int](newCountingBackend(t, rdir), checkpoint.NoSync(), checkpoint.SaveEvery(10), checkpoint.WithRolling())
 	require.NoError(t, err)
 	defer rs.Close()
 	_, _, err = rs.Tick(ctx, 1, 1)
@@ -188,7 +115,7 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 	for _, name := range []string{"result.json", "kept.json"} {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(`"before Open"`), 0o644))
 	}
-	s, err := checkpoint.OpenBackend[int](newCountingBackend(t, dir), checkpoint.NoSync(), checkpoint.Every(10), checkpoint.WithRolling())
+	s, err := checkpoint.OpenBackend[int](newCountingBackend(t, dir), checkpoint.NoSync(), checkpoint.SaveEvery(10), checkpoint.WithRolling())
 	require.NoError(t, err)
 	defer s.Close()
 	other, err := dirstore.Open(dir, dirstore.NoSync())
@@ -222,7 +149,7 @@ func TestFirstReplacementAfterOpenIsConditionalOnWhatOpenListed(t *testing.T) {
 func TestFreshStartLatestListsAtMostTwice(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for name, opts := range map[string][]checkpoint.Option{"numbered": nil, "rolling": {checkpoint.Every(10), checkpoint.WithRolling()}} {
+	for name, opts := range map[string][]checkpoint.Option{"numbered": nil, "rolling": {checkpoint.SaveEvery(10), checkpoint.WithRolling()}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -422,7 +349,7 @@ func (w *writes) Remove(ctx context.Context, names ...string) ([]bool, error) {
 func TestWrapperGetsOnlyTheOperationsThatMoveBytes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, err := checkpoint.OpenDir(t.TempDir(), checkpoint.NoSync())
+	d, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
 	require.NoError(t, err)
 	w := &writes{Backend: d}
 	for name, found := range map[string]bool{
@@ -458,7 +385,7 @@ func TestOpenThroughAWrapperRemovesStaleTemps(t *testing.T) {
 	dir := t.TempDir()
 	tmp := filepath.Join(dir, ".step_00000001.json.ckpt-tmp-123")
 	require.NoError(t, os.WriteFile(tmp, []byte("x"), 0o644))
-	b, err := checkpoint.OpenDir(dir, checkpoint.NoSync())
+	b, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
 	st, err := checkpoint.OpenBackend[int](passThrough{b}, checkpoint.NoSync())
 	require.NoError(t, err)

@@ -56,7 +56,7 @@ func BenchmarkSave(b *testing.B) {
 func BenchmarkLatestAndList(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	w, err := checkpoint.Open[map[string]any](dir, checkpoint.Every(1))
+	w, err := checkpoint.Open[map[string]any](dir, checkpoint.SaveEvery(1))
 	if err != nil {
 		b.Fatal(err)
 	}

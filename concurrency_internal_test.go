@@ -19,7 +19,7 @@ func TestCheckpointSavedDuringAListStaysKnownToRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, NoSync(), KeepEvery(2), KeepLast(1))
+	s := openStore[int](t, dir, NoSync(), KeepMultiplesOf(2), KeepLast(1))
 	for step := int64(1); step <= 4; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)

@@ -41,7 +41,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 		keepLast = 5
 		every    = 10
 	)
-	s := openStore[paddedState](t, dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(keepLast), checkpoint.KeepEvery(every), checkpoint.Gzip())
+	s := openStore[paddedState](t, dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(keepLast), checkpoint.KeepMultiplesOf(every), checkpoint.Gzip())
 	var saving sync.WaitGroup
 	var done atomic.Bool
 	var maxSaved atomic.Int64
@@ -128,7 +128,7 @@ func TestConcurrentSaveLoadListPrune(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, steps(list), "exactly what the rules keep")
 	for _, info := range list {
-		got, _, err := s.LoadInfo(ctx, info)
+		got, _, err := s.LoadExact(ctx, info)
 		require.NoError(t, err)
 		require.Equal(t, info.Step, got.Step)
 	}
@@ -154,7 +154,7 @@ func TestParallelHeaderReadsWithAConcurrentWriter(t *testing.T) {
 		b := envelopeBytes(format.Header{Format: 1, Step: step, Kind: checkpoint.KindStep, Time: at.Add(time.Duration(step) * time.Second)}, []byte(fmt.Sprint(step)))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("step_%08d.json", step)), b, 0o644))
 	}
-	w := openStore[int64](t, dir, checkpoint.NoSync(), checkpoint.KeepEvery(2), checkpoint.KeepLast(8))
+	w := openStore[int64](t, dir, checkpoint.NoSync(), checkpoint.KeepMultiplesOf(2), checkpoint.KeepLast(8))
 	r := openStore[int64](t, dir, checkpoint.ReadOnly())
 
 	var wg sync.WaitGroup
@@ -205,7 +205,7 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		ctx := context.Background()
 		dir := t.TempDir()
-		s, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.Every(2), checkpoint.NoSync())
+		s, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.SaveEvery(2), checkpoint.NoSync())
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -242,7 +242,7 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 					list, err := s.List(ctx)
 					note("list", err)
 					for _, info := range list {
-						_, _, err := s.LoadInfo(ctx, info)
+						_, _, err := s.LoadExact(ctx, info)
 						if errors.Is(err, fs.ErrNotExist) {
 							continue // pruned meanwhile
 						}
@@ -267,7 +267,7 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.Empty(t, bad, "round %d", round)
 
-		r, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.Every(2))
+		r, err := checkpoint.Open[paddedState](dir, checkpoint.WithLayout("c", 4), checkpoint.KeepLast(5), checkpoint.WithRolling(), checkpoint.SaveEvery(2))
 		require.NoError(t, err)
 		for _, n := range dirNames(t, dir) {
 			require.False(t, strings.Contains(n, checkpoint.TempMarker), n)
@@ -275,7 +275,7 @@ func TestEveryCallAtOnceThenCloseLeavesAWholeStore(t *testing.T) {
 		list, err := r.List(ctx)
 		require.NoError(t, err)
 		for _, info := range list {
-			got, _, err := r.LoadInfo(ctx, info)
+			got, _, err := r.LoadExact(ctx, info)
 			require.NoError(t, err)
 			require.Equal(t, info.Step, got.Step)
 		}
@@ -507,7 +507,7 @@ func TestLoadNeverReturnsAnotherStepOfTheRollingFile(t *testing.T) {
 	// (up to 1 s, see retryInUse), and a stream of loads can outlast that.
 	skipUnderWine(t, "Wine 8 has no POSIX rename (FileRenameInformationEx): as on a FAT volume, a file that is open cannot be renamed over")
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.Every(0), checkpoint.WithRolling())
+	s := openStore[int](t, t.TempDir(), checkpoint.SaveEvery(0), checkpoint.WithRolling())
 	_, _, err := s.Tick(ctx, 1, 1)
 	require.NoError(t, err)
 	done := make(chan struct{})

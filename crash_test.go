@@ -80,7 +80,7 @@ func newCrashState(step int64) crashState {
 }
 
 func crashOptions(mode crashMode) []Option {
-	opts := []Option{WithLayout("c", 6), Every(3), WithRolling(), KeepLast(crashKeep), KeepEvery(crashEvery)}
+	opts := []Option{WithLayout("c", 6), SaveEvery(3), WithRolling(), KeepLast(crashKeep), KeepMultiplesOf(crashEvery)}
 	switch mode {
 	case crashGzip:
 		opts = append(opts, Gzip())
@@ -423,7 +423,7 @@ func TestKill9DuringSessionsLeavesNoHalfSession(t *testing.T) {
 // the test kills it at each of those points in turn.
 const (
 	// Step 7 fails: steps 7 and 8 are redone to the rolling file
-	// (Every(3)), so the first pass after the failure is SaveFinal's.
+	// (SaveEvery(3)), so the first pass after the failure is SaveFinal's.
 	errorLoopFailAt = 7
 	errorLoopLast   = 8
 )
@@ -433,7 +433,7 @@ const (
 func errorLoopSum(step int64) int64 { return step * (step + 1) / 2 }
 
 func errorLoopOptions() []Option {
-	return []Option{WithLayout("e", 4), Every(3), WithRolling(), NoSync()}
+	return []Option{WithLayout("e", 4), SaveEvery(3), WithRolling(), NoSync()}
 }
 
 // errorLoopChild is the loop of the README's quick-start: resume from

@@ -297,7 +297,7 @@ func TestLatestReportsANonRegularRollingFileBesideOneThatLoads(t *testing.T) {
 		}
 	}
 	for what, make := range makes {
-		for name, opts := range map[string][]checkpoint.Option{"numbered": nil, "rolling": {checkpoint.Every(10), checkpoint.WithRolling()}} {
+		for name, opts := range map[string][]checkpoint.Option{"numbered": nil, "rolling": {checkpoint.SaveEvery(10), checkpoint.WithRolling()}} {
 			t.Run(what+" "+name, func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()

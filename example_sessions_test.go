@@ -39,21 +39,21 @@ func ExampleOpenSessionsBackend() {
 	_, err := b.Create(ctx, "run-7", map[string]string{"owner": "b"})
 	fmt.Println("second create:", errors.Is(err, checkpoint.ErrExists))
 
-	store, err := checkpoint.OpenSession[Game](a, "run-7")
+	store, err := checkpoint.OpenSessionStore[Game](a, "run-7")
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := store.Save(ctx, 1, Game{Turn: 1}); err != nil {
 		log.Fatal(err)
 	}
-	_, err = checkpoint.OpenSession[Game](b, "run-7")
+	_, err = checkpoint.OpenSessionStore[Game](b, "run-7")
 	fmt.Println("second writer:", errors.Is(err, checkpoint.ErrLocked))
 	if err := store.Close(); err != nil {
 		log.Fatal(err)
 	}
 
 	// Once its writer is gone, any worker resumes it.
-	store, s, err := checkpoint.ResumeSession[Game](ctx, b)
+	store, s, err := checkpoint.ResumeLatestSession[Game](ctx, b)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func ExampleStore_Tick() {
 	ctx := context.Background()
 	dir := tempDir()
 	defer os.RemoveAll(dir)
-	store, err := checkpoint.Open[int](dir, checkpoint.Every(5), checkpoint.WithRolling())
+	store, err := checkpoint.Open[int](dir, checkpoint.SaveEvery(5), checkpoint.WithRolling())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func ExampleStore_SaveOnPanic() {
 
 // A host with many sessions resumes the most recently active one, or starts
 // the first.
-func ExampleResumeSession() {
+func ExampleResumeLatestSession() {
 	ctx := context.Background()
 	dir := tempDir()
 	defer os.RemoveAll(dir)
@@ -193,13 +193,13 @@ func ExampleResumeSession() {
 			log.Fatal(err)
 		}
 		defer root.Close()
-		store, sess, err := checkpoint.ResumeSession[Game](ctx, root)
+		store, sess, err := checkpoint.ResumeLatestSession[Game](ctx, root)
 		if errors.Is(err, checkpoint.ErrNotFound) || errors.Is(err, checkpoint.ErrCorrupt) {
 			// No session yet, or the last one is damaged: start a new one.
 			if sess, err = root.New(ctx, nil); err != nil {
 				log.Fatal(err)
 			}
-			store, err = checkpoint.OpenSession[Game](root, sess.ID)
+			store, err = checkpoint.OpenSessionStore[Game](root, sess.ID)
 		}
 		if err != nil {
 			log.Fatal(err)
@@ -241,7 +241,7 @@ func ExampleSessions_Fork() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := checkpoint.OpenSession[Game](root, sess.ID)
+	store, err := checkpoint.OpenSessionStore[Game](root, sess.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func ExampleSessions_Fork() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fstore, err := checkpoint.OpenSession[Game](root, fork.ID)
+	fstore, err := checkpoint.OpenSessionStore[Game](root, fork.ID)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -286,12 +286,12 @@ func ExampleSessions_Fork() {
 }
 
 // Retention rules combine: a checkpoint survives if any rule keeps it.
-func ExampleKeepEvery() {
+func ExampleKeepMultiplesOf() {
 	ctx := context.Background()
 	dir := tempDir()
 	defer os.RemoveAll(dir)
 	store, err := checkpoint.Open[int](dir, checkpoint.WithLayout("beat", 3),
-		checkpoint.KeepLast(2), checkpoint.KeepEvery(5))
+		checkpoint.KeepLast(2), checkpoint.KeepMultiplesOf(5))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func ExampleAsync() {
 	ctx := context.Background()
 	dir := tempDir()
 	defer os.RemoveAll(dir)
-	store, err := checkpoint.Open[map[string]int](dir, checkpoint.Async(4), checkpoint.Zstd(), checkpoint.Every(10))
+	store, err := checkpoint.Open[map[string]int](dir, checkpoint.Async(4), checkpoint.Zstd(), checkpoint.SaveEvery(10))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func ExampleAsync() {
 		log.Fatal(err)
 	}
 	for _, info := range list {
-		v, _, err := store.LoadInfo(ctx, info)
+		v, _, err := store.LoadExact(ctx, info)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -109,7 +109,7 @@ func TestDiskFullFailsSavesRollingAndSideWritesCleanly(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := tinyDisk(t, "size=1m")
-			opts := append([]checkpoint.Option{checkpoint.WithLayout("c", 3), checkpoint.WithRolling(), checkpoint.Every(1000)}, c.opts...)
+			opts := append([]checkpoint.Option{checkpoint.WithLayout("c", 3), checkpoint.WithRolling(), checkpoint.SaveEvery(1000)}, c.opts...)
 			s, err := checkpoint.Open[paddedState](dir, opts...)
 			require.NoError(t, err)
 			defer s.Close()
@@ -296,7 +296,7 @@ func checkNoDebris[T any](t *testing.T, s *checkpoint.Store[T], dir, what string
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	for _, info := range list {
-		_, _, err := s.LoadInfo(ctx, info)
+		_, _, err := s.LoadExact(ctx, info)
 		require.NoError(t, err, "%s: %s", what, info.Path)
 	}
 }

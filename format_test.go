@@ -84,7 +84,7 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 	require.NoError(t, err)
 	s, err := r.New(ctx, map[string]string{"campaign": "crypt"})
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[goldenState](r, s.ID)
+	st, err := checkpoint.OpenSessionStore[goldenState](r, s.ID)
 	require.NoError(t, err)
 	for turn := int64(1); turn <= 2; turn++ {
 		_, err := st.Save(ctx, turn, goldenStateAt(turn))
@@ -124,7 +124,7 @@ func TestGoldenSessionsV1Load(t *testing.T) {
 	require.Equal(t, map[string]string{"campaign": "crypt", "branch": "left door"}, two.Meta)
 	require.Equal(t, 1, two.Checkpoints)
 
-	st, err := checkpoint.OpenSession[goldenState](r, "002")
+	st, err := checkpoint.OpenSessionStore[goldenState](r, "002")
 	require.NoError(t, err)
 	got, info, err := st.Latest(ctx)
 	require.NoError(t, err)

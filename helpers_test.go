@@ -2,12 +2,15 @@ package checkpoint_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/dirstore"
@@ -205,4 +208,95 @@ func openSessions(t *testing.T, dir string, opts ...checkpoint.Option) *checkpoi
 	require.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// countingBackend is a Backend that is not the local directory (so a store
+// on it takes the remote path, see Store.Remote), wrapping one, and counts
+// the calls of each method: the requests a store would make of object
+// storage.
+type countingBackend struct {
+	checkpoint.Backend
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func newCountingBackend(t *testing.T, dir string) *countingBackend {
+	b, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	return &countingBackend{Backend: b, calls: make(map[string]int)}
+}
+
+func (c *countingBackend) count(m string) {
+	c.mu.Lock()
+	c.calls[m]++
+	c.mu.Unlock()
+}
+
+func (c *countingBackend) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := c.calls
+	c.calls = make(map[string]int)
+	return calls
+}
+
+func (c *countingBackend) Create(ctx context.Context, name string, w func(io.Writer) error) (checkpoint.Object, error) {
+	c.count("Create")
+	return c.Backend.Create(ctx, name, w)
+}
+
+func (c *countingBackend) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (checkpoint.Object, error) {
+	c.count("Replace")
+	return c.Backend.Replace(ctx, name, ifVersion, w)
+}
+
+func (c *countingBackend) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
+	c.count("Open")
+	return c.Backend.Open(ctx, name)
+}
+
+func (c *countingBackend) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
+	c.count("Stat")
+	return c.Backend.Stat(ctx, name)
+}
+
+func (c *countingBackend) List(ctx context.Context) ([]checkpoint.Object, error) {
+	c.count("List")
+	objs, err := c.Backend.List(ctx)
+	// Object storage lists sizes and versions; so does this wrapper, as
+	// the local directory's List does not.
+	for i := range objs {
+		if o, err := c.Backend.Stat(ctx, objs[i].Name); err == nil && o.Mode.IsRegular() {
+			objs[i] = o
+		}
+	}
+	return objs, err
+}
+
+func (c *countingBackend) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	c.count("Remove")
+	return c.Backend.Remove(ctx, names...)
+}
+
+func (c *countingBackend) Rename(ctx context.Context, from, to string) error {
+	c.count("Rename")
+	return c.Backend.Rename(ctx, from, to)
+}
+
+// manualClock is a clock the test sets.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }

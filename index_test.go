@@ -52,78 +52,6 @@ func (c *openCounter) checkpointOpens() int {
 	return n
 }
 
-// requestCounter is a Backend wrapping the local directory that counts
-// the calls of each method, the requests a store would make of object
-// storage, and lists as object storage does: with sizes and versions.
-type requestCounter struct {
-	checkpoint.Backend
-	mu    sync.Mutex
-	calls map[string]int
-}
-
-func newRequestCounter(t *testing.T, dir string) *requestCounter {
-	t.Helper()
-	b, err := dirstore.Open(dir, dirstore.NoSync())
-	require.NoError(t, err)
-	return &requestCounter{Backend: b, calls: make(map[string]int)}
-}
-
-func (c *requestCounter) count(m string) {
-	c.mu.Lock()
-	c.calls[m]++
-	c.mu.Unlock()
-}
-
-// reset returns the calls counted since the last reset.
-func (c *requestCounter) reset() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls = make(map[string]int)
-	return calls
-}
-
-func (c *requestCounter) Create(ctx context.Context, name string, w func(io.Writer) error) (checkpoint.Object, error) {
-	c.count("Create")
-	return c.Backend.Create(ctx, name, w)
-}
-
-func (c *requestCounter) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (checkpoint.Object, error) {
-	c.count("Replace")
-	return c.Backend.Replace(ctx, name, ifVersion, w)
-}
-
-func (c *requestCounter) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
-	c.count("Open")
-	return c.Backend.Open(ctx, name)
-}
-
-func (c *requestCounter) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
-	c.count("Stat")
-	return c.Backend.Stat(ctx, name)
-}
-
-func (c *requestCounter) List(ctx context.Context) ([]checkpoint.Object, error) {
-	c.count("List")
-	objs, err := c.Backend.List(ctx)
-	for i := range objs {
-		if o, err := c.Backend.Stat(ctx, objs[i].Name); err == nil && o.Mode.IsRegular() {
-			objs[i] = o
-		}
-	}
-	return objs, err
-}
-
-func (c *requestCounter) Remove(ctx context.Context, names ...string) ([]bool, error) {
-	c.count("Remove")
-	return c.Backend.Remove(ctx, names...)
-}
-
-func (c *requestCounter) Rename(ctx context.Context, from, to string) error {
-	c.count("Rename")
-	return c.Backend.Rename(ctx, from, to)
-}
-
 // indexedStoreSteps is how many checkpoints the index tests save: enough
 // for Close to write the index.
 const indexedStoreSteps = checkpoint.IndexMinWrite + 44
@@ -209,7 +137,7 @@ func TestFirstListOnObjectStorageGetsOnlyTheIndex(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	w, err := checkpoint.OpenBackend[int](newRequestCounter(t, dir), checkpoint.NoSync())
+	w, err := checkpoint.OpenBackend[int](newCountingBackend(t, dir), checkpoint.NoSync())
 	require.NoError(t, err)
 	for step := int64(1); step <= indexedStoreSteps; step++ {
 		_, err := w.Save(ctx, step, int(step))
@@ -218,7 +146,7 @@ func TestFirstListOnObjectStorageGetsOnlyTheIndex(t *testing.T) {
 	require.NoError(t, w.Close())
 	want := listWithoutIndex(t, dir)
 
-	b := newRequestCounter(t, dir)
+	b := newCountingBackend(t, dir)
 	r, err := checkpoint.OpenBackend[int](b, checkpoint.ReadOnly())
 	require.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
@@ -776,7 +704,7 @@ func TestRetentionReadsOneHeaderPerRemovalAfterOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir, _ := indexedStore(t, nil)
-	b := newRequestCounter(t, dir)
+	b := newCountingBackend(t, dir)
 	s, err := checkpoint.OpenBackend[int](b, checkpoint.NoSync(), checkpoint.KeepLast(20))
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })

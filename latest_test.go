@@ -74,7 +74,7 @@ func TestDamagedRollingFileIsNotAFreshStart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, checkpoint.Every(0), checkpoint.WithRolling())
+	s := openStore[int](t, dir, checkpoint.SaveEvery(0), checkpoint.WithRolling())
 	info, _, err := s.Tick(ctx, 3, 3)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(info.Path, []byte("garbage"), 0o644))
@@ -131,14 +131,14 @@ func TestWrongLayoutWithADamagedNewestFileIsNotAFreshStart(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			dir := t.TempDir()
-			w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(1), checkpoint.WithRolling(), checkpoint.NoSync())
+			w := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.SaveEvery(1), checkpoint.WithRolling(), checkpoint.NoSync())
 			for turn := int64(1); turn <= 20; turn++ {
 				_, err := w.Save(ctx, turn, int(turn))
 				require.NoError(t, err)
 			}
 			if damaged == "turn_last.json" {
 				require.NoError(t, w.Close())
-				w = openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(100), checkpoint.WithRolling(), checkpoint.NoSync())
+				w = openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.SaveEvery(100), checkpoint.WithRolling(), checkpoint.NoSync())
 				_, _, err := w.Tick(ctx, 21, 21)
 				require.NoError(t, err)
 			}

@@ -195,7 +195,7 @@ func TestOpenRefusesAnInvalidLayoutOrPolicy(t *testing.T) {
 		_, err := checkpoint.Open[int](t.TempDir(), checkpoint.WithLayout(l.prefix, l.digits))
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "layout %q %d", l.prefix, l.digits)
 	}
-	_, err := checkpoint.Open[int](t.TempDir(), checkpoint.Every(-1))
+	_, err := checkpoint.Open[int](t.TempDir(), checkpoint.SaveEvery(-1))
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	_, err = checkpoint.Open[int](t.TempDir(), checkpoint.KeepLast(-1))
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)

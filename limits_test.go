@@ -85,7 +85,7 @@ func TestSaveRefusesACheckpointNoLoadCouldRead(t *testing.T) {
 	ctx := context.Background()
 	const limit = 64 << 10
 	for name, opts := range map[string][]checkpoint.Option{
-		"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}, "async": {checkpoint.Async(2)}, "rolling": {checkpoint.WithRolling(), checkpoint.Every(10)},
+		"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}, "async": {checkpoint.Async(2)}, "rolling": {checkpoint.WithRolling(), checkpoint.SaveEvery(10)},
 	} {
 		dir := t.TempDir()
 		s := openStore[string](t, dir, append(opts, checkpoint.WithMaxReadSize(limit))...)
@@ -529,7 +529,7 @@ func TestCheckpointWithAHeaderTooLargeToListStillLoads(t *testing.T) {
 	v, _, err := r.Load(ctx, 3)
 	require.NoError(t, err)
 	require.Equal(t, 3, v)
-	v, info, err := r.LoadInfo(ctx, list[0])
+	v, info, err := r.LoadExact(ctx, list[0])
 	require.NoError(t, err)
 	require.Equal(t, 3, v)
 	require.Equal(t, 1, info.Format)

@@ -164,7 +164,7 @@ func TestTransientHeaderErrorIsNotCached(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openStore[int](t, dir, checkpoint.Every(5), checkpoint.WithRolling())
+	w := openStore[int](t, dir, checkpoint.SaveEvery(5), checkpoint.WithRolling())
 	for step := int64(0); step <= 7; step++ {
 		_, _, err := w.Tick(ctx, step, int(step))
 		require.NoError(t, err)

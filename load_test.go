@@ -195,7 +195,7 @@ func TestPanicInTheStateTypesDecoderIsAnErrorAndCloseReturns(t *testing.T) {
 func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.Every(2), checkpoint.WithClock(newClock().now))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.SaveEvery(2), checkpoint.WithClock(newClock().now))
 	_, err := s.Save(ctx, 4, 40)
 	require.NoError(t, err)
 	_, err = s.SaveFinal(ctx, 4, 41)
@@ -211,35 +211,35 @@ func TestLoadInfoReachesEveryFileOfAStep(t *testing.T) {
 	require.NoError(t, err)
 	var got []int
 	for _, info := range list {
-		v, loaded, err := s.LoadInfo(ctx, info)
+		v, loaded, err := s.LoadExact(ctx, info)
 		require.NoError(t, err)
 		require.Equal(t, info, loaded)
 		got = append(got, v)
 	}
 	require.Equal(t, []int{40, 41, 42, 43, 50}, got)
 
-	_, _, err = s.LoadInfo(ctx, checkpoint.Info{Path: "/etc/passwd"})
+	_, _, err = s.LoadExact(ctx, checkpoint.Info{Path: "/etc/passwd"})
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
-	_, _, err = s.LoadInfo(ctx, checkpoint.Info{Path: filepath.Join(s.Dir(), "turn_009.json")})
+	_, _, err = s.LoadExact(ctx, checkpoint.Info{Path: filepath.Join(s.Location(), "turn_009.json")})
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
 
 func TestLoadInfoOfReplacedRollingFileIsNotFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.Every(0), checkpoint.WithRolling())
+	s := openStore[int](t, t.TempDir(), checkpoint.SaveEvery(0), checkpoint.WithRolling())
 	_, _, err := s.Tick(ctx, 1, 1)
 	require.NoError(t, err)
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	_, _, err = s.Tick(ctx, 2, 2)
 	require.NoError(t, err)
-	_, _, err = s.LoadInfo(ctx, list[0])
+	_, _, err = s.LoadExact(ctx, list[0])
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	require.ErrorContains(t, err, "now holds the checkpoint of step 2")
 }
 
-// LoadInfo looks an Info's name up in the store's own directory only: an
+// LoadExact looks an Info's name up in the store's own directory only: an
 // Info of another store's file, or a path that climbs out, is ErrNotFound
 // or ErrInvalid.
 func TestLoadInfoNeverLeavesTheDirectory(t *testing.T) {
@@ -255,10 +255,10 @@ func TestLoadInfoNeverLeavesTheDirectory(t *testing.T) {
 	require.NoError(t, err)
 	// An Info of another store's file: its name is looked up in this
 	// store's directory only.
-	_, _, err = s.LoadInfo(ctx, outside)
+	_, _, err = s.LoadExact(ctx, outside)
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	for _, path := range []string{"../other/c_005.json", "/etc/passwd", filepath.Join(parent, "other", "..", "..")} {
-		_, _, err = s.LoadInfo(ctx, checkpoint.Info{Step: 5, Path: path, Format: 1})
+		_, _, err = s.LoadExact(ctx, checkpoint.Info{Step: 5, Path: path, Format: 1})
 		require.Error(t, err, path)
 		require.True(t, errors.Is(err, checkpoint.ErrNotFound) || errors.Is(err, checkpoint.ErrInvalid), "%s: %v", path, err)
 	}

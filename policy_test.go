@@ -38,7 +38,7 @@ func TestEverySavesTheMultiplesOfItsInterval(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(5))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.SaveEvery(5))
 	var saved []int64
 	for step := int64(1); step <= 16; step++ {
 		require.Equal(t, step%5 == 0, s.Due(step))
@@ -70,7 +70,7 @@ func TestEveryZeroSavesOnlyFinal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.Every(0))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.SaveEvery(0))
 	for step := int64(0); step <= 10; step++ {
 		require.False(t, s.Due(step))
 		_, ok, err := s.Tick(ctx, step, 1)
@@ -86,7 +86,7 @@ func TestEveryZeroSavesOnlyFinal(t *testing.T) {
 
 func TestEveryCountsStepZero(t *testing.T) {
 	t.Parallel()
-	s := openStore[int](t, t.TempDir(), checkpoint.Every(5))
+	s := openStore[int](t, t.TempDir(), checkpoint.SaveEvery(5))
 	require.True(t, s.Due(0), "0 is a multiple of 5: a loop that starts at step 0 saves its initial state")
 	require.False(t, s.Due(-5))
 	require.False(t, s.Due(4))
@@ -95,7 +95,7 @@ func TestEveryCountsStepZero(t *testing.T) {
 func TestSaveFinalBesideStepCheckpoint(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.WithLayout("turn", 3), checkpoint.Every(5), checkpoint.WithClock(newClock().now))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithLayout("turn", 3), checkpoint.SaveEvery(5), checkpoint.WithClock(newClock().now))
 	_, ok, err := s.Tick(ctx, 10, 1)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -367,7 +367,7 @@ func TestOnErrorHookMayUseStore(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrExists)
 	_, _, err = s.Load(ctx, 7)
 	require.ErrorIs(t, err, checkpoint.ErrNotFound) // not reported: ErrNotFound
-	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "bad.json"), []byte("{"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(s.Location(), "bad.json"), []byte("{"), 0o644))
 	var v int
 	require.ErrorIs(t, s.ReadJSON(ctx, "bad.json", &v), checkpoint.ErrCorrupt)
 	require.ErrorIs(t, s.WriteJSON(ctx, "x.json", make(chan int)), checkpoint.ErrInvalid)

@@ -105,24 +105,6 @@ func TestPruneSkipsUnreadableHeaders(t *testing.T) {
 	require.FileExists(t, dir+"/beat_001.json")
 }
 
-// manualClock is a clock the test sets.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // twelveSteps saves steps 1 to 12, twenty minutes apart from 09:20 UTC, and
 // returns the directory and the time of step 12.
 func twelveSteps(t *testing.T) (string, time.Time) {
@@ -149,11 +131,11 @@ func TestRetentionRules(t *testing.T) {
 	}{
 		{"no rule keeps everything", nil, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
 		{"KeepLast", []checkpoint.Option{checkpoint.KeepLast(3)}, []int64{10, 11, 12}},
-		{"KeepEvery", []checkpoint.Option{checkpoint.KeepEvery(4)}, []int64{4, 8, 12}},
-		{"KeepEvery spares the newest", []checkpoint.Option{checkpoint.KeepEvery(5)}, []int64{5, 10, 12}},
+		{"KeepEvery", []checkpoint.Option{checkpoint.KeepMultiplesOf(4)}, []int64{4, 8, 12}},
+		{"KeepEvery spares the newest", []checkpoint.Option{checkpoint.KeepMultiplesOf(5)}, []int64{5, 10, 12}},
 		{"KeepWithin", []checkpoint.Option{checkpoint.KeepWithin(30 * time.Minute)}, []int64{11, 12}},
 		{"KeepOnePer hour", []checkpoint.Option{checkpoint.KeepOnePer(time.Hour)}, []int64{2, 5, 8, 11, 12}},
-		{"KeepLast or KeepEvery", []checkpoint.Option{checkpoint.KeepLast(2), checkpoint.KeepEvery(5)}, []int64{5, 10, 11, 12}},
+		{"KeepLast or KeepEvery", []checkpoint.Option{checkpoint.KeepLast(2), checkpoint.KeepMultiplesOf(5)}, []int64{5, 10, 11, 12}},
 		{"three rules", []checkpoint.Option{checkpoint.KeepLast(1), checkpoint.KeepOnePer(time.Hour), checkpoint.KeepWithin(50 * time.Minute)}, []int64{2, 5, 8, 10, 11, 12}},
 		{"KeepLast larger than the store", []checkpoint.Option{checkpoint.KeepLast(50)}, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}},
 	} {
@@ -187,7 +169,7 @@ func TestRetentionRules(t *testing.T) {
 func TestRulesApplyAfterEachSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.KeepLast(1), checkpoint.KeepEvery(3))
+	s := openStore[int](t, t.TempDir(), checkpoint.KeepLast(1), checkpoint.KeepMultiplesOf(3))
 	for step := int64(1); step <= 10; step++ {
 		_, err := s.Save(ctx, step, int(step))
 		require.NoError(t, err)
@@ -214,7 +196,7 @@ func TestRulesNeverRemoveNewestLoadable(t *testing.T) {
 	b[len(b)-5] ^= 1
 	require.NoError(t, os.WriteFile(dir+"/beat_007.json", b, 0o644))
 
-	s = openStore[int](t, dir, checkpoint.WithLayout("beat", 3), checkpoint.KeepEvery(5))
+	s = openStore[int](t, dir, checkpoint.WithLayout("beat", 3), checkpoint.KeepMultiplesOf(5))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3, 4, 7}, steps(removed))
@@ -245,7 +227,7 @@ func TestPruneKeepsACheckpointLargerThanTheStoreReads(t *testing.T) {
 	// Step 5 is intact, only larger than this store reads: it may not be
 	// removed on that guess, and step 4, the newest that loads here, is
 	// spared too.
-	s = openStore[string](t, dir, checkpoint.NoSync(), checkpoint.KeepEvery(100), checkpoint.WithMaxReadSize(64<<10))
+	s = openStore[string](t, dir, checkpoint.NoSync(), checkpoint.KeepMultiplesOf(100), checkpoint.WithMaxReadSize(64<<10))
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2, 3}, steps(removed))
@@ -303,7 +285,7 @@ func TestFinalAndErrorCheckpointsKeptUnlessPruneKinds(t *testing.T) {
 
 func TestRetentionOptionsAreValidated(t *testing.T) {
 	t.Parallel()
-	for _, opt := range []checkpoint.Option{checkpoint.KeepLast(-1), checkpoint.KeepEvery(-2), checkpoint.KeepWithin(-time.Second), checkpoint.KeepOnePer(-time.Hour), checkpoint.PruneKinds(checkpoint.KindRolling), checkpoint.PruneKinds("weekly")} {
+	for _, opt := range []checkpoint.Option{checkpoint.KeepLast(-1), checkpoint.KeepMultiplesOf(-2), checkpoint.KeepWithin(-time.Second), checkpoint.KeepOnePer(-time.Hour), checkpoint.PruneKinds(checkpoint.KindRolling), checkpoint.PruneKinds("weekly")} {
 		_, err := checkpoint.Open[int](t.TempDir(), opt)
 		require.ErrorIs(t, err, checkpoint.ErrInvalid)
 	}
@@ -324,7 +306,7 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.Every(2))
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.SaveEvery(2))
 	for step := int64(1); step <= 9; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
 		require.NoError(t, err)
@@ -362,7 +344,7 @@ func TestTruncateRemovesLaterStepsNewestFirst(t *testing.T) {
 func TestTruncateKeepsRollingFileAtOrBeforeStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(10))
+	s := openStore[int](t, t.TempDir(), checkpoint.WithRolling(), checkpoint.SaveEvery(10))
 	for step := int64(1); step <= 3; step++ {
 		_, _, err := s.Tick(ctx, step, int(step))
 		require.NoError(t, err)
@@ -408,7 +390,7 @@ func TestRetentionNeverRemovesTheNewestCleanCheckpoint(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := openStore[int](t, t.TempDir(), append([]checkpoint.Option{checkpoint.KeepEvery(100), checkpoint.NoSync()}, c.opts...)...)
+			s := openStore[int](t, t.TempDir(), append([]checkpoint.Option{checkpoint.KeepMultiplesOf(100), checkpoint.NoSync()}, c.opts...)...)
 			for step := int64(1); step <= 5; step++ {
 				_, err := s.Save(ctx, step, int(step))
 				require.NoError(t, err)
@@ -684,7 +666,7 @@ func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
 func TestRollingFileSupersedesAnErrorCheckpointAtTheNextNumberedSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := openStore[int](t, t.TempDir(), checkpoint.Every(3), checkpoint.WithRolling(), checkpoint.NoSync())
+	s := openStore[int](t, t.TempDir(), checkpoint.SaveEvery(3), checkpoint.WithRolling(), checkpoint.NoSync())
 	_, err := s.SaveError(ctx, 4, 3, errors.New("boom"))
 	require.NoError(t, err)
 	_, _, err = s.Tick(ctx, 4, 4) // the failed step redone, saved to the rolling file only
@@ -794,7 +776,7 @@ func TestSavesBesideAnErrorCheckpointNoSaveCanSupersedeListNothing(t *testing.T)
 			t.Parallel()
 			dir := t.TempDir()
 			tc.plant(t, dir)
-			b := newRequestCounter(t, dir)
+			b := newCountingBackend(t, dir)
 			s, err := checkpoint.OpenBackend[int](b, checkpoint.NoSync())
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
@@ -907,7 +889,7 @@ func TestAnErrorCheckpointStaysWhileTheCleanOneSavedAfterItDoesNotDecode(t *test
 			require.NoError(t, err)
 			bad, err := s.Save(ctx, 5, labelled{Step: 5, Label: stringerName("redo")})
 			require.NoError(t, err, "encoding/json encodes it")
-			_, _, err = s.LoadInfo(ctx, bad)
+			_, _, err = s.LoadExact(ctx, bad)
 			require.ErrorIs(t, err, checkpoint.ErrCorrupt, "and cannot decode it")
 
 			removed, err := s.Prune(ctx)
@@ -936,9 +918,9 @@ func TestRetentionKeepsNewerSchemaFileAsLoadable(t *testing.T) {
 	saveAt(t, dir, 2, heroV1{Name: "Ana"}, checkpoint.WithSchema(1, heroMigrations[0]))
 	saveAt(t, dir, 3, heroV2{Name: "Ana"}, checkpoint.WithSchema(2, heroMigrations...))
 
-	// KeepEvery(10) keeps none of steps 1-3: only the newest checkpoint
+	// KeepMultiplesOf(10) keeps none of steps 1-3: only the newest checkpoint
 	// that loads is spared.
-	s := openStore[heroV1](t, dir, checkpoint.WithSchema(1, heroMigrations[0]), checkpoint.KeepEvery(10), checkpoint.NoSync())
+	s := openStore[heroV1](t, dir, checkpoint.WithSchema(1, heroMigrations[0]), checkpoint.KeepMultiplesOf(10), checkpoint.NoSync())
 	removed, err := s.Prune(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, steps(removed))

@@ -260,7 +260,7 @@ func TestRollingFileHoldsTheLastStepBetweenNumberedSaves(t *testing.T) {
 	for _, gz := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gzip=%v", gz), func(t *testing.T) {
 			dir := t.TempDir()
-			opts := []checkpoint.Option{checkpoint.WithLayout("turn", 3), checkpoint.Every(5), checkpoint.WithRolling()}
+			opts := []checkpoint.Option{checkpoint.WithLayout("turn", 3), checkpoint.SaveEvery(5), checkpoint.WithRolling()}
 			ext := ".json"
 			if gz {
 				opts = append(opts, checkpoint.Gzip())
@@ -309,11 +309,11 @@ func TestRollingFileFollowsTheStoresCompression(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	s := openStore[int](t, dir, checkpoint.Every(0), checkpoint.WithRolling())
+	s := openStore[int](t, dir, checkpoint.SaveEvery(0), checkpoint.WithRolling())
 	_, _, err := s.Tick(ctx, 1, 1)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	s = openStore[int](t, dir, checkpoint.Every(0), checkpoint.WithRolling(), checkpoint.Gzip())
+	s = openStore[int](t, dir, checkpoint.SaveEvery(0), checkpoint.WithRolling(), checkpoint.Gzip())
 	_, _, err = s.Tick(ctx, 2, 2)
 	require.NoError(t, err)
 	require.Equal(t, []string{".checkpoint.lock", "step_last.json.gz"}, dirNames(t, dir))
@@ -321,7 +321,7 @@ func TestRollingFileFollowsTheStoresCompression(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
 	require.NoError(t, s.Close())
-	s = openStore[int](t, dir, checkpoint.Every(0), checkpoint.WithRolling(), checkpoint.Zstd())
+	s = openStore[int](t, dir, checkpoint.SaveEvery(0), checkpoint.WithRolling(), checkpoint.Zstd())
 	_, _, err = s.Tick(ctx, 3, 3)
 	require.NoError(t, err)
 	require.Equal(t, []string{".checkpoint.lock", "step_last.json.zst"}, dirNames(t, dir))
@@ -382,7 +382,7 @@ func TestRollingSaveWorksAfterTheStoreRemovedItsRollingFile(t *testing.T) {
 	ctx := context.Background()
 	for _, remove := range []string{"truncate", "delete"} {
 		t.Run(remove, func(t *testing.T) {
-			s := openStore[int](t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(10))
+			s := openStore[int](t, t.TempDir(), checkpoint.WithRolling(), checkpoint.SaveEvery(10))
 			_, _, err := s.Tick(ctx, 0, 0) // a numbered checkpoint
 			require.NoError(t, err)
 			_, _, err = s.Tick(ctx, 3, 3) // the rolling file

@@ -183,7 +183,7 @@ func TestFileOfEachSchemaLoadsInOneStore(t *testing.T) {
 	require.Len(t, list, 3)
 	for i, info := range list {
 		require.Equal(t, i, info.Schema)
-		got, _, err := s.LoadInfo(ctx, info)
+		got, _, err := s.LoadExact(ctx, info)
 		require.NoError(t, err)
 		require.Equal(t, i+7, got.Health.Now)
 	}
@@ -193,7 +193,7 @@ func TestFileOfEachSchemaLoadsInOneStore(t *testing.T) {
 	require.Equal(t, 2, info.Schema)
 }
 
-func TestNewerSchemaIsRefusedByLoadLatestAndLoadInfo(t *testing.T) {
+func TestNewerSchemaIsRefusedByLoadLatestAndLoadExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := heroStoreOf(t) // steps 1-3 at schemas 0-2
@@ -214,7 +214,7 @@ func TestNewerSchemaIsRefusedByLoadLatestAndLoadInfo(t *testing.T) {
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, list[2].Schema)
-	_, _, err = s.LoadInfo(ctx, list[2])
+	_, _, err = s.LoadExact(ctx, list[2])
 	requireNewer(err, "load")
 	// Latest stops at it: resuming from step 2 would fork the history.
 	_, _, err = s.Latest(ctx)
@@ -365,7 +365,7 @@ func TestMigratingLoadsLeaveFilesUnchanged(t *testing.T) {
 	list, err := s.List(ctx)
 	require.NoError(t, err)
 	for _, info := range list {
-		_, _, err := s.LoadInfo(ctx, info)
+		_, _, err := s.LoadExact(ctx, info)
 		require.NoError(t, err)
 	}
 	_, _, err = s.Latest(ctx)
@@ -486,7 +486,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		old := openSessions(t, dir, checkpoint.NoSync())
 		sess, err := old.New(ctx, nil)
 		require.NoError(t, err)
-		st, err := checkpoint.OpenSession[heroV0](old, sess.ID)
+		st, err := checkpoint.OpenSessionStore[heroV0](old, sess.ID)
 		require.NoError(t, err)
 		_, err = st.Save(ctx, 1, heroV0{Name: "Ana", HP: 7, MaxHP: 12})
 		require.NoError(t, err)
@@ -494,7 +494,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		require.NoError(t, old.Close())
 
 		r := openSessions(t, dir, checkpoint.NoSync(), checkpoint.WithSchema(2, heroMigrations...))
-		st2, s, err := checkpoint.ResumeSession[heroV2](ctx, r)
+		st2, s, err := checkpoint.ResumeLatestSession[heroV2](ctx, r)
 		require.NoError(t, err)
 		got, info, err := st2.Latest(ctx)
 		require.NoError(t, err)
@@ -510,7 +510,7 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		for _, step := range []int64{1, 2} {
 			fork, err := r.Fork(ctx, s.ID, step, nil)
 			require.NoError(t, err, "fork at %d", step)
-			fst, err := checkpoint.OpenSession[heroV2](r, fork.ID)
+			fst, err := checkpoint.OpenSessionStore[heroV2](r, fork.ID)
 			require.NoError(t, err)
 			got, info, err := fst.Latest(ctx)
 			require.NoError(t, err)

@@ -45,18 +45,18 @@ func TestDamagedSessionIsReportedNeverHidden(t *testing.T) {
 		require.NoError(t, os.Symlink(good.Dir, filepath.Join(dir, "link")))
 	}
 
-	_, err = checkpoint.OpenSession[int](r, "999")
+	_, err = checkpoint.OpenSessionStore[int](r, "999")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, err = r.Get(ctx, "999")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
-	_, err = checkpoint.OpenSession[int](r, bad.ID)
+	_, err = checkpoint.OpenSessionStore[int](r, bad.ID)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.ErrorContains(t, err, filepath.Join(bad.Dir, "session.json"))
-	_, err = checkpoint.OpenSession[int](r, "003")
+	_, err = checkpoint.OpenSessionStore[int](r, "003")
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
-	_, err = checkpoint.OpenSession[int](r, "link")
+	_, err = checkpoint.OpenSessionStore[int](r, "link")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound, "a symbolic link is not a session")
-	_, err = checkpoint.OpenSession[int](r, "notes.txt")
+	_, err = checkpoint.OpenSessionStore[int](r, "notes.txt")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 
 	list, err := r.List(ctx)
@@ -72,7 +72,7 @@ func TestDamagedSessionIsReportedNeverHidden(t *testing.T) {
 
 	// A damaged most recent session is reported by ResumeSession; the
 	// caller can start a fresh one.
-	_, got, err := checkpoint.ResumeSession[int](ctx, r)
+	_, got, err := checkpoint.ResumeLatestSession[int](ctx, r)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.Equal(t, "003", got.ID)
 	require.Equal(t, 1, got.Checkpoints, "what can be read of a damaged session is filled in")
@@ -97,7 +97,7 @@ func TestEmptyDirectoryIsNoSession(t *testing.T) {
 	for _, id := range []string{"001", "002"} {
 		_, err := r.Get(ctx, id)
 		require.ErrorIs(t, err, checkpoint.ErrNotFound, id)
-		_, err = checkpoint.OpenSession[int](r, id)
+		_, err = checkpoint.OpenSessionStore[int](r, id)
 		require.ErrorIs(t, err, checkpoint.ErrNotFound, id)
 	}
 	s, err := r.New(ctx, nil)
@@ -123,7 +123,7 @@ func TestSessionLinkedOutsideTheRootIsNeverReached(t *testing.T) {
 	s, err := r.New(ctx, nil)
 	require.NoError(t, err)
 	require.Equal(t, "002", s.ID, "the link is no session, but its name is taken")
-	_, err = checkpoint.OpenSession[int](r, "001")
+	_, err = checkpoint.OpenSessionStore[int](r, "001")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	err = r.SetMeta(ctx, "001", nil)
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)

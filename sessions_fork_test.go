@@ -25,10 +25,10 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.Every(2))
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithRolling(), checkpoint.SaveEvery(2))
 	src, err := r.New(ctx, map[string]string{"campaign": "a"})
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	for step := int64(1); step <= 9; step++ {
 		_, _, err := st.Tick(ctx, step, int(step))
@@ -58,7 +58,7 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 	require.True(t, os.SameFile(a, b))
 
 	// Play on in the fork: the source's later turns are untouched.
-	fst, err := checkpoint.OpenSession[int](r, fork.ID)
+	fst, err := checkpoint.OpenSessionStore[int](r, fork.ID)
 	require.NoError(t, err)
 	v, info, err := fst.Latest(ctx)
 	require.NoError(t, err)
@@ -91,10 +91,10 @@ func TestForkCopiesHistoryUpToStep(t *testing.T) {
 func TestForkTakesRollingFileUpToStep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := openSessions(t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(10))
+	r := openSessions(t, t.TempDir(), checkpoint.WithRolling(), checkpoint.SaveEvery(10))
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
 		_, _, err := st.Tick(ctx, step, int(step))
@@ -103,7 +103,7 @@ func TestForkTakesRollingFileUpToStep(t *testing.T) {
 	require.NoError(t, st.Close())
 	fork, err := r.Fork(ctx, src.ID, 3, nil)
 	require.NoError(t, err, "the rolling file holds step 3")
-	fst, err := checkpoint.OpenSession[int](r, fork.ID)
+	fst, err := checkpoint.OpenSessionStore[int](r, fork.ID)
 	require.NoError(t, err)
 	v, info, err := fst.Latest(ctx)
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
 	r := openSessions(t, dir)
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	info, err := st.Save(ctx, 1, 1)
 	require.NoError(t, err)
@@ -146,10 +146,10 @@ func TestForkOfDamagedStepCreatesNothing(t *testing.T) {
 func TestForkLinksInADirectory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := openSessions(t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(2))
+	r := openSessions(t, t.TempDir(), checkpoint.WithRolling(), checkpoint.SaveEvery(2))
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
 		_, _, err = st.Tick(ctx, step, int(step))
@@ -202,7 +202,7 @@ func TestForkCopiesWhereLinkingFails(t *testing.T) {
 			t.Cleanup(func() { r.Close() })
 			src, err := r.New(ctx, nil)
 			require.NoError(t, err)
-			st, err := checkpoint.OpenSession[int](r, src.ID)
+			st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 			require.NoError(t, err)
 			for step := int64(1); step <= 3; step++ {
 				_, err = st.Save(ctx, step, int(step))
@@ -275,7 +275,7 @@ func TestForkLeavesTheWritersRollingFileItsVersion(t *testing.T) {
 	defer r.Close()
 	_, err = r.Create(ctx, "a", nil)
 	require.NoError(t, err)
-	w, err := checkpoint.OpenSession[int](r, "a", checkpoint.Every(10), checkpoint.WithRolling())
+	w, err := checkpoint.OpenSessionStore[int](r, "a", checkpoint.SaveEvery(10), checkpoint.WithRolling())
 	require.NoError(t, err)
 	defer w.Close()
 	for step := int64(0); step <= 1; step++ { // step 0 numbered, 1 rolling
@@ -285,7 +285,7 @@ func TestForkLeavesTheWritersRollingFileItsVersion(t *testing.T) {
 
 	// Past the change time of the rolling file's last save, so that a
 	// hard link made by the fork would show in its Version.
-	passChangeTimeOf(t, filepath.Join(r.Dir(), "a", "step_last.json"), t.TempDir())
+	passChangeTimeOf(t, filepath.Join(r.Location(), "a", "step_last.json"), t.TempDir())
 	_, err = r.Fork(ctx, "a", 1, nil)
 	require.NoError(t, err)
 	_, _, err = w.Tick(ctx, 2, 2)
@@ -325,7 +325,7 @@ func forkWhileWriting(t *testing.T, r *checkpoint.Sessions, src string, write fu
 	defer stopWriter()
 	check := func(step int64, f checkpoint.Session) {
 		t.Helper()
-		fst, err := checkpoint.OpenSession[int](r, f.ID, checkpoint.ReadOnly())
+		fst, err := checkpoint.OpenSessionStore[int](r, f.ID, checkpoint.ReadOnly())
 		require.NoError(t, err)
 		v, info, err := fst.Latest(ctx)
 		require.NoError(t, err)
@@ -358,10 +358,10 @@ func forkWhileWriting(t *testing.T, r *checkpoint.Sessions, src string, write fu
 func TestForkBesideRunningWriterWithRollingFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := openSessions(t, t.TempDir(), checkpoint.WithRolling(), checkpoint.Every(1<<40))
+	r := openSessions(t, t.TempDir(), checkpoint.WithRolling(), checkpoint.SaveEvery(1<<40))
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	defer st.Close()
 	_, _, err = st.Tick(ctx, 0, 0)
@@ -382,7 +382,7 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 	r := openSessions(t, t.TempDir(), checkpoint.KeepLast(1))
 	src, err := r.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, src.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, src.ID)
 	require.NoError(t, err)
 	defer st.Close()
 	_, err = st.Save(ctx, 0, 0)

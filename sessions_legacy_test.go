@@ -114,7 +114,7 @@ func TestRootWrittenByEarlierReleaseOpensAndIsCleaned(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "001", fork.Parent)
 		require.Equal(t, int64(1), fork.ParentStep)
-		st, err := checkpoint.OpenSession[int](r, "001")
+		st, err := checkpoint.OpenSessionStore[int](r, "001")
 		require.NoError(t, err)
 		v, info, err := st.Latest(ctx)
 		require.NoError(t, err)

@@ -44,7 +44,7 @@ func listedIDs(t *testing.T, r *checkpoint.Sessions) []string {
 // playSession saves steps 1 to last of the session id.
 func playSession(t *testing.T, r *checkpoint.Sessions, id string, last int64) {
 	t.Helper()
-	st, err := checkpoint.OpenSession[int](r, id)
+	st, err := checkpoint.OpenSessionStore[int](r, id)
 	require.NoError(t, err)
 	for step := int64(1); step <= last; step++ {
 		_, err := st.Save(context.Background(), step, int(step)*10)
@@ -65,24 +65,6 @@ func dirNamesExcept(t *testing.T, dir string, skip string) []string {
 	return out
 }
 
-// settableClock is a clock the test sets.
-type settableClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *settableClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *settableClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // TestSessionsCreateListAndResumeTheMostRecent: New numbers sessions from
 // 001, each in its directory with the root's layout; List puts the most
 // recently active first (a save or a SetMeta makes a session active), with
@@ -93,11 +75,11 @@ func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	clock := &settableClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
+	clock := &manualClock{t: time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)}
 	tick := func() { clock.set(clock.now().Add(time.Minute)) }
 	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithClock(clock.now))
 
-	_, _, err := checkpoint.ResumeSession[int](ctx, r)
+	_, _, err := checkpoint.ResumeLatestSession[int](ctx, r)
 	require.ErrorIs(t, err, checkpoint.ErrNotFound, "no session yet: start a fresh one")
 
 	var ids []string
@@ -115,7 +97,7 @@ func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 
 	// Play in session 001: it becomes the most recently active.
 	tick()
-	st, err := checkpoint.OpenSession[int](r, "001")
+	st, err := checkpoint.OpenSessionStore[int](r, "001")
 	require.NoError(t, err)
 	for step := int64(1); step <= 3; step++ {
 		_, err := st.Save(ctx, step, int(step)*10)
@@ -141,13 +123,13 @@ func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 	require.Equal(t, clock.now(), s.Updated)
 	require.Equal(t, clock.now(), s.Active())
 
-	st, got, err := checkpoint.ResumeSession[int](ctx, r)
+	st, got, err := checkpoint.ResumeLatestSession[int](ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, "002", got.ID)
 	require.NoError(t, st.Close())
 
 	tick()
-	st, got, err = checkpoint.ResumeSession[int](ctx, r)
+	st, got, err = checkpoint.ResumeLatestSession[int](ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, "002", got.ID)
 	_, err = st.Save(ctx, 1, 1)
@@ -175,7 +157,7 @@ func TestSessionIDsAreValidated(t *testing.T) {
 	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", "é", string(make([]byte, 65))} {
 		_, err := r.Create(ctx, id, nil)
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
-		_, err = checkpoint.OpenSession[int](r, id)
+		_, err = checkpoint.OpenSessionStore[int](r, id)
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 		_, err = r.Fork(ctx, id, 1, nil)
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
@@ -262,7 +244,7 @@ func TestSessionFileIsReserved(t *testing.T) {
 	r := openSessions(t, dir)
 	s, err := r.New(ctx, map[string]string{"turn": "1"})
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](r, s.ID)
+	st, err := checkpoint.OpenSessionStore[int](r, s.ID)
 	require.NoError(t, err)
 	require.ErrorIs(t, st.WriteJSON(ctx, "session.json", 1), checkpoint.ErrInvalid)
 	require.NoError(t, st.Close())
@@ -276,7 +258,7 @@ func TestSessionFileIsReserved(t *testing.T) {
 	require.NoError(t, os.WriteFile(fresh, []byte("{"), 0o644))
 	old := time.Now().Add(-2 * checkpoint.StaleSessionTemp)
 	require.NoError(t, os.Chtimes(temp, old, old)) // the SetMeta that wrote it is long gone
-	st, err = checkpoint.OpenSession[int](r, s.ID)
+	st, err = checkpoint.OpenSessionStore[int](r, s.ID)
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	require.FileExists(t, temp)
@@ -302,7 +284,7 @@ func TestReadOnlySessionsReadBesideTheWriter(t *testing.T) {
 	w := openSessions(t, dir)
 	s, err := w.New(ctx, nil)
 	require.NoError(t, err)
-	st, err := checkpoint.OpenSession[int](w, s.ID)
+	st, err := checkpoint.OpenSessionStore[int](w, s.ID)
 	require.NoError(t, err)
 	_, err = st.Save(ctx, 1, 1)
 	require.NoError(t, err)
@@ -314,7 +296,7 @@ func TestReadOnlySessionsReadBesideTheWriter(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrReadOnly)
 	require.ErrorIs(t, r.SetMeta(ctx, s.ID, nil), checkpoint.ErrReadOnly)
 	// Reading works beside the live writer.
-	rst, err := checkpoint.OpenSession[int](r, s.ID)
+	rst, err := checkpoint.OpenSessionStore[int](r, s.ID)
 	require.NoError(t, err)
 	v, _, err := rst.Latest(ctx)
 	require.NoError(t, err)
@@ -324,7 +306,7 @@ func TestReadOnlySessionsReadBesideTheWriter(t *testing.T) {
 	require.NoError(t, rst.Close())
 
 	// The session's own writer lock still keeps a second writer out.
-	_, err = checkpoint.OpenSession[int](w, s.ID)
+	_, err = checkpoint.OpenSessionStore[int](w, s.ID)
 	require.ErrorIs(t, err, checkpoint.ErrLocked)
 	require.NoError(t, st.Close())
 }

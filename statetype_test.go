@@ -87,7 +87,7 @@ func TestStateTypeWithNothingToEncodeIsRefused(t *testing.T) {
 	defer root.Close()
 	sess, err := root.New(context.Background(), nil)
 	require.NoError(t, err)
-	refuse(func() error { _, err := checkpoint.OpenSession[onlyUnexported](root, sess.ID); return err }, "checkpoint_test.onlyUnexported")
+	refuse(func() error { _, err := checkpoint.OpenSessionStore[onlyUnexported](root, sess.ID); return err }, "checkpoint_test.onlyUnexported")
 
 	accept := func(open func() (interface{ Close() error }, error), typ string) {
 		t.Helper()
