@@ -19,7 +19,7 @@ import (
 
 // The kill tests run this test binary as a child process in a role (see
 // internal/killtest) that saves in a tight loop, and kill it with SIGKILL.
-// CHECKPOINT_KILLS sets how many kills each TestKill9 test makes; default 50
+// CHECKPOINT_KILLS sets how many kills each TestKill9... test makes; default 50
 // (15 for sessions).
 
 const (
