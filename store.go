@@ -426,12 +426,13 @@ func (s *Store[T]) path(name string) string {
 // info builds the Info of a checkpoint. Meta and Error are copied: the
 // caller owns what it gets, and the header cache stays as read.
 func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
+	loc := s.path(name)
 	info := Info{
 		Step:        h.Step,
 		Kind:        h.Kind,
 		Time:        h.Time,
-		Location:    s.path(name),
-		Path:        s.path(name),
+		Location:    loc,
+		Path:        loc,
 		Size:        size,
 		Compression: fn.comp.String(),
 		Format:      h.Format,
