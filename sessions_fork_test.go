@@ -400,6 +400,9 @@ func TestForkBesideRunningWriterThatPrunes(t *testing.T) {
 func TestForkNeverMixesTwoHistories(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, bt backendUnderTest) {
+		if bt.local {
+			skipUnderWine(t, wineKeepsRemovedNames)
+		}
 		ctx := context.Background()
 		r := bt.openGated(t, nil)
 		_, err := r.Create(ctx, "a", nil)
