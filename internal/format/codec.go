@@ -100,7 +100,11 @@ type Header struct {
 	Kind   Kind              `json:"kind"`
 	Time   time.Time         `json:"time"`
 	Meta   map[string]string `json:"meta,omitempty"`
-	Error  *ErrorRecord      `json:"error,omitempty"`
+	// Metrics are the values given with the store's WithMetric: always
+	// finite (JSON has no NaN or infinity), written as encoding/json writes
+	// a float64. Releases before it ignore the field, as every unknown one.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Error   *ErrorRecord       `json:"error,omitempty"`
 }
 
 // longestSaveTime is a save time of the longest text a header holds: a
@@ -294,6 +298,8 @@ func (h *Header) field(key string) any {
 		return &h.Time
 	case "meta":
 		return &h.Meta
+	case "metrics":
+		return &h.Metrics
 	case "error":
 		return &h.Error
 	}
@@ -417,7 +423,7 @@ func splitHeader(data []byte, closed bool) (keyStart, keyEnd int, exact bool, er
 	}
 }
 
-var headerFields = [...]string{"format", "schema", "step", "kind", "time", "meta", "error", "state"}
+var headerFields = [...]string{"format", "schema", "step", "kind", "time", "meta", "metrics", "error", "state"}
 
 // headerField reports whether key names a header field in any case.
 func headerField(key []byte) bool {
