@@ -135,6 +135,10 @@ type Info struct {
 	Schema int `json:"schema"`
 	// Meta holds the labels given with WithMeta.
 	Meta map[string]string `json:"meta,omitempty"`
+	// Metrics holds the metrics given with WithMetric (see KeepBest),
+	// read from the checkpoint's header like every field above: List
+	// returns them without reading states.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Error is set on KindError checkpoints: what went wrong.
 	Error *ErrorRecord `json:"error,omitempty"`
 }
