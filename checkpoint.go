@@ -46,8 +46,8 @@
 // checkpoint: Latest no longer resumes from it, and the store removes it
 // (see [Store.SaveError]), wherever a kill interrupts the loop.
 //
-// Retention rules ([KeepLast], [KeepMultiplesOf], [KeepWithin], [KeepOnePer]) keep
-// a store small without ever removing its newest good checkpoint (nor the
+// Retention rules ([KeepLast], [KeepMultiplesOf], [KeepWithin], [KeepOnePer],
+// and [KeepBest] by a metric recorded with [WithMetric]) keep a store small without ever removing its newest good checkpoint (nor the
 // newest good one that is not an error checkpoint), and
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
