@@ -61,6 +61,9 @@ func FuzzHeaderParsersAgree(f *testing.F) {
 	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":1e999},"state":1}`))
 	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":"NaN"},"state":1}`))
 	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":null,"metrics":{"\u00e9":-0.0}}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":1,"b":-2.5e-3},"metrics":{ "b" : 0 , "c":1E+2 },"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{},"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":01,"b":1.,"c":.5,"d":-,"e":1e,"f":0x1,"g":1_0,"h":Inf},"state":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fast, _, ferr := ParseHeader(bytes.Clone(data))
 		slow, found, serr := decodeHeader(json.NewDecoder(bytes.NewReader(data)), false)
@@ -177,5 +180,24 @@ func TestMetricsRoundTrip(t *testing.T) {
 	}
 	if old.Step != 7 || old.Kind != KindFinal || string(old.State) != `{"turn":7}` {
 		t.Fatalf("a reader without metrics read %+v", old)
+	}
+}
+
+// A metric's value reads as encoding/json reads it, whatever its spelling:
+// the same number, or an error from both.
+func TestMetricNumbersReadAsEncodingJSONReadsThem(t *testing.T) {
+	t.Parallel()
+	for _, lit := range []string{"0", "-0", "01", "1.", "1.5", ".5", "-", "1e", "1e5", "1E+2", "2e-3", "1e-400", "1e400", "-1e400",
+		"0x1", "1_0", "Inf", "NaN", "+1", "-1.5e-3", "123456789012345678901234567890", "1.7976931348623157e308", "4.9e-324", `"1"`, "null", "[1]", "true"} {
+		data := []byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"m":` + lit + `},"state":1}`)
+		h, _, err := ParseHeader(bytes.Clone(data))
+		var want map[string]float64
+		werr := json.Unmarshal([]byte(`{"m":`+lit+`}`), &want)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%s: ParseHeader says %v, encoding/json %v", lit, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(h.Metrics, want) {
+			t.Fatalf("%s: ParseHeader read %v, encoding/json %v", lit, h.Metrics, want)
+		}
 	}
 }
