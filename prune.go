@@ -446,18 +446,22 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // wrote nor loaded) are read again from their files: every victim's (a
 // header read per removal), and those of the protectors whose save times
 // decide a victim's fate, a protector of a victim's step or of a period of
-// KeepOnePer, and those of KeepBest's best, whose metrics do. The headers of an error checkpoint removed by supersession
-// and of the clean checkpoint that supersedes it are read again always
-// (supersession is rare: one header each). A header that disagrees with
-// the one judged replaces it (in the cache too) and the entries are judged
-// again; each header is read again once a call at most, so this ends.
+// KeepOnePer, and those of KeepBest's best, whose metrics do. The headers
+// of an error checkpoint removed by supersession and of the clean
+// checkpoint that supersedes it are read again always (supersession is
+// rare: one header each). A header that disagrees with the one judged
+// replaces it (in the cache too) and the entries are judged again; each
+// header is read again once a call at most, so this ends.
 //
 // What the other entries' headers say cannot make a victim of a checkpoint
 // that the true headers keep, nor take the safety net (see spared) from
 // the newest checkpoints: steps come from the names, so a KeepLast
 // protector of another step than every victim is of a later one whatever
-// its save time, and KeepMultiplesOf and KeepWithin judge a checkpoint by its own
-// header. (What such a protector's index line may still do is count a file
+// its save time, and KeepMultiplesOf and KeepWithin judge a checkpoint by
+// its own header. A checkpoint is KeepBest's victim only if n checkpoints
+// whose metrics were read from their files beat it; its newest final
+// checkpoint is found by the names (a step has one at most), and the one
+// resumed from is known by its name. (What such a protector's index line may still do is count a file
 // whose header is damaged toward KeepLast: the rule then keeps one older
 // checkpoint fewer, never the newest good one, which the safety net loads.)
 // The protectors of a store's steady state are checkpoints it saved, which
@@ -562,9 +566,9 @@ func otherVersion(a, b Object) bool {
 }
 
 // judgeOnce is one judgement of judge, on the headers entries hold; ranked
-// names KeepBest's best (see victims), and pair
-// names the error checkpoints it removes by supersession and the clean
-// checkpoint that supersedes them.
+// names KeepBest's best (see victims), and pair names the error
+// checkpoints it removes by supersession and the clean checkpoint that
+// supersedes them.
 func (s *Store[T]) judgeOnce(ctx context.Context, entries []entry, r retention) (victims, protectors []entry, pair, ranked map[string]bool) {
 	sortEntries(entries)
 	var now time.Time
