@@ -415,7 +415,9 @@ func KeepOnePer(d time.Duration) Option {
 // PruneKinds(KindFinal)), and the checkpoint this writer resumed from: the
 // one that the last successful Latest, LatestClean, Load or LoadExact of
 // this Store returned, for as long as the Store is open (a new Open
-// resumes from nothing until it loads). Two KeepBest rules, on different
+// resumes from nothing until it loads; a program that loads other
+// checkpoints to look at them moves it: a ReadOnly store beside the writer
+// does not). Two KeepBest rules, on different
 // metrics or goals, both apply; see KeepLast for how rules combine. n must
 // be at least 1, metric a valid metric name (see WithMetric) and goal
 // Minimize or Maximize: else Open is ErrInvalid.
@@ -423,7 +425,8 @@ func KeepBest(n int, metric string, goal Goal) Option {
 	return optionFunc(func(c *config) { c.retain.best = append(c.retain.best, bestRule{n: n, metric: metric, goal: goal}) })
 }
 
-// A Goal says which values of a metric are best (see KeepBest).
+// A Goal says which values of a metric are best (see KeepBest). The zero
+// Goal is neither Minimize nor Maximize: KeepBest refuses it.
 type Goal int
 
 const (
