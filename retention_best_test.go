@@ -27,7 +27,7 @@ func saveMetric(t *testing.T, s *checkpoint.Store[int], step int64, name string,
 	require.NoError(t, err)
 }
 
-func f(v float64) *float64 { return &v }
+func metricValue(v float64) *float64 { return &v }
 
 // listedSteps returns the steps of the store's checkpoints, oldest first.
 func listedSteps(t *testing.T, s *checkpoint.Store[int]) []int64 {
@@ -53,7 +53,7 @@ func TestKeepBestKeepsTheBestByTheGoal(t *testing.T) {
 			t.Parallel()
 			s := openStore[int](t, t.TempDir(), checkpoint.KeepBest(2, "loss", tc.goal))
 			for i, l := range losses {
-				saveMetric(t, s, int64(i+1), "loss", f(l))
+				saveMetric(t, s, int64(i+1), "loss", metricValue(l))
 			}
 			require.Equal(t, tc.want, listedSteps(t, s))
 		})
@@ -66,7 +66,7 @@ func TestKeepBestKeepsTheBestByTheGoal(t *testing.T) {
 func TestKeepBestCombinesWithKeepLastAndSkipsMissingMetrics(t *testing.T) {
 	t.Parallel()
 	s := openStore[int](t, t.TempDir(), checkpoint.KeepBest(2, "acc", checkpoint.Maximize), checkpoint.KeepLast(2))
-	accs := []*float64{f(0.9), nil, f(0.95), f(0.9), nil, f(0.1), nil, nil}
+	accs := []*float64{metricValue(0.9), nil, metricValue(0.95), metricValue(0.9), nil, metricValue(0.1), nil, nil}
 	for i, a := range accs {
 		saveMetric(t, s, int64(i+1), "acc", a)
 	}
@@ -76,7 +76,7 @@ func TestKeepBestCombinesWithKeepLastAndSkipsMissingMetrics(t *testing.T) {
 	// With no checkpoint bearing the metric, KeepBest keeps none.
 	s = openStore[int](t, t.TempDir(), checkpoint.KeepBest(3, "acc", checkpoint.Maximize))
 	for step := int64(1); step <= 4; step++ {
-		saveMetric(t, s, step, "other", f(1))
+		saveMetric(t, s, step, "other", metricValue(1))
 	}
 	require.Equal(t, []int64{4}, listedSteps(t, s), "the newest only")
 }
@@ -104,13 +104,13 @@ func TestKeepBestNeverRemovesTheNewestTheNewestCleanOrTheFinal(t *testing.T) {
 	ctx := context.Background()
 	s := openStore[int](t, t.TempDir(), checkpoint.KeepBest(1, "loss", checkpoint.Minimize),
 		checkpoint.PruneKinds(checkpoint.KindFinal, checkpoint.KindError))
-	saveMetric(t, s, 1, "loss", f(0.5))
+	saveMetric(t, s, 1, "loss", metricValue(0.5))
 	_, err := s.SaveFinal(ctx, 2, 2, checkpoint.WithMetric("loss", 9))
 	require.NoError(t, err)
-	saveMetric(t, s, 3, "loss", f(8))
+	saveMetric(t, s, 3, "loss", metricValue(8))
 	_, err = s.SaveFinal(ctx, 4, 4, checkpoint.WithMetric("loss", 7))
 	require.NoError(t, err)
-	saveMetric(t, s, 5, "loss", f(6))
+	saveMetric(t, s, 5, "loss", metricValue(6))
 	_, err = s.SaveError(ctx, 6, 6, errors.New("boom"), checkpoint.WithMetric("loss", 0.1))
 	require.NoError(t, err)
 	list, err := s.List(ctx)
@@ -138,7 +138,7 @@ func TestKeepBestKeepsTheCheckpointThisWriterResumedFrom(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore[int](t, dir)
 	for step, l := range []float64{1, 9, 8, 7} {
-		saveMetric(t, s, int64(step+1), "loss", f(l))
+		saveMetric(t, s, int64(step+1), "loss", metricValue(l))
 	}
 	require.NoError(t, s.Close())
 	rule := checkpoint.KeepBest(1, "loss", checkpoint.Minimize)
@@ -147,7 +147,7 @@ func TestKeepBestKeepsTheCheckpointThisWriterResumedFrom(t *testing.T) {
 	_, info, err := s.Load(ctx, 2) // the worst
 	require.NoError(t, err)
 	require.Equal(t, map[string]float64{"loss": 9}, info.Metrics)
-	saveMetric(t, s, 5, "loss", f(6))
+	saveMetric(t, s, 5, "loss", metricValue(6))
 	require.Equal(t, []int64{1, 2, 5}, listedSteps(t, s), "the best, the one resumed from, the newest")
 	dry, err := s.PruneDryRun(ctx)
 	require.NoError(t, err)
@@ -159,13 +159,13 @@ func TestKeepBestKeepsTheCheckpointThisWriterResumedFrom(t *testing.T) {
 	_, info, err = s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), info.Step)
-	saveMetric(t, s, 6, "loss", f(5))
+	saveMetric(t, s, 6, "loss", metricValue(5))
 	require.Equal(t, []int64{1, 5, 6}, listedSteps(t, s), "step 2 went once the writer resumed from step 5")
 	require.NoError(t, s.Close())
 
 	// A new Open resumed from nothing yet.
 	s = openStore[int](t, dir, rule)
-	saveMetric(t, s, 7, "loss", f(4))
+	saveMetric(t, s, 7, "loss", metricValue(4))
 	require.Equal(t, []int64{1, 7}, listedSteps(t, s))
 }
 
@@ -198,7 +198,7 @@ func TestKeepBestJudgesAfterARestart(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore[int](t, dir, checkpoint.Gzip())
 	for step := int64(1); step <= 30; step++ {
-		saveMetric(t, s, step, "loss", f(float64((step*7)%30))) // 0 at step 30, 1 at 13, 2 at 26
+		saveMetric(t, s, step, "loss", metricValue(float64((step*7)%30))) // 0 at step 30, 1 at 13, 2 at 26
 	}
 	require.NoError(t, s.Close())
 	s = openStore[int](t, dir, checkpoint.KeepBest(3, "loss", checkpoint.Minimize), checkpoint.KeepLast(1))
@@ -247,7 +247,7 @@ func TestKeepBestJudgesOnTheFilesMetricsNotTheIndexs(t *testing.T) {
 	dir := t.TempDir()
 	w := openStore[int](t, dir)
 	for step := int64(1); step <= steps; step++ {
-		saveMetric(t, w, step, "loss", f(float64(step))) // step 1 is the best
+		saveMetric(t, w, step, "loss", metricValue(float64(step))) // step 1 is the best
 	}
 	require.NoError(t, w.Close())
 	relabelInIndex(t, dir, "step_00000200.json", `"metrics":{"loss":200}`, `"metrics":{"loss":0}`)
