@@ -1,6 +1,7 @@
 package backendtest_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -591,10 +592,7 @@ func (ru rules) keep(list []saved, s saved) []saved {
 	}
 	ranked := slices.DeleteFunc(slices.Clone(counted), func(i int) bool { return list[i].loss == nil })
 	slices.SortStableFunc(ranked, func(i, j int) int {
-		if *list[i].loss != *list[j].loss {
-			return cmpFloat(*list[i].loss, *list[j].loss)
-		}
-		return j - i // of equal losses, the newer
+		return cmp.Or(cmp.Compare(*list[i].loss, *list[j].loss), j-i) // of equal losses, the newer
 	})
 	for _, i := range ranked[:min(ru.keepBest, len(ranked))] {
 		kept[i] = true
@@ -607,12 +605,6 @@ func (ru rules) keep(list []saved, s saved) []saved {
 	return list
 }
 
-func cmpFloat(a, b float64) int {
-	if a < b {
-		return -1
-	}
-	return 1
-}
 
 // newer reports whether Latest prefers a to b: a higher step, or the same
 // step saved later.
