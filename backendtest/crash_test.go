@@ -605,7 +605,6 @@ func (ru rules) keep(list []saved, s saved) []saved {
 	return list
 }
 
-
 // newer reports whether Latest prefers a to b: a higher step, or the same
 // step saved later.
 func (e expected) newer(a, b saved) bool {
