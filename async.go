@@ -177,7 +177,7 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	failures := q.newFailures() // reported to the hooks when they happened
 	q.mu.Unlock()
 	s.clockBehind(j.time, behind)
-	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta}
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics}
 	return s.info(name, j.fn, 0, h), failures
 }
 

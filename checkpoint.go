@@ -46,8 +46,8 @@
 // checkpoint: Latest no longer resumes from it, and the store removes it
 // (see [Store.SaveError]), wherever a kill interrupts the loop.
 //
-// Retention rules ([KeepLast], [KeepMultiplesOf], [KeepWithin], [KeepOnePer]) keep
-// a store small without ever removing its newest good checkpoint (nor the
+// Retention rules ([KeepLast], [KeepMultiplesOf], [KeepWithin], [KeepOnePer],
+// and [KeepBest] by a metric recorded with [WithMetric]) keep a store small without ever removing its newest good checkpoint (nor the
 // newest good one that is not an error checkpoint), and
 // [Store.Truncate] rewrites history after a restore. [Sessions] holds many
 // stores under one root directory: numbered sessions, resuming the most
@@ -135,6 +135,10 @@ type Info struct {
 	Schema int `json:"schema"`
 	// Meta holds the labels given with WithMeta.
 	Meta map[string]string `json:"meta,omitempty"`
+	// Metrics holds the metrics given with WithMetric (see KeepBest),
+	// read from the checkpoint's header like every field above: List
+	// returns them without reading states.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Error is set on KindError checkpoints: what went wrong.
 	Error *ErrorRecord `json:"error,omitempty"`
 }

@@ -27,8 +27,12 @@ import (
 const indexName = ".checkpoint.index"
 
 const (
-	// indexMagic is the index's first line: its format.
-	indexMagic = "checkpoint-index 1\n"
+	// indexMagic is the index's first line: its format. Format 2 is
+	// format 1 written by a release that knows metrics: an index of
+	// format 1, written by an older release, may describe a checkpoint
+	// with metrics without them (its header decoder skipped the field),
+	// so it is not read, and costs the reads it would have saved.
+	indexMagic = "checkpoint-index 2\n"
 	// indexMaxSize bounds what a store reads of an index; a larger one is
 	// ignored, and a writer leaves out what would make its index larger.
 	indexMaxSize = 32 << 20

@@ -3,8 +3,12 @@ package checkpoint
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxReadSize is the read limit of a store opened without
@@ -107,7 +111,19 @@ func (c *config) compression() compression {
 }
 
 type saveConfig struct {
-	meta map[string]string
+	meta    map[string]string
+	metrics map[string]float64
+}
+
+// saveOptions applies opts to a save's configuration.
+func saveOptions(opts []SaveOption) saveConfig {
+	var sc saveConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applySave(&sc)
+		}
+	}
+	return sc
 }
 
 // Gzip makes the store compress the checkpoints it writes with gzip
@@ -244,6 +260,70 @@ func WithMeta(key, value string) SaveOption {
 	})
 }
 
+// WithMetric records a metric of the checkpoint being saved, such as a
+// validation loss: it is stored in the envelope's header and returned in
+// Info.Metrics, so List (and KeepBest) read it without reading states. It
+// applies to every save that takes SaveOptions (Save, Tick, SaveFinal,
+// SaveError), whatever the kind. A save may record several metrics; given
+// twice, a name keeps the last value.
+//
+// A name is 1 to MaxMetricName bytes of valid UTF-8; a save records at
+// most MaxMetrics of them. The value must be finite: JSON, which the
+// header is, has no NaN or infinity, and a metric that could not be
+// written as a plain JSON number would not read back as itself (nor
+// encode in Info's JSON). A bad name or a NaN or infinite value makes the
+// save ErrInvalid, naming the metric, and nothing is written: a program
+// whose loss may diverge should test it (math.IsNaN, math.IsInf) and leave
+// the metric out, or record it as a label with WithMeta.
+func WithMetric(name string, value float64) SaveOption {
+	return saveOptionFunc(func(c *saveConfig) {
+		if c.metrics == nil {
+			c.metrics = make(map[string]float64)
+		}
+		c.metrics[name] = value
+	})
+}
+
+// Limits of metrics (see WithMetric).
+const (
+	// MaxMetricName is the longest metric name, in bytes.
+	MaxMetricName = 128
+	// MaxMetrics is the most metrics one save records.
+	MaxMetrics = 256
+)
+
+// checkMetricName returns an ErrInvalid error if name cannot name a
+// metric: it must be 1 to MaxMetricName bytes of valid UTF-8, so that it
+// reads back from JSON as itself.
+func checkMetricName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: metric %q: the name is empty", ErrInvalid, name)
+	case len(name) > MaxMetricName:
+		return fmt.Errorf("%w: metric %q: the name has %d bytes, more than %d", ErrInvalid, name, len(name), MaxMetricName)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: metric %q: the name is not valid UTF-8", ErrInvalid, name)
+	}
+	return nil
+}
+
+// checkMetrics returns an ErrInvalid error naming the first bad metric
+// (by name) of one save (see WithMetric).
+func checkMetrics(metrics map[string]float64) error {
+	if len(metrics) > MaxMetrics {
+		return fmt.Errorf("%w: %d metrics, more than %d", ErrInvalid, len(metrics), MaxMetrics)
+	}
+	for _, name := range slices.Sorted(maps.Keys(metrics)) {
+		if err := checkMetricName(name); err != nil {
+			return err
+		}
+		if v := metrics[name]; math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: metric %q: the value %v is not finite (JSON has no NaN or infinity)", ErrInvalid, name, v)
+		}
+	}
+	return nil
+}
+
 // maxMetaSize bounds the labels of one save, as a JSON object: see WithMeta
 // and maxErrorMessage.
 const maxMetaSize = 64 << 10
@@ -276,8 +356,8 @@ func WithRolling() Option {
 // step and, within a step, by save time. KeepLast(0), the default, sets no
 // rule.
 //
-// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer)
-// combine: a checkpoint survives if any rule keeps it, but for a superseded
+// Retention rules (KeepLast, KeepMultiplesOf, KeepWithin, KeepOnePer,
+// KeepBest) combine: a checkpoint survives if any rule keeps it, but for a superseded
 // error checkpoint, which goes whatever the rules. They apply to step
 // checkpoints only, unless PruneKinds says otherwise; final checkpoints and
 // the rolling file are always kept, and error checkpoints until a clean
@@ -319,6 +399,52 @@ func KeepWithin(d time.Duration) Option {
 // KeepOnePer(0) sets no rule. See KeepLast for how rules combine.
 func KeepOnePer(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.retain.per = d })
+}
+
+// KeepBest is a retention rule: it keeps the n checkpoints with the best
+// value of metric (see WithMetric), the lowest with Minimize, the highest
+// with Maximize; of equal values, the newest. A checkpoint without the
+// metric never counts as one of the best (nor, were one written by hand,
+// would a NaN or infinite value). Like the other rules it judges the
+// checkpoints subject to the rules: step checkpoints, and the kinds of
+// PruneKinds.
+//
+// Whatever the metrics, a store with a KeepBest rule also keeps the
+// newest checkpoint and the newest that is not an error checkpoint (as
+// every store does: see KeepLast), the newest final checkpoint (even with
+// PruneKinds(KindFinal)), and the checkpoint this writer resumed from: the
+// one that the last successful Latest, LatestClean, Load or LoadExact of
+// this Store returned, for as long as the Store is open (a new Open
+// resumes from nothing until it loads; a program that loads other
+// checkpoints to look at them moves it: a ReadOnly store beside the writer
+// does not). Two KeepBest rules, on different
+// metrics or goals, both apply; see KeepLast for how rules combine. n must
+// be at least 1, metric a valid metric name (see WithMetric) and goal
+// Minimize or Maximize: else Open is ErrInvalid.
+func KeepBest(n int, metric string, goal Goal) Option {
+	return optionFunc(func(c *config) { c.retain.best = append(c.retain.best, bestRule{n: n, metric: metric, goal: goal}) })
+}
+
+// A Goal says which values of a metric are best (see KeepBest). The zero
+// Goal is neither Minimize nor Maximize: KeepBest refuses it.
+type Goal int
+
+const (
+	// Minimize: the lower, the better (a loss, an error rate).
+	Minimize Goal = iota + 1
+	// Maximize: the higher, the better (an accuracy, a reward).
+	Maximize
+)
+
+// String returns "minimize" or "maximize".
+func (g Goal) String() string {
+	switch g {
+	case Minimize:
+		return "minimize"
+	case Maximize:
+		return "maximize"
+	}
+	return "Goal(" + strconv.Itoa(int(g)) + ")"
 }
 
 // PruneKinds subjects checkpoints of the given kinds, KindFinal or KindError,

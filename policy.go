@@ -21,11 +21,13 @@ func (s *Store[T]) Due(step int64) bool {
 // saved=true and an Info of KindRolling; without it, it does nothing and
 // returns saved=false. With Async, an error wrapping ErrAsync comes with
 // saved=true: it reports earlier saves, and this one was queued (see Save).
-func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, saved bool, err error) {
+// opts (WithMeta, WithMetric) apply to whichever file it writes, the
+// rolling file included.
+func (s *Store[T]) Tick(ctx context.Context, step int64, state T, opts ...SaveOption) (info Info, saved bool, err error) {
 	if s.Due(step) {
-		info, err = s.Save(ctx, step, state)
+		info, err = s.Save(ctx, step, state, opts...)
 	} else if s.cfg.rolling {
-		info, err = s.save(ctx, "tick", step, KindRolling, state, nil, nil)
+		info, err = s.save(ctx, "tick", step, KindRolling, state, saveOptions(opts), nil)
 	} else {
 		return Info{}, false, nil
 	}
@@ -40,9 +42,10 @@ func (s *Store[T]) Tick(ctx context.Context, step int64, state T) (info Info, sa
 // SaveFinal, SaveError and SaveOnPanic are the saves a program makes as it
 // stops, often because its context was just cancelled (a signal, a
 // deadline), so they do not give up when ctx is done: they save anyway. A
-// closed store still refuses them.
-func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, error) {
-	return s.save(context.WithoutCancel(ctx), "save final", step, KindFinal, state, nil, nil)
+// closed store still refuses them. opts (WithMeta, WithMetric) apply as
+// to Save.
+func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
+	return s.save(context.WithoutCancel(ctx), "save final", step, KindFinal, state, saveOptions(opts), nil)
 }
 
 // SaveError saves an error checkpoint: state as it was when step failed
@@ -72,9 +75,9 @@ func (s *Store[T]) SaveFinal(ctx context.Context, step int64, state T) (Info, er
 // of the stack) and marks the cut, so that the header stays small enough
 // for List to read.
 // Like SaveFinal, it saves even when ctx is done: the failure being recorded
-// is often that cancellation.
-func (s *Store[T]) SaveError(ctx context.Context, step int64, state T, cause error) (Info, error) {
-	return s.save(context.WithoutCancel(ctx), "save error", step, KindError, state, nil, s.errorRecord(step, cause))
+// is often that cancellation. opts (WithMeta, WithMetric) apply as to Save.
+func (s *Store[T]) SaveError(ctx context.Context, step int64, state T, cause error, opts ...SaveOption) (Info, error) {
+	return s.save(context.WithoutCancel(ctx), "save error", step, KindError, state, saveOptions(opts), s.errorRecord(step, cause))
 }
 
 // SaveOnPanic saves an error checkpoint if the goroutine is panicking, then
@@ -101,7 +104,7 @@ func (s *Store[T]) SaveOnPanic(ctx context.Context, current func() (int64, T)) {
 		rec.Types = []string{fmt.Sprintf("%T", r)}
 	}
 	// save has reported any failure; the panic matters more.
-	s.save(context.WithoutCancel(ctx), "save on panic", step, KindError, state, nil, rec)
+	s.save(context.WithoutCancel(ctx), "save on panic", step, KindError, state, saveConfig{}, rec)
 	panic(r)
 }
 

@@ -1,9 +1,12 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -17,12 +20,20 @@ type retention struct {
 	every  int64         // KeepMultiplesOf: steps that are multiples of every
 	within time.Duration // KeepWithin: saved less than within ago
 	per    time.Duration // KeepOnePer: the newest of each period
+	best   []bestRule    // KeepBest: the best by a metric
 	kinds  []Kind        // PruneKinds: kinds subject to the rules besides KindStep
+}
+
+// bestRule is one KeepBest rule.
+type bestRule struct {
+	n      int
+	metric string
+	goal   Goal
 }
 
 // active reports whether any rule is set.
 func (r retention) active() bool {
-	return r.last > 0 || r.every > 0 || r.within > 0 || r.per > 0
+	return r.last > 0 || r.every > 0 || r.within > 0 || r.per > 0 || len(r.best) > 0
 }
 
 func (r retention) validate() error {
@@ -35,6 +46,18 @@ func (r retention) validate() error {
 		return fmt.Errorf("%w: KeepWithin(%s): the duration must be 0 (no rule) or positive", ErrInvalid, r.within)
 	case r.per < 0:
 		return fmt.Errorf("%w: KeepOnePer(%s): the period must be 0 (no rule) or positive", ErrInvalid, r.per)
+	}
+	for _, b := range r.best {
+		rule := fmt.Sprintf("KeepBest(%d, %q, %v)", b.n, b.metric, b.goal)
+		if b.n < 1 {
+			return fmt.Errorf("%w: %s: the count must be at least 1", ErrInvalid, rule)
+		}
+		if err := checkMetricName(b.metric); err != nil {
+			return fmt.Errorf("%s: %w", rule, err)
+		}
+		if b.goal != Minimize && b.goal != Maximize {
+			return fmt.Errorf("%w: %s: the goal must be Minimize or Maximize", ErrInvalid, rule)
+		}
 	}
 	for _, k := range r.kinds {
 		if k != KindFinal && k != KindError {
@@ -51,14 +74,17 @@ func (r retention) prunable(k Kind) bool {
 
 // victims returns, from entries sorted by sortEntries, the ones no rule
 // keeps at time now, oldest first, and the protectors: the kept entries
-// whose presence makes those victims removable (KeepLast's newest n, and for
-// KeepOnePer the newest of each period a victim is in; KeepMultiplesOf and
-// KeepWithin keep a checkpoint for what it is, whatever else exists). Only
-// checkpoints of a prunable kind whose header was read take part: a file
-// that cannot be read is never counted and never removed.
-func (r retention) victims(entries []entry, now time.Time) (victims, protectors []entry) {
+// whose presence makes those victims removable (KeepLast's newest n, for
+// KeepOnePer the newest of each period a victim is in, KeepBest's best n
+// of each rule and its newest final checkpoint; KeepMultiplesOf and
+// KeepWithin keep a checkpoint for what it is, whatever else exists, and
+// KeepBest the one resumed from, by its name). ranked names KeepBest's
+// best, the protectors whose metrics decide which others are victims.
+// Only checkpoints of a prunable kind whose header was read take part: a
+// file that cannot be read is never counted and never removed.
+func (r retention) victims(entries []entry, now time.Time, resumed string) (victims, protectors []entry, ranked map[string]bool) {
 	if !r.active() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var counted []entry
 	for _, e := range entries {
@@ -87,16 +113,47 @@ func (r retention) victims(entries []entry, now time.Time) (victims, protectors 
 	for _, i := range newestOfPeriod {
 		keep[i] = true
 	}
+	var best []int // KeepBest's best, of every rule
+	final := -1    // the newest final checkpoint, with KeepBest
+	for _, b := range r.best {
+		best = append(best, b.best(counted)...)
+	}
+	if len(r.best) > 0 {
+		for i, e := range counted {
+			if e.fn.kind == KindFinal {
+				final = i // sorted: the last one wins
+			}
+			if e.name == resumed && resumed != "" {
+				keep[i] = true
+			}
+		}
+	}
+	for _, i := range best {
+		keep[i] = true
+	}
+	if final >= 0 {
+		keep[final] = true
+	}
 	for i, e := range counted {
 		if !keep[i] {
 			victims = append(victims, e)
 		}
 	}
 	if len(victims) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if r.last > 0 {
 		protectors = append(protectors, counted[newest:]...)
+	}
+	for _, i := range best {
+		if ranked == nil {
+			ranked = make(map[string]bool)
+		}
+		ranked[counted[i].name] = true
+		protectors = append(protectors, counted[i])
+	}
+	if final >= 0 {
+		protectors = append(protectors, counted[final])
 	}
 	if r.per > 0 {
 		seen := make(map[time.Time]bool)
@@ -107,7 +164,29 @@ func (r retention) victims(entries []entry, now time.Time) (victims, protectors 
 			}
 		}
 	}
-	return victims, protectors
+	return victims, protectors, ranked
+}
+
+// best returns the indices in counted, sorted by sortEntries, of the b.n
+// checkpoints with the best finite value of b.metric; of equal values the
+// newer (later in counted) is better. A checkpoint without the metric, or
+// with a value that is NaN or infinite (which no store writes: see
+// WithMetric), is never among them.
+func (b bestRule) best(counted []entry) []int {
+	var ranked []int
+	for i, e := range counted {
+		if v, ok := e.h.Metrics[b.metric]; ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			ranked = append(ranked, i)
+		}
+	}
+	slices.SortStableFunc(ranked, func(i, j int) int {
+		vi, vj := counted[i].h.Metrics[b.metric], counted[j].h.Metrics[b.metric]
+		if b.goal == Maximize {
+			vi, vj = vj, vi
+		}
+		return cmp.Or(cmp.Compare(vi, vj), cmp.Compare(j, i))
+	})
+	return ranked[:min(b.n, len(ranked))]
 }
 
 // Prune applies the store's retention rules now and returns the checkpoints
@@ -367,18 +446,22 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // wrote nor loaded) are read again from their files: every victim's (a
 // header read per removal), and those of the protectors whose save times
 // decide a victim's fate, a protector of a victim's step or of a period of
-// KeepOnePer. The headers of an error checkpoint removed by supersession
-// and of the clean checkpoint that supersedes it are read again always
-// (supersession is rare: one header each). A header that disagrees with
-// the one judged replaces it (in the cache too) and the entries are judged
-// again; each header is read again once a call at most, so this ends.
+// KeepOnePer, and those of KeepBest's best, whose metrics do. The headers
+// of an error checkpoint removed by supersession and of the clean
+// checkpoint that supersedes it are read again always (supersession is
+// rare: one header each). A header that disagrees with the one judged
+// replaces it (in the cache too) and the entries are judged again; each
+// header is read again once a call at most, so this ends.
 //
 // What the other entries' headers say cannot make a victim of a checkpoint
 // that the true headers keep, nor take the safety net (see spared) from
 // the newest checkpoints: steps come from the names, so a KeepLast
 // protector of another step than every victim is of a later one whatever
-// its save time, and KeepMultiplesOf and KeepWithin judge a checkpoint by its own
-// header. (What such a protector's index line may still do is count a file
+// its save time, and KeepMultiplesOf and KeepWithin judge a checkpoint by
+// its own header. A checkpoint is KeepBest's victim only if n checkpoints
+// whose metrics were read from their files beat it; its newest final
+// checkpoint is found by the names (a step has one at most), and the one
+// resumed from is known by its name. (What such a protector's index line may still do is count a file
 // whose header is damaged toward KeepLast: the rule then keeps one older
 // checkpoint fewer, never the newest good one, which the safety net loads.)
 // The protectors of a store's steady state are checkpoints it saved, which
@@ -394,8 +477,8 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 	s.mu.Unlock()
 	var read map[string]bool // the names read again
 	for {
-		var pair map[string]bool
-		victims, protectors, pair = s.judgeOnce(ctx, entries, r)
+		var pair, ranked map[string]bool
+		victims, protectors, pair, ranked = s.judgeOnce(ctx, entries, r)
 		var at map[string]int // entries' indices by name, once one is read
 		var gone []int
 		changed := false
@@ -408,8 +491,9 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 		}
 		for k, e := range slices.Concat(victims, protectors) {
 			// A protector's own save time decides a victim's fate when
-			// it orders the two within a step, or dates a period.
-			decides := k < len(victims) || victimSteps[e.h.Step] || r.per > 0 || e.fn.kind == KindRolling
+			// it orders the two within a step, or dates a period; its
+			// metrics do when it is one of KeepBest's best.
+			decides := k < len(victims) || victimSteps[e.h.Step] || r.per > 0 || e.fn.kind == KindRolling || ranked[e.name]
 			if read[e.name] || !(indexed && !e.verified && decides || pair[e.name]) {
 				continue
 			}
@@ -455,7 +539,7 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 // and ok is false if the file is gone.
 func (s *Store[T]) reread(ctx context.Context, e entry) (fresh entry, ok, same bool) {
 	h, o, err := s.readHeaderFile(ctx, e.name, e.fn)
-	if err == nil && !otherVersion(o, e.obj) && h.Step == e.h.Step && h.Kind == e.h.Kind && h.Time.Equal(e.h.Time) {
+	if err == nil && !otherVersion(o, e.obj) && h.Step == e.h.Step && h.Kind == e.h.Kind && h.Time.Equal(e.h.Time) && maps.Equal(h.Metrics, e.h.Metrics) {
 		return e, true, true
 	}
 	if gone(err) {
@@ -481,19 +565,23 @@ func otherVersion(a, b Object) bool {
 	return a.Version != "" && b.Version != "" && a.Version != b.Version
 }
 
-// judgeOnce is one judgement of judge, on the headers entries hold; pair
-// names the error checkpoints it removes by supersession and the clean
-// checkpoint that supersedes them.
-func (s *Store[T]) judgeOnce(ctx context.Context, entries []entry, r retention) (victims, protectors []entry, pair map[string]bool) {
+// judgeOnce is one judgement of judge, on the headers entries hold; ranked
+// names KeepBest's best (see victims), and pair names the error
+// checkpoints it removes by supersession and the clean checkpoint that
+// supersedes them.
+func (s *Store[T]) judgeOnce(ctx context.Context, entries []entry, r retention) (victims, protectors []entry, pair, ranked map[string]bool) {
 	sortEntries(entries)
 	var now time.Time
 	if r.within > 0 {
 		now = s.cfg.now()
 	}
-	victims, protectors = r.victims(entries, now)
+	s.mu.Lock()
+	resumed := s.resumed
+	s.mu.Unlock()
+	victims, protectors, ranked = r.victims(entries, now, resumed)
 	superseding := errorBeforeClean(entries)
 	if len(victims) == 0 && !superseding {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	keep, clean := s.spared(ctx, entries, superseding)
 	if n := len(victims); clean >= 0 {
@@ -514,14 +602,14 @@ func (s *Store[T]) judgeOnce(ctx context.Context, entries []entry, r retention) 
 	}
 	victims = slices.DeleteFunc(victims, func(e entry) bool { return slices.Contains(keep, e.name) })
 	if len(victims) == 0 {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	for _, e := range entries {
 		if slices.Contains(keep, e.name) {
 			protectors = append(protectors, e)
 		}
 	}
-	return victims, protectors, pair
+	return victims, protectors, pair, ranked
 }
 
 // supersedes reports whether clean, a clean checkpoint that loads, supersedes

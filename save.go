@@ -27,7 +27,7 @@ import (
 // provably damaged, or holds another step's checkpoint, or a symbolic link,
 // is first moved aside to name.corrupt: see the README. A directory or
 // named pipe there is an ErrCorrupt error that says so.) A negative step,
-// an empty meta key, a state that cannot be encoded (a channel, a NaN) or a
+// an empty meta key, a bad metric (see WithMetric), a state that cannot be encoded (a channel, a NaN) or a
 // checkpoint larger than the read limit (WithMaxReadSize: the state and
 // its envelope, before compression, as a load counts them), which no load
 // could read back, is ErrInvalid, and no file is written. If a retention
@@ -44,31 +44,26 @@ import (
 // failed: such an error is never this save's own. Any other error means
 // state was not queued.
 func (s *Store[T]) Save(ctx context.Context, step int64, state T, opts ...SaveOption) (Info, error) {
-	var sc saveConfig
-	for _, o := range opts {
-		if o != nil {
-			o.applySave(&sc)
-		}
-	}
-	return s.save(ctx, "save", step, KindStep, state, sc.meta, nil)
+	return s.save(ctx, "save", step, KindStep, state, saveOptions(opts), nil)
 }
 
 // saveJob is one checkpoint to publish, its state already encoded.
 type saveJob struct {
-	ctx   context.Context // for pruning after the save
-	op    string
-	fn    fileName
-	meta  map[string]string
-	rec   *ErrorRecord
-	state *bytes.Buffer // from s.codec; returned to it once published
-	time  time.Time     // the save time; zero until queued (Async) or written
+	ctx     context.Context // for pruning after the save
+	op      string
+	fn      fileName
+	meta    map[string]string
+	metrics map[string]float64
+	rec     *ErrorRecord
+	state   *bytes.Buffer // from s.codec; returned to it once published
+	time    time.Time     // the save time; zero until queued (Async) or written
 }
 
 // save writes a checkpoint of kind (the rolling file for KindRolling) and
 // reports it to the hooks once the store's locks are released. With Async,
 // step and rolling checkpoints are queued instead.
-func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (Info, error) {
-	j, err := s.prepare(ctx, op, step, kind, state, meta, rec)
+func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord) (Info, error) {
+	j, err := s.prepare(ctx, op, step, kind, state, sc, rec)
 	if err != nil {
 		return Info{}, s.failed(err)
 	}
@@ -82,8 +77,9 @@ func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, s
 
 // prepare checks a save's arguments and encodes its state, before any lock
 // is taken: the caller's MarshalJSON may be slow, or may even use the store.
-func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, meta map[string]string, rec *ErrorRecord) (*saveJob, error) {
-	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.Compression()}, meta: meta, rec: rec}
+func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord) (*saveJob, error) {
+	meta := sc.meta
+	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.Compression()}, meta: meta, metrics: sc.metrics, rec: rec}
 	if kind == KindError {
 		j.fn.attempt = 1
 	}
@@ -102,6 +98,9 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 			return fail(fmt.Errorf("%w: meta takes %d bytes as JSON, more than %d", ErrInvalid, len(b), maxMetaSize))
 		}
 	}
+	if err := checkMetrics(sc.metrics); err != nil {
+		return fail(err)
+	}
 	if rec != nil {
 		j.rec = boundedRecord(rec)
 	}
@@ -114,7 +113,7 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 	}
 	// A checkpoint no load could read is refused before anything is
 	// written (or queued): saved, it would only be ErrCorrupt later.
-	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: meta, Error: j.rec}
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: meta, Metrics: j.metrics, Error: j.rec}
 	if err := s.codec.CheckFits(h, j.state.Len()); err != nil {
 		s.codec.PutBuffer(j.state)
 		return fail(err)
@@ -172,7 +171,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		j.time, behind = s.saveTime(fn.step, true) // a save refused above reads no clock
 		s.clockBehind(j.time, behind)
 	}
-	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Error: j.rec}
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
 	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
 	ctx := j.ctx
 	var o Object

@@ -70,6 +70,9 @@ type Store[T any] struct {
 	indexGen  uint64    // the cacheGen the index on the backend was written (or read) at
 	indexRead bool      // a fill has read the index (see fill): it is read once
 	lastTime  time.Time // the latest save time written or read: save times only grow
+	// resumed is the name of the checkpoint the last successful Latest,
+	// LatestClean, Load or LoadExact returned: KeepBest keeps it.
+	resumed string
 }
 
 // Open opens the store in dir, creating the directory (and its parents,
@@ -423,7 +426,7 @@ func (s *Store[T]) path(name string) string {
 	return s.b.Locate(name)
 }
 
-// info builds the Info of a checkpoint. Meta and Error are copied: the
+// info builds the Info of a checkpoint. Meta, Metrics and Error are copied: the
 // caller owns what it gets, and the header cache stays as read.
 func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 	loc := s.path(name)
@@ -438,6 +441,7 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Format:      h.Format,
 		Schema:      h.Schema,
 		Meta:        maps.Clone(h.Meta),
+		Metrics:     maps.Clone(h.Metrics),
 	}
 	if h.Error != nil {
 		rec := *h.Error
@@ -528,6 +532,9 @@ func (s *Store[T]) saved(info Info) {
 }
 
 func (s *Store[T]) loaded(info Info) {
+	s.mu.Lock()
+	s.resumed = info.Name()
+	s.mu.Unlock()
 	age := s.cfg.now().Sub(info.Time)
 	s.cfg.logger.Info("checkpoint restored", "step", info.Step, "kind", info.Kind, "path", info.Location, "age", age)
 	if s.cfg.hooks.OnLoad != nil {

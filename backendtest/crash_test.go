@@ -1,6 +1,7 @@
 package backendtest_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,7 @@ type saved struct {
 	tag  string
 	gen  int
 	kind checkpoint.Kind // as the save returned it; "" if it did not return
+	loss *float64        // the metric "loss" it was saved with, if any
 }
 
 func (s saved) is(st cutState) bool { return s.step == st.Step && s.tag == st.Tag && s.gen == st.Gen }
@@ -68,6 +70,7 @@ func (l *ledger) begin(e event) *event {
 // rules says what else than a truncation may remove an acknowledged save.
 type rules struct {
 	keepLast int // KeepLast: only the newest keepLast acknowledged saves must stay (and every final one)
+	keepBest int // KeepBest(keepBest, "loss", Minimize): and the keepBest with the lowest loss
 	// loadFrom, if not 0, is the first step the checks load: an older
 	// one that the scenario never changes is only looked for in List.
 	loadFrom int64
@@ -135,6 +138,14 @@ func (r *cutRun) close() error {
 func (r *cutRun) save(step int64, gen int) error {
 	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: gen}})
 	info, err := r.st.Save(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: gen})
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	return err
+}
+
+// saveLoss is save with the metric "loss".
+func (r *cutRun) saveLoss(step int64, loss float64) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, loss: &loss}})
+	info, err := r.st.Save(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: 1}, checkpoint.WithMetric("loss", loss))
 	e.acked, e.save.kind = err == nil && !r.async, info.Kind
 	return err
 }
@@ -238,6 +249,13 @@ var storeScenarios = []storeScenario{
 		r.async = true
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) },
 			r.flush, func() error { return r.save(4, 1) }, func() error { return r.save(5, 1) }, r.close)
+	}},
+	{name: "KeepBest", opts: []checkpoint.Option{checkpoint.KeepBest(2, "loss", checkpoint.Minimize), checkpoint.KeepLast(1)}, rules: rules{keepLast: 1, keepBest: 2}, run: func(r *cutRun) error {
+		fs := []func() error{r.open}
+		for step, loss := range []float64{5, 3, 8, 1, 9} {
+			fs = append(fs, func() error { return r.saveLoss(int64(step+1), loss) })
+		}
+		return steps(append(fs, r.close, r.open, func() error { return r.saveLoss(6, 2) }, func() error { return r.saveLoss(7, 7) }, r.close)...)
 	}},
 	{name: "ErrorCheckpointsWithRetention", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) },
@@ -558,14 +576,30 @@ func (ru rules) keep(list []saved, s saved) []saved {
 		return rolling && o.kind == checkpoint.KindRolling || s.tag != "error" && o.tag == "error" && o.step <= s.step
 	})
 	list = append(list, s)
-	if ru.keepLast == 0 {
+	if ru.keepLast == 0 && ru.keepBest == 0 {
 		return list
 	}
-	for n, i := 0, len(list)-1; i >= 0; i-- {
-		if o := list[i]; o.kind == checkpoint.KindStep || o.kind == "" {
-			if n++; n > ru.keepLast {
-				list = slices.Delete(list, i, i+1)
-			}
+	// A step checkpoint stays if KeepLast or KeepBest keeps it.
+	var counted []int // the step checkpoints' indices, oldest first
+	for i, o := range list {
+		if o.kind == checkpoint.KindStep || o.kind == "" {
+			counted = append(counted, i)
+		}
+	}
+	kept := make(map[int]bool)
+	for _, i := range counted[max(0, len(counted)-ru.keepLast):] {
+		kept[i] = true
+	}
+	ranked := slices.DeleteFunc(slices.Clone(counted), func(i int) bool { return list[i].loss == nil })
+	slices.SortStableFunc(ranked, func(i, j int) int {
+		return cmp.Or(cmp.Compare(*list[i].loss, *list[j].loss), j-i) // of equal losses, the newer
+	})
+	for _, i := range ranked[:min(ru.keepBest, len(ranked))] {
+		kept[i] = true
+	}
+	for k := len(counted) - 1; k >= 0; k-- {
+		if i := counted[k]; !kept[i] {
+			list = slices.Delete(list, i, i+1)
 		}
 	}
 	return list

@@ -54,6 +54,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"MissingDamagedAndInvalidSessions", testBackendMissingDamagedInvalid},
 		{"ReadOnlyRootChangesNothing", testBackendReadOnlyRoot},
 		{"CloseClosesEveryBackendItOpened", testBackendCloseClosesWhatItOpened},
+		{"MetricsAndKeepBestInASession", testBackendMetricsAndKeepBest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -227,6 +228,42 @@ func testBackendSessionsCreateListGetResume(t *testing.T, w workers) {
 	req.Equal(t, "002", got.ID)
 	req.NoError(t, st.Close())
 	req.Equal(t, []string{"001", "002", "003", "run-a"}, listedIDs(t, r))
+}
+
+// A session's checkpoints carry their metrics (WithMetric) to another
+// worker, and KeepBest keeps the best of them, the newest, and the one the
+// writer resumed from.
+func testBackendMetricsAndKeepBest(t *testing.T, w workers) {
+	ctx := context.Background()
+	r := w.open(t)
+	_, err := r.Create(ctx, "train", nil)
+	req.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](r, "train")
+	req.NoError(t, err)
+	for step, loss := range []float64{4, 9, 1, 8} {
+		_, err := st.Save(ctx, int64(step+1), step, checkpoint.WithMetric("loss", loss), checkpoint.WithMetric("acc", 1/loss))
+		req.NoError(t, err)
+	}
+	req.NoError(t, st.Close())
+
+	// Another worker resumes the session from step 2 with KeepBest.
+	other := w.open(t, checkpoint.KeepBest(1, "loss", checkpoint.Minimize))
+	st, err = checkpoint.OpenSessionStore[int](other, "train")
+	req.NoError(t, err)
+	_, info, err := st.Load(ctx, 2)
+	req.NoError(t, err)
+	req.Equal(t, map[string]float64{"loss": 9, "acc": 1.0 / 9}, info.Metrics)
+	_, err = st.Save(ctx, 5, 5, checkpoint.WithMetric("loss", 2))
+	req.NoError(t, err)
+	list, err := st.List(ctx)
+	req.NoError(t, err)
+	var steps []int64
+	for _, i := range list {
+		steps = append(steps, i.Step)
+	}
+	req.Equal(t, []int64{2, 3, 5}, steps, "the one resumed from, the best, the newest")
+	req.Equal(t, map[string]float64{"loss": 1, "acc": 1}, list[1].Metrics)
+	req.NoError(t, st.Close())
 }
 
 func testBackendConcurrentCreatesOfOneID(t *testing.T, w workers) {

@@ -20,6 +20,15 @@ func BenchmarkParseHeader(b *testing.B) {
 			}
 		}
 	})
+	withMetrics := encodeBytes(Header{Format: 2, Step: 1234, Kind: KindStep, Time: time.Date(2026, 11, 21, 10, 0, 0, 123456789, time.UTC), Metrics: map[string]float64{"loss": 0.0123456789, "acc": 0.875}}, []byte(`{"turn":1}`), CompressNone)
+	b.Run("parseHeader-metrics", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := ParseHeader(withMetrics); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("encoding-json", func(b *testing.B) {
 		keyStart, _, _, err := splitHeader(data, false)
 		if err != nil {

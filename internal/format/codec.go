@@ -100,7 +100,11 @@ type Header struct {
 	Kind   Kind              `json:"kind"`
 	Time   time.Time         `json:"time"`
 	Meta   map[string]string `json:"meta,omitempty"`
-	Error  *ErrorRecord      `json:"error,omitempty"`
+	// Metrics are the values given with the store's WithMetric: always
+	// finite (JSON has no NaN or infinity), written as encoding/json writes
+	// a float64. Releases before it ignore the field, as every unknown one.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Error   *ErrorRecord       `json:"error,omitempty"`
 }
 
 // longestSaveTime is a save time of the longest text a header holds: a
@@ -294,6 +298,8 @@ func (h *Header) field(key string) any {
 		return &h.Time
 	case "meta":
 		return &h.Meta
+	case "metrics":
+		return &h.Metrics
 	case "error":
 		return &h.Error
 	}
@@ -417,7 +423,7 @@ func splitHeader(data []byte, closed bool) (keyStart, keyEnd int, exact bool, er
 	}
 }
 
-var headerFields = [...]string{"format", "schema", "step", "kind", "time", "meta", "error", "state"}
+var headerFields = [...]string{"format", "schema", "step", "kind", "time", "meta", "metrics", "error", "state"}
 
 // headerField reports whether key names a header field in any case.
 func headerField(key []byte) bool {
@@ -587,14 +593,16 @@ func DecodeHeaderJSON(j []byte) (Header, error) {
 
 // fastHeader decodes the header fields in head, the object up to the
 // "state" key, which splitHeader found well formed and exactly spelled,
-// without encoding/json, when they are the fields every header has, with
-// values of the plainest form: integers of digits, a kind of printable
-// ASCII without escapes, a time of the characters RFC 3339 uses. It
-// reports false, leaving h partly set, for anything else (meta, an error
-// record, another key, another form of value): json.Unmarshal decides
-// those. What it accepts it decodes as json.Unmarshal does (the time by
-// the same UnmarshalJSON): List parses the header of every file in the
-// directory, and encoding/json's reflection would be most of that cost.
+// without encoding/json, when they are the fields every header has, and
+// metrics, with values of the plainest form: integers of digits, a kind of
+// printable ASCII without escapes, a time of the characters RFC 3339 uses,
+// metrics of such names and JSON numbers (see fastMetrics). It reports
+// false, leaving h partly set, for anything else (meta, an error record,
+// another key, another form of value): json.Unmarshal decides those. What
+// it accepts it decodes as json.Unmarshal does (the time by the same
+// UnmarshalJSON, a metric by the same strconv.ParseFloat): List parses the
+// header of every file in the directory, and encoding/json's reflection
+// would be most of that cost.
 func fastHeader(head []byte, h *Header) bool {
 	i := skipSpace(head, 0) + 1 // past the '{' splitHeader checked
 	for {
@@ -642,6 +650,10 @@ func fastHeader(head []byte, h *Header) bool {
 			if len(val) < 2 || val[0] != '"' || !timeChars(val[1:len(val)-1]) || h.Time.UnmarshalJSON(val) != nil {
 				return false
 			}
+		case "metrics":
+			if !fastMetrics(val, &h.Metrics) {
+				return false
+			}
 		default:
 			return false
 		}
@@ -649,6 +661,96 @@ func fastHeader(head []byte, h *Header) bool {
 			i++ // the comma splitHeader checked
 		}
 	}
+}
+
+// fastMetrics decodes val, the value of a header's "metrics" key, into
+// *m as json.Unmarshal does (into the map *m already is, if a key came
+// twice), when it is an object of keys of printable ASCII without escapes
+// and values that are JSON numbers which fit a float64; it reports false
+// for anything else, for json.Unmarshal to decide.
+func fastMetrics(val []byte, m *map[string]float64) bool {
+	if len(val) == 0 || val[0] != '{' {
+		return false
+	}
+	out := *m
+	if out == nil {
+		out = make(map[string]float64)
+	}
+	i := skipSpace(val, 1)
+	if i < len(val) && val[i] == '}' {
+		*m = out
+		return skipSpace(val, i+1) == len(val)
+	}
+	for {
+		end, err := skipString(val, i)
+		if err != nil || !printable(val[i+1:end-1], `"\`) {
+			return false
+		}
+		key := val[i+1 : end-1]
+		if i = skipSpace(val, end); i == len(val) || val[i] != ':' {
+			return false
+		}
+		vs := skipSpace(val, i+1)
+		ve, err := skipValue(val, vs)
+		if err != nil || !isJSONNumber(val[vs:ve]) {
+			return false
+		}
+		f, err := strconv.ParseFloat(string(val[vs:ve]), 64)
+		if err != nil {
+			return false
+		}
+		out[string(key)] = f
+		if i = skipSpace(val, ve); i == len(val) {
+			return false
+		}
+		switch val[i] {
+		case ',':
+			i = skipSpace(val, i+1)
+		case '}':
+			*m = out
+			return skipSpace(val, i+1) == len(val)
+		default:
+			return false
+		}
+	}
+}
+
+// isJSONNumber reports whether b is a number as JSON spells one.
+func isJSONNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(b)
 }
 
 // plainInt returns val, an integer of bits bits written as JSON writes

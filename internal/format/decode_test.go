@@ -54,6 +54,16 @@ func FuzzHeaderParsersAgree(f *testing.F) {
 	f.Add([]byte(`{"format":2,"step":3,"step":5,"x":[{"state":1}],"kind":"step","time":"2026-11-21T10:00:00Z", "state" :1}`))
 	f.Add([]byte(`{"format":2,"step":3,"kind":"error","time":"2026-11-21T10:00:00Z","meta":{"a":"b"},"error":{"message":"m","step":3,"time":"2026-11-21T10:00:00Z"}}`))
 	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","Step":4} `))
+	// Metrics: as the writer puts them, of every form of number, and wrong.
+	f.Add(encodeBytes(Header{Format: 2, Step: 3, Kind: KindStep, Time: now, Metrics: map[string]float64{"loss": 0.25, "acc": 1e-9, "n": -3}}, []byte(`"s"`), CompressNone))
+	f.Add(encodeBytes(Header{Format: 2, Step: 3, Kind: KindError, Time: now, Error: rec, Meta: map[string]string{"a": "b"}, Metrics: map[string]float64{"Ünï": 1e300}}, []byte(`"s"`), CompressNone))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":1,"a":2,"b":null},"Metrics":{"c":3},"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":1e999},"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":"NaN"},"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":null,"metrics":{"\u00e9":-0.0}}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":1,"b":-2.5e-3},"metrics":{ "b" : 0 , "c":1E+2 },"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{},"state":1}`))
+	f.Add([]byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"a":01,"b":1.,"c":.5,"d":-,"e":1e,"f":0x1,"g":1_0,"h":Inf},"state":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fast, _, ferr := ParseHeader(bytes.Clone(data))
 		slow, found, serr := decodeHeader(json.NewDecoder(bytes.NewReader(data)), false)
@@ -122,5 +132,72 @@ func checkDecode(t *testing.T, data []byte, limit int64) {
 	}
 	if h.Step != env.Step || h.Kind != env.Kind || !h.Time.Equal(env.Time) {
 		t.Fatalf("header reader disagrees: %+v vs %+v", h, env.Header)
+	}
+}
+
+// TestMetricsRoundTrip proves that a header's metrics read back as they
+// were written, through a checkpoint (ParseHeader) and through the header
+// index's form (DecodeHeaderJSON of the header as encoding/json writes
+// it), and that a reader that does not know the field, as every release
+// before it, reads the same checkpoint with the field ignored.
+func TestMetricsRoundTrip(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	metrics := map[string]float64{"loss": 0.125, "acc": 0.9, "tiny": 1e-300, "huge": -1.7976931348623157e308, "Ünïcode": 3}
+	h := Header{Format: Version, Step: 7, Kind: KindFinal, Time: now, Meta: map[string]string{"k": "v"}, Metrics: metrics}
+	data := encodeBytes(h, []byte(`{"turn":7}`), CompressNone)
+	got, _, err := ParseHeader(bytes.Clone(data))
+	if err != nil || !reflect.DeepEqual(got, h) {
+		t.Fatalf("ParseHeader: %+v, %v; want %+v", got, err, h)
+	}
+	j, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = DecodeHeaderJSON(j)
+	if err != nil || !reflect.DeepEqual(got, h) {
+		t.Fatalf("DecodeHeaderJSON: %+v, %v; want %+v", got, err, h)
+	}
+	// Releases before metrics decode the header with the struct above
+	// less its Metrics field (json.Unmarshal ignores a field it does not
+	// know; decodeHeader and splitHeader skip any key they do not know):
+	// the checkpoint reads there with the field ignored.
+	type oldHeader struct {
+		Format int               `json:"format"`
+		Step   int64             `json:"step"`
+		Kind   Kind              `json:"kind"`
+		Time   time.Time         `json:"time"`
+		Meta   map[string]string `json:"meta"`
+		State  json.RawMessage   `json:"state"`
+	}
+	tr, err := Verify(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old oldHeader
+	if err := json.Unmarshal(append(bytes.Clone(data[:len(data)-tr.size()]), '}'), &old); err != nil {
+		t.Fatalf("a reader without metrics: %v", err)
+	}
+	if old.Step != 7 || old.Kind != KindFinal || string(old.State) != `{"turn":7}` {
+		t.Fatalf("a reader without metrics read %+v", old)
+	}
+}
+
+// A metric's value reads as encoding/json reads it, whatever its spelling:
+// the same number, or an error from both.
+func TestMetricNumbersReadAsEncodingJSONReadsThem(t *testing.T) {
+	t.Parallel()
+	for _, lit := range []string{"0", "-0", "01", "1.", "1.5", ".5", "-", "1e", "1e5", "1E+2", "2e-3", "1e-400", "1e400", "-1e400",
+		"0x1", "1_0", "Inf", "NaN", "+1", "-1.5e-3", "123456789012345678901234567890", "1.7976931348623157e308", "4.9e-324", `"1"`, "null", "[1]", "true"} {
+		data := []byte(`{"format":2,"step":3,"kind":"step","time":"2026-11-21T10:00:00Z","metrics":{"m":` + lit + `},"state":1}`)
+		h, _, err := ParseHeader(bytes.Clone(data))
+		var want map[string]float64
+		werr := json.Unmarshal([]byte(`{"m":`+lit+`}`), &want)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("%s: ParseHeader says %v, encoding/json %v", lit, err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(h.Metrics, want) {
+			t.Fatalf("%s: ParseHeader read %v, encoding/json %v", lit, h.Metrics, want)
+		}
 	}
 }
