@@ -54,6 +54,9 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"MissingDamagedAndInvalidSessions", testBackendMissingDamagedInvalid},
 		{"ReadOnlyRootChangesNothing", testBackendReadOnlyRoot},
 		{"CloseClosesEveryBackendItOpened", testBackendCloseClosesWhatItOpened},
+		{"AnyStringIsASessionID", testBackendAnyStringIsASessionID},
+		{"MappedNameIsCheckedAgainstItsID", testBackendMappedNameIsCheckedAgainstItsID},
+		{"EarlierReleasesSessionOfAWindowsNameOpens", testBackendEarlierReleasesSessionOfAWindowsNameOpens},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
