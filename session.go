@@ -29,7 +29,8 @@ const (
 )
 
 // Sessions is a root holding many sessions: one child store per session
-// (a subdirectory, or a key prefix: see Backend.Sub), named by its ID, each
+// (a subdirectory, or a key prefix: see Backend.Sub), named by its ID (or
+// a name mapped from it: see ValidSessionID), each
 // a checkpoint store with a small metadata file, session.json. A
 // campaign's sessions, a simulation's runs or an orchestrator's sprints
 // live side by side under one root:
@@ -81,7 +82,12 @@ type Sessions struct {
 
 // Session describes one session of a root.
 type Session struct {
-	ID  string // the ID exactly as given to Create ("001" from New or Fork); "" for a damaged session stored under a mapped name (see ValidSessionID)
+	// ID is the session's ID exactly as given to Create, or the number
+	// New or Fork gave it ("001"). It is "" for a damaged session stored
+	// under a mapped name (see ValidSessionID) whose session.json is
+	// missing, does not decode or records an ID stored elsewhere: Dir
+	// says where it is.
+	ID  string
 	Dir string // the session's store directory (Backend.Locate of its child store)
 
 	Created    time.Time         // when the session was created
