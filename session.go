@@ -508,18 +508,25 @@ func (r *Sessions) path(id string) string {
 // lookup returns the name of the child store of the session id (see
 // ValidSessionID). An ID of an earlier release that Windows cannot hold as
 // a name (such as "con") is mapped, unless the root, written by an earlier
-// release, holds its session under its own name: then that is its name.
+// release, holds its session under its own name (a session.json there, or
+// any object that is not hidden: a damaged session): then that is its
+// name. Only such IDs cost a look.
 func (r *Sessions) lookup(ctx context.Context, id string) string {
 	name := names.SessionName(id)
 	if name == id || !names.Legacy(id) {
 		return name
 	}
-	if sub, err := r.b.Sub(ctx, id, false); err == nil {
-		_, err = sub.Stat(ctx, sessionFile)
-		sub.Close()
-		if err == nil {
-			return id
-		}
+	sub, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		return name
+	}
+	defer sub.Close()
+	if _, err := sub.Stat(ctx, sessionFile); err == nil {
+		return id
+	}
+	objs, err := sub.List(ctx)
+	if err == nil && slices.ContainsFunc(objs, func(o Object) bool { return !strings.HasPrefix(o.Name, ".") }) {
+		return id
 	}
 	return name
 }

@@ -171,7 +171,8 @@ func testBackendMappedNameIsCheckedAgainstItsID(t *testing.T, w workers) {
 // testBackendEarlierReleasesSessionOfAWindowsNameOpens opens a session an
 // earlier release stored under its own name, "con", which new sessions of
 // such IDs are not (Windows takes it for a device): it is listed, read,
-// opened and written under its ID, and Create of the ID is ErrExists.
+// opened and written under its ID, and Create of the ID is ErrExists; so
+// is one of them that is damaged.
 func testBackendEarlierReleasesSessionOfAWindowsNameOpens(t *testing.T, w workers) {
 	ctx := context.Background()
 	created := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -198,4 +199,26 @@ func testBackendEarlierReleasesSessionOfAWindowsNameOpens(t *testing.T, w worker
 	req.Equal(t, 2, g.Checkpoints)
 	req.Equal(t, map[string]string{"k": "v"}, g.Meta)
 	req.Equal(t, []string{"session.json", "turn_001.json", "turn_002.json"}, objectNames(t, legacy, false))
+
+	// A damaged one (checkpoints, no session.json) stays its ID's.
+	damaged := w.child(t, "nul")
+	_, err = damaged.Create(ctx, "turn_001.json", func(wr io.Writer) error {
+		_, err := io.WriteString(wr, "{")
+		return err
+	})
+	req.NoError(t, err)
+	_, err = r.Get(ctx, "nul")
+	req.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	_, err = r.Create(ctx, "nul", nil)
+	req.ErrorIs(t, err, checkpoint.ErrExists)
+	list, err := r.List(ctx)
+	req.NoError(t, err)
+	req.Len(t, list, 2)
+	for _, s := range list {
+		if s.ID == "nul" {
+			req.ErrorIs(t, s.Err, checkpoint.ErrCorrupt)
+		} else {
+			req.Equal(t, "con", s.ID)
+		}
+	}
 }
