@@ -198,7 +198,8 @@ func (r *Sessions) Close() error {
 // so that roots written by them open unchanged; so is every number New
 // and Fork give. Any other ID, and one of those that Windows cannot hold
 // as a file name (a device name such as CON or nul.txt, or a name ending
-// in a dot), is stored under a mapped name: the ID's ASCII letters and
+// in a dot: such a session of an earlier release keeps its own name), is
+// stored under a mapped name: the ID's ASCII letters and
 // digits, lower-cased, then a hyphen and the SHA-256 of the ID in hex,
 // such as "user_42_thread_7-<64 hex digits>", 66 to 97 bytes of
 // [a-z0-9_-]. The session's session.json records the ID, and every read
@@ -208,7 +209,8 @@ func (r *Sessions) Close() error {
 // more than case; two IDs that are their own names and differ only in
 // case ("Run" and "run") are one directory on a case-insensitive file
 // system (Windows, macOS by default), as they were in earlier releases:
-// there, Create of the second fails with ErrExists.
+// there they are one session, which Get of either returns, and Create of
+// the second fails with ErrExists.
 func ValidSessionID(id string) error {
 	switch {
 	case id == "":
