@@ -3,6 +3,7 @@ package backendtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -89,25 +90,26 @@ func testBackendAnyStringIsASessionID(t *testing.T, w workers) {
 
 	// Fork takes the next number, whatever IDs the root holds, and records
 	// its parent as given.
-	from := "user:42/thread#7"
-	f, err := r.Fork(ctx, from, 1, map[string]string{"forked": "yes"})
-	req.NoError(t, err)
-	req.Equal(t, "001", f.ID, "numbering ignores mapped names")
-	req.Equal(t, from, f.Parent)
-	req.Equal(t, int64(1), f.ParentStep)
-	st, err := checkpoint.OpenSessionStore[int](r, f.ID)
-	req.NoError(t, err)
-	v, info, err := st.Latest(ctx)
-	req.NoError(t, err)
-	req.Equal(t, int64(1), info.Step)
-	req.Equal(t, 1, v)
-	req.NoError(t, st.Close())
-	got, err := r.Get(ctx, f.ID)
-	req.NoError(t, err)
-	req.Equal(t, from, got.Parent)
+	for i, from := range ids {
+		f, err := r.Fork(ctx, from, 1, map[string]string{"forked": "yes"})
+		req.NoError(t, err, "%q", from)
+		req.Equal(t, fmt.Sprintf("%03d", i+1), f.ID, "numbering ignores mapped names")
+		req.Equal(t, from, f.Parent)
+		req.Equal(t, int64(1), f.ParentStep)
+		st, err := checkpoint.OpenSessionStore[int](r, f.ID)
+		req.NoError(t, err)
+		v, info, err := st.Latest(ctx)
+		req.NoError(t, err)
+		req.Equal(t, int64(1), info.Step)
+		req.Equal(t, i*10+1, v, "the fork of %q holds its checkpoint", from)
+		req.NoError(t, st.Close())
+		got, err := r.Get(ctx, f.ID)
+		req.NoError(t, err)
+		req.Equal(t, from, got.Parent)
+	}
 	n, err := r.New(ctx, nil)
 	req.NoError(t, err)
-	req.Equal(t, "002", n.ID)
+	req.Equal(t, fmt.Sprintf("%03d", len(ids)+1), n.ID)
 
 	// The most recently active session resumes under its ID.
 	last := "Ünïcode"
