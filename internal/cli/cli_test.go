@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	ckptnames "github.com/gocheckpoint/checkpoint/internal/names"
 	"github.com/stretchr/testify/require"
 )
 
@@ -257,6 +258,14 @@ func TestLsShowsSessionIDsAsGiven(t *testing.T) {
 
 	r = runCLI(t, "verify", dir)
 	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+
+	// A mapped session that lost its session.json has no ID to show: ls
+	// shows where it is.
+	lost := filepath.Join(dir, ckptnames.SessionName("Ünïcode"))
+	require.NoError(t, os.Remove(filepath.Join(lost, "session.json")))
+	r = runCLI(t, "ls", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^\(`+filepath.Base(lost)+`\) +1 .*damaged`, r.stdout)
 }
 
 func TestLsEmptyAndMissingDirectories(t *testing.T) {
