@@ -68,3 +68,35 @@ func ExampleOpenSessionsBackend() {
 	// second writer: true
 	// run-7 a turn 1
 }
+
+// A host that names its work with strings of its own, such as an agent
+// framework's thread IDs, uses them as session IDs as they are: the root
+// stores each under a safe name of its own and gives the ID back.
+func ExampleSessions_Create() {
+	ctx := context.Background()
+	root, err := checkpoint.OpenSessions(tempDir())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer root.Close()
+	for _, thread := range []string{"user:42/thread#7", "Ünïcode ✓"} {
+		if _, err := root.Create(ctx, thread, nil); err != nil {
+			log.Fatal(err)
+		}
+		st, err := checkpoint.OpenSessionStore[[]string](root, thread)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := st.Save(ctx, 1, []string{"hello"}); err != nil {
+			log.Fatal(err)
+		}
+		st.Close()
+	}
+	s, err := root.Get(ctx, "user:42/thread#7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%q: %d checkpoint\n", s.ID, s.Checkpoints)
+	// Output:
+	// "user:42/thread#7": 1 checkpoint
+}

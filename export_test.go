@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/names"
 )
 
 // What the tests know of the directory's names (package dirstore): its
@@ -135,7 +136,11 @@ func TempPrefix(final string) string { return tempPrefix(final) }
 const (
 	StaleSessionTemp = staleSessionTemp
 	MaxSessionIDLen  = maxSessionIDLen
+	MaxNumberedIDLen = names.MaxLegacyID
 )
+
+// SessionName is the name under which the session id is stored.
+func SessionName(id string) string { return names.SessionName(id) }
 
 // TempName is a temporary name for final, as the directory names one.
 func TempName(final string) string { return tempName(final) }

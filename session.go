@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gocheckpoint/checkpoint/internal/names"
 	"io/fs"
 	"maps"
 	"reflect"
@@ -12,14 +11,17 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/gocheckpoint/checkpoint/internal/names"
 )
 
 const (
 	// sessionFile is a session's metadata file, in the session's child
 	// store.
 	sessionFile = "session.json"
-	// maxSessionIDLen bounds a session ID.
-	maxSessionIDLen = 64
+	// maxSessionIDLen bounds a session ID, in bytes.
+	maxSessionIDLen = 1024
 	// sessionFormat is the version of session.json.
 	sessionFormat = 1
 	// maxSessionFileSize bounds how much of a session.json is read.
@@ -27,7 +29,8 @@ const (
 )
 
 // Sessions is a root holding many sessions: one child store per session
-// (a subdirectory, or a key prefix: see Backend.Sub), named by its ID, each
+// (a subdirectory, or a key prefix: see Backend.Sub), named by its ID (or
+// a name mapped from it: see ValidSessionID), each
 // a checkpoint store with a small metadata file, session.json. A
 // campaign's sessions, a simulation's runs or an orchestrator's sprints
 // live side by side under one root:
@@ -79,7 +82,12 @@ type Sessions struct {
 
 // Session describes one session of a root.
 type Session struct {
-	ID  string // the child store's name: "001", or a name given to Create
+	// ID is the session's ID exactly as given to Create, or the number
+	// New or Fork gave it ("001"). It is "" for a damaged session stored
+	// under a mapped name (see ValidSessionID) whose session.json is
+	// missing, does not decode or records an ID stored elsewhere: Dir
+	// says where it is.
+	ID  string
 	Dir string // the session's store directory (Backend.Locate of its child store)
 
 	Created    time.Time         // when the session was created
@@ -180,12 +188,37 @@ func (r *Sessions) Close() error {
 	return nil
 }
 
-// ValidSessionID reports whether id can name a session: 1 to 64 characters
-// of [A-Za-z0-9._-], not starting with a dot. Such an ID cannot name a path
-// outside the root or a hidden file. The error wraps ErrInvalid.
+// ValidSessionID reports whether id can name a session: any non-empty
+// valid UTF-8 string of at most 1024 bytes, such as "user:42/thread#7", a
+// UUID, "Ünïcode", "..", "a/b" or "CON". The error wraps ErrInvalid.
+//
+// A session is stored under a name made from its ID, which List, Get and
+// Session.ID never show: an ID of 1 to 64 bytes of [A-Za-z0-9._-], not
+// starting with a dot (every ID earlier releases took), is its own name,
+// so that roots written by them open unchanged; so is every number New
+// and Fork give. Any other ID, and one of those that Windows cannot hold
+// as a file name (a device name such as CON or nul.txt, or a name ending
+// in a dot: such a session of an earlier release keeps its own name), is
+// stored under a mapped name: the ID's ASCII letters and
+// digits, lower-cased, then a hyphen and the SHA-256 of the ID in hex,
+// such as "user_42_thread_7-<64 hex digits>", 66 to 97 bytes of
+// [a-z0-9_-]. The session's session.json records the ID, and every read
+// checks that it maps to the name it was read from: a directory copied
+// there by hand is a damaged session, never another ID's. Mapped names
+// differ from each other and from the names of IDs that are their own in
+// more than case; two IDs that are their own names and differ only in
+// case ("Run" and "run") are one directory on a case-insensitive file
+// system (Windows, macOS by default), as they were in earlier releases:
+// there they are one session, which Get of either returns, and Create of
+// the second fails with ErrExists.
 func ValidSessionID(id string) error {
-	if !names.Plain(id) || len(id) > maxSessionIDLen {
-		return fmt.Errorf("%w: session ID %q: want 1 to %d characters of [A-Za-z0-9._-], not starting with a dot", ErrInvalid, id, maxSessionIDLen)
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty session ID", ErrInvalid)
+	case len(id) > maxSessionIDLen:
+		return fmt.Errorf("%w: session ID %.40q... is %d bytes long (at most %d)", ErrInvalid, id, len(id), maxSessionIDLen)
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: session ID %q is not valid UTF-8", ErrInvalid, id)
 	}
 	return nil
 }
@@ -200,14 +233,18 @@ func (r *Sessions) List(ctx context.Context) ([]Session, error) {
 		return nil, opError("list sessions", r.dir, err)
 	}
 	var out []Session
-	for _, id := range ids {
-		if ValidSessionID(id) != nil {
+	for _, name := range ids {
+		if !names.IsSessionName(name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, opError("list sessions", r.dir, err)
 		}
-		if s, ok := r.describe(ctx, id); ok {
+		id := "" // a mapped name's ID is in its session.json
+		if names.Legacy(name) {
+			id = name
+		}
+		if s, ok := r.describe(ctx, id, name); ok {
 			out = append(out, s)
 		}
 	}
@@ -232,7 +269,7 @@ func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
 	if err := r.check(ctx, id); err != nil {
 		return Session{}, opError("get session", r.path(id), err)
 	}
-	s, ok := r.describe(ctx, id)
+	s, ok := r.describe(ctx, id, r.lookup(ctx, id))
 	if !ok {
 		return Session{}, opError("get session", r.path(id), fmt.Errorf("%w: no session %q", ErrNotFound, id))
 	}
@@ -241,7 +278,9 @@ func (r *Sessions) Get(ctx context.Context, id string) (Session, error) {
 
 // New creates the next numbered session: one more than the highest all-digit
 // session ID in the root, written with at least three digits ("001", "002",
-// ...), however large that ID is. If the highest is 64 nines, no number is
+// ...), however large that ID is; IDs that are not all digits, and the
+// mapped names of sessions (see ValidSessionID), do not count. If the
+// highest is 64 nines, no number is
 // left and New returns an error wrapping ErrInvalid. meta is stored as the
 // session's Meta.
 func (r *Sessions) New(ctx context.Context, meta map[string]string) (Session, error) {
@@ -276,7 +315,7 @@ func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]strin
 	}
 	r.metaMu.Lock()
 	defer r.metaMu.Unlock()
-	sub, err := r.b.Sub(ctx, id, false)
+	sub, err := r.sub(ctx, id)
 	if err != nil {
 		return fail(err)
 	}
@@ -363,7 +402,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 	if err := r.check(ctx, id); err != nil {
 		return nil, opError("open session", path, err)
 	}
-	sub, err := r.b.Sub(ctx, id, false)
+	sub, err := r.sub(ctx, id)
 	if err != nil {
 		return nil, opError("open session", path, err)
 	}
@@ -435,21 +474,21 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 		return fail(removed, errors.Join(append(errs, err)...))
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		if ValidSessionID(id) != nil {
+	for _, name := range ids {
+		if !names.IsSessionName(name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return fail(removed, errors.Join(append(errs, err)...))
 		}
-		ok, err := r.abandon(ctx, id)
+		ok, err := r.abandon(ctx, name)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.path(id), err))
+			errs = append(errs, fmt.Errorf("%s: %w", r.b.Locate(name), err))
 			continue // one child in trouble does not keep the others' leftovers
 		}
 		if ok {
-			removed = append(removed, r.path(id))
-			r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", r.path(id))
+			removed = append(removed, r.b.Locate(name))
+			r.cfg.logger.Warn("checkpoint: removed a session left half-made by a crash", "path", r.b.Locate(name))
 		}
 	}
 	slices.Sort(removed)
@@ -459,14 +498,48 @@ func (r *Sessions) RemoveStaging(ctx context.Context) ([]string, error) {
 	return removed, nil
 }
 
+// path returns where the session id is stored (the root, if id is
+// invalid), for errors: see ValidSessionID.
 func (r *Sessions) path(id string) string {
 	if ValidSessionID(id) != nil {
 		return r.dir
 	}
-	return r.b.Locate(id)
+	return r.b.Locate(names.SessionName(id))
 }
 
-// check validates id and makes sure that what the root holds under that
+// lookup returns the name of the child store of the session id (see
+// ValidSessionID). An ID of an earlier release that Windows cannot hold as
+// a name (such as "con") is mapped, unless the root, written by an earlier
+// release, holds its session under its own name (a session.json there, or
+// any object that is not hidden: a damaged session): then that is its
+// name. Only such IDs cost a look.
+func (r *Sessions) lookup(ctx context.Context, id string) string {
+	name := names.SessionName(id)
+	if name == id || !names.Legacy(id) {
+		return name
+	}
+	sub, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		return name
+	}
+	defer sub.Close()
+	if _, err := sub.Stat(ctx, sessionFile); err == nil {
+		return id
+	}
+	objs, err := sub.List(ctx)
+	if err == nil && slices.ContainsFunc(objs, func(o Object) bool { return !strings.HasPrefix(o.Name, ".") }) {
+		return id
+	}
+	return name
+}
+
+// sub returns the child store of the session id (see lookup), which the
+// caller closes.
+func (r *Sessions) sub(ctx context.Context, id string) (Backend, error) {
+	return r.b.Sub(ctx, r.lookup(ctx, id), false)
+}
+
+// check validates id and makes sure that what the root holds under its
 // name, if the root lists it as an object at all (a directory does), is a
 // child store: not a file, not a symbolic link.
 func (r *Sessions) check(ctx context.Context, id string) error {
@@ -476,18 +549,18 @@ func (r *Sessions) check(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	what, err := r.nonChild(ctx, id)
+	what, err := r.nonChild(ctx, r.lookup(ctx, id))
 	if err == nil && what != "" {
-		err = fmt.Errorf("%w: %q is not a session directory (it is %s)", ErrNotFound, id, what)
+		err = fmt.Errorf("%w: session %q is not a session directory (it is %s)", ErrNotFound, id, what)
 	}
 	return err
 }
 
-// nonChild returns what the root holds under the name id if it lists it as
+// nonChild returns what the root holds under the name if it lists it as
 // an object that is not a child store ("a file", "a symbolic link", ...),
 // and "" otherwise. On object storage a child store is no object.
-func (r *Sessions) nonChild(ctx context.Context, id string) (what string, err error) {
-	o, err := r.b.Stat(ctx, id)
+func (r *Sessions) nonChild(ctx context.Context, name string) (what string, err error) {
+	o, err := r.b.Stat(ctx, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", nil

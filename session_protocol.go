@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/names"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -109,7 +110,9 @@ type sessionTombstone struct {
 // session.json and either a claim (a session being made, or one a crash
 // interrupted) or no object but hidden ones, or a tombstone. A child that
 // holds other objects but no session.json is a damaged session:
-// ErrCorrupt.
+// ErrCorrupt. If id is "" (not known yet: a mapped name, see
+// ValidSessionID) nothing is checked against it; otherwise the ID that
+// the session.json of a mapped ID records must be id (see checkID).
 func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Object, error) {
 	rc, obj, err := sub.Open(ctx, sessionFile)
 	switch {
@@ -130,12 +133,37 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 		return sessionMeta{}, obj, fmt.Errorf("%w: no session %q (%s)", ErrNotFound, id, t.Abandoned)
 	}
 	m, err := decodeSessionMeta(bytes.NewReader(data))
+	if err == nil && id != "" && names.SessionName(id) != id {
+		err = checkID(m.ID, id, names.SessionName(id))
+	}
 	return m, obj, err
+}
+
+// checkID checks that recorded, the ID that the session.json of the child
+// store name records, is the session's, id, or, if id is "" (listing),
+// any ID whose stored name is name. Legacy names are their sessions' IDs
+// (see ValidSessionID): what their session.json records is not checked,
+// as earlier releases did not. Another ID of the same name (a SHA-256
+// collision) is ErrNotFound: id has no session; an ID of another name (a
+// directory copied or renamed by hand) is ErrCorrupt.
+func checkID(recorded, id, name string) error {
+	switch {
+	case !names.IsMapped(name):
+		return nil
+	case names.SessionName(recorded) != name || recorded == "":
+		return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
+	case id != "" && recorded != id:
+		return fmt.Errorf("%w: no session %q: its stored name %s holds the session %q", ErrNotFound, id, name, recorded)
+	}
+	return nil
 }
 
 // missingMeta tells why the child store sub of id has no session.json:
 // ErrNotFound if it is no session, ErrCorrupt if it is a damaged one.
 func missingMeta(ctx context.Context, sub Backend, id string) error {
+	if id == "" {
+		id = sub.Locate("")
+	}
 	objs, err := sub.List(ctx)
 	if err != nil {
 		return err
@@ -197,17 +225,24 @@ func (r *Sessions) readerOn(sub Backend) *Store[json.RawMessage] {
 	return st
 }
 
-// describe reads what List reports of the session id, and whether it is a
-// session (see readMetaIn); damage goes to Err.
-func (r *Sessions) describe(ctx context.Context, id string) (Session, bool) {
-	s := Session{ID: id, Dir: r.path(id)}
-	sub, err := r.b.Sub(ctx, id, false)
+// describe reads what List reports of the session id, stored under name,
+// and whether it is a session (see readMetaIn); damage goes to Err. If id
+// is "" (a mapped name, listed), the ID is the one its session.json
+// records, once checked (see checkID); a damaged session's stays "".
+func (r *Sessions) describe(ctx context.Context, id, name string) (Session, bool) {
+	s := Session{ID: id, Dir: r.b.Locate(name)}
+	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		s.Err = opError("read session", s.Dir, err)
 		return s, true
 	}
 	s.Dir = sub.Locate("")
 	m, _, err := readMetaIn(ctx, sub, id)
+	if err == nil && id == "" {
+		if err = checkID(m.ID, "", name); err == nil {
+			s.ID = m.ID
+		}
+	}
 	switch {
 	case errors.Is(err, ErrNotFound):
 		sub.Close()
@@ -251,14 +286,15 @@ func (r *Sessions) nextFreeID(ctx context.Context, tried []string) (string, erro
 }
 
 // nextSessionID returns the number after the highest all-digit name of
-// names, with at least three digits. Names are compared as decimal numbers
+// taken, with at least three digits. Names are compared as decimal numbers
 // of any length, not as machine integers, so that numbering goes on past
 // any ID Create took ("9223372036854775807" is followed by
-// "9223372036854775808"). Past the longest ID (64 nines) there is no number
+// "9223372036854775808"). Past the longest ID that is its own stored name
+// (64 nines: see ValidSessionID) there is no number
 // left: that is an error, every time, and nothing is created.
-func nextSessionID(names []string) (string, error) {
+func nextSessionID(taken []string) (string, error) {
 	highest := "0"
-	for _, name := range names {
+	for _, name := range taken {
 		if n, ok := sessionNumber(name); ok && (len(n) > len(highest) || len(n) == len(highest) && n > highest) {
 			highest = n
 		}
@@ -273,8 +309,8 @@ func nextSessionID(names []string) (string, error) {
 	} else {
 		next = append([]byte{'1'}, next...)
 	}
-	if len(next) > maxSessionIDLen {
-		return "", fmt.Errorf("%w: no session number is left after %q (a session ID has at most %d characters): name new sessions with Create", ErrInvalid, highest, maxSessionIDLen)
+	if len(next) > names.MaxLegacyID {
+		return "", fmt.Errorf("%w: no session number is left after %q (a numbered session ID has at most %d digits): name new sessions with Create", ErrInvalid, highest, names.MaxLegacyID)
 	}
 	return strings.Repeat("0", max(0, 3-len(next))) + string(next), nil
 }
@@ -305,10 +341,12 @@ func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]st
 	if r.cfg.readOnly {
 		return Session{}, opError(op, r.path(id), ErrReadOnly)
 	}
+	name := ""
 	if id != "" {
+		name = r.lookup(ctx, id)
 		// What is there and no child store (a file, a symbolic link, a
 		// named pipe) takes the ID: a session is never made through it.
-		if what, err := r.nonChild(ctx, id); err != nil || what != "" {
+		if what, err := r.nonChild(ctx, name); err != nil || what != "" {
 			if err == nil {
 				err = fmt.Errorf("%w: session ID %q is taken by %s, not a session directory", ErrExists, id, what)
 			}
@@ -316,7 +354,7 @@ func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]st
 		}
 	}
 	r.removeLegacyOnWrite(ctx)
-	s, err := r.publishNumbered(ctx, id, claimCreate, sessionMeta{Meta: meta}, nil)
+	s, err := r.publishNumbered(ctx, id, name, claimCreate, sessionMeta{Meta: meta}, nil)
 	if err != nil {
 		return Session{}, opError(op, r.path(s.ID), err)
 	}
@@ -327,7 +365,7 @@ func (r *Sessions) create(ctx context.Context, op, id string, meta map[string]st
 // step (see Fork).
 func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[string]string) (Session, error) {
 	r.removeLegacyOnWrite(ctx)
-	src, err := r.b.Sub(ctx, from, false)
+	src, err := r.sub(ctx, from)
 	if err != nil {
 		return Session{}, err
 	}
@@ -351,14 +389,14 @@ func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[s
 	fill := func(id string, dst Backend) ([]string, error) {
 		return r.forkInto(ctx, st.b, infos, id, dst, step)
 	}
-	return r.publishNumbered(ctx, "", claimFork, m, fill)
+	return r.publishNumbered(ctx, "", "", claimFork, m, fill)
 }
 
-// publishNumbered publishes the session id, or, if id is "", the next
-// number that no child store uses, going on to the next when another
-// worker takes it first. The Session it returns has its ID set even when
-// publishing fails.
-func (r *Sessions) publishNumbered(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (Session, error) {
+// publishNumbered publishes the session id under the name name, or, if id
+// is "", the next number that no child store uses (a number is its own
+// name), going on to the next when another worker takes it first. The
+// Session it returns has its ID set even when publishing fails.
+func (r *Sessions) publishNumbered(ctx context.Context, id, name, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (Session, error) {
 	numbered := id == ""
 	var tried []string
 	for attempt := 1; ; attempt++ {
@@ -371,8 +409,9 @@ func (r *Sessions) publishNumbered(ctx context.Context, id, op string, m session
 				return Session{}, err
 			}
 			tried = append(tried, id)
+			name = names.SessionName(id)
 		}
-		err := r.publish(ctx, id, op, m, fill)
+		err := r.publish(ctx, id, name, op, m, fill)
 		if numbered && errors.Is(err, ErrExists) && attempt < maxNumberAttempts {
 			continue // another worker took the number first
 		}
@@ -382,18 +421,19 @@ func (r *Sessions) publishNumbered(ctx context.Context, id, op string, m session
 		// The session exists now: report it, and any trouble reading it
 		// back in its Err, but not as a failure (a caller that retried
 		// would make a second one).
-		s, _ := r.describe(context.WithoutCancel(ctx), id)
+		s, _ := r.describe(context.WithoutCancel(ctx), id, name)
 		return s, nil
 	}
 }
 
-// publish makes the session id: it claims the ID (as op), lets fill put
+// publish makes the session id in the child store name: it claims the ID
+// (as op), lets fill put
 // checkpoints in the child store and return their names, then creates
 // session.json. If anything fails, it removes what it made (what fill
 // made, then its claim if it is still its own, then the child if it is
 // empty) and the session is not visible.
-func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (err error) {
-	dst, err := r.b.Sub(ctx, id, false)
+func (r *Sessions) publish(ctx context.Context, id, name, op string, m sessionMeta, fill func(id string, dst Backend) ([]string, error)) (err error) {
+	dst, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		return err
 	}
@@ -420,7 +460,7 @@ func (r *Sessions) publish(ctx context.Context, id, op string, m sessionMeta, fi
 		}
 		dst.Close() // a directory: release it before it goes
 		if rerr == nil {
-			r.dropChild(ctx, id)
+			r.dropChild(ctx, name)
 		}
 	}()
 	token, fresh, err = r.claim(ctx, dst, id, op)
@@ -499,12 +539,12 @@ func holdsContent(ctx context.Context, b Backend, name string, write func(io.Wri
 	return bytes.Equal(got, want.Bytes()), nil
 }
 
-// dropChild removes the child store id if the Backend keeps empty ones
+// dropChild removes the child store name if the Backend keeps empty ones
 // (ChildRemover) and it is empty: a failed creation leaves nothing. A
 // child that holds anything (another call's claim, a session) stays.
-func (r *Sessions) dropChild(ctx context.Context, id string) {
+func (r *Sessions) dropChild(ctx context.Context, name string) {
 	if cr, ok := storage.As[storage.ChildRemover](r.b); ok {
-		cr.RemoveChild(context.WithoutCancel(ctx), id)
+		cr.RemoveChild(context.WithoutCancel(ctx), name)
 	}
 }
 
@@ -709,7 +749,7 @@ func copyObject(ctx context.Context, src, dst Backend, name string) error {
 // so that the fork never mixes two histories; then the newest checkpoint
 // that loads must be step.
 func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step int64, listed map[string]Info) error {
-	view, err := r.b.Sub(ctx, id, false) // the reader owns and closes it
+	view, err := r.b.Sub(ctx, names.SessionName(id), false) // the reader owns and closes it
 	if err != nil {
 		return err
 	}
@@ -791,15 +831,17 @@ func isSessionTemp(b Backend, name string) bool {
 	return ok && final == sessionFile
 }
 
-// abandon cleans the child store id if a crashed fork left it, and reports
-// whether it did.
-func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
-	sub, err := r.b.Sub(ctx, id, false)
+// abandon cleans the child store name if a crashed fork left it, and
+// reports whether it did. Forks make numbered sessions only, whose names
+// are their IDs; a mapped name is never a fork's.
+func (r *Sessions) abandon(ctx context.Context, name string) (bool, error) {
+	id := name
+	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		return false, err
 	}
 	defer sub.Close()
-	_, _, err = readMetaIn(ctx, sub, id)
+	_, _, err = readMetaIn(ctx, sub, "")
 	if err == nil {
 		return false, dropStaleClaim(ctx, sub)
 	}
@@ -823,7 +865,7 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 			return false, err
 		}
 		if _, err := sub.Create(ctx, sessionFile, write); errors.Is(err, ErrExists) {
-			return r.abandon(ctx, id) // the fork finished after all, or another RemoveStaging won
+			return r.abandon(ctx, name) // the fork finished after all, or another RemoveStaging won
 		} else if err != nil {
 			return false, err
 		}

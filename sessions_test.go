@@ -146,15 +146,15 @@ func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 	require.Equal(t, "004", s.ID)
 }
 
-// TestSessionIDsAreValidated: an ID that is no plain name (empty, a dot
-// name, a path, hidden, with a space, not ASCII, over 64 bytes)
-// is ErrInvalid to every call that takes one, and nothing is created.
+// TestSessionIDsAreValidated: an empty ID, one that is not valid UTF-8
+// and one over MaxSessionIDLen bytes are ErrInvalid to every call that
+// takes one, and nothing is created; any other string is an ID.
 func TestSessionIDsAreValidated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	r := openSessions(t, dir)
-	for _, id := range []string{"", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", "é", string(make([]byte, 65))} {
+	for _, id := range []string{"", "\xff", "a\xc3", strings.Repeat("x", checkpoint.MaxSessionIDLen+1), strings.Repeat("é", checkpoint.MaxSessionIDLen/2) + "x"} {
 		_, err := r.Create(ctx, id, nil)
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 		_, err = checkpoint.OpenSessionStore[int](r, id)
@@ -165,9 +165,10 @@ func TestSessionIDsAreValidated(t *testing.T) {
 		_, err = r.Get(ctx, id)
 		require.ErrorIs(t, err, checkpoint.ErrInvalid, "%q", id)
 	}
-	for _, id := range []string{"001", "run_7", "a.b-c", "x"} {
+	for _, id := range []string{"001", "run_7", "a.b-c", "x", ".", "..", "../x", "a/b", `a\b`, ".hidden", "a b", "é", "\x00", string(make([]byte, 65)), strings.Repeat("x", checkpoint.MaxSessionIDLen)} {
 		require.NoError(t, checkpoint.ValidSessionID(id), id)
 	}
+	require.GreaterOrEqual(t, checkpoint.MaxSessionIDLen, 512)
 	require.Empty(t, dirNamesExcept(t, dir, ".sessions.lock"), "nothing was created")
 }
 
@@ -193,7 +194,7 @@ func TestNumberingGoesOnPastHugeSessionIDs(t *testing.T) {
 		require.Equal(t, c.after, s.ID)
 	}
 
-	_, err := r.Create(ctx, strings.Repeat("9", checkpoint.MaxSessionIDLen), nil)
+	_, err := r.Create(ctx, strings.Repeat("9", checkpoint.MaxNumberedIDLen), nil)
 	require.NoError(t, err)
 	before, err := r.List(ctx)
 	require.NoError(t, err)

@@ -11,10 +11,12 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/internal/names"
 )
 
 // sessionsLedger records the calls of the sessions scenarios.
 type sessionsLedger struct {
+	id                   string // the ID of the session the scenario creates: "a", or one stored under a mapped name
 	crashedFork          string // the ID a fork interrupted before the scenario left
 	cleaned              bool   // RemoveStaging returned nil
 	created, createAcked bool
@@ -36,20 +38,27 @@ func openMemSessions(m *backendtest.Mem) (*checkpoint.Sessions, error) {
 // runSessions creates session "a", saves in it, forks it at step 1,
 // writes its metadata and makes a second fork, on a root of sessions on
 // m (OpenSessionsBackend).
-func runSessions(m *backendtest.Mem) (*sessionsLedger, error) {
+func runSessions(m *backendtest.Mem) (*sessionsLedger, error) { return runSessionsOf(m, "a") }
+
+// runSessionsAs is runSessions with the session id in place of "a".
+func runSessionsAs(id string) func(m *backendtest.Mem) (*sessionsLedger, error) {
+	return func(m *backendtest.Mem) (*sessionsLedger, error) { return runSessionsOf(m, id) }
+}
+
+func runSessionsOf(m *backendtest.Mem, id string) (*sessionsLedger, error) {
 	ctx := context.Background()
-	l := &sessionsLedger{a: &ledger{}}
+	l := &sessionsLedger{id: id, a: &ledger{}}
 	r, err := openMemSessions(m)
 	if err != nil {
 		return l, err
 	}
 	defer r.Close()
 	run := &cutRun{ctx: ctx, m: m, l: l.a, openStore: func() (*checkpoint.Store[cutState], error) {
-		return checkpoint.OpenSessionStore[cutState](r, "a")
+		return checkpoint.OpenSessionStore[cutState](r, id)
 	}}
 	defer run.close()
 	fork := func() error {
-		s, err := r.Fork(ctx, "a", 1, map[string]string{"v": "fork"})
+		s, err := r.Fork(ctx, id, 1, map[string]string{"v": "fork"})
 		if err == nil {
 			l.forks = append(l.forks, s.ID)
 		}
@@ -58,7 +67,7 @@ func runSessions(m *backendtest.Mem) (*sessionsLedger, error) {
 	setMeta := func(v string) func() error {
 		return func() error {
 			l.metas = append(l.metas, v)
-			if err := r.SetMeta(ctx, "a", map[string]string{"v": v}); err != nil {
+			if err := r.SetMeta(ctx, id, map[string]string{"v": v}); err != nil {
 				return err
 			}
 			l.metaAcked++
@@ -69,7 +78,7 @@ func runSessions(m *backendtest.Mem) (*sessionsLedger, error) {
 		func() error {
 			l.created = true
 			l.metas = append(l.metas, "0")
-			_, err := r.Create(ctx, "a", map[string]string{"v": "0"})
+			_, err := r.Create(ctx, id, map[string]string{"v": "0"})
 			l.createAcked = err == nil
 			if err == nil {
 				l.metaAcked++
@@ -113,7 +122,7 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 
 	// Session "a" is there if its Create returned nil, with its metadata
 	// and every save made in it.
-	a, ok := ids["a"]
+	a, ok := ids[l.id]
 	switch {
 	case !ok && l.createAcked:
 		bad("Create(a) returned nil, and no session a is listed")
@@ -124,7 +133,7 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 		if !slices.Contains(may, a.Meta["v"]) {
 			bad("session a has meta v=%q; want one of %q", a.Meta["v"], may)
 		}
-		sub := subOf(clone, "a")
+		sub := subOf(clone, names.SessionName(l.id))
 		violations = append(violations, prefixed("session a: ", checkStore(sub, nil, rules{}, l.a))...)
 	}
 
@@ -141,10 +150,10 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 		}
 	}
 	for id, s := range ids {
-		if id == "a" {
+		if id == l.id {
 			continue
 		}
-		if s.Parent != "a" || s.ParentStep != 1 || s.Meta["v"] != "fork" {
+		if s.Parent != l.id || s.ParentStep != 1 || s.Meta["v"] != "fork" {
 			bad("session %q is listed, and is no fork of a at step 1 (%+v)", id, s)
 			continue
 		}
@@ -167,11 +176,11 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 	if _, err := r.New(ctx, nil); err != nil {
 		bad("New after the crash: %v", err)
 	}
-	if _, ok := ids["a"]; !ok {
-		if _, err := r.Create(ctx, "a", nil); err != nil {
+	if _, ok := ids[l.id]; !ok {
+		if _, err := r.Create(ctx, l.id, nil); err != nil {
 			bad("Create(a) after a crash left no session a: %v", err)
 		}
-	} else if _, err := r.Create(ctx, "a", nil); !errors.Is(err, checkpoint.ErrExists) {
+	} else if _, err := r.Create(ctx, l.id, nil); !errors.Is(err, checkpoint.ErrExists) {
 		bad("Create(a) over the session a: %v; want ErrExists", err)
 	}
 	return violations
@@ -210,6 +219,16 @@ func TestPowerCutKeepsSessionPromises(t *testing.T) {
 	t.Parallel()
 	inEachFlavour(t, func(t *testing.T, f memFlavour) {
 		for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessions, checkSessions) {
+			t.Error(v)
+		}
+	})
+}
+
+// The same holds for a session whose ID is stored under a mapped name.
+func TestPowerCutKeepsSessionPromisesOfAMappedID(t *testing.T) {
+	t.Parallel()
+	inEachFlavour(t, func(t *testing.T, f memFlavour) {
+		for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessionsAs("thread #1/Ünï"), checkSessions) {
 			t.Error(v)
 		}
 	})
@@ -300,7 +319,7 @@ func powerCutsInCleanup(t *testing.T, opts ...backendtest.MemOption) {
 		for step := int64(1); step <= 2; step++ {
 			a.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
 		}
-		l := &sessionsLedger{crashedFork: id, created: true, createAcked: true, a: a, metas: []string{"0"}, metaAcked: 1}
+		l := &sessionsLedger{id: "a", crashedFork: id, created: true, createAcked: true, a: a, metas: []string{"0"}, metaAcked: 1}
 		r, err := openMemSessions(m)
 		if err != nil {
 			return l, err

@@ -25,8 +25,13 @@
 // DIR is a store's directory, or a root of sessions (a directory whose
 // subdirectories hold session.json files, as made by checkpoint.OpenSessions):
 // ls lists its sessions, verify and gc work on every session, and show, diff
-// and prune want one session's directory. Flags may come before or after the
-// arguments, with one dash or two; "--" ends the flags.
+// and prune want one session's directory. ls shows each session's ID as
+// given to the library, quoted where it holds a space, a quote, '=', '\'
+// or a character that is not printable; an ID that is not a plain name
+// ("user:42/thread#7") lives in a directory of a mapped name, which
+// ls --json gives as "dir" (see checkpoint.ValidSessionID). Flags may
+// come before or after the arguments, with one dash or two; "--" ends the
+// flags.
 //
 // Everything printed that comes from disk (names, error records, states,
 // session metadata) has its control characters escaped: \x1b, \u009b in

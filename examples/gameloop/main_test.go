@@ -327,7 +327,7 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{[]string{"-restore", "9"}, checkpoint.ErrNotFound, "-restore 9: session 001 has no checkpoint of turn 9 (its last is turn 3)"},
 		{[]string{"-restore", "2", "-session", "007"}, checkpoint.ErrNotFound, `no session "007"`},
 		{[]string{"-session", "007"}, checkpoint.ErrNotFound, `-session 007: `},
-		{[]string{"-session", "../001"}, checkpoint.ErrInvalid, `session ID "../001"`},
+		{[]string{"-session", "../001"}, checkpoint.ErrNotFound, `no session "../001"`}, // an ID, never a path to session 001
 		{[]string{"-new", "-session", "001"}, nil, "cannot be combined"},
 		{[]string{"-new", "-restore", "2"}, nil, "cannot be combined"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	ckptnames "github.com/gocheckpoint/checkpoint/internal/names"
 	"github.com/stretchr/testify/require"
 )
 
@@ -206,6 +207,65 @@ func TestLsOfSessionsMadeByTheLibrary(t *testing.T) {
 	require.Len(t, lines, 3)
 	require.Regexp(t, `^002 +1 +1 +\S+ \(.+\) +\S+ \(.+\) +- +player=ana$`, lines[1], "the most recently active first; the layout was inferred")
 	require.Regexp(t, `^001 `, lines[2])
+}
+
+// TestLsShowsSessionIDsAsGiven lists sessions whose IDs no file system
+// takes as names: ls shows each ID as given, quoted where it would not
+// stay one column, never its stored name; --json gives the IDs exactly;
+// verify and gc find the sessions under their stored names.
+func TestLsShowsSessionIDsAsGiven(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	defer root.Close()
+	ids := []string{"user:42/thread#7", "a b", "tab\there", "Ünïcode", "CON", "run-7"}
+	for _, id := range ids {
+		_, err := root.Create(ctx, id, nil)
+		require.NoError(t, err)
+		st, err := checkpoint.OpenSessionStore[int](root, id)
+		require.NoError(t, err)
+		_, err = st.Save(ctx, 1, 1)
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+	}
+	f, err := root.Fork(ctx, "a b", 1, nil)
+	require.NoError(t, err)
+
+	r := runCLI(t, "ls", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	requireNoControls(t, "ls of sessions", r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, len(ids)+2)
+	var first []string
+	for _, l := range lines[1:] {
+		first = append(first, strings.Fields(l)[0])
+	}
+	require.ElementsMatch(t, []string{"user:42/thread#7", `"a`, `"tab\there"`, "Ünïcode", "CON", "run-7", f.ID}, first)
+	require.Contains(t, r.stdout, `"a b"@1`, "the fork's parent, quoted")
+	require.NotContains(t, r.stdout, "user_42_thread_7-", "no stored name is shown")
+
+	r = runCLI(t, "ls", "--json", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	var list []sessionJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &list))
+	var got []string
+	for _, s := range list {
+		got = append(got, s.ID)
+	}
+	require.ElementsMatch(t, append(ids, f.ID), got)
+
+	r = runCLI(t, "verify", dir)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+
+	// A mapped session that lost its session.json has no ID to show: ls
+	// shows where it is.
+	lost := filepath.Join(dir, ckptnames.SessionName("Ünïcode"))
+	require.NoError(t, os.Remove(filepath.Join(lost, "session.json")))
+	r = runCLI(t, "ls", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^\(`+filepath.Base(lost)+`\) +1 .*damaged`, r.stdout)
 }
 
 func TestLsEmptyAndMissingDirectories(t *testing.T) {

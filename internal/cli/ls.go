@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -161,12 +162,12 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 			created = c.when(s.Created)
 		}
 		if s.Parent != "" {
-			parent = fmt.Sprintf("%s@%d", printable(s.Parent), s.ParentStep)
+			parent = fmt.Sprintf("%s@%d", quoteIfNeeded(s.Parent), s.ParentStep)
 		}
 		if s.Err != nil {
 			meta = strings.TrimSpace(meta + " (damaged: " + printable(reason(s.Err)) + ")")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", printable(s.ID), s.Checkpoints, last, saved, created, parent, meta)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", sessionLabel(s), s.Checkpoints, last, saved, created, parent, meta)
 	}
 	return tw.Flush()
 }
@@ -272,6 +273,20 @@ func formatMeta(meta map[string]string) string {
 	return b.String()
 }
 
+// sessionLabel shows the ID of s as given (see checkpoint.ValidSessionID),
+// quoted if it is empty or holds a space, a quote, '=', '\\' or a
+// character that is not printable, so that it stays one column; a damaged
+// session whose ID is unknown (a mapped name without its session.json)
+// shows its stored name in parentheses.
+func sessionLabel(s checkpoint.Session) string {
+	if s.ID == "" && s.Err != nil {
+		return "(" + printable(path.Base(filepath.ToSlash(s.Dir))) + ")"
+	}
+	return quoteIfNeeded(s.ID)
+}
+
+// quoteIfNeeded returns s, or s quoted (strconv.Quote) if it is empty or
+// holds a space, a quote, '=', '\\' or a character that is not printable.
 func quoteIfNeeded(s string) string {
 	if s == "" || strings.ContainsFunc(s, func(r rune) bool {
 		return r == ' ' || r == '"' || r == '=' || r == '\\' || !unicode.IsPrint(r)

@@ -124,7 +124,7 @@ func TestLsQuotesControlCharactersFromDisk(t *testing.T) {
 	r = runCLI(t, "ls", root)
 	require.Equal(t, 0, r.code, r.stderr)
 	requireNoControls(t, "ls of sessions", r.stdout)
-	require.Contains(t, r.stdout, `\x1b]0;pwned\a\x1b[31m\u009b2J\u202e\x7f@1`)
+	require.Contains(t, r.stdout, `"\x1b]0;pwned\a\x1b[31m\u009b2J\u202e\x7f"@1`, "an ID with control characters is quoted")
 	r = runCLI(t, "ls", "--json", root)
 	require.Equal(t, 0, r.code, r.stderr)
 	requireNoControls(t, "ls --json of sessions", r.stdout)

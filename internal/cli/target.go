@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gocheckpoint/checkpoint"
+	ckptnames "github.com/gocheckpoint/checkpoint/internal/names"
 )
 
 // defaultLayout is the library's default, used for a directory without a
@@ -173,7 +174,7 @@ func (c *cli) resolveRemote(ctx context.Context, t target, scheme, layoutArg str
 	return t, err
 }
 
-// remoteSessions returns the IDs of the sessions in b, a root of sessions
+// remoteSessions returns the stored names of the sessions in b, a root of sessions
 // on a Backend (checkpoint.OpenSessionsBackend): the child stores that
 // hold a session.json. None if b is no such root.
 func remoteSessions(ctx context.Context, b checkpoint.Backend) ([]string, error) {
@@ -183,8 +184,8 @@ func remoteSessions(ctx context.Context, b checkpoint.Backend) ([]string, error)
 	}
 	var ids []string
 	for _, id := range children {
-		if checkpoint.ValidSessionID(id) != nil {
-			continue
+		if !ckptnames.IsSessionName(id) {
+			continue // not a session's stored name (see checkpoint.ValidSessionID)
 		}
 		sub, err := b.Sub(ctx, id, false)
 		if err != nil {
@@ -354,7 +355,7 @@ func sessionsIn(dir string, dirents []os.DirEntry, rootOnly bool) sessions {
 		switch {
 		case d.Name() == ".sessions.lock" && d.Type().IsRegular():
 			s.root = true
-		case d.IsDir() && checkpoint.ValidSessionID(d.Name()) == nil:
+		case d.IsDir() && ckptnames.IsSessionName(d.Name()):
 			if !rootOnly {
 				s.ids = append(s.ids, d.Name())
 			}

@@ -1,5 +1,6 @@
 // Package names holds the one rule for the plain names the store writes
-// and the directory backend reaches without resolving a path.
+// and the directory backend reaches without resolving a path, and the map
+// from session IDs (any string) to the names sessions are stored under.
 package names
 
 // Plain reports whether s is non-empty, uses only [A-Za-z0-9._-] and does
