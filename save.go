@@ -189,6 +189,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		s.listed[name] = o.Version
 	}
 	s.errs.saved(fn.kind, h.Time)
+	s.next.saw(fn.step)
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so

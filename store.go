@@ -59,6 +59,8 @@ type Store[T any] struct {
 	// a save need not look for its step in the compressions that have
 	// none (see freeName).
 	comps atomic.Uint32
+	// next is what Append knows of the store's newest step.
+	next appendCounter
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -153,6 +155,12 @@ func dirOpenCause(err error, dir string) error {
 // Backend (the cost of a save, the consistency of a listing) is its own
 // documentation's.
 func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
+	return openBackend[T](context.Background(), b, opts)
+}
+
+// openBackend is OpenBackend for an open that has a context (see
+// newStoreContext).
+func openBackend[T any](ctx context.Context, b Backend, opts []Option) (*Store[T], error) {
 	if b == nil {
 		return nil, opError("open", "", fmt.Errorf("%w: nil Backend", ErrInvalid))
 	}
@@ -170,12 +178,18 @@ func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
 	if err != nil {
 		return fail(err)
 	}
-	return newStore[T](b, cfg)
+	return newStoreContext[T](ctx, b, cfg)
 }
 
 // newStore opens the store kept in b, which it owns from then on, with a
 // validated cfg.
 func newStore[T any](b Backend, cfg config) (*Store[T], error) {
+	return newStoreContext[T](context.Background(), b, cfg)
+}
+
+// newStoreContext is newStore for an open that has a context: a wait for
+// the writer lock (WaitLock) ends with it.
+func newStoreContext[T any](ctx context.Context, b Backend, cfg config) (*Store[T], error) {
 	s := &Store[T]{
 		b:         b,
 		dir:       b.Locate(""),
@@ -190,7 +204,7 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 		return s, nil
 	}
 	var err error
-	if s.unlock, err = b.Lock(context.Background()); err != nil {
+	if s.unlock, err = lock(ctx, b, cfg.waitLock); err != nil {
 		err = opError("open", s.dir, err)
 		if cerr := b.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
