@@ -28,6 +28,8 @@ var (
 	isDamage       = format.IsDamage
 	readLimited    = format.ReadLimited
 	unmarshal      = format.Unmarshal
+	isNull         = format.IsNull
+	nilable        = format.Nilable
 	errFormat      = format.ErrFormat
 	errTooLarge    = format.ErrTooLarge
 	errUnsupported = format.ErrUnsupported
