@@ -346,7 +346,7 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 // is missing or damaged is ErrCorrupt (its checkpoints can still be reached
 // with Open on its directory, or OpenBackend on its child store). The store
 // belongs to the caller, who closes it; the writer lock is the session's
-// own, as with Open.
+// own, as with Open (WaitLock waits for it).
 func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
 	return openSessionStore[T](context.Background(), r, id, opts)
 }

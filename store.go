@@ -81,7 +81,8 @@ type Store[T any] struct {
 // exclusive flock on the file .checkpoint.lock in dir and, where the file
 // system allows, on dir itself, released by Close or by the process's
 // death) and fails with ErrLocked if another writer holds it, in this
-// process or another. Removing or replacing .checkpoint.lock under a writer
+// process or another: at once, or after waiting for it as long as
+// WaitLock says. Removing or replacing .checkpoint.lock under a writer
 // does not let a second one in. It then removes the temporary files a
 // crashed save left behind. It never touches other files.
 //
@@ -150,7 +151,8 @@ func dirOpenCause(err error, dir string) error {
 // failed OpenBackend.
 //
 // Unless ReadOnly is given, OpenBackend takes b's writer lock (Backend.Lock)
-// and fails with ErrLocked if another writer holds it. Everything else
+// and fails with ErrLocked if another writer holds it (at once, or after
+// waiting for it as long as WaitLock says). Everything else
 // behaves as with Open; what a backend promises beyond the contract of
 // Backend (the cost of a save, the consistency of a listing) is its own
 // documentation's.
