@@ -31,7 +31,9 @@ import (
 // fails in the background leaves its step unused.
 //
 // With Async, Append returns once state is queued, as Save does: the step
-// is taken in queue order, after every step queued before it.
+// is taken in queue order, after every step queued before it, so it never
+// takes the step of a save queued earlier; a Save of its step queued later
+// fails in the background, with ErrExists (reported as ErrAsync).
 //
 // Every other rule is Save's: the options, the retention pass, the
 // errors (an error before a step was taken, such as a state that cannot
