@@ -152,14 +152,28 @@ func asyncFailure(errs []error, more int) error {
 // Save last returned their failures, it queues j all the same and returns
 // the Info together with those failures (see asyncFailure).
 func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
+	info, err, _ := s.enqueueAt(ctx, j, nil)
+	return info, err
+}
+
+// enqueueAt is enqueue for a job whose step pick chooses, if pick is not
+// nil: it runs under the queue's lock, once there is room, so that the
+// step it takes is in queue order. If pick reports false, nothing is
+// queued and enqueueAt reports false: the caller finds out what pick needs
+// and calls again. Whatever j's step, it is counted for Append (see
+// appendCounter).
+func (s *Store[T]) enqueueAt(ctx context.Context, j *saveJob, pick func() (int64, bool, error)) (Info, error, bool) {
 	q := s.async
 	j.op = "async " + j.op
 	// The caller's cancellation must not stop a save it was told is queued.
 	j.ctx = context.WithoutCancel(ctx)
 	name := s.cfg.layout.format(j.fn)
-	fail := func(err error) (Info, error) {
+	fail := func(err error) (Info, error, bool) {
 		s.codec.PutBuffer(j.state)
-		return Info{}, s.failed(stepError(j.op, j.fn.step, s.path(name), err))
+		if pick != nil { // no step was taken: name the store
+			return Info{}, s.failed(opError(j.op, s.dir, err)), true
+		}
+		return Info{}, s.failed(stepError(j.op, j.fn.step, s.path(name), err)), true
 	}
 	if err := s.await(ctx, func() bool { return q.closed || len(q.jobs) < q.limit }, nil); err != nil {
 		return fail(err)
@@ -167,6 +181,21 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	if q.closed {
 		q.mu.Unlock()
 		return fail(ErrClosed)
+	}
+	if pick != nil {
+		step, ok, err := pick()
+		if err != nil {
+			q.mu.Unlock()
+			return fail(err)
+		}
+		if !ok {
+			q.mu.Unlock()
+			return Info{}, nil, false
+		}
+		j.fn.step = step
+		name = s.cfg.layout.format(j.fn)
+	} else {
+		s.next.saw(j.fn.step)
 	}
 	// The save time is taken in queue order, so later saves sort after.
 	var behind time.Time
@@ -178,7 +207,7 @@ func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
 	q.mu.Unlock()
 	s.clockBehind(j.time, behind)
 	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: j.fn.step, Kind: j.fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics}
-	return s.info(name, j.fn, 0, h), failures
+	return s.info(name, j.fn, 0, h), failures, true
 }
 
 // Flush waits until every save queued before the call (with Async) is

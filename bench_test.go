@@ -171,3 +171,54 @@ func BenchmarkFirstList(b *testing.B) {
 		s.Close()
 	}
 }
+
+// BenchmarkAppend appends a 10 KB state to a session, durably, as a host
+// keyed by thread ID does: opening the session's store for each call
+// (OpenSessionStore, Append, Close: the lock, a listing of the session for
+// its newest step, the save) or holding it open. KeepLast(16) keeps the
+// session the same size whatever b.N.
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	state := benchState()
+	open := func(b *testing.B) *checkpoint.Sessions {
+		r, err := checkpoint.OpenSessions(b.TempDir(), checkpoint.KeepLast(16))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Close() })
+		if _, err := r.Create(ctx, "thread-1", nil); err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	b.Run("opened-per-call", func(b *testing.B) {
+		r := open(b)
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := checkpoint.OpenSessionStore[map[string]any](r, "thread-1")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Append(ctx, state); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("held-open", func(b *testing.B) {
+		r := open(b)
+		s, err := checkpoint.OpenSessionStore[map[string]any](r, "thread-1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Append(ctx, state); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

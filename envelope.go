@@ -28,6 +28,8 @@ var (
 	isDamage       = format.IsDamage
 	readLimited    = format.ReadLimited
 	unmarshal      = format.Unmarshal
+	isNull         = format.IsNull
+	nilable        = format.Nilable
 	errFormat      = format.ErrFormat
 	errTooLarge    = format.ErrTooLarge
 	errUnsupported = format.ErrUnsupported
@@ -39,7 +41,8 @@ var (
 // slice after it returns. It runs in memory when a checkpoint is loaded:
 // the file itself is never rewritten. An error it returns fails the load
 // with ErrMigration, wrapping that error; so does a panic (recovered), or
-// output that is not valid JSON or is null.
+// output that is not valid JSON or is null. A state saved as null (a nil
+// state) is nil at every schema: no migration runs on it.
 //
 // Migrate runs inside the load that called it: it must not call the store
 // (Close waits for that load to end, and a write waits for the lock a

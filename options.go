@@ -42,6 +42,7 @@ type config struct {
 	async    bool
 	queue    int // Async's queue length
 	readOnly bool
+	waitLock time.Duration // WaitLock's bound; 0: refused at once
 	every    int64
 	rolling  bool
 	retain   retention
@@ -92,6 +93,9 @@ func (c *config) validate() error {
 	}
 	if c.gzip && c.zstd {
 		return fmt.Errorf("%w: Gzip and Zstd: choose one compression", ErrInvalid)
+	}
+	if c.waitLock < 0 {
+		return fmt.Errorf("%w: WaitLock(%v): the wait must be 0 (none) or positive", ErrInvalid, c.waitLock)
 	}
 	if c.async && c.queue < 1 {
 		return fmt.Errorf("%w: Async(%d): the queue length must be at least 1", ErrInvalid, c.queue)

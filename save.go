@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -27,13 +28,21 @@ import (
 // provably damaged, or holds another step's checkpoint, or a symbolic link,
 // is first moved aside to name.corrupt: see the README. A directory or
 // named pipe there is an ErrCorrupt error that says so.) A negative step,
-// an empty meta key, a bad metric (see WithMetric), a state that cannot be encoded (a channel, a NaN) or a
+// an empty meta key, a bad metric (see WithMetric), a state that cannot be
+// encoded (a channel, a NaN), a state that encodes as null in a store of a
+// type that cannot be nil (a struct whose MarshalJSON returns null), or a
 // checkpoint larger than the read limit (WithMaxReadSize: the state and
 // its envelope, before compression, as a load counts them), which no load
 // could read back, is ErrInvalid, and no file is written. If a retention
 // rule is configured (KeepLast), old checkpoints are pruned after the new
 // one is durable; a pruning failure is logged and reported to
 // Hooks.OnError, not returned.
+//
+// A nil state (a nil slice, map or pointer, or a nil interface value in a
+// store of an interface type such as any) is saved as null and loads back
+// as nil. A checkpoint whose state is null loads only into a type that
+// can be nil: into any other (a struct, a number) it is ErrCorrupt, as a
+// state of another type is, never a zero value.
 //
 // With Async, Save returns once state is encoded and queued, and the
 // checkpoint is published in the background: see Async. The Info it returns
@@ -110,6 +119,13 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 	var err error
 	if j.state, err = s.codec.EncodeState(state); err != nil {
 		return fail(err)
+	}
+	// null loads back only into a type that can be nil (a nil slice, map,
+	// pointer or interface saves as null): in a store of another type it
+	// could only be ErrCorrupt later.
+	if t := reflect.TypeFor[T](); isNull(j.state.Bytes()) && !nilable(t) {
+		s.codec.PutBuffer(j.state)
+		return fail(fmt.Errorf("%w: the state encodes as null, which a %v cannot load", ErrInvalid, t))
 	}
 	// A checkpoint no load could read is refused before anything is
 	// written (or queued): saved, it would only be ErrCorrupt later.
@@ -188,6 +204,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		s.listed[name] = o.Version
 	}
 	s.errs.saved(fn.kind, h.Time)
+	s.next.saw(fn.step)
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so

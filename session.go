@@ -385,8 +385,14 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 // is missing or damaged is ErrCorrupt (its checkpoints can still be reached
 // with Open on its directory, or OpenBackend on its child store). The store
 // belongs to the caller, who closes it; the writer lock is the session's
-// own, as with Open.
+// own, as with Open (WaitLock waits for it).
 func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
+	return openSessionStore[T](context.Background(), r, id, opts)
+}
+
+// openSessionStore is OpenSessionStore for an open that has a context: a
+// wait for the writer lock (WaitLock) ends with it.
+func openSessionStore[T any](ctx context.Context, r *Sessions, id string, opts []Option) (*Store[T], error) {
 	path := r.path(id)
 	if err := ValidSessionID(id); err != nil {
 		return nil, opError("open session", path, err)
@@ -398,7 +404,6 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 	if _, err := newConfig(all); err != nil {
 		return nil, opError("open session", path, err)
 	}
-	ctx := context.Background()
 	if err := r.check(ctx, id); err != nil {
 		return nil, opError("open session", path, err)
 	}
@@ -410,7 +415,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 		sub.Close()
 		return nil, opError("open session", sub.Locate(sessionFile), err)
 	}
-	st, err := OpenBackend[T](sub, all...)
+	st, err := openBackend[T](ctx, sub, all)
 	if err != nil {
 		return nil, err
 	}
@@ -438,7 +443,7 @@ func ResumeLatestSession[T any](ctx context.Context, r *Sessions, opts ...Option
 	if s.Err != nil {
 		return nil, s, opError("resume session", s.Dir, s.Err)
 	}
-	st, err := OpenSessionStore[T](r, s.ID, opts...)
+	st, err := openSessionStore[T](ctx, r, s.ID, opts)
 	if err != nil {
 		return nil, s, err
 	}

@@ -59,6 +59,8 @@ type Store[T any] struct {
 	// a save need not look for its step in the compressions that have
 	// none (see freeName).
 	comps atomic.Uint32
+	// next is what Append knows of the store's newest step.
+	next appendCounter
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -82,7 +84,8 @@ type Store[T any] struct {
 // exclusive flock on the file .checkpoint.lock in dir and, where the file
 // system allows, on dir itself, released by Close or by the process's
 // death) and fails with ErrLocked if another writer holds it, in this
-// process or another. Removing or replacing .checkpoint.lock under a writer
+// process or another: at once, or after waiting for it as long as
+// WaitLock says. Removing or replacing .checkpoint.lock under a writer
 // does not let a second one in. It then removes the temporary files a
 // crashed save left behind. It never touches other files.
 //
@@ -151,11 +154,18 @@ func dirOpenCause(err error, dir string) error {
 // failed OpenBackend.
 //
 // Unless ReadOnly is given, OpenBackend takes b's writer lock (Backend.Lock)
-// and fails with ErrLocked if another writer holds it. Everything else
+// and fails with ErrLocked if another writer holds it (at once, or after
+// waiting for it as long as WaitLock says). Everything else
 // behaves as with Open; what a backend promises beyond the contract of
 // Backend (the cost of a save, the consistency of a listing) is its own
 // documentation's.
 func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
+	return openBackend[T](context.Background(), b, opts)
+}
+
+// openBackend is OpenBackend for an open that has a context (see
+// newStoreContext).
+func openBackend[T any](ctx context.Context, b Backend, opts []Option) (*Store[T], error) {
 	if b == nil {
 		return nil, opError("open", "", fmt.Errorf("%w: nil Backend", ErrInvalid))
 	}
@@ -173,12 +183,18 @@ func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
 	if err != nil {
 		return fail(err)
 	}
-	return newStore[T](b, cfg)
+	return newStoreContext[T](ctx, b, cfg)
 }
 
 // newStore opens the store kept in b, which it owns from then on, with a
 // validated cfg.
 func newStore[T any](b Backend, cfg config) (*Store[T], error) {
+	return newStoreContext[T](context.Background(), b, cfg)
+}
+
+// newStoreContext is newStore for an open that has a context: a wait for
+// the writer lock (WaitLock) ends with it.
+func newStoreContext[T any](ctx context.Context, b Backend, cfg config) (*Store[T], error) {
 	s := &Store[T]{
 		b:         b,
 		dir:       b.Locate(""),
@@ -193,7 +209,7 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 		return s, nil
 	}
 	var err error
-	if s.unlock, err = b.Lock(context.Background()); err != nil {
+	if s.unlock, err = lock(ctx, b, cfg.waitLock); err != nil {
 		err = opError("open", s.dir, err)
 		if cerr := b.Close(); cerr != nil {
 			err = errors.Join(err, cerr)

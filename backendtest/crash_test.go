@@ -150,6 +150,19 @@ func (r *cutRun) saveLoss(step int64, loss float64) error {
 	return err
 }
 
+// appendAt appends the state of step want, which the scenario's earlier
+// calls make the step after the newest: an Append that takes another step
+// fails the scenario.
+func (r *cutRun) appendAt(want int64, gen int) error {
+	e := r.l.begin(event{what: "save", save: saved{step: want, tag: "clean", gen: gen}})
+	info, err := r.st.Append(r.ctx, cutState{Step: want, Tag: "clean", Gen: gen})
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	if err == nil && info.Step != want {
+		return fmt.Errorf("Append took step %d; want %d", info.Step, want)
+	}
+	return err
+}
+
 func (r *cutRun) saveFinal(step int64) error {
 	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "final", gen: 1}})
 	info, err := r.st.SaveFinal(r.ctx, step, cutState{Step: step, Tag: "final", Gen: 1})
@@ -256,6 +269,16 @@ var storeScenarios = []storeScenario{
 			fs = append(fs, func() error { return r.saveLoss(int64(step+1), loss) })
 		}
 		return steps(append(fs, r.close, r.open, func() error { return r.saveLoss(6, 2) }, func() error { return r.saveLoss(7, 7) }, r.close)...)
+	}},
+	{name: "Appends", opts: []checkpoint.Option{checkpoint.KeepLast(2)}, rules: rules{keepLast: 2}, run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.appendAt(1, 1) }, func() error { return r.appendAt(2, 1) }, r.close,
+			r.open, func() error { return r.appendAt(3, 1) }, func() error { return r.truncate(2) }, func() error { return r.appendAt(3, 2) },
+			func() error { return r.save(5, 1) }, func() error { return r.appendAt(6, 1) }, r.close)
+	}},
+	{name: "AsyncAppends", opts: []checkpoint.Option{checkpoint.Async(2)}, run: func(r *cutRun) error {
+		r.async = true
+		return steps(r.open, func() error { return r.appendAt(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.appendAt(3, 1) },
+			r.flush, r.close, r.open, func() error { return r.appendAt(4, 1) }, r.close)
 	}},
 	{name: "ErrorCheckpointsWithRetention", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) },
@@ -490,6 +513,25 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 			bad("ReadJSON(%s): %v", name, err)
 		case !slices.Contains(may, v):
 			bad("ReadJSON(%s) = %q; want one of %q", name, v, may)
+		}
+	}
+
+	// The reopened writer appends after the newest checkpoint the cut
+	// left, of any kind (the last check: it writes).
+	if listErr == nil {
+		next := int64(1)
+		for _, info := range infos {
+			next = max(next, info.Step+1)
+		}
+		info, err := st.Append(ctx, cutState{Step: next, Tag: "clean", Gen: 99})
+		if err == nil {
+			err = st.Flush(ctx)
+		}
+		switch {
+		case err != nil:
+			bad("Append after the cut: %v", err)
+		case info.Step != next:
+			bad("Append after the cut took step %d; the newest checkpoint listed is step %d", info.Step, next-1)
 		}
 	}
 	return violations

@@ -51,6 +51,8 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"SetMetaDoesNotBringBackRemovedSession", testBackendSetMetaDoesNotResurrect},
 		{"SetMetaGivesUpOnEndlessConflicts", testBackendSetMetaEndlessConflicts},
 		{"SecondWriterOfOneSessionIsLocked", testBackendSecondWriterIsLocked},
+		{"WaitLockWaitsForTheWriter", testBackendWaitLockWaitsForTheWriter},
+		{"AppendTakesTheNextStep", testBackendAppendTakesTheNextStep},
 		{"MissingDamagedAndInvalidSessions", testBackendMissingDamagedInvalid},
 		{"ReadOnlyRootChangesNothing", testBackendReadOnlyRoot},
 		{"CloseClosesEveryBackendItOpened", testBackendCloseClosesWhatItOpened},

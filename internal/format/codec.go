@@ -209,8 +209,10 @@ func ParseEnvelope(data []byte) (Header, []byte, error) {
 	if len(rest) == 0 || rest[0] != ':' {
 		return h, nil, Damaged("no state")
 	}
+	// A null state is a nil one, saved as such: the checksum vouches for
+	// it, and Schema.Decode loads it only into a type that can be nil.
 	state := bytes.TrimSpace(rest[1:])
-	if len(state) == 0 || string(state) == "null" {
+	if len(state) == 0 {
 		return h, nil, Damaged("no state")
 	}
 	return h, state, nil

@@ -206,7 +206,9 @@ func (c *Codec) PutBuffer(b *bytes.Buffer) {
 
 // EncodeState encodes an application state into a pooled buffer; return it
 // with PutBuffer once written. The bytes are exactly what json.Marshal
-// returns: they are what the checksum covers and what a load decodes.
+// returns: they are what the checksum covers and what a load decodes. A
+// nil state encodes as null, which loads back into a type that can be nil
+// (see Nilable): the store refuses it for other types.
 func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 	var buf *bytes.Buffer
 	if n := c.lastState.Load(); n > MaxPooled {
@@ -224,10 +226,6 @@ func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 	}
 	buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 	c.lastState.Store(int64(buf.Len()))
-	if bytes.Equal(buf.Bytes(), []byte("null")) {
-		c.PutBuffer(buf)
-		return nil, fmt.Errorf("%w: encode state: the state is nil", ErrInvalid)
-	}
 	return buf, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 )
 
@@ -71,9 +72,25 @@ func (sc *Schema) Oldest() int {
 // decodes it into v. A state of a newer schema is ErrNewerSchema; one the
 // chain cannot bring up, ErrMigration; one of the store's own schema that
 // does not decode, ErrCorrupt, as before schemas existed.
+//
+// A null state (a nil state, saved as such) is nil at every schema: no
+// migration runs on it, and it decodes as encoding/json decodes null into
+// v's target if that type can be nil (see Nilable). Into any other type
+// it is ErrCorrupt, as a state of the wrong type is: a struct (or number,
+// string, array, bool) has no nil value, and loading its zero value
+// instead would hide that the file is not this store's.
 func (sc *Schema) Decode(from int, state []byte, v any) error {
 	if from > sc.Version {
 		return fmt.Errorf("%w: the file has schema %d, this store reads schema %d and older (see WithSchema)", ErrNewerSchema, from, sc.Version)
+	}
+	if IsNull(state) {
+		if t := reflect.TypeOf(v).Elem(); !Nilable(t) {
+			return fmt.Errorf("%w: decode state: the state is null, and a %v cannot be nil", ErrCorrupt, t)
+		}
+		if err := Unmarshal(state, v, sc.Strict); err != nil {
+			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
+		}
+		return nil
 	}
 	if from == sc.Version {
 		if err := Unmarshal(state, v, sc.Strict); err != nil {
@@ -98,6 +115,20 @@ func (sc *Schema) Decode(from int, state []byte, v any) error {
 		return fmt.Errorf("%w: the state migrated from schema %d to %d does not decode: %w", ErrMigration, from, sc.Version, err)
 	}
 	return nil
+}
+
+// IsNull reports whether state, a state's exact bytes, is the JSON null:
+// the state saved for a nil slice, map, pointer or interface.
+func IsNull(state []byte) bool { return string(bytes.TrimSpace(state)) == "null" }
+
+// Nilable reports whether a state of type t can be nil, and so be saved
+// and loaded as null: a pointer, map, slice or interface.
+func Nilable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface:
+		return true
+	}
+	return false
 }
 
 // Migrate runs one migration, checking what it returns.

@@ -362,6 +362,8 @@ func FuzzStreamedLoadAgreesWithBuffered(f *testing.F) {
 	f.Add(encodeBytes(h, []byte(`{"name":"a"}`), CompressGzip))
 	f.Add([]byte(`"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state":{"NAME":"b","any":[1,{"x":null}]}`))
 	f.Add([]byte(`"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","meta":{"a":"b"},"state":{"quoted":"7"},"x":1`))
+	f.Add(encodeBytes(h, []byte(`null`), CompressNone)) // a nil state
+	f.Add([]byte(`"step":1,"kind":"step","time":"2026-11-21T10:00:00Z","state": null `))
 	const limit = 1 << 20
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// A codec per load: one whose decoder refused a stream reads
@@ -373,6 +375,8 @@ func FuzzStreamedLoadAgreesWithBuffered(f *testing.F) {
 			sameOutcome(t, fmt.Sprintf("%q", b), buffered, streamed)
 			// A plain type: this one streams.
 			sameOutcome(t, fmt.Sprintf("%q", b), loadBuffered[plainState](b, &Schema{}, limit, stepIs(1)), loadStreamed[plainState](NewCodec(CompressNone, limit), b, &Schema{}, stepIs(1)))
+			// A type that can be nil: a null state loads into it.
+			sameOutcome(t, fmt.Sprintf("%q", b), loadBuffered[*plainState](b, &Schema{}, limit, stepIs(1)), loadStreamed[*plainState](NewCodec(CompressNone, limit), b, &Schema{}, stepIs(1)))
 		}
 	})
 }
