@@ -1165,3 +1165,41 @@ func TestWritingCommandsLeaveADirectoryWithoutCheckpointsAlone(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "removed "+filepath.Join(dir, ".settings.json.ckpt-tmp-123")+" (temporary file of an interrupted save)\nremoved 1 file\n", r.stdout)
 }
+
+// ls shows a METRICS column when a checkpoint records a metric (WithMetric),
+// each value as it reads back, "-" where a checkpoint has none; --json
+// gives them exactly.
+func TestLsShowsMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := checkpoint.Open[int](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 1, 1, checkpoint.WithMetric("loss", 0.25), checkpoint.WithMetric("acc", 0.9))
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	_, err = s.Save(ctx, 3, 3, checkpoint.WithMetric("loss", 1e-7))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	r := runCLI(t, "ls", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4)
+	require.Contains(t, lines[0], "FILE                METRICS")
+	require.Regexp(t, `step_0+1\.json +acc=0\.9 loss=0\.25\s*$`, lines[1])
+	require.Regexp(t, `step_0+2\.json +-\s*$`, lines[2])
+	require.Regexp(t, `step_0+3\.json +loss=1e-07\s*$`, lines[3])
+
+	r = runCLI(t, "ls", "--json", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	var infos []checkpoint.Info
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
+	require.Equal(t, map[string]float64{"acc": 0.9, "loss": 0.25}, infos[0].Metrics)
+	require.Nil(t, infos[1].Metrics)
+
+	// A store without metrics has no such column.
+	r = runCLI(t, "ls", "testdata/game")
+	require.NotContains(t, r.stdout, "METRICS")
+}

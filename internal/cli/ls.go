@@ -68,11 +68,21 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 	if withSchema {
 		schemaHead = "SCHEMA\t"
 	}
-	fmt.Fprintf(tw, "STEP\tKIND\t%sTIME\tSIZE\tCOMPRESSED\tFILE\tMETA\n", schemaHead)
+	// The METRICS column appears when a checkpoint records one (WithMetric).
+	metricsHead := ""
+	withMetrics := slices.ContainsFunc(infos, func(info checkpoint.Info) bool { return len(info.Metrics) > 0 })
+	if withMetrics {
+		metricsHead = "METRICS\t"
+	}
+	fmt.Fprintf(tw, "STEP\tKIND\t%sTIME\tSIZE\tCOMPRESSED\tFILE\t%sMETA\n", schemaHead, metricsHead)
 	for _, info := range infos {
 		when, meta := c.when(info.Time), formatMeta(info.Meta)
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
+		}
+		metrics := ""
+		if withMetrics {
+			metrics = formatMetrics(info.Metrics) + "\t"
 		}
 		schema := ""
 		switch {
@@ -81,7 +91,7 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		case withSchema:
 			schema = strconv.Itoa(info.Schema) + "\t"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\t%s\t%s\n", info.Step, info.Kind, schema, when, size(info.Size, exact), compression(info), printable(info.Name()), meta)
+		fmt.Fprintf(tw, "%d\t%s\t%s%s\t%s\t%s\t%s\t%s%s\n", info.Step, info.Kind, schema, when, size(info.Size, exact), compression(info), printable(info.Name()), metrics, meta)
 	}
 	return tw.Flush()
 }
@@ -269,6 +279,25 @@ func formatMeta(meta map[string]string) string {
 		b.WriteString(quoteIfNeeded(k))
 		b.WriteByte('=')
 		b.WriteString(quoteIfNeeded(meta[k]))
+	}
+	return b.String()
+}
+
+// formatMetrics shows metrics as name=value pairs sorted by name, each
+// value in the shortest form that reads back as the same float64; "-"
+// where there is none.
+func formatMetrics(metrics map[string]float64) string {
+	if len(metrics) == 0 {
+		return "-"
+	}
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(metrics)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quoteIfNeeded(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatFloat(metrics[k], 'g', -1, 64))
 	}
 	return b.String()
 }
