@@ -363,15 +363,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 	if err := r.check(ctx, id); err != nil {
 		return nil, opError("open session", path, err)
 	}
-	sub, err := r.b.Sub(ctx, id, false)
-	if err != nil {
-		return nil, opError("open session", path, err)
-	}
-	if _, _, err := readMetaIn(ctx, sub, id); err != nil {
-		sub.Close()
-		return nil, opError("open session", sub.Locate(sessionFile), err)
-	}
-	st, err := OpenBackend[T](sub, all...)
+	st, err := openSessionStore[T](ctx, r, id, all)
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +372,69 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 	// created after them, and not make it the most recently active.
 	st.observe(r.floor())
 	return st, nil
+}
+
+// openSessionStore opens the store of the existing session id with the
+// options all. Once it holds the session's writer lock it reads
+// session.json again: a session that Delete removed meanwhile is
+// ErrNotFound. If the lock is held by a Delete of the session (its marker
+// is there), it waits up to deleteWait for that Delete to hide the session
+// (ErrNotFound) or to give up (then it takes the lock again), so that a
+// writer racing a Delete either opens the session, which the Delete then
+// leaves whole (ErrLocked), or fails with ErrNotFound.
+func openSessionStore[T any](ctx context.Context, r *Sessions, id string, all []Option) (*Store[T], error) {
+	readOnly := false
+	if cfg, err := newConfig(all); err == nil {
+		readOnly = cfg.readOnly
+	}
+	var deadline time.Time
+	pause := time.Millisecond
+	for {
+		sub, err := r.b.Sub(ctx, id, false)
+		if err != nil {
+			return nil, opError("open session", r.path(id), err)
+		}
+		if _, _, err := readMetaIn(ctx, sub, id); err != nil {
+			sub.Close()
+			return nil, opError("open session", sub.Locate(sessionFile), err)
+		}
+		view, err := r.b.Sub(ctx, id, false) // st owns sub from here on
+		if err != nil {
+			sub.Close()
+			return nil, opError("open session", r.path(id), err)
+		}
+		st, err := OpenBackend[T](sub, all...)
+		if err == nil && !readOnly {
+			_, _, err = readMetaIn(ctx, view, id)
+			if err != nil {
+				st.Close()
+				err = opError("open session", view.Locate(sessionFile), err)
+			}
+		}
+		if err == nil || !errors.Is(err, ErrLocked) {
+			view.Close()
+			return st, err
+		}
+		// The lock is held: by a writer, or by a Delete that is about to
+		// hide the session.
+		_, _, merr := readMetaIn(ctx, view, id)
+		_, serr := view.Stat(ctx, deleteMarker)
+		view.Close()
+		if errors.Is(merr, ErrNotFound) {
+			return nil, opError("open session", r.path(id), merr)
+		}
+		if serr != nil {
+			return nil, err // no Delete under way: a writer holds it
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(deleteWait)
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 50*time.Millisecond)
+	}
 }
 
 // ResumeLatestSession opens the store of the most recently active session of the
@@ -407,7 +462,9 @@ func ResumeLatestSession[T any](ctx context.Context, r *Sessions, opts ...Option
 }
 
 // RemoveStaging removes what crashes left where no session is, and returns
-// its locations, sorted: the checkpoints of every fork whose session.json
+// its locations, sorted: what remains of every session whose deletion was
+// interrupted (see Delete), after which its ID is free again, the
+// checkpoints of every fork whose session.json
 // is missing (Fork's claim, no session.json), and the staging directories
 // (.staging- and random text) and the lock file (.sessions.lock) of roots
 // written by earlier releases. Before removing a fork's checkpoints it

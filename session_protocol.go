@@ -526,6 +526,9 @@ func (r *Sessions) dropChild(ctx context.Context, id string) {
 // they are never adopted.
 func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token string, fresh bool, err error) {
 	if _, err := dst.Stat(ctx, sessionFile); err == nil {
+		if deleted, _ := deletedIn(ctx, dst); deleted {
+			return "", false, fmt.Errorf("%w: session %q is being deleted, or a crash interrupted its deletion (Delete, RemoveStaging or PruneIdle removes what is left)", ErrExists, id)
+		}
 		return "", false, fmt.Errorf("%w: session %q", ErrExists, id)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, err
@@ -805,6 +808,13 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return false, nil // a damaged session, which List shows: not ours to remove
+	}
+	if deleted, err := deletedIn(ctx, sub); err != nil || deleted {
+		if err != nil {
+			return false, err
+		}
+		sub.Close() // finishDeleted opens it again, and a directory must be released before it goes
+		return r.finishDeleted(ctx, id)
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)

@@ -54,6 +54,12 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"MissingDamagedAndInvalidSessions", testBackendMissingDamagedInvalid},
 		{"ReadOnlyRootChangesNothing", testBackendReadOnlyRoot},
 		{"CloseClosesEveryBackendItOpened", testBackendCloseClosesWhatItOpened},
+		{"DeleteRemovesEverything", testBackendDeleteRemovesEverything},
+		{"DeleteWhileWriterHoldsSessionIsLocked", testBackendDeleteWhileWriterIsLocked},
+		{"DeleteRacingWriterOpeningHasOneOutcome", testBackendDeleteRacesWriterOpening},
+		{"InterruptedDeleteIsHiddenAndFinishedLater", testBackendInterruptedDeleteIsHiddenAndFinished},
+		{"DeleteRemovesDamagedSessionPruneIdleNever", testBackendDeleteDamagedSession},
+		{"PruneIdleSkipsHeldAndPinnedSessions", testBackendPruneIdleSkipsHeldAndPinned},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
