@@ -418,12 +418,12 @@ func openSessionStore[T any](ctx context.Context, r *Sessions, id string, all []
 		// The lock is held: by a writer, or by a Delete that is about to
 		// hide the session.
 		_, _, merr := readMetaIn(ctx, view, id)
-		_, serr := view.Stat(ctx, deleteMarker)
+		mark, serr := view.Stat(ctx, deleteMarker)
 		view.Close()
 		if errors.Is(merr, ErrNotFound) {
 			return nil, opError("open session", r.path(id), merr)
 		}
-		if serr != nil {
+		if serr != nil || staleMarker(mark) {
 			return nil, err // no Delete under way: a writer holds it
 		}
 		if deadline.IsZero() {

@@ -261,6 +261,26 @@ func deletedIn(ctx context.Context, sub Backend) (bool, error) {
 	return json.Unmarshal(data, &t) == nil && t.Format == 0 && t.Abandoned == abandonedDeleted, nil
 }
 
+// staleMarker reports whether the deletion marker o was left by a Delete
+// that a crash interrupted before it took the lock or gave up: a Delete
+// under way holds it for no longer than a Lock and a Replace take.
+func staleMarker(o Object) bool {
+	return !o.ModTime.IsZero() && time.Since(o.ModTime) > staleSessionTemp
+}
+
+// dropStaleMarker removes the deletion marker of the child store sub of a
+// live session if a Delete that a crash interrupted left it (see
+// staleMarker): it would make a writer opening the session beside a
+// running one wait before it reports ErrLocked.
+func dropStaleMarker(ctx context.Context, sub Backend) error {
+	o, err := sub.Stat(ctx, deleteMarker)
+	if err != nil || !o.Mode.IsRegular() || !staleMarker(o) {
+		return nil
+	}
+	_, err = sub.Remove(ctx, deleteMarker)
+	return err
+}
+
 // writeBytes returns a writer of data for Backend.Create and Replace.
 func writeBytes(data []byte) func(io.Writer) error {
 	return func(w io.Writer) error {

@@ -804,7 +804,7 @@ func (r *Sessions) abandon(ctx context.Context, id string) (bool, error) {
 	defer sub.Close()
 	_, _, err = readMetaIn(ctx, sub, id)
 	if err == nil {
-		return false, dropStaleClaim(ctx, sub)
+		return false, errors.Join(dropStaleClaim(ctx, sub), dropStaleMarker(ctx, sub))
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return false, nil // a damaged session, which List shows: not ours to remove

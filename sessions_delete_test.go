@@ -139,3 +139,33 @@ func TestDeleteInARootOfAnEarlierRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join(dir, ".staging-ABC")}, removed)
 }
+
+// The marker a Delete killed before it took the session's lock leaves
+// (.session.delete) does not make a writer opening the session beside a
+// running one wait: once it is older than a minute it is ignored, and
+// RemoveStaging removes it.
+func TestStaleDeleteMarkerIsIgnoredAndRemoved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	_, err := r.Create(ctx, "s", nil)
+	require.NoError(t, err)
+	marker := filepath.Join(dir, "s", ".session.delete")
+	require.NoError(t, os.WriteFile(marker, []byte(`{"op":"delete"}`), 0o644))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(marker, old, old))
+	st, err := checkpoint.OpenSessionStore[int](r, "s")
+	require.NoError(t, err)
+	defer st.Close()
+
+	begin := time.Now()
+	_, err = checkpoint.OpenSessionStore[int](r, "s")
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Less(t, time.Since(begin), 5*time.Second, "it waited for a Delete that is not there")
+	_, err = r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.NoFileExists(t, marker)
+	_, err = r.Get(ctx, "s")
+	require.NoError(t, err, "the session is whole")
+}
