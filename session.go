@@ -54,6 +54,9 @@ const (
 // removes it).
 // Each session's store has its own writer lock, so different processes
 // can run different sessions of one root at the same time.
+// Delete removes a session under that lock, and PruneIdle every session
+// idle for longer than a duration: a session is listed whole until its
+// deletion begins and never again after, whatever a crash interrupts.
 //
 // A child store that holds checkpoints but no session.json (one written
 // by hand, or whose session.json was deleted) is listed as a damaged
@@ -346,7 +349,10 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 // is missing or damaged is ErrCorrupt (its checkpoints can still be reached
 // with Open on its directory, or OpenBackend on its child store). The store
 // belongs to the caller, who closes it; the writer lock is the session's
-// own, as with Open.
+// own, as with Open. A session that Delete removes while it opens is
+// ErrNotFound: if a Delete of the session holds its lock, it waits (a few
+// seconds at most) for that Delete to remove it or to give up, and never
+// opens a session that is being deleted (see Delete).
 func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
 	path := r.path(id)
 	if err := ValidSessionID(id); err != nil {

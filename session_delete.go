@@ -343,52 +343,65 @@ func (r *Sessions) PruneIdle(ctx context.Context, idle time.Duration) ([]string,
 		return fail(nil, fmt.Errorf("%w: negative idle time %v", ErrInvalid, idle))
 	}
 	cutoff := r.cfg.now().Add(-idle)
-	ids, err := r.b.Children(ctx)
+	errs := []error{r.finishDeletions(ctx)}
+	list, err := r.List(ctx)
 	if err != nil {
-		return fail(nil, err)
+		return fail(nil, errors.Join(append(errs, err)...))
 	}
-	slices.Sort(ids)
+	slices.SortFunc(list, func(a, b Session) int { return strings.Compare(a.ID, b.ID) })
 	var removed []string
-	var errs []error
-	for _, id := range ids {
-		if ValidSessionID(id) != nil {
-			continue
-		}
+	for _, s := range list {
 		if err := ctx.Err(); err != nil {
 			return fail(removed, errors.Join(append(errs, err)...))
 		}
-		s, ok := r.describe(ctx, id)
-		if ok && (s.Err != nil || !expired(s, cutoff)) {
-			if s.Err != nil {
-				r.cfg.logger.Warn("checkpoint: left a damaged session that cannot be dated", "path", s.Dir, "err", s.Err)
-			}
+		if s.Err != nil {
+			r.cfg.logger.Warn("checkpoint: left a damaged session that cannot be dated", "path", s.Dir, "err", s.Err)
 			continue
 		}
-		if !ok {
-			// No session: a deletion a crash interrupted is finished,
-			// anything else (a session being made) is left alone.
-			if _, err := r.finishDeleted(ctx, id); err != nil && !errors.Is(err, ErrLocked) {
-				errs = append(errs, fmt.Errorf("%s: %w", r.path(id), err))
-			}
+		if !expired(s, cutoff) {
 			continue
 		}
-		gone, err := r.delete(ctx, id, func(s Session) bool { return s.Err != nil || !expired(s, cutoff) })
+		gone, err := r.delete(ctx, s.ID, func(s Session) bool { return s.Err != nil || !expired(s, cutoff) })
 		switch {
 		case errors.Is(err, ErrLocked), errors.Is(err, ErrNotFound) && !gone:
 			// A writer holds it, or it went meanwhile.
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", r.path(id), err))
+			errs = append(errs, fmt.Errorf("%s: %w", s.Dir, err))
 			if gone {
-				removed = append(removed, id)
+				removed = append(removed, s.ID)
 			}
 		case gone:
-			removed = append(removed, id)
+			removed = append(removed, s.ID)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fail(removed, err)
 	}
 	return removed, nil
+}
+
+// finishDeletions finishes every deletion of the root that a crash
+// interrupted (see finishDeleted). One whose session a writer is checking
+// right now (ErrLocked) is left for the next time.
+func (r *Sessions) finishDeletions(ctx context.Context) error {
+	names, err := r.b.Children(ctx)
+	if err != nil {
+		return err
+	}
+	slices.Sort(names)
+	var errs []error
+	for _, name := range names {
+		if ValidSessionID(name) != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := r.finishDeleted(ctx, name); err != nil && !errors.Is(err, ErrLocked) {
+			errs = append(errs, fmt.Errorf("%s: %w", r.b.Locate(name), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // finishDeleted finishes the deletion of the child store id if a crash
