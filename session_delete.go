@@ -58,7 +58,10 @@ const (
 )
 
 // Delete removes the session id: its session.json, every checkpoint and
-// side file, and its child store (its directory, or its key prefix). It
+// side file, and its child store (its directory; on object storage what
+// the backend keeps of its own may stay, such as the released lease of
+// s3store's writer lock, which holds no session and which the next writer
+// takes over). It
 // returns an error wrapping ErrLocked, and changes nothing, while a writer
 // holds the session (a Store opened with OpenSessionStore, in this process
 // or another, on this machine or another): Delete holds the session's
@@ -104,12 +107,8 @@ func (r *Sessions) delete(ctx context.Context, id string, keep func(Session) boo
 		if deleted, terr := deletedIn(ctx, sub); terr != nil || !deleted {
 			return false, errors.Join(err, terr)
 		}
-		if err := r.finishDelete(ctx, sub); err != nil {
-			return true, err
-		}
-		sub.Close() // a directory: release it before it goes
-		r.dropChild(ctx, id)
-		return true, nil
+		sub.Close() // finishDelete opens it again
+		return true, r.finishDelete(ctx, id)
 	case errors.Is(err, ErrCorrupt):
 		if obj.Version == "" {
 			version = NoObject // a damaged session without session.json
@@ -157,12 +156,8 @@ func (r *Sessions) delete(ctx context.Context, id string, keep func(Session) boo
 	if err := release(); err != nil {
 		return true, err
 	}
-	if err := r.sweep(ctx, sub); err != nil {
-		return true, err
-	}
-	sub.Close() // a directory: release it before it goes
-	r.dropChild(ctx, id)
-	return true, nil
+	sub.Close()
+	return true, r.sweep(ctx, id)
 }
 
 // entomb replaces the session.json of sub, as long as its Version is
@@ -191,10 +186,15 @@ func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string) 
 }
 
 // finishDelete finishes a deletion that a crash or a failure interrupted,
-// in the child store sub whose session.json is Delete's tombstone: under
+// in the child store id whose session.json is Delete's tombstone: under
 // the session's lock when it can take it (no writer opens a tombstone, but
 // one may be checking it), it removes what is left.
-func (r *Sessions) finishDelete(ctx context.Context, sub Backend) error {
+func (r *Sessions) finishDelete(ctx context.Context, id string) error {
+	sub, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
 	unlock, err := sub.Lock(ctx)
 	if err != nil {
 		return err
@@ -206,21 +206,33 @@ func (r *Sessions) finishDelete(ctx context.Context, sub Backend) error {
 	if err != nil {
 		return err
 	}
-	return r.sweep(ctx, sub)
+	sub.Close()
+	return r.sweep(ctx, id)
 }
 
 // sweep removes the hidden objects of the deleted session's child store
-// sub, then its tombstone, then the child itself where the Backend keeps
-// empty ones. A hidden object that comes back meanwhile (the lock file of a
-// writer that opened the tombstone and is leaving) keeps the child, which
-// holds no session and stays out of sight.
-func (r *Sessions) sweep(ctx context.Context, sub Backend) error {
+// id, then its tombstone, then the child itself where the Backend keeps
+// empty ones. It writes through a Backend of its own: one that held the
+// session's lock may refuse every write once it released it (an object
+// storage's lease fences them). A hidden object that comes back meanwhile
+// (the lock file of a writer that opened the tombstone and is leaving)
+// keeps the child, which holds no session and stays out of sight.
+func (r *Sessions) sweep(ctx context.Context, id string) error {
 	ctx = context.WithoutCancel(ctx) // the session is gone: leave as little as possible
+	sub, err := r.b.Sub(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
 	if err := removeObjects(ctx, sub, func(name string) bool { return name != sessionFile }); err != nil {
 		return err
 	}
-	_, err := sub.Remove(ctx, sessionFile)
-	return err
+	if _, err := sub.Remove(ctx, sessionFile); err != nil {
+		return err
+	}
+	sub.Close() // a directory: release it before it goes
+	r.dropChild(ctx, id)
+	return nil
 }
 
 // removeObjects removes the objects of b whose names match.
@@ -415,10 +427,9 @@ func (r *Sessions) finishDeleted(ctx context.Context, id string) (bool, error) {
 	if deleted, err := deletedIn(ctx, sub); err != nil || !deleted {
 		return false, err
 	}
-	if err := r.finishDelete(ctx, sub); err != nil {
+	sub.Close() // finishDelete opens it again
+	if err := r.finishDelete(ctx, id); err != nil {
 		return false, err
 	}
-	sub.Close() // a directory: release it before it goes
-	r.dropChild(ctx, id)
 	return true, nil
 }

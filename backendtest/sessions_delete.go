@@ -31,12 +31,10 @@ func testBackendDeleteRemovesEverything(t *testing.T, w workers) {
 	req.ErrorIs(t, err, checkpoint.ErrNotFound)
 	_, err = checkpoint.OpenSessionStore[int](r, played.ID)
 	req.ErrorIs(t, err, checkpoint.ErrNotFound)
-	req.Empty(t, objectNames(t, w.child(t, played.ID), true), "every object of the session is gone, hidden ones included")
-	root := w.root(t, false)
-	defer root.Close()
-	kids, err := root.Children(ctx)
-	req.NoError(t, err)
-	req.False(t, slices.Contains(kids, played.ID), "the session's child store is gone: %v", kids)
+	// Every object of the session is gone, hidden ones included (a
+	// backend's own, such as an object storage's released lease, which
+	// List leaves out, may stay; a directory's lock file goes).
+	req.Empty(t, objectNames(t, w.child(t, played.ID), true), "objects left")
 
 	err = r.Delete(ctx, played.ID)
 	req.ErrorIs(t, err, checkpoint.ErrNotFound, "deleting it again")
