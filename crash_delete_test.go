@@ -30,7 +30,7 @@ var deleteSessionsRole = killtest.Register("delete-sessions", deleteSessionsChil
 // deleteSessionsChild deletes every session of the root, one Delete each,
 // printing "deleting ID" before and acknowledging the ID after each; or, in
 // mode "prune", prints "pruning" and runs one PruneIdle(0), then
-// acknowledges each ID it removed.
+// acknowledges each ID it removed. Done, it waits to be killed.
 func deleteSessionsChild(c *killtest.Child) int {
 	dir, mode, fail := c.Args[0], c.Args[1], c.Fail
 	ctx := context.Background()
@@ -47,6 +47,7 @@ func deleteSessionsChild(c *killtest.Child) int {
 		for _, id := range removed {
 			c.Ack(id)
 		}
+		<-c.Stopping() // done: wait for the kill
 		return 0
 	}
 	list, err := r.List(ctx)
@@ -63,6 +64,7 @@ func deleteSessionsChild(c *killtest.Child) int {
 		}
 		c.Ack(s.ID)
 	}
+	<-c.Stopping() // done: wait for the kill
 	return 0
 }
 
