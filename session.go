@@ -396,7 +396,7 @@ func openSessionStore[T any](ctx context.Context, r *Sessions, id string, all []
 	var deadline time.Time
 	pause := time.Millisecond
 	for {
-		sub, err := r.b.Sub(ctx, id, false)
+		sub, err := r.b.Sub(ctx, r.storedName(ctx, id), false)
 		if err != nil {
 			return nil, opError("open session", r.path(id), err)
 		}
@@ -404,7 +404,7 @@ func openSessionStore[T any](ctx context.Context, r *Sessions, id string, all []
 			sub.Close()
 			return nil, opError("open session", sub.Locate(sessionFile), err)
 		}
-		view, err := r.b.Sub(ctx, id, false) // st owns sub from here on
+		view, err := r.b.Sub(ctx, r.storedName(ctx, id), false) // st owns sub from here on
 		if err != nil {
 			sub.Close()
 			return nil, opError("open session", r.path(id), err)
@@ -415,6 +415,12 @@ func openSessionStore[T any](ctx context.Context, r *Sessions, id string, all []
 			if err != nil {
 				st.Close()
 				err = opError("open session", view.Locate(sessionFile), err)
+			}
+		}
+		if err != nil && !errors.Is(err, ErrLocked) && !errors.Is(err, ErrNotFound) {
+			// The directory may have gone under the opening (Delete).
+			if _, _, merr := readMetaIn(ctx, view, id); errors.Is(merr, ErrNotFound) {
+				err = opError("open session", r.path(id), merr)
 			}
 		}
 		if err == nil || !errors.Is(err, ErrLocked) {

@@ -82,20 +82,20 @@ func (r *Sessions) Delete(ctx context.Context, id string) error {
 	if err := r.writable(ctx, id); err != nil {
 		return opError("delete session", r.path(id), err)
 	}
-	_, err := r.delete(ctx, id, nil)
+	_, err := r.delete(ctx, id, r.storedName(ctx, id), nil)
 	if err != nil {
 		return opError("delete session", r.path(id), err)
 	}
 	return nil
 }
 
-// delete deletes the session id, or finishes its deletion if a crash
-// interrupted one. If keep is not nil, it is asked under the session's
+// delete deletes the session id, kept in the child store name, or
+// finishes its deletion if a crash interrupted one. If keep is not nil, it is asked under the session's
 // lock, before anything is removed, whether the session, as it is then,
 // stays; then delete returns false and changes nothing. keep is not asked
 // about a deletion already under way.
-func (r *Sessions) delete(ctx context.Context, id string, keep func(Session) bool) (bool, error) {
-	sub, err := r.b.Sub(ctx, id, false)
+func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Session) bool) (bool, error) {
+	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		return false, err
 	}
@@ -108,7 +108,7 @@ func (r *Sessions) delete(ctx context.Context, id string, keep func(Session) boo
 			return false, errors.Join(err, terr)
 		}
 		sub.Close() // finishDelete opens it again
-		return true, r.finishDelete(ctx, id)
+		return true, r.finishDelete(ctx, name)
 	case errors.Is(err, ErrCorrupt):
 		if obj.Version == "" {
 			version = NoObject // a damaged session without session.json
@@ -157,7 +157,7 @@ func (r *Sessions) delete(ctx context.Context, id string, keep func(Session) boo
 		return true, err
 	}
 	sub.Close()
-	return true, r.sweep(ctx, id)
+	return true, r.sweep(ctx, name)
 }
 
 // entomb replaces the session.json of sub, as long as its Version is
@@ -186,11 +186,11 @@ func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string) 
 }
 
 // finishDelete finishes a deletion that a crash or a failure interrupted,
-// in the child store id whose session.json is Delete's tombstone: under
+// in the child store name whose session.json is Delete's tombstone: under
 // the session's lock when it can take it (no writer opens a tombstone, but
 // one may be checking it), it removes what is left.
-func (r *Sessions) finishDelete(ctx context.Context, id string) error {
-	sub, err := r.b.Sub(ctx, id, false)
+func (r *Sessions) finishDelete(ctx context.Context, name string) error {
+	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		return err
 	}
@@ -207,19 +207,19 @@ func (r *Sessions) finishDelete(ctx context.Context, id string) error {
 		return err
 	}
 	sub.Close()
-	return r.sweep(ctx, id)
+	return r.sweep(ctx, name)
 }
 
 // sweep removes the hidden objects of the deleted session's child store
-// id, then its tombstone, then the child itself where the Backend keeps
+// name, then its tombstone, then the child itself where the Backend keeps
 // empty ones. It writes through a Backend of its own: one that held the
 // session's lock may refuse every write once it released it (an object
 // storage's lease fences them). A hidden object that comes back meanwhile
 // (the lock file of a writer that opened the tombstone and is leaving)
 // keeps the child, which holds no session and stays out of sight.
-func (r *Sessions) sweep(ctx context.Context, id string) error {
+func (r *Sessions) sweep(ctx context.Context, name string) error {
 	ctx = context.WithoutCancel(ctx) // the session is gone: leave as little as possible
-	sub, err := r.b.Sub(ctx, id, false)
+	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (r *Sessions) sweep(ctx context.Context, id string) error {
 		return err
 	}
 	sub.Close() // a directory: release it before it goes
-	r.dropChild(ctx, id)
+	r.dropChild(ctx, name)
 	return nil
 }
 
@@ -292,6 +292,11 @@ func dropStaleMarker(ctx context.Context, sub Backend) error {
 	_, err = sub.Remove(ctx, deleteMarker)
 	return err
 }
+
+// storedName returns the name of the child store that keeps the session
+// id. Every storage access of a deletion goes through the name it returns,
+// and the session's ID (for messages and session.json) stays as given.
+func (r *Sessions) storedName(_ context.Context, id string) string { return id }
 
 // writeBytes returns a writer of data for Backend.Create and Replace.
 func writeBytes(data []byte) func(io.Writer) error {
@@ -373,7 +378,7 @@ func (r *Sessions) PruneIdle(ctx context.Context, idle time.Duration) ([]string,
 		if !expired(s, cutoff) {
 			continue
 		}
-		gone, err := r.delete(ctx, s.ID, func(s Session) bool { return s.Err != nil || !expired(s, cutoff) })
+		gone, err := r.delete(ctx, s.ID, r.storedName(ctx, s.ID), func(s Session) bool { return s.Err != nil || !expired(s, cutoff) })
 		switch {
 		case errors.Is(err, ErrLocked), errors.Is(err, ErrNotFound) && !gone:
 			// A writer holds it, or it went meanwhile.
@@ -416,10 +421,10 @@ func (r *Sessions) finishDeletions(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// finishDeleted finishes the deletion of the child store id if a crash
+// finishDeleted finishes the deletion of the child store name if a crash
 // interrupted one there, and reports whether it did.
-func (r *Sessions) finishDeleted(ctx context.Context, id string) (bool, error) {
-	sub, err := r.b.Sub(ctx, id, false)
+func (r *Sessions) finishDeleted(ctx context.Context, name string) (bool, error) {
+	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {
 		return false, err
 	}
@@ -428,7 +433,7 @@ func (r *Sessions) finishDeleted(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	sub.Close() // finishDelete opens it again
-	if err := r.finishDelete(ctx, id); err != nil {
+	if err := r.finishDelete(ctx, name); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -137,6 +137,9 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 // ErrNotFound if it is no session, ErrCorrupt if it is a damaged one.
 func missingMeta(ctx context.Context, sub Backend, id string) error {
 	objs, err := sub.List(ctx)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: no session %q", ErrNotFound, id) // its directory went meanwhile (Delete)
+	}
 	if err != nil {
 		return err
 	}
