@@ -369,7 +369,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 	if err := r.check(ctx, id); err != nil {
 		return nil, opError("open session", path, err)
 	}
-	st, err := openSessionStore[T](ctx, r, id, all)
+	st, err := openLiveSession[T](ctx, r, id, all)
 	if err != nil {
 		return nil, err
 	}
@@ -380,7 +380,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 	return st, nil
 }
 
-// openSessionStore opens the store of the existing session id with the
+// openLiveSession opens the store of the existing session id with the
 // options all. Once it holds the session's writer lock it reads
 // session.json again: a session that Delete removed meanwhile is
 // ErrNotFound. If the lock is held by a Delete of the session (its marker
@@ -388,7 +388,7 @@ func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T],
 // (ErrNotFound) or to give up (then it takes the lock again), so that a
 // writer racing a Delete either opens the session, which the Delete then
 // leaves whole (ErrLocked), or fails with ErrNotFound.
-func openSessionStore[T any](ctx context.Context, r *Sessions, id string, all []Option) (*Store[T], error) {
+func openLiveSession[T any](ctx context.Context, r *Sessions, id string, all []Option) (*Store[T], error) {
 	readOnly := false
 	if cfg, err := newConfig(all); err == nil {
 		readOnly = cfg.readOnly
