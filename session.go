@@ -444,7 +444,11 @@ func openLiveSession[T any](ctx context.Context, r *Sessions, id string, all []O
 		if time.Now().After(deadline) {
 			return nil, err
 		}
-		time.Sleep(pause)
+		select {
+		case <-ctx.Done():
+			return nil, opError("open session", r.path(id), errors.Join(ctx.Err(), err))
+		case <-time.After(pause):
+		}
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 }

@@ -401,13 +401,13 @@ func (r *Sessions) PruneIdle(ctx context.Context, idle time.Duration) ([]string,
 // interrupted (see finishDeleted). One whose session a writer is checking
 // right now (ErrLocked) is left for the next time.
 func (r *Sessions) finishDeletions(ctx context.Context) error {
-	names, err := r.b.Children(ctx)
+	children, err := r.b.Children(ctx)
 	if err != nil {
 		return err
 	}
-	slices.Sort(names)
+	slices.Sort(children)
 	var errs []error
-	for _, name := range names {
+	for _, name := range children {
 		if ValidSessionID(name) != nil {
 			continue
 		}

@@ -91,7 +91,7 @@ func TestDeleteErrorsNameTheSession(t *testing.T) {
 	err := r.Delete(ctx, "ghost")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	require.EqualError(t, err, `checkpoint: delete session `+filepath.Join(dir, "ghost")+`: checkpoint not found: no session "ghost"`)
-	require.ErrorIs(t, r.Delete(ctx, "a/../b"), checkpoint.ErrInvalid)
+	require.ErrorIs(t, r.Delete(ctx, ""), checkpoint.ErrInvalid)
 
 	_, err = r.Create(ctx, "held", nil)
 	require.NoError(t, err)

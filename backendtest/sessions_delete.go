@@ -40,7 +40,7 @@ func testBackendDeleteRemovesEverything(t *testing.T, w workers) {
 	req.ErrorIs(t, err, checkpoint.ErrNotFound, "deleting it again")
 	req.Contains(t, err.Error(), "delete session")
 	req.ErrorIs(t, r.Delete(ctx, "never"), checkpoint.ErrNotFound)
-	for _, id := range []string{"", "..", "a/b", ".hidden"} {
+	for _, id := range []string{"", "\xff"} { // invalid under any naming
 		req.ErrorIs(t, r.Delete(ctx, id), checkpoint.ErrInvalid, "%q", id)
 	}
 	req.ErrorIs(t, w.open(t, checkpoint.ReadOnly()).Delete(ctx, "other"), checkpoint.ErrReadOnly)

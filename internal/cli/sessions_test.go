@@ -65,7 +65,7 @@ func TestSessionsRmRemovesSessionsAndDryRunNothing(t *testing.T) {
 	require.Equal(t, "removed 002\n", r.stdout, "a missing session does not stop the others")
 	require.Contains(t, r.stderr, `delete session `+filepath.Join(dir, "001")+`: checkpoint not found: no session "001"`)
 
-	r = runCLI(t, "sessions", "rm", dir, "..")
+	r = runCLI(t, "sessions", "rm", dir, "")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "session ID")
 }
