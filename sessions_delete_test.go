@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -168,4 +169,60 @@ func TestStaleDeleteMarkerIsIgnoredAndRemoved(t *testing.T) {
 	require.NoFileExists(t, marker)
 	_, err = r.Get(ctx, "s")
 	require.NoError(t, err, "the session is whole")
+}
+
+// lockHook is a Backend whose child stores call before each Lock (a
+// deletion's, or a writer's) taken on them.
+type lockHook struct {
+	checkpoint.Backend
+	before func(child string)
+	child  string
+}
+
+func (b *lockHook) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
+	sub, err := b.Backend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return &lockHook{Backend: sub, before: b.before, child: name}, nil
+}
+
+func (b *lockHook) Lock(ctx context.Context) (func() error, error) {
+	if b.child != "" {
+		b.before(b.child)
+	}
+	return b.Backend.Lock(ctx)
+}
+
+// PruneIdle checks a session's idleness again once it holds its lock: a
+// session active between the listing and the deletion (a SetMeta, a
+// writer that saved and closed) stays.
+func TestPruneIdleChecksIdlenessAgainUnderTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	clock := &manualClock{t: start}
+	var r *checkpoint.Sessions
+	touched := false
+	dir, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
+	require.NoError(t, err)
+	b := &lockHook{Backend: dir, before: func(child string) {
+		if child == "busy" && !touched {
+			touched = true
+			require.NoError(t, r.SetMeta(ctx, "busy", map[string]string{"turn": "9"}))
+		}
+	}}
+	r, err = checkpoint.OpenSessionsBackend(b, checkpoint.NoSync(), checkpoint.WithClock(clock.now))
+	require.NoError(t, err)
+	defer r.Close()
+	for _, id := range []string{"busy", "quiet"} {
+		_, err := r.Create(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	clock.set(start.Add(48 * time.Hour))
+	removed, err := r.PruneIdle(ctx, 24*time.Hour)
+	require.NoError(t, err)
+	require.True(t, touched)
+	require.Equal(t, []string{"quiet"}, removed, "busy became active under the lock")
+	require.Equal(t, []string{"busy"}, listedSessionIDs(t, r))
 }
