@@ -61,9 +61,10 @@ const (
 // side file, and its child store (its directory; on object storage what
 // the backend keeps of its own may stay, such as the released lease of
 // s3store's writer lock, which holds no session and which the next writer
-// takes over). It
-// returns an error wrapping ErrLocked, and changes nothing, while a writer
-// holds the session (a Store opened with OpenSessionStore, in this process
+// takes over).
+//
+// It returns an error wrapping ErrLocked, and changes nothing, while a
+// writer holds the session (a Store opened with OpenSessionStore, in this process
 // or another, on this machine or another): Delete holds the session's
 // writer lock itself while it runs, so that a writer opening the session
 // meanwhile either opens it before Delete starts (and Delete fails with
@@ -90,10 +91,11 @@ func (r *Sessions) Delete(ctx context.Context, id string) error {
 }
 
 // delete deletes the session id, kept in the child store name, or
-// finishes its deletion if a crash interrupted one. If keep is not nil, it is asked under the session's
-// lock, before anything is removed, whether the session, as it is then,
-// stays; then delete returns false and changes nothing. keep is not asked
-// about a deletion already under way.
+// finishes its deletion if a crash interrupted one, and reports whether the
+// session is gone or going (out of sight). If keep is not nil, it is asked
+// under the session's lock, before anything is removed, whether the
+// session, as it is then, stays; then delete returns false and changes
+// nothing. keep is not asked about a deletion already under way.
 func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Session) bool) (bool, error) {
 	sub, err := r.b.Sub(ctx, name, false)
 	if err != nil {

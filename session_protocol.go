@@ -54,6 +54,10 @@ import (
 //     The tombstone stays: the ID is never used again. A claim beside a
 //     valid session.json (a crash came between publishing and removing
 //     it) is removed, never taken for a fork's.
+//   - Delete hides a session by replacing its session.json with a
+//     tombstone of its own (abandonedDeleted) under the session's writer
+//     lock, then removes the rest; unlike RemoveStaging's, that tombstone
+//     goes last and the ID is free again (see session_delete.go).
 //   - Earlier releases made sessions in a directory under a lock file
 //     (sessionsLockName), in hidden staging directories (stagingPrefix)
 //     renamed into place: their sessions are the same, and what they left
