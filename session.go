@@ -57,6 +57,9 @@ const (
 // removes it).
 // Each session's store has its own writer lock, so different processes
 // can run different sessions of one root at the same time.
+// Delete removes a session under that lock, and PruneIdle every session
+// idle for longer than a duration: a session is listed whole until its
+// deletion begins and never again after, whatever a crash interrupts.
 //
 // A child store that holds checkpoints but no session.json (one written
 // by hand, or whose session.json was deleted) is listed as a damaged
@@ -385,7 +388,10 @@ func (r *Sessions) Fork(ctx context.Context, from string, step int64, meta map[s
 // is missing or damaged is ErrCorrupt (its checkpoints can still be reached
 // with Open on its directory, or OpenBackend on its child store). The store
 // belongs to the caller, who closes it; the writer lock is the session's
-// own, as with Open (WaitLock waits for it).
+// own, as with Open (WaitLock waits for it). A session that Delete removes
+// while it opens is ErrNotFound: if a Delete of the session holds its lock,
+// it waits (a few seconds at most) for that Delete to remove it or to give
+// up, and never opens a session that is being deleted (see Delete).
 func OpenSessionStore[T any](r *Sessions, id string, opts ...Option) (*Store[T], error) {
 	return openSessionStore[T](context.Background(), r, id, opts)
 }
@@ -407,15 +413,7 @@ func openSessionStore[T any](ctx context.Context, r *Sessions, id string, opts [
 	if err := r.check(ctx, id); err != nil {
 		return nil, opError("open session", path, err)
 	}
-	sub, err := r.sub(ctx, id)
-	if err != nil {
-		return nil, opError("open session", path, err)
-	}
-	if _, _, err := readMetaIn(ctx, sub, id); err != nil {
-		sub.Close()
-		return nil, opError("open session", sub.Locate(sessionFile), err)
-	}
-	st, err := openBackend[T](ctx, sub, all)
+	st, err := openLiveSession[T](ctx, r, id, all)
 	if err != nil {
 		return nil, err
 	}
@@ -424,6 +422,79 @@ func openSessionStore[T any](ctx context.Context, r *Sessions, id string, opts [
 	// created after them, and not make it the most recently active.
 	st.observe(r.floor())
 	return st, nil
+}
+
+// openLiveSession opens the store of the existing session id with the
+// options all. Once it holds the session's writer lock it reads
+// session.json again: a session that Delete removed meanwhile is
+// ErrNotFound. If the lock is held by a Delete of the session (its marker
+// is there), it waits up to deleteWait for that Delete to hide the session
+// (ErrNotFound) or to give up (then it takes the lock again), so that a
+// writer racing a Delete either opens the session, which the Delete then
+// leaves whole (ErrLocked), or fails with ErrNotFound.
+func openLiveSession[T any](ctx context.Context, r *Sessions, id string, all []Option) (*Store[T], error) {
+	readOnly := false
+	if cfg, err := newConfig(all); err == nil {
+		readOnly = cfg.readOnly
+	}
+	var deadline time.Time
+	pause := time.Millisecond
+	for {
+		sub, err := r.sub(ctx, id)
+		if err != nil {
+			return nil, opError("open session", r.path(id), err)
+		}
+		if _, _, err := readMetaIn(ctx, sub, id); err != nil {
+			sub.Close()
+			return nil, opError("open session", sub.Locate(sessionFile), err)
+		}
+		view, err := r.sub(ctx, id) // st owns sub from here on
+		if err != nil {
+			sub.Close()
+			return nil, opError("open session", r.path(id), err)
+		}
+		st, err := openBackend[T](ctx, sub, all)
+		if err == nil && !readOnly {
+			_, _, err = readMetaIn(ctx, view, id)
+			if err != nil {
+				st.Close()
+				err = opError("open session", view.Locate(sessionFile), err)
+			}
+		}
+		if err != nil && !errors.Is(err, ErrLocked) && !errors.Is(err, ErrNotFound) {
+			// The directory may have gone under the opening (Delete).
+			if _, _, merr := readMetaIn(ctx, view, id); errors.Is(merr, ErrNotFound) {
+				err = opError("open session", r.path(id), merr)
+			}
+		}
+		if err == nil || !errors.Is(err, ErrLocked) {
+			view.Close()
+			return st, err
+		}
+		// The lock is held: by a writer, or by a Delete that is about to
+		// hide the session.
+		_, _, merr := readMetaIn(ctx, view, id)
+		mark, serr := view.Stat(ctx, deleteMarker)
+		view.Close()
+		if errors.Is(merr, ErrNotFound) {
+			return nil, opError("open session", r.path(id), merr)
+		}
+		if serr != nil || staleMarker(mark) {
+			return nil, err // no Delete under way: a writer holds it
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(deleteWait)
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, opError("open session", r.path(id), errors.Join(ctx.Err(), err))
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
 }
 
 // ResumeLatestSession opens the store of the most recently active session of the
@@ -451,7 +522,9 @@ func ResumeLatestSession[T any](ctx context.Context, r *Sessions, opts ...Option
 }
 
 // RemoveStaging removes what crashes left where no session is, and returns
-// its locations, sorted: the checkpoints of every fork whose session.json
+// its locations, sorted: what remains of every session whose deletion was
+// interrupted (see Delete), after which its ID is free again, the
+// checkpoints of every fork whose session.json
 // is missing (Fork's claim, no session.json), and the staging directories
 // (.staging- and random text) and the lock file (.sessions.lock) of roots
 // written by earlier releases. Before removing a fork's checkpoints it

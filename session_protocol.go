@@ -55,6 +55,10 @@ import (
 //     The tombstone stays: the ID is never used again. A claim beside a
 //     valid session.json (a crash came between publishing and removing
 //     it) is removed, never taken for a fork's.
+//   - Delete hides a session by replacing its session.json with a
+//     tombstone of its own (abandonedDeleted) under the session's writer
+//     lock, then removes the rest; unlike RemoveStaging's, that tombstone
+//     goes last and the ID is free again (see session_delete.go).
 //   - Earlier releases made sessions in a directory under a lock file
 //     (sessionsLockName), in hidden staging directories (stagingPrefix)
 //     renamed into place: their sessions are the same, and what they left
@@ -165,6 +169,9 @@ func missingMeta(ctx context.Context, sub Backend, id string) error {
 		id = sub.Locate("")
 	}
 	objs, err := sub.List(ctx)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: no session %q", ErrNotFound, id) // its directory went meanwhile (Delete)
+	}
 	if err != nil {
 		return err
 	}
@@ -566,6 +573,9 @@ func (r *Sessions) dropChild(ctx context.Context, name string) {
 // they are never adopted.
 func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token string, fresh bool, err error) {
 	if _, err := dst.Stat(ctx, sessionFile); err == nil {
+		if deleted, _ := deletedIn(ctx, dst); deleted {
+			return "", false, fmt.Errorf("%w: session %q is being deleted, or a crash interrupted its deletion (Delete, RemoveStaging or PruneIdle removes what is left)", ErrExists, id)
+		}
 		return "", false, fmt.Errorf("%w: session %q", ErrExists, id)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, err
@@ -843,10 +853,17 @@ func (r *Sessions) abandon(ctx context.Context, name string) (bool, error) {
 	defer sub.Close()
 	_, _, err = readMetaIn(ctx, sub, "")
 	if err == nil {
-		return false, dropStaleClaim(ctx, sub)
+		return false, errors.Join(dropStaleClaim(ctx, sub), dropStaleMarker(ctx, sub))
 	}
 	if !errors.Is(err, ErrNotFound) {
 		return false, nil // a damaged session, which List shows: not ours to remove
+	}
+	if deleted, err := deletedIn(ctx, sub); err != nil || deleted {
+		if err != nil {
+			return false, err
+		}
+		sub.Close() // finishDeleted opens it again, and a directory must be released before it goes
+		return r.finishDeleted(ctx, id)
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)

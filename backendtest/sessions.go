@@ -60,6 +60,12 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"AnyStringIsASessionID", testBackendAnyStringIsASessionID},
 		{"MappedNameIsCheckedAgainstItsID", testBackendMappedNameIsCheckedAgainstItsID},
 		{"EarlierReleasesSessionOfAWindowsNameOpens", testBackendEarlierReleasesSessionOfAWindowsNameOpens},
+		{"DeleteRemovesEverything", testBackendDeleteRemovesEverything},
+		{"DeleteWhileWriterHoldsSessionIsLocked", testBackendDeleteWhileWriterIsLocked},
+		{"DeleteRacingWriterOpeningHasOneOutcome", testBackendDeleteRacesWriterOpening},
+		{"InterruptedDeleteIsHiddenAndFinishedLater", testBackendInterruptedDeleteIsHiddenAndFinished},
+		{"DeleteRemovesDamagedSessionPruneIdleNever", testBackendDeleteDamagedSession},
+		{"PruneIdleSkipsHeldAndPinnedSessions", testBackendPruneIdleSkipsHeldAndPinned},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -13,6 +13,9 @@
 //	checkpoint diff DIR A B
 //	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run] [--bytes]
 //	checkpoint gc DIR [--dry-run]
+//	checkpoint sessions ls ROOT [--json]
+//	checkpoint sessions rm ROOT ID... [--dry-run]
+//	checkpoint sessions prune ROOT --idle DURATION [--dry-run]
 //	checkpoint help [COMMAND]
 //
 // For stores in S3 or S3-compatible object storage, install the build with
@@ -97,6 +100,19 @@
 // unless a writer the system cannot show holds the lock: Linux's /proc/locks
 // leaves out writers in other containers (PID namespaces) and on other hosts.
 //
+// sessions works on a root of sessions (ROOT, a directory or, in the build
+// with S3 support, an s3:// location). sessions ls prints each session's
+// ID, checkpoints, last step, last activity (its last checkpoint, or its
+// creation or metadata change if later) and a note: pinned, or damaged.
+// sessions rm removes the named sessions with all their checkpoints
+// (checkpoint.Sessions.Delete), going on past the ones it cannot remove; a
+// session whose writer is running is left whole (exit code 4). sessions
+// prune --idle DURATION removes every session inactive for longer
+// (Sessions.PruneIdle), except pinned ones (a non-empty session meta
+// checkpoint.pin), damaged ones, which cannot be dated (sessions rm removes
+// them), and those a writer is running. With --dry-run both print what
+// would go and remove nothing.
+//
 // # Layouts
 //
 // A store recognises only the file names of its layout (WithLayout). The
@@ -112,8 +128,9 @@
 //
 // ls, show, verify, diff and the --dry-run forms open the store ReadOnly: they
 // take no lock and write nothing, so they can run beside the program that
-// writes the store. prune and gc take the store's writer lock; if a program
-// holds it they stop with exit code 4 and change nothing.
+// writes the store. prune, gc and sessions rm take the store's writer lock; if a program
+// holds it they stop with exit code 4 and change nothing (sessions prune
+// skips such a session).
 //
 // # Exit codes
 //
@@ -122,7 +139,7 @@
 //	2  usage: a bad command, flag or argument (the usage is printed)
 //	3  the operation failed: a missing directory or step, a checkpoint that
 //	   does not load, an I/O error; verify: no checkpoint to verify
-//	4  a writer holds the store's lock (prune, gc), or another process is
+//	4  a writer holds the store's lock (prune, gc, sessions rm), or another process is
 //	   creating a session in the root of sessions (gc)
 //
 // Errors go to stderr, naming the file or directory and the reason.

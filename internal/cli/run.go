@@ -39,7 +39,7 @@ type command struct {
 	flags   func(fs *flag.FlagSet) func(ctx context.Context, c *cli, args []string) error
 }
 
-var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand}
+var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand, sessionsCommand}
 
 // A Remote opens the stores at locations of one URL scheme, such as
 // s3://bucket/prefix, as Backends. Open is called once for every store a
@@ -285,8 +285,9 @@ func usage(w io.Writer, remotes []Remote) {
 	fmt.Fprint(w, `  checkpoint help   [COMMAND]
 
 DIR is a store's directory or a root of sessions. Flags may come before or
-after the arguments. Only prune and gc write, and they take the store's
-writer lock; the others open stores read-only, safe beside a running program.
+after the arguments. Only prune, gc and sessions rm|prune write, and they
+take the store's writer lock; the others open stores read-only, safe beside
+a running program.
 `)
 	for _, p := range paragraphs {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(p, "\n"))
@@ -294,7 +295,7 @@ writer lock; the others open stores read-only, safe beside a running program.
 	fmt.Fprint(w, `
 Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
 2 usage error; 3 failure (missing directory or step, I/O, unloadable
-checkpoint); 4 a writer holds the store's lock (prune, gc), or a session
+checkpoint); 4 a writer holds the store's lock (prune, gc, sessions rm), or a session
 is being made in the root (gc).
 `)
 }

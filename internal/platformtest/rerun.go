@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -34,11 +36,21 @@ func RerunAsNobody(t *testing.T) {
 	require.NoError(t, os.Mkdir(tmp, 0o777))
 	require.NoError(t, os.Chmod(tmp, 0o777))
 
-	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp, "GOCOVERDIR=")
-	RunAs(t, cmd, 65534, 65534)
-	out, err := cmd.CombinedOutput()
+	var out []byte
+	for attempt := 1; ; attempt++ {
+		cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+		cmd.Dir = tmp
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "HOME="+tmp, "GOCOVERDIR=")
+		RunAs(t, cmd, 65534, 65534)
+		out, err = cmd.CombinedOutput()
+		// A process that another test forked while the copy was open for
+		// writing holds it open until it execs: exec fails with "text
+		// file busy" meanwhile (golang.org/issue/22315).
+		if err == nil || !strings.Contains(err.Error(), "text file busy") || attempt == 50 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	require.NoError(t, err, "as nobody:\n%s", out)
 	require.Contains(t, string(out), "--- PASS: "+t.Name(), "as nobody:\n%s", out)
 }

@@ -1,0 +1,228 @@
+package checkpoint_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/stretchr/testify/require"
+)
+
+// Deleting and expiring sessions in a directory. The same behaviour on
+// every backend is checked by backendtest.RunSessions
+// (TestDirectoryBackendPassesTheSessionsSuite); a crash in the middle, by
+// TestPowerCutKeepsDeletePromises (backendtest) and
+// TestKill9DuringDeleteAndPruneIdleLeavesNoHalfSession.
+
+// A session's idleness is counted from its last activity: its last save,
+// or its creation or metadata change if later. PruneIdle removes the
+// sessions idle for longer than idle (not those idle exactly that long),
+// never a pinned one, and Idle lists the same, least recently active
+// first, removing nothing.
+func TestPruneIdleCountsFromTheLastActivity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	clock := &manualClock{t: start}
+	at := func(h int) { clock.set(start.Add(time.Duration(h) * time.Hour)) }
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithClock(clock.now))
+	for i, id := range []string{"created", "saved", "meta", "pinned"} {
+		at(i)
+		_, err := r.Create(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	at(10)
+	st, err := checkpoint.OpenSessionStore[int](r, "saved")
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	at(20)
+	require.NoError(t, r.SetMeta(ctx, "meta", map[string]string{"k": "v"}))
+	require.NoError(t, r.SetMeta(ctx, "pinned", map[string]string{checkpoint.PinMeta: "the record run"}))
+
+	// At hour 30: "created" has been idle 30h, "saved" 20h, "meta" and
+	// "pinned" 10h.
+	at(30)
+	idleIDs := func(d time.Duration) []string {
+		list, err := r.Idle(ctx, d)
+		require.NoError(t, err)
+		var ids []string
+		for _, s := range list {
+			ids = append(ids, s.ID)
+		}
+		return ids
+	}
+	require.Empty(t, idleIDs(30*time.Hour), "idle exactly 30h is not idle for longer")
+	require.Equal(t, []string{"created"}, idleIDs(25*time.Hour))
+	require.Equal(t, []string{"created", "saved"}, idleIDs(15*time.Hour), "the least recently active first")
+	require.Equal(t, []string{"created", "saved", "meta"}, idleIDs(0), "never the pinned one")
+	require.Len(t, listedSessionIDs(t, r), 4, "Idle removes nothing")
+
+	removed, err := r.PruneIdle(ctx, 15*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []string{"created", "saved"}, removed)
+	require.ElementsMatch(t, []string{"meta", "pinned"}, listedSessionIDs(t, r))
+	require.NoDirExists(t, filepath.Join(dir, "created"))
+	require.NoDirExists(t, filepath.Join(dir, "saved"))
+
+	// Unpinned, it expires as any other.
+	require.NoError(t, r.SetMeta(ctx, "pinned", nil))
+	at(100)
+	removed, err = r.PruneIdle(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []string{"meta", "pinned"}, removed)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing is left of the removed sessions")
+}
+
+// Delete wraps ErrNotFound, ErrInvalid, ErrLocked and ErrReadOnly and
+// names the operation and the session.
+func TestDeleteErrorsNameTheSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	err := r.Delete(ctx, "ghost")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.EqualError(t, err, `checkpoint: delete session `+filepath.Join(dir, "ghost")+`: checkpoint not found: no session "ghost"`)
+	require.ErrorIs(t, r.Delete(ctx, ""), checkpoint.ErrInvalid)
+
+	_, err = r.Create(ctx, "held", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](r, "held")
+	require.NoError(t, err)
+	err = r.Delete(ctx, "held")
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Contains(t, err.Error(), "delete session "+filepath.Join(dir, "held"))
+	require.NoError(t, st.Close())
+
+	// A file where a session's directory would be is no session, and is
+	// left alone.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "file"), []byte("x"), 0o644))
+	require.ErrorIs(t, r.Delete(ctx, "file"), checkpoint.ErrNotFound)
+	require.FileExists(t, filepath.Join(dir, "file"))
+
+	_, err = r.PruneIdle(ctx, -time.Nanosecond)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, err = r.Idle(ctx, -time.Nanosecond)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+}
+
+// A root written by an earlier release (its staging directories and lock
+// file) deletes and expires its sessions the same way, and leaves its
+// legacy leftovers to RemoveStaging.
+func TestDeleteInARootOfAnEarlierRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	s, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](r, s.ID)
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".sessions.lock"), nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".staging-ABC", "001"), 0o755))
+
+	require.NoError(t, r.Delete(ctx, s.ID))
+	require.NoDirExists(t, filepath.Join(dir, s.ID))
+	require.Empty(t, listedSessionIDs(t, r))
+	removed, err := r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, ".staging-ABC")}, removed)
+}
+
+// The marker a Delete killed before it took the session's lock leaves
+// (.session.delete) does not make a writer opening the session beside a
+// running one wait: once it is older than a minute it is ignored, and
+// RemoveStaging removes it.
+func TestStaleDeleteMarkerIsIgnoredAndRemoved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	_, err := r.Create(ctx, "s", nil)
+	require.NoError(t, err)
+	marker := filepath.Join(dir, "s", ".session.delete")
+	require.NoError(t, os.WriteFile(marker, []byte(`{"op":"delete"}`), 0o644))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(marker, old, old))
+	st, err := checkpoint.OpenSessionStore[int](r, "s")
+	require.NoError(t, err)
+	defer st.Close()
+
+	begin := time.Now()
+	_, err = checkpoint.OpenSessionStore[int](r, "s")
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.Less(t, time.Since(begin), 5*time.Second, "it waited for a Delete that is not there")
+	_, err = r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.NoFileExists(t, marker)
+	_, err = r.Get(ctx, "s")
+	require.NoError(t, err, "the session is whole")
+}
+
+// lockHook is a Backend whose child stores call before each Lock (a
+// deletion's, or a writer's) taken on them.
+type lockHook struct {
+	checkpoint.Backend
+	before func(child string)
+	child  string
+}
+
+func (b *lockHook) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
+	sub, err := b.Backend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return &lockHook{Backend: sub, before: b.before, child: name}, nil
+}
+
+func (b *lockHook) Lock(ctx context.Context) (func() error, error) {
+	if b.child != "" {
+		b.before(b.child)
+	}
+	return b.Backend.Lock(ctx)
+}
+
+// PruneIdle checks a session's idleness again once it holds its lock: a
+// session active between the listing and the deletion (a SetMeta, a
+// writer that saved and closed) stays.
+func TestPruneIdleChecksIdlenessAgainUnderTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	clock := &manualClock{t: start}
+	var r *checkpoint.Sessions
+	touched := false
+	dir, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
+	require.NoError(t, err)
+	b := &lockHook{Backend: dir, before: func(child string) {
+		if child == "busy" && !touched {
+			touched = true
+			require.NoError(t, r.SetMeta(ctx, "busy", map[string]string{"turn": "9"}))
+		}
+	}}
+	r, err = checkpoint.OpenSessionsBackend(b, checkpoint.NoSync(), checkpoint.WithClock(clock.now))
+	require.NoError(t, err)
+	defer r.Close()
+	for _, id := range []string{"busy", "quiet"} {
+		_, err := r.Create(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	clock.set(start.Add(48 * time.Hour))
+	removed, err := r.PruneIdle(ctx, 24*time.Hour)
+	require.NoError(t, err)
+	require.True(t, touched)
+	require.Equal(t, []string{"quiet"}, removed, "busy became active under the lock")
+	require.Equal(t, []string{"busy"}, listedSessionIDs(t, r))
+}
