@@ -102,6 +102,9 @@ type Session struct {
 	Checkpoints int       // how many checkpoint files the session holds
 	LastStep    int64     // the step of the checkpoint saved last
 	LastSaved   time.Time // when that checkpoint was saved; zero if none
+	// LastMetrics are the metrics of that checkpoint (WithMetric); nil if
+	// it records none.
+	LastMetrics map[string]float64
 
 	// Err is set for a damaged session, one whose metadata or checkpoint
 	// list cannot be read; the fields above are filled in as far as they
@@ -726,7 +729,7 @@ func (s *Session) setCheckpoints(infos []Info) {
 	s.Checkpoints = len(infos)
 	for _, info := range infos {
 		if info.Format != 0 && !info.Time.Before(s.LastSaved) {
-			s.LastStep, s.LastSaved = info.Step, info.Time
+			s.LastStep, s.LastSaved, s.LastMetrics = info.Step, info.Time, info.Metrics
 		}
 	}
 }

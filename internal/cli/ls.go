@@ -112,18 +112,19 @@ func (c *cli) noCheckpoints(ctx context.Context, w io.Writer, format string, t t
 
 // sessionJSON is a session as ls --json prints it.
 type sessionJSON struct {
-	ID          string            `json:"id"`
-	Dir         string            `json:"dir"`
-	Created     *time.Time        `json:"created,omitempty"` // missing for a damaged session
-	Updated     *time.Time        `json:"updated,omitempty"`
-	Active      time.Time         `json:"active"`
-	Parent      string            `json:"parent,omitempty"`
-	ParentStep  *int64            `json:"parent_step,omitempty"`
-	Meta        map[string]string `json:"meta,omitempty"`
-	Checkpoints int               `json:"checkpoints"`
-	LastStep    *int64            `json:"last_step,omitempty"`
-	LastSaved   *time.Time        `json:"last_saved,omitempty"`
-	Error       string            `json:"error,omitempty"`
+	ID          string             `json:"id"`
+	Dir         string             `json:"dir"`
+	Created     *time.Time         `json:"created,omitempty"` // missing for a damaged session
+	Updated     *time.Time         `json:"updated,omitempty"`
+	Active      time.Time          `json:"active"`
+	Parent      string             `json:"parent,omitempty"`
+	ParentStep  *int64             `json:"parent_step,omitempty"`
+	Meta        map[string]string  `json:"meta,omitempty"`
+	Checkpoints int                `json:"checkpoints"`
+	LastStep    *int64             `json:"last_step,omitempty"`
+	LastSaved   *time.Time         `json:"last_saved,omitempty"`
+	LastMetrics map[string]float64 `json:"last_metrics,omitempty"`
+	Error       string             `json:"error,omitempty"`
 }
 
 func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
@@ -147,7 +148,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 				j.ParentStep = &s.ParentStep
 			}
 			if !s.LastSaved.IsZero() {
-				j.LastStep, j.LastSaved = &s.LastStep, &s.LastSaved
+				j.LastStep, j.LastSaved, j.LastMetrics = &s.LastStep, &s.LastSaved, s.LastMetrics
 			}
 			if s.Err != nil {
 				j.Error = s.Err.Error()

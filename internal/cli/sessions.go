@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,9 +108,19 @@ func (c *cli) sessionsLs(ctx context.Context, t target, asJSON bool) error {
 		return nil
 	}
 	tw := newTable(c.stdout)
-	// A column of the sessions' metrics goes before NOTE.
-	fmt.Fprintln(tw, "SESSION\tCHECKPOINTS\tLAST STEP\tLAST ACTIVE\tNOTE")
+	// The METRICS column (of each session's last checkpoint) appears when
+	// one records a metric (WithMetric).
+	metricsHead := ""
+	withMetrics := slices.ContainsFunc(list, func(s checkpoint.Session) bool { return len(s.LastMetrics) > 0 })
+	if withMetrics {
+		metricsHead = "METRICS\t"
+	}
+	fmt.Fprintf(tw, "SESSION\tCHECKPOINTS\tLAST STEP\tLAST ACTIVE\t%sNOTE\n", metricsHead)
 	for _, s := range list {
+		metrics := ""
+		if withMetrics {
+			metrics = formatMetrics(s.LastMetrics) + "\t"
+		}
 		last := "-"
 		if !s.LastSaved.IsZero() {
 			last = strconv.FormatInt(s.LastStep, 10)
@@ -118,7 +129,7 @@ func (c *cli) sessionsLs(ctx context.Context, t target, asJSON bool) error {
 		if !s.Active().IsZero() {
 			active = c.when(s.Active())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", printable(s.ID), s.Checkpoints, last, active, sessionNote(s))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s%s\n", sessionLabel(s), s.Checkpoints, last, active, metrics, sessionNote(s))
 	}
 	return tw.Flush()
 }

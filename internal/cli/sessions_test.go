@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,4 +179,47 @@ func pin(t *testing.T, dir, id string) {
 	require.NoError(t, err)
 	defer root.Close()
 	require.NoError(t, root.SetMeta(context.Background(), id, map[string]string{checkpoint.PinMeta: "kept for the record"}))
+}
+
+// sessions ls shows the metrics of each session's last checkpoint in a
+// METRICS column when one records a metric; --json gives them exactly.
+func TestSessionsLsShowsTheLastCheckpointsMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	root, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	for _, id := range []string{"run-a", "run b"} {
+		_, err := root.Create(ctx, id, nil)
+		require.NoError(t, err)
+		s, err := checkpoint.OpenSessionStore[int](root, id)
+		require.NoError(t, err)
+		_, err = s.Save(ctx, 1, 1, checkpoint.WithMetric("loss", 0.5))
+		require.NoError(t, err)
+		if id == "run-a" {
+			_, err = s.Save(ctx, 2, 2, checkpoint.WithMetric("loss", 0.125))
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Close())
+	}
+	require.NoError(t, root.Close())
+
+	r := runCLI(t, "sessions", "ls", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3, r.stdout)
+	require.Regexp(t, `^SESSION +CHECKPOINTS +LAST STEP +LAST ACTIVE +METRICS +NOTE$`, lines[0])
+	require.Regexp(t, `^"run b" +1 +1 +.+ +loss=0\.5\s*$`, lines[1])
+	require.Regexp(t, `^run-a +2 +2 +.+ +loss=0\.125\s*$`, lines[2])
+
+	r = runCLI(t, "sessions", "ls", dir, "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var out []struct {
+		ID          string             `json:"id"`
+		LastMetrics map[string]float64 `json:"last_metrics"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &out))
+	require.Len(t, out, 2)
+	got := map[string]map[string]float64{out[0].ID: out[0].LastMetrics, out[1].ID: out[1].LastMetrics}
+	require.Equal(t, map[string]map[string]float64{"run-a": {"loss": 0.125}, "run b": {"loss": 0.5}}, got)
 }
