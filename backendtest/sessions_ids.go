@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +186,11 @@ func testBackendEarlierReleasesSessionOfAWindowsNameOpens(t *testing.T, w worker
 		_, err := wr.Write(meta)
 		return err
 	})
+	if err != nil && runtime.GOOS == "windows" {
+		// A Windows directory cannot hold a child named con, so no
+		// earlier release wrote such a session there.
+		t.Skipf("this storage cannot hold a child named con here: %v", err)
+	}
 	req.NoError(t, err)
 
 	r := w.open(t)
