@@ -222,3 +222,60 @@ func TestFirstListIgnoresAnIndexOfTheFormatBeforeMetrics(t *testing.T) {
 	require.Equal(t, indexedStoreSteps, c.checkpointOpens(), "every header is read from its file")
 	require.Equal(t, want, list)
 }
+
+// A header whose metric is not a number (null, edited by hand) never reads
+// back as a metric of 0, which KeepBest(Minimize) would rank best: the
+// header is damage.
+func TestMetricThatIsNotANumberIsDamageNeverZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	_, err := s.Save(ctx, 1, 1, checkpoint.WithMetric("loss", 5))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	var name string
+	for _, n := range dirNames(t, dir) {
+		if filepath.Ext(n) == ".json" && n != "" && n[0] == 's' {
+			name = n
+		}
+	}
+	require.NotEmpty(t, name)
+	path := filepath.Join(dir, name)
+	b := mustRead(t, path)
+	edited := bytes.Replace(b, []byte(`"loss":5`), []byte(`"loss":null`), 1)
+	require.NotEqual(t, b, edited)
+	require.NoError(t, os.WriteFile(path, edited, 0o644))
+
+	r := openStore[int](t, dir, checkpoint.ReadOnly())
+	infos, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	v, ok := infos[0].Metrics["loss"]
+	require.False(t, ok && v == 0, "a null metric reads back as 0: %v", infos[0].Metrics)
+}
+
+// A hand-edited null metric is not ranked best by KeepBest(1, Minimize):
+// Prune keeps the true best (loss 1).
+func TestKeepBestNeverRanksAMetricThatIsNotANumber(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[int](t, dir)
+	for step, loss := range map[int64]float64{1: 5, 2: 1, 3: 9, 4: 9} {
+		_, err := w.Save(ctx, step, int(step), checkpoint.WithMetric("loss", loss))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	path := filepath.Join(dir, "step_00000001.json")
+	b := mustRead(t, path)
+	edited := bytes.Replace(b, []byte(`"loss":5`), []byte(`"loss":null`), 1)
+	require.NotEqual(t, b, edited)
+	require.NoError(t, os.WriteFile(path, edited, 0o644))
+
+	s := openStore[int](t, dir, checkpoint.KeepBest(1, "loss", checkpoint.Minimize))
+	_, err := s.Prune(ctx)
+	require.NoError(t, err)
+	_, _, err = s.Load(ctx, 2)
+	require.NoError(t, err, "the checkpoint of the lowest loss is kept")
+}

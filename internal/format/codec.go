@@ -103,8 +103,8 @@ type Header struct {
 	// Metrics are the values given with the store's WithMetric: always
 	// finite (JSON has no NaN or infinity), written as encoding/json writes
 	// a float64. Releases before it ignore the field, as every unknown one.
-	Metrics map[string]float64 `json:"metrics,omitempty"`
-	Error   *ErrorRecord       `json:"error,omitempty"`
+	Metrics Metrics      `json:"metrics,omitempty"`
+	Error   *ErrorRecord `json:"error,omitempty"`
 }
 
 // longestSaveTime is a save time of the longest text a header holds: a
@@ -381,11 +381,14 @@ func splitHeader(data []byte, closed bool) (keyStart, keyEnd int, exact bool, er
 	if data[i] != '{' {
 		return 0, 0, false, Damaged("not a JSON object")
 	}
-	for i++; ; {
+	for i, first := i+1, true; ; first = false {
 		if i = skipSpace(data, i); i == len(data) {
 			return 0, 0, false, ErrShortHeader
 		}
 		if data[i] == '}' {
+			if !first {
+				return 0, 0, false, Damaged("malformed header: a comma before the object's end")
+			}
 			return end(i)
 		}
 		start := i
@@ -665,12 +668,44 @@ func fastHeader(head []byte, h *Header) bool {
 	}
 }
 
+// Metrics are a header's metrics. They decode as json.Unmarshal decodes a
+// map[string]float64, except that every value must be a JSON number: a
+// null, a string or any other value is an error, so the header is damage
+// (json.Unmarshal would read a null as 0, which would make a hand-edited
+// metric the best).
+type Metrics map[string]float64
+
+// UnmarshalJSON decodes b into m, merging into what m holds.
+func (m *Metrics) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = make(Metrics, len(raw))
+	}
+	for k, v := range raw {
+		if !isJSONNumber(v) {
+			return fmt.Errorf("metric %q is not a number: %.40s", k, v)
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return fmt.Errorf("metric %q: %w", k, err)
+		}
+		(*m)[k] = f
+	}
+	return nil
+}
+
 // fastMetrics decodes val, the value of a header's "metrics" key, into
 // *m as json.Unmarshal does (into the map *m already is, if a key came
 // twice), when it is an object of keys of printable ASCII without escapes
 // and values that are JSON numbers which fit a float64; it reports false
 // for anything else, for json.Unmarshal to decide.
-func fastMetrics(val []byte, m *map[string]float64) bool {
+func fastMetrics(val []byte, m *Metrics) bool {
 	if len(val) == 0 || val[0] != '{' {
 		return false
 	}
