@@ -149,8 +149,18 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 			return false, nil
 		}
 	}
-	if err := r.entomb(ctx, sub, id, version); err != nil {
+	var doomed func() bool
+	if keep != nil {
+		doomed = func() bool {
+			s, ok := r.describe(ctx, id, name)
+			return ok && !keep(s)
+		}
+	}
+	if err := r.entomb(ctx, sub, id, version, doomed); err != nil {
 		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+		if errors.Is(err, errKept) {
+			return false, nil
+		}
 		return false, err
 	}
 	// Out of sight from here on: what fails below is finished later.
@@ -166,8 +176,10 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 
 // entomb replaces the session.json of sub, as long as its Version is
 // version, by Delete's tombstone. A SetMeta that replaced it meanwhile
-// makes it read the session again, a few times.
-func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string) error {
+// makes it read the session again, a few times; with doomed (PruneIdle's
+// verdict), it first asks doomed again and returns errKept if the session
+// is to stay now (a SetMeta pinned it or made it active).
+func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string, doomed func() bool) error {
 	write, err := encodeSessionMeta(sessionTombstone{ID: id, Abandoned: abandonedDeleted, Time: r.now(time.Time{})})
 	if err != nil {
 		return err
@@ -176,6 +188,11 @@ func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string) 
 		_, err := sub.Replace(ctx, sessionFile, version, write)
 		if !errors.Is(err, ErrConflict) || attempt == setMetaAttempts {
 			return err
+		}
+		// session.json changed since it was judged (a SetMeta that pins
+		// it or makes it active): judge it again before going on.
+		if doomed != nil && !doomed() {
+			return errKept
 		}
 		_, obj, rerr := readMetaIn(ctx, sub, id)
 		switch {
@@ -188,6 +205,10 @@ func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string) 
 		}
 	}
 }
+
+// errKept is entomb's answer when a session it was to entomb is kept on a
+// second look (see delete's keep).
+var errKept = errors.New("session kept")
 
 // finishDelete finishes a deletion that a crash or a failure interrupted,
 // in the child store name whose session.json is Delete's tombstone: under
