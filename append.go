@@ -139,6 +139,29 @@ func unstepped(err error, dir string) error {
 	return err
 }
 
+// forgetRemoved tells the counter that checkpoints were removed (Delete,
+// Truncate, ClearError): the next Append lists the store again, and still
+// counts the steps of saves queued (Async) and not yet published, which
+// no listing shows. The queue's lock is held throughout, so no Append
+// queues in between.
+func (s *Store[T]) forgetRemoved() {
+	q := s.async
+	if q == nil {
+		s.next.forget(0)
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var floor int64
+	for _, j := range q.jobs {
+		floor = max(floor, j.fn.step)
+	}
+	if q.current != nil {
+		floor = max(floor, q.current.fn.step)
+	}
+	s.next.forget(floor)
+}
+
 // appendCounter is what a writer knows of the newest step of its store,
 // for Append: top is at least the newest step of every checkpoint this
 // writer saved (or, with Async, queued) and, once known, of every
@@ -160,10 +183,11 @@ func (c *appendCounter) saw(step int64) {
 	c.mu.Unlock()
 }
 
-// forget makes the newest step unknown: checkpoints were removed.
-func (c *appendCounter) forget() {
+// forget makes the newest step unknown, but for floor: checkpoints were
+// removed, and floor is the newest step still queued to be published.
+func (c *appendCounter) forget(floor int64) {
 	c.mu.Lock()
-	c.top, c.known = 0, false
+	c.top, c.known = floor, false
 	c.gen++
 	c.mu.Unlock()
 }

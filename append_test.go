@@ -260,3 +260,73 @@ func TestAppendErrors(t *testing.T) {
 	_, err = s.Append(ctx, 5)
 	require.ErrorIs(t, err, checkpoint.ErrClosed)
 }
+
+// removeGate is a backend whose first Remove waits for release after
+// saying it began.
+type removeGate struct {
+	checkpoint.Backend
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *removeGate) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	return g.Backend.Remove(ctx, names...)
+}
+
+// With Async, an Append queued while a Truncate runs keeps its step after
+// the Truncate: the next Append takes the step after it, never the same
+// one (no state is lost to ErrExists in the background). The worker is
+// held in the hook of the first save, and Truncate in its Remove.
+func TestAsyncAppendQueuedDuringTruncateNeverSharesAStep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	g := &removeGate{Backend: openDirBackend(t, dir), entered: make(chan struct{}), release: make(chan struct{})}
+	hookIn := make(chan struct{})
+	hookOut := make(chan struct{})
+	var hooked sync.Once
+	s, err := checkpoint.OpenBackend[int](g, checkpoint.NoSync(), checkpoint.Async(8), checkpoint.WithHooks(checkpoint.Hooks{
+		OnSave: func(info checkpoint.Info) {
+			hooked.Do(func() { // the first publish holds the worker
+				close(hookIn)
+				<-hookOut
+			})
+		},
+	}))
+	require.NoError(t, err)
+	defer s.Close()
+
+	first, err := s.Append(ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), first.Step)
+	<-hookIn // step 1 is published; the worker is in its hook
+
+	truncated := make(chan error, 1)
+	go func() {
+		_, err := s.Truncate(ctx, 0) // removes step 1
+		truncated <- err
+	}()
+	<-g.entered // Truncate drained the queue and holds the write lock
+	a, err := s.Append(ctx, 100)
+	require.NoError(t, err)
+	close(g.release)
+	require.NoError(t, <-truncated)
+	b, err := s.Append(ctx, 200)
+	require.NoError(t, err)
+	c, err := s.Append(ctx, 300)
+	require.NoError(t, err)
+	close(hookOut)
+	require.NoError(t, s.Flush(ctx), "every queued Append is published (steps %d, %d, %d)", a.Step, b.Step, c.Step)
+	require.NotEqual(t, a.Step, b.Step)
+	require.NotEqual(t, a.Step, c.Step)
+	for _, x := range []checkpoint.Info{a, b, c} {
+		v, _, err := s.Load(ctx, x.Step)
+		require.NoError(t, err)
+		require.Equal(t, map[int64]int{a.Step: 100, b.Step: 200, c.Step: 300}[x.Step], v)
+	}
+}

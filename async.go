@@ -29,6 +29,7 @@ type asyncQueue struct {
 	changed  chan struct{} // closed and replaced when a field below changes
 	jobs     []*saveJob    // waiting, oldest first
 	busy     bool          // a job has been taken and is being published
+	current  *saveJob      // that job, while busy
 	queued   uint64        // jobs ever queued
 	finished uint64        // jobs ever published or failed, in queue order
 	failures []error       // background failures not yet returned by Flush or Close, the first maxFailures
@@ -80,7 +81,7 @@ func (q *asyncQueue) refuse() {
 func (q *asyncQueue) take() *saveJob {
 	j := q.jobs[0]
 	q.jobs = slices.Delete(q.jobs, 0, 1)
-	q.busy = true
+	q.busy, q.current = true, j
 	q.broadcast()
 	return j
 }
@@ -303,7 +304,7 @@ func (s *Store[T]) publishQueued(j *saveJob) saveReport {
 	s.codec.PutBuffer(j.state)
 	q := s.async
 	q.mu.Lock()
-	q.busy = false
+	q.busy, q.current = false, nil
 	q.finished++
 	if r.err != nil {
 		q.record(r.err)

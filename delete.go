@@ -21,7 +21,7 @@ func (s *Store[T]) deleteWhere(ctx context.Context, op string, step int64, kind 
 		return s.failed(stepError(op, step, s.dir, err))
 	}
 	err := s.deleteLocked(ctx, step, kind)
-	s.next.forget() // Append lists the store again
+	s.forgetRemoved() // Append lists the store again
 	s.endWrite()
 	if err != nil {
 		return s.failed(stepError(op, step, s.dir, err))
@@ -68,7 +68,7 @@ func (s *Store[T]) Truncate(ctx context.Context, step int64) ([]Info, error) {
 		return nil, s.failed(stepError("truncate", step, s.dir, err))
 	}
 	removed, err := s.truncateLocked(ctx, step)
-	s.next.forget() // Append lists the store again
+	s.forgetRemoved() // Append lists the store again
 	s.endWrite()
 	if err != nil {
 		return removed, s.failed(stepError("truncate", step, s.dir, err))
