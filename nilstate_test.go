@@ -1,7 +1,9 @@
 package checkpoint_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -146,4 +148,55 @@ func TestNullStateDamageIsErrCorrupt(t *testing.T) {
 		_, _, err := r.Load(ctx, step)
 		require.ErrorIs(t, err, checkpoint.ErrCorrupt, "step %d", step)
 	}
+}
+
+// The README/Save doc: "A nil state (a nil slice, map or pointer ...) is
+// saved as null and loads back as nil." json.RawMessage is a slice: a
+// host keeping opaque JSON state saves a nil one.
+func TestNilRawMessageLoadsBackAsNil(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[json.RawMessage](t, t.TempDir())
+	_, err := s.Save(ctx, 1, nil)
+	require.NoError(t, err)
+	v, _, err := s.Load(ctx, 1)
+	require.NoError(t, err)
+	require.Nil(t, v, "a nil slice loads back as nil, got %q", string(v))
+}
+
+type nullV0 struct{ N int }
+type nullV1 struct{ Count int }
+
+// WithSchema's doc: a load applies the migrations from the file's schema
+// up to version; one that cannot be migrated is ErrMigration and "Latest
+// stops there with that error instead of resuming from an older step,
+// which would silently fork the history". A nil state saved at schema 0
+// (a store of a pointer) is given to the migration, which turns it into a
+// state of the new struct type.
+func TestNullStateOfAnOlderSchemaIsMigratedIntoATypeThatCannotBeNil(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := openStore[*nullV0](t, dir)
+	_, err := p.Save(ctx, 1, &nullV0{N: 7})
+	require.NoError(t, err)
+	_, err = p.Save(ctx, 2, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+
+	mig := checkpoint.Migration{From: 0, Migrate: func(in json.RawMessage) (json.RawMessage, error) {
+		if string(bytes.TrimSpace(in)) == "null" {
+			return json.RawMessage(`{"Count":-1}`), nil
+		}
+		var v nullV0
+		if err := json.Unmarshal(in, &v); err != nil {
+			return nil, err
+		}
+		return json.Marshal(nullV1{Count: v.N})
+	}}
+	s := openStore[nullV1](t, dir, checkpoint.WithSchema(1, mig))
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err, "the migration handles null")
+	require.Equal(t, int64(2), info.Step, "Latest resumed from an older step: the history forked silently")
+	require.Equal(t, nullV1{Count: -1}, v)
 }

@@ -42,7 +42,8 @@ import (
 // store of an interface type such as any) is saved as null and loads back
 // as nil. A checkpoint whose state is null loads only into a type that
 // can be nil: into any other (a struct, a number) it is ErrCorrupt, as a
-// state of another type is, never a zero value.
+// state of another type is, never a zero value, unless it was saved at
+// an older schema, when the migrations get it (see WithSchema).
 //
 // With Async, Save returns once state is encoded and queued, and the
 // checkpoint is published in the background: see Async. The Info it returns

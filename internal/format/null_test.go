@@ -118,9 +118,11 @@ func TestNullStateDamageIsStillDamage(t *testing.T) {
 	}
 }
 
-// A null state is nil at every schema: no migration runs on it, and a
+// A null state loads as nil into a nilable type at every schema, without
+// migrations; into a type that cannot be nil, one of an older schema goes
+// through the migrations and one of the store's schema is ErrCorrupt; a
 // newer schema's null is still refused.
-func TestNullStateSkipsMigrations(t *testing.T) {
+func TestNullStateSkipsMigrationsOnlyIntoANilableType(t *testing.T) {
 	t.Parallel()
 	called := false
 	sc := &Schema{Version: 2, Migrations: []Migration{
@@ -133,6 +135,13 @@ func TestNullStateSkipsMigrations(t *testing.T) {
 	require.Nil(t, v)
 	require.False(t, called)
 	var st corpusState
-	require.ErrorIs(t, sc.Decode(1, []byte("null"), &st), ErrCorrupt)
+	require.ErrorIs(t, sc.Decode(1, []byte("null"), &st), ErrMigration)
+	require.True(t, called, "a null of an older schema into a struct is migrated")
+	require.ErrorIs(t, sc.Decode(2, []byte("null"), &st), ErrCorrupt)
 	require.ErrorIs(t, sc.Decode(3, []byte("null"), &v), ErrNewerSchema)
+
+	// A type whose UnmarshalJSON keeps null (json.RawMessage) loads nil.
+	var raw json.RawMessage = json.RawMessage("x")
+	require.NoError(t, sc.Decode(2, []byte("null"), &raw))
+	require.Nil(t, raw)
 }

@@ -73,24 +73,33 @@ func (sc *Schema) Oldest() int {
 // chain cannot bring up, ErrMigration; one of the store's own schema that
 // does not decode, ErrCorrupt, as before schemas existed.
 //
-// A null state (a nil state, saved as such) is nil at every schema: no
-// migration runs on it, and it decodes as encoding/json decodes null into
-// v's target if that type can be nil (see Nilable). Into any other type
-// it is ErrCorrupt, as a state of the wrong type is: a struct (or number,
-// string, array, bool) has no nil value, and loading its zero value
-// instead would hide that the file is not this store's.
+// A null state (a nil state, saved as such) loads as nil into a type that
+// can be nil (see Nilable), at every schema: no migration runs on it, and
+// the type's UnmarshalJSON is not called. Into any other type, a null of
+// an older schema goes through the migrations like any state (one may
+// make a value of it; one that returns null fails with ErrMigration), and
+// a null of the store's own schema is ErrCorrupt, as a state of the wrong
+// type is: a struct (or number, string, array, bool) has no nil value, and
+// loading its zero value instead would hide that the file is not this
+// store's.
 func (sc *Schema) Decode(from int, state []byte, v any) error {
 	if from > sc.Version {
 		return fmt.Errorf("%w: the file has schema %d, this store reads schema %d and older (see WithSchema)", ErrNewerSchema, from, sc.Version)
 	}
 	if IsNull(state) {
-		if t := reflect.TypeOf(v).Elem(); !Nilable(t) {
-			return fmt.Errorf("%w: decode state: the state is null, and a %v cannot be nil", ErrCorrupt, t)
+		target := reflect.ValueOf(v).Elem()
+		switch {
+		case Nilable(target.Type()):
+			// Nil, without the type's UnmarshalJSON (which encoding/json
+			// would call with null, and which may keep it: a
+			// json.RawMessage would hold the four bytes).
+			target.SetZero()
+			return nil
+		case from == sc.Version:
+			return fmt.Errorf("%w: decode state: the state is null, and a %v cannot be nil", ErrCorrupt, target.Type())
 		}
-		if err := Unmarshal(state, v, sc.Strict); err != nil {
-			return fmt.Errorf("%w: decode state: %w", ErrCorrupt, err)
-		}
-		return nil
+		// A null of an older schema goes through the migrations, which
+		// may make a value of it.
 	}
 	if from == sc.Version {
 		if err := Unmarshal(state, v, sc.Strict); err != nil {
