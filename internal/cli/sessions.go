@@ -176,7 +176,12 @@ func (c *cli) sessionsRm(ctx context.Context, t target, ids []string, dryRun boo
 		err := root.Delete(ctx, id)
 		switch {
 		case errors.Is(err, checkpoint.ErrLocked):
-			locked = lockedError{dir: joinName(t.dir, id), err: err}
+			// Named by where the session is stored (an ID is no path).
+			where := t.dir
+			if s, gerr := root.Get(ctx, id); gerr == nil || s.Dir != "" {
+				where = s.Dir
+			}
+			locked = lockedError{dir: printable(where), err: err}
 		case err != nil:
 			errs = append(errs, err)
 		default:

@@ -223,3 +223,25 @@ func TestSessionsLsShowsTheLastCheckpointsMetrics(t *testing.T) {
 	got := map[string]map[string]float64{out[0].ID: out[0].LastMetrics, out[1].ID: out[1].LastMetrics}
 	require.Equal(t, map[string]map[string]float64{"run-a": {"loss": 0.125}, "run b": {"loss": 0.5}}, got)
 }
+
+// sessions rm of a session a writer holds names where the session is
+// stored, on one line, whatever its ID (a path, a newline).
+func TestSessionsRmOfAHeldAnyStringIDNamesItsDirectoryOnOneLine(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"user:42/thread#7", "a\ncheckpoint sessions: removed 001", "../../etc"} {
+		dir := t.TempDir()
+		root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+		require.NoError(t, err)
+		s, err := root.Create(context.Background(), id, nil)
+		require.NoError(t, err)
+		st, err := checkpoint.OpenSessionStore[int](root, id)
+		require.NoError(t, err)
+
+		r := runCLI(t, "sessions", "rm", dir, id)
+		require.Equal(t, exitLocked, r.code, r.stderr)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		require.Contains(t, r.stderr, s.Dir+" is open by a running writer", "names the session's directory")
+		require.NoError(t, st.Close())
+		require.NoError(t, root.Close())
+	}
+}
