@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint/internal/names"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // PinMeta is the key of Session.Meta that keeps a session from expiring:
@@ -86,6 +87,11 @@ func (r *Sessions) Delete(ctx context.Context, id string) error {
 		return opError("delete session", r.path(id), err)
 	}
 	_, err := r.delete(ctx, id, r.lookup(ctx, id), nil)
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrNotFound) {
+		// The session's directory went while this Delete ran: another
+		// Delete removed it.
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
 	if err != nil {
 		return opError("delete session", r.path(id), err)
 	}
@@ -287,8 +293,8 @@ func removeObjects(ctx context.Context, b Backend, match func(string) bool) erro
 // deletedIn reports whether the session.json of sub is Delete's tombstone.
 func deletedIn(ctx context.Context, sub Backend) (bool, error) {
 	rc, _, err := sub.Open(ctx, sessionFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, storage.ErrNotRegular) {
+		return false, nil // a tombstone is a regular file
 	}
 	if err != nil {
 		return false, err

@@ -287,3 +287,51 @@ func TestPruneIdleNeverRemovesASessionPinnedBeforeItsDeletionBegan(t *testing.T)
 	require.NoError(t, err, "the pinned session stays")
 	require.True(t, s.Pinned())
 }
+
+// notAFile replaces the session.json of the session id by a named pipe
+// (where the platform has them) or a directory: a damaged session, which
+// List shows with Err set.
+func notAFile(t *testing.T, r *checkpoint.Sessions, id, kind string) {
+	t.Helper()
+	s, err := r.Get(context.Background(), id)
+	require.NoError(t, err)
+	p := filepath.Join(s.Dir, "session.json")
+	require.NoError(t, os.Remove(p))
+	if kind == "fifo" {
+		mkfifo(t, p)
+	} else {
+		require.NoError(t, os.Mkdir(p, 0o755))
+	}
+	list, err := r.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.ErrorIs(t, list[0].Err, checkpoint.ErrCorrupt, "listed as a damaged session")
+}
+
+// PruneIdle skips a session whose session.json is a named pipe or a
+// directory (damaged: it cannot be dated) without an error, as Idle does.
+func TestPruneIdleSkipsADamagedSessionWhoseSessionJSONIsNotAFile(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"fifo", "dir"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+			_, err := r.Create(ctx, "user:7", nil)
+			require.NoError(t, err)
+			st, err := checkpoint.OpenSessionStore[int](r, "user:7")
+			require.NoError(t, err)
+			_, err = st.Save(ctx, 1, 1)
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+			notAFile(t, r, "user:7", kind)
+			idle, err := r.Idle(ctx, 0)
+			require.NoError(t, err)
+			require.Empty(t, idle)
+			removed, err := r.PruneIdle(ctx, 0)
+			require.NoError(t, err, "PruneIdle skips a damaged session")
+			require.Empty(t, removed)
+		})
+	}
+}

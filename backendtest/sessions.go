@@ -57,6 +57,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"ReadOnlyRootChangesNothing", testBackendReadOnlyRoot},
 		{"CloseClosesEveryBackendItOpened", testBackendCloseClosesWhatItOpened},
 		{"MetricsAndKeepBestInASession", testBackendMetricsAndKeepBest},
+		{"ConcurrentDeletesOfOneIDFailCleanly", testBackendConcurrentDeletesOfOneID},
 		{"AnyStringIsASessionID", testBackendAnyStringIsASessionID},
 		{"MappedNameIsCheckedAgainstItsID", testBackendMappedNameIsCheckedAgainstItsID},
 		{"EarlierReleasesSessionOfAWindowsNameOpens", testBackendEarlierReleasesSessionOfAWindowsNameOpens},
