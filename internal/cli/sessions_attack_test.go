@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/stretchr/testify/require"
+)
+
+// `checkpoint sessions rm ROOT ID` of a session a writer holds names the
+// session's directory in its error (as TestSessionsRmOfASessionAWriterHoldsIsLocked
+// checks for ID 001). For an any-string ID (issue 23) it builds the path
+// by hand, joinName(t.dir, id) in sessionsRm (internal/cli/sessions.go),
+// instead of the session's stored (mapped) name, so:
+//   - the error names a directory that does not exist ("ROOT/user:42/thread#7"),
+//     or, for an ID such as "../../etc", one outside the root;
+//   - an ID holding a newline is printed raw by printableLines, splitting
+//     the error into two lines, the second of which the ID's author
+//     chooses (quote.go promises escaped, one-line output of IDs).
+func TestSessionsRmOfAHeldAnyStringIDNamesItsDirectoryOnOneLine(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"user:42/thread#7", "a\ncheckpoint sessions: removed 001", "../../etc"} {
+		dir := t.TempDir()
+		root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+		require.NoError(t, err)
+		s, err := root.Create(context.Background(), id, nil)
+		require.NoError(t, err)
+		st, err := checkpoint.OpenSessionStore[int](root, id)
+		require.NoError(t, err)
+
+		r := runCLI(t, "sessions", "rm", dir, id)
+		require.Equal(t, exitLocked, r.code, r.stderr)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "one line: %q", r.stderr)
+		require.Contains(t, r.stderr, s.Dir+" is open by a running writer", "names the session's directory")
+		require.NoError(t, st.Close())
+		require.NoError(t, root.Close())
+	}
+}
