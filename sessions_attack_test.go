@@ -2,11 +2,8 @@ package checkpoint_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -29,49 +26,8 @@ func playSessionSteps(t *testing.T, r *checkpoint.Sessions, id string, n int64) 
 	require.NoError(t, st.Close())
 }
 
-// Two Deletes of one session at once (two processes running `checkpoint
-// sessions rm`, or PruneIdle beside an rm): Delete promises that "a
-// missing session is ErrNotFound" and that a writer's lock is ErrLocked,
-// so the one that loses must fail with one of those, never with a raw
-// file-system error. Today the loser, when the winner removed the
-// directory between its read of session.json and its write of the
-// deletion marker (session_delete.go, delete: sub.Replace(deleteMarker)),
-// returns "publish: renameat ..session.delete.ckpt-tmp-... .session.delete:
-// no such file or directory", which wraps neither.
-func TestConcurrentDeletesOfOneSessionLoseWithErrNotFound(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	r1 := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
-	r2 := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
-	for i := range 150 {
-		id := fmt.Sprintf("user:1/thread#%d", i)
-		_, err := r1.Create(ctx, id, nil)
-		require.NoError(t, err, "round %d", i)
-		playSessionSteps(t, r1, id, 2)
-		var wg sync.WaitGroup
-		errs := make([]error, 2)
-		start := make(chan struct{})
-		for k, r := range []*checkpoint.Sessions{r1, r2} {
-			wg.Add(1)
-			go func() { defer wg.Done(); <-start; errs[k] = r.Delete(ctx, id) }()
-		}
-		close(start)
-		wg.Wait()
-		ok := 0
-		for _, err := range errs {
-			switch {
-			case err == nil:
-				ok++
-			case errors.Is(err, checkpoint.ErrNotFound), errors.Is(err, checkpoint.ErrLocked):
-			default:
-				t.Fatalf("round %d: the Delete that lost the race failed with neither ErrNotFound nor ErrLocked: %v", i, err)
-			}
-		}
-		require.GreaterOrEqual(t, ok, 1, "round %d: %v", i, errs)
-		_, err = r1.Get(ctx, id)
-		require.ErrorIs(t, err, checkpoint.ErrNotFound, "round %d", i)
-	}
-}
+// Two Deletes of one session at once: see the backendtest case
+// ConcurrentDeletesOfOneIDFailCleanly (fails on the directory backend).
 
 // notAFile replaces the session.json of the session id by a named pipe
 // or a directory: a damaged session, which List shows with Err set.

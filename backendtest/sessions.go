@@ -66,6 +66,8 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"InterruptedDeleteIsHiddenAndFinishedLater", testBackendInterruptedDeleteIsHiddenAndFinished},
 		{"DeleteRemovesDamagedSessionPruneIdleNever", testBackendDeleteDamagedSession},
 		{"PruneIdleSkipsHeldAndPinnedSessions", testBackendPruneIdleSkipsHeldAndPinned},
+		{"ConcurrentDeletesOfOneIDFailCleanly", testBackendConcurrentDeletesOfOneID},
+		{"CreateRacingDeleteOfTheSameID", testBackendCreateRacingDeleteOfTheSameID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
