@@ -2,12 +2,15 @@ package checkpoint_test
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -100,4 +103,70 @@ func TestPruneIdleSkipsADamagedSessionWhoseSessionJSONIsNotAFile(t *testing.T) {
 			require.Empty(t, removed)
 		})
 	}
+}
+
+// replaceHook is a Backend whose child stores call before each Replace of
+// an object on them.
+type replaceHook struct {
+	checkpoint.Backend
+	before func(child, name string)
+	child  string
+}
+
+func (b *replaceHook) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
+	sub, err := b.Backend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return &replaceHook{Backend: sub, before: b.before, child: name}, nil
+}
+
+func (b *replaceHook) Replace(ctx context.Context, name, ifVersion string, w func(io.Writer) error) (checkpoint.Object, error) {
+	if b.child != "" {
+		b.before(b.child, name)
+	}
+	return b.Backend.Replace(ctx, name, ifVersion, w)
+}
+
+// PinMeta promises: "PruneIdle never removes ... a session whose Meta
+// holds a non-empty value under it", and PruneIdle that "a session saved
+// to after Idle listed it stays" (idleness is checked again under the
+// lock). SetMeta takes no lock, so a SetMeta that pins the session (or
+// makes it active) after PruneIdle's check under the lock and before its
+// tombstone makes the tombstone's conditional Replace fail with
+// ErrConflict; entomb (session_delete.go) then reads session.json again
+// and entombs the new version without asking keep again: the session,
+// pinned by a SetMeta that returned nil before the deletion began, is
+// removed.
+func TestPruneIdleNeverRemovesASessionPinnedBeforeItsDeletionBegan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	start := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	clock := &manualClock{t: start}
+	dir := t.TempDir()
+	other := openSessions(t, dir, checkpoint.WithClock(clock.now)) // another process
+	pinned := false
+	var pinErr error
+	b, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	hooked := &replaceHook{Backend: b, before: func(child, name string) {
+		if name == "session.json" && !pinned {
+			pinned = true
+			pinErr = other.SetMeta(ctx, "keep", map[string]string{checkpoint.PinMeta: "the record run"})
+		}
+	}}
+	r, err := checkpoint.OpenSessionsBackend(hooked, checkpoint.NoSync(), checkpoint.WithClock(clock.now))
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = other.Create(ctx, "keep", nil)
+	require.NoError(t, err)
+	clock.set(start.Add(48 * time.Hour))
+	removed, err := r.PruneIdle(ctx, 24*time.Hour)
+	require.True(t, pinned)
+	require.NoError(t, pinErr, "the pin was set before the deletion began")
+	require.NoError(t, err)
+	require.Empty(t, removed, "a pinned session is never removed")
+	s, err := other.Get(ctx, "keep")
+	require.NoError(t, err, "the pinned session stays")
+	require.True(t, s.Pinned())
 }
