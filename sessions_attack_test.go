@@ -170,3 +170,97 @@ func TestPruneIdleNeverRemovesASessionPinnedBeforeItsDeletionBegan(t *testing.T)
 	require.NoError(t, err, "the pinned session stays")
 	require.True(t, s.Pinned())
 }
+
+// watchHook is a Backend whose child stores call after each Stat.
+type watchHook struct {
+	checkpoint.Backend
+	afterStat func(name string)
+	child     bool
+}
+
+func (b *watchHook) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
+	sub, err := b.Backend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return &watchHook{Backend: sub, afterStat: b.afterStat, child: true}, nil
+}
+
+func (b *watchHook) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
+	o, err := b.Backend.Stat(ctx, name)
+	if b.child {
+		b.afterStat(name)
+	}
+	return o, err
+}
+
+// OpenSessionStore promises: "A session that Delete removes while it
+// opens is ErrNotFound: if a Delete of the session holds its lock, it
+// waits ... for that Delete to remove it", and Delete that a writer
+// opening meanwhile "either opens it before Delete starts ... or fails
+// with ErrNotFound". With a second Delete of the same session (two `rm`s,
+// or an rm beside PruneIdle), the second fails with ErrLocked and removes
+// the deletion marker, which is the first Delete's own (delete in
+// session_delete.go: "Its own marker, or a later Delete's": one name for
+// every Delete). A writer opening then finds the lock held and no marker,
+// takes the deleter for a writer and returns ErrLocked, and the session is
+// deleted right after: the writer is told to wait for a writer that does
+// not exist, for a session that is gone.
+func TestOpenBesideTwoDeletesIsErrNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	second := openSessions(t, dir) // the second Delete's process
+	_, err := second.Create(ctx, "s", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, second, "s", 1)
+
+	// The writer's process, which reports when it looked for the marker.
+	looked := make(chan struct{}, 1)
+	wb, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	writer, err := checkpoint.OpenSessionsBackend(&watchHook{Backend: wb, afterStat: func(name string) {
+		if name == ".session.delete" {
+			select {
+			case looked <- struct{}{}:
+			default:
+			}
+		}
+	}}, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer writer.Close()
+
+	var openErr, secondErr error
+	done := make(chan struct{})
+	once := false
+	b, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	first, err := checkpoint.OpenSessionsBackend(&replaceHook{Backend: b, before: func(child, name string) {
+		if name != "session.json" || once {
+			return
+		}
+		once = true
+		// The first Delete holds the session's lock, its tombstone not
+		// written yet.
+		secondErr = second.Delete(ctx, "s")
+		go func() {
+			defer close(done)
+			var st *checkpoint.Store[int]
+			st, openErr = checkpoint.OpenSessionStore[int](writer, "s")
+			if st != nil {
+				st.Close()
+			}
+		}()
+		<-looked
+	}}, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer first.Close()
+
+	require.NoError(t, first.Delete(ctx, "s"))
+	<-done
+	require.True(t, once)
+	require.ErrorIs(t, secondErr, checkpoint.ErrLocked, "the first Delete holds the lock")
+	_, err = second.Get(ctx, "s")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "the session is gone")
+	require.ErrorIs(t, openErr, checkpoint.ErrNotFound, "an opening beside the Delete that removed the session")
+}
