@@ -264,3 +264,31 @@ func TestOpenBesideTwoDeletesIsErrNotFound(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrNotFound, "the session is gone")
 	require.ErrorIs(t, openErr, checkpoint.ErrNotFound, "an opening beside the Delete that removed the session")
 }
+
+// ValidSessionID promises: "The session's session.json records the ID,
+// and every read checks that it maps to the name it was read from: a
+// directory copied there by hand is a damaged session, never another
+// ID's." A mapped session's directory ("user:1") renamed or copied by hand
+// to a name that is its own ID ("foo") is listed, and Get, as the healthy
+// session "foo" holding user:1's Meta and checkpoints: checkID
+// (session_protocol.go) checks nothing under a Legacy name, though the
+// recorded ID "user:1" is no ID an earlier release could have written
+// there (they took Legacy IDs only). Low severity: a hand-made state, but
+// in a root keyed by user or thread ID one user's state is served as
+// another's without an error.
+func TestSessionDirectoryRenamedToAnotherIDIsDamaged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	s, err := r.Create(ctx, "user:1", map[string]string{"owner": "alice"})
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 2)
+	require.NoError(t, os.Rename(s.Dir, filepath.Join(dir, "foo")))
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.ErrorIs(t, list[0].Err, checkpoint.ErrCorrupt, "user:1's session under the name of foo is damaged, not foo's")
+	_, err = r.Get(ctx, "foo")
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+}
