@@ -26,7 +26,7 @@ import (
 func testBackendConcurrentDeletesOfOneID(t *testing.T, w workers) {
 	ctx := context.Background()
 	r1, r2 := w.open(t), w.open(t)
-	for i := range 120 {
+	for i := range 200 {
 		id := fmt.Sprintf("user:1/thread#%d", i)
 		_, err := r1.Create(ctx, id, nil)
 		req.NoError(t, err, "round %d", i)
