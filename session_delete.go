@@ -149,7 +149,7 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 			return false, nil
 		}
 	}
-	if err := r.entomb(ctx, sub, id, version); err != nil {
+	if kept, err := r.entomb(ctx, sub, id, name, version, keep); err != nil || kept {
 		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
 		return false, err
 	}
@@ -164,27 +164,35 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 	return true, r.sweep(ctx, name)
 }
 
-// entomb replaces the session.json of sub, as long as its Version is
-// version, by Delete's tombstone. A SetMeta that replaced it meanwhile
-// makes it read the session again, a few times.
-func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string) error {
+// entomb replaces the session.json of sub (the child store name), as long
+// as its Version is version, by Delete's tombstone. A SetMeta that
+// replaced it meanwhile (SetMeta takes no lock) makes it read the session
+// again, a few times, and, if keep is not nil, ask keep again about the
+// session as it is now: if it stays (pinned or active since), entomb
+// writes nothing and reports kept.
+func (r *Sessions) entomb(ctx context.Context, sub Backend, id, name, version string, keep func(Session) bool) (kept bool, err error) {
 	write, err := encodeSessionMeta(sessionTombstone{ID: id, Abandoned: abandonedDeleted, Time: r.now(time.Time{})})
 	if err != nil {
-		return err
+		return false, err
 	}
 	for attempt := 1; ; attempt++ {
 		_, err := sub.Replace(ctx, sessionFile, version, write)
 		if !errors.Is(err, ErrConflict) || attempt == setMetaAttempts {
-			return err
+			return false, err
 		}
 		_, obj, rerr := readMetaIn(ctx, sub, id)
 		switch {
 		case errors.Is(rerr, ErrCorrupt) && obj.Version == "":
 			version = NoObject
 		case rerr != nil && !errors.Is(rerr, ErrCorrupt):
-			return rerr
+			return false, rerr
 		default:
 			version = obj.Version
+		}
+		if keep != nil {
+			if s, ok := r.describe(ctx, id, name); !ok || keep(s) {
+				return true, nil
+			}
 		}
 	}
 }
