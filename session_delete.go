@@ -120,18 +120,64 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 	case err != nil:
 		return false, err
 	}
+	owned, err := r.mark(ctx, sub)
+	if err == nil {
+		var unlock func() error
+		if unlock, err = sub.Lock(ctx); err == nil {
+			return r.deleteLocked(ctx, sub, id, name, version, keep, owned, unlock)
+		}
+	}
+	// Its own marker only: another Delete's marker (the one that holds
+	// the lock) tells a writer opening meanwhile to wait for it.
+	if owned {
+		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another Delete removed the child while this one wrote in it.
+		err = fmt.Errorf("%w: no session %q (deleted meanwhile): %w", ErrNotFound, id, err)
+	}
+	return false, err
+}
+
+// mark creates Delete's marker in sub, and reports whether it is this
+// Delete's: one that another Delete created and that is not stale (see
+// staleMarker) is left as it is, since that Delete removes it when it is
+// done or fails; this one never removes it.
+func (r *Sessions) mark(ctx context.Context, sub Backend) (owned bool, err error) {
 	mark, err := json.Marshal(sessionClaim{Op: "delete", Token: rand.Text(), Time: r.now(time.Time{})})
 	if err != nil {
 		return false, err
 	}
-	if _, err := sub.Replace(ctx, deleteMarker, "", writeBytes(mark)); err != nil {
+	_, err = sub.Create(ctx, deleteMarker, writeBytes(mark))
+	if !errors.Is(err, ErrExists) {
+		return err == nil, err
+	}
+	o, err := sub.Stat(ctx, deleteMarker)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil // the other Delete is done
+	case err != nil:
+		return false, err
+	case !o.Mode.IsRegular() || !staleMarker(o):
+		return false, nil
+	}
+	// Left by a Delete that a crash interrupted: take it over.
+	if _, err := sub.Replace(ctx, deleteMarker, o.Version, writeBytes(mark)); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return false, nil
+		}
 		return false, err
 	}
-	unlock, err := sub.Lock(ctx)
-	if err != nil {
-		// Its own marker, or a later Delete's that fails the same way.
-		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
-		return false, err
+	return true, nil
+}
+
+// deleteLocked goes on with delete once it holds the session's lock
+// (unlock releases it); owned tells whether the marker is this Delete's.
+func (r *Sessions) deleteLocked(ctx context.Context, sub Backend, id, name, version string, keep func(Session) bool, owned bool, unlock func() error) (bool, error) {
+	unmark := func() {
+		if owned {
+			sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+		}
 	}
 	locked := true
 	release := func() error {
@@ -145,12 +191,12 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 	if keep != nil {
 		s, ok := r.describe(ctx, id, name)
 		if !ok || keep(s) {
-			sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+			unmark()
 			return false, nil
 		}
 	}
 	if kept, err := r.entomb(ctx, sub, id, name, version, keep); err != nil || kept {
-		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+		unmark()
 		return false, err
 	}
 	// Out of sight from here on: what fails below is finished later.
