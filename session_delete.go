@@ -115,7 +115,10 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 		return true, r.finishDelete(ctx, name)
 	case errors.Is(err, ErrCorrupt):
 		if obj.Version == "" {
-			version = NoObject // a damaged session without session.json
+			// A damaged session without session.json, or with one that
+			// is no regular object (a named pipe, a directory): that
+			// one is removed first, under the lock.
+			version = NoObject
 		}
 	case err != nil:
 		return false, err
@@ -193,6 +196,12 @@ func (r *Sessions) deleteLocked(ctx context.Context, sub Backend, id, name, vers
 		if !ok || keep(s) {
 			unmark()
 			return false, nil
+		}
+	}
+	if version == NoObject {
+		if err := removeNotRegular(ctx, sub, sessionFile); err != nil {
+			unmark()
+			return false, err
 		}
 	}
 	if kept, err := r.entomb(ctx, sub, id, name, version, keep); err != nil || kept {
@@ -295,6 +304,24 @@ func (r *Sessions) sweep(ctx context.Context, name string) error {
 	sub.Close() // a directory: release it before it goes
 	r.dropChild(ctx, name)
 	return nil
+}
+
+// removeNotRegular removes name from b if it is there and is no regular
+// object (a named pipe, an empty directory: see Backend.Stat), without
+// opening it: a damaged session.json that Delete replaces by its
+// tombstone, which a conditional Replace cannot match.
+func removeNotRegular(ctx context.Context, b Backend, name string) error {
+	o, err := b.Stat(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case o.Mode.IsRegular():
+		return nil
+	}
+	_, err = b.Remove(ctx, name)
+	return err
 }
 
 // removeObjects removes the objects of b whose names match.
