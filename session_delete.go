@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint/internal/names"
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // PinMeta is the key of Session.Meta that keeps a session from expiring:
@@ -345,9 +346,10 @@ func removeObjects(ctx context.Context, b Backend, match func(string) bool) erro
 }
 
 // deletedIn reports whether the session.json of sub is Delete's tombstone.
+// One that is no regular object (a damaged session) is none.
 func deletedIn(ctx context.Context, sub Backend) (bool, error) {
 	rc, _, err := sub.Open(ctx, sessionFile)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, storage.ErrNotRegular) {
 		return false, nil
 	}
 	if err != nil {
