@@ -176,7 +176,13 @@ func (c *cli) sessionsRm(ctx context.Context, t target, ids []string, dryRun boo
 		err := root.Delete(ctx, id)
 		switch {
 		case errors.Is(err, checkpoint.ErrLocked):
-			locked = lockedError{dir: joinName(t.dir, id), err: err}
+			// The session's own directory (an any-string ID is stored
+			// under a mapped name), never the ID joined to the root.
+			dir := t.dir
+			if s, gerr := root.Get(ctx, id); gerr == nil {
+				dir = s.Dir
+			}
+			locked = lockedError{dir: printable(dir), err: err}
 		case err != nil:
 			errs = append(errs, err)
 		default:
