@@ -73,7 +73,10 @@ const (
 // meanwhile either opens it before Delete starts (and Delete fails with
 // ErrLocked) or fails with ErrNotFound. A missing session is ErrNotFound.
 // A damaged session (one with checkpoints but no valid session.json, which
-// List shows with Err set) is removed as well.
+// List shows with Err set) is removed as well. One whose ID is unknown
+// (List shows it with ID "") is removed by its stored name, the last
+// element of its Dir, given as id when no session has that ID: a healthy
+// session is never removed by its stored name.
 //
 // A session is listed whole until its deletion begins and never again
 // after: its session.json is replaced by a tombstone, atomically, before
@@ -86,7 +89,14 @@ func (r *Sessions) Delete(ctx context.Context, id string) error {
 	if err := r.writable(ctx, id); err != nil {
 		return opError("delete session", r.path(id), err)
 	}
-	_, err := r.delete(ctx, id, r.lookup(ctx, id), nil)
+	gone, err := r.delete(ctx, id, r.lookup(ctx, id), nil)
+	if errors.Is(err, ErrNotFound) && !gone && names.IsMapped(id) {
+		// id may be the stored name of a damaged session whose ID is
+		// unknown, which List shows by its Dir only.
+		if byName, nerr := r.delete(ctx, "", id, func(s Session) bool { return s.Err == nil }); byName {
+			err = nerr
+		}
+	}
 	if err != nil {
 		return opError("delete session", r.path(id), err)
 	}

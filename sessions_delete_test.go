@@ -226,3 +226,27 @@ func TestPruneIdleChecksIdlenessAgainUnderTheLock(t *testing.T) {
 	require.Equal(t, []string{"quiet"}, removed, "busy became active under the lock")
 	require.Equal(t, []string{"busy"}, listedSessionIDs(t, r))
 }
+
+// Delete by a stored name removes a damaged session whose ID is unknown,
+// never a healthy session: its stored name is not its ID.
+func TestDeleteByStoredNameRemovesOnlyADamagedSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	healthy, err := r.Create(ctx, "user:1", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 1)
+	require.ErrorIs(t, r.Delete(ctx, filepath.Base(healthy.Dir)), checkpoint.ErrNotFound)
+	_, err = r.Get(ctx, "user:1")
+	require.NoError(t, err, "a healthy session stays")
+
+	damaged, err := r.Create(ctx, "user:2", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:2", 1)
+	require.NoError(t, os.Remove(filepath.Join(damaged.Dir, "session.json")))
+	require.NoError(t, r.Delete(ctx, filepath.Base(damaged.Dir)))
+	require.NoDirExists(t, damaged.Dir)
+	_, err = r.Get(ctx, "user:1")
+	require.NoError(t, err)
+}
