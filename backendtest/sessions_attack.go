@@ -15,14 +15,9 @@ import (
 // session is ErrNotFound and a held one ErrLocked: the loser fails with
 // one of those (or nil), never otherwise, and the session is gone.
 //
-// Fails today on the directory backend (TestDirectoryBackendPassesTheSessionsSuite):
-// the loser, having read a live session.json, writes its deletion marker
-// (session_delete.go, delete: sub.Replace(deleteMarker)) into the
-// directory the winner has just removed, and returns "publish: renameat
-// ..session.delete.ckpt-tmp-... .session.delete: no such file or
-// directory", which wraps neither ErrNotFound nor ErrLocked (a bad error:
-// `checkpoint sessions rm` run twice, or beside prune, exits failed).
-// Passes on Mem, where a write recreates the prefix.
+// A loser that writes its deletion marker into the directory the winner
+// has just removed gets ErrNotFound (issue 23; it was a raw "no such file
+// or directory" on the directory backend).
 func testBackendConcurrentDeletesOfOneID(t *testing.T, w workers) {
 	ctx := context.Background()
 	r1, r2 := w.open(t), w.open(t)
