@@ -223,3 +223,27 @@ func TestSessionsLsShowsTheLastCheckpointsMetrics(t *testing.T) {
 	got := map[string]map[string]float64{out[0].ID: out[0].LastMetrics, out[1].ID: out[1].LastMetrics}
 	require.Equal(t, map[string]map[string]float64{"run-a": {"loss": 0.125}, "run b": {"loss": 0.5}}, got)
 }
+
+// sessions rm --dry-run of a damaged session listed by its stored name
+// says it would remove it, and removes nothing.
+func TestSessionsRmDryRunOfADamagedSessionByItsStoredName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	s, err := root.Create(context.Background(), "user:8", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](root, "user:8")
+	require.NoError(t, err)
+	_, err = st.Save(context.Background(), 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, root.Close())
+	require.NoError(t, os.Remove(filepath.Join(s.Dir, "session.json")))
+	name := filepath.Base(s.Dir)
+
+	r := runCLI(t, "sessions", "rm", "--dry-run", dir, name)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would remove "+name)
+	require.DirExists(t, s.Dir)
+}
