@@ -600,6 +600,14 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token
 			fresh = true
 			break
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// A Delete of the ID removed the child while the claim was
+			// written in it (a directory): it is done, claim again.
+			if attempt < 3 {
+				continue
+			}
+			return "", false, fmt.Errorf("%w: session %q is being deleted: %w", ErrExists, id, err)
+		}
 		if !errors.Is(err, ErrExists) {
 			return "", false, err
 		}
