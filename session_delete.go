@@ -73,7 +73,10 @@ const (
 // meanwhile either opens it before Delete starts (and Delete fails with
 // ErrLocked) or fails with ErrNotFound. A missing session is ErrNotFound.
 // A damaged session (one with checkpoints but no valid session.json, which
-// List shows with Err set) is removed as well.
+// List shows with Err set) is removed as well. One whose ID is unknown
+// (List shows it with ID "") is removed by its stored name, the last
+// element of its Dir, given as id when no session has that ID: a healthy
+// session is never removed by its stored name.
 //
 // A session is listed whole until its deletion begins and never again
 // after: its session.json is replaced by a tombstone, atomically, before
@@ -86,7 +89,14 @@ func (r *Sessions) Delete(ctx context.Context, id string) error {
 	if err := r.writable(ctx, id); err != nil {
 		return opError("delete session", r.path(id), err)
 	}
-	_, err := r.delete(ctx, id, r.lookup(ctx, id), nil)
+	gone, err := r.delete(ctx, id, r.lookup(ctx, id), nil)
+	if errors.Is(err, ErrNotFound) && !gone && names.IsMapped(id) {
+		// id may be the stored name of a damaged session whose ID is
+		// unknown, which List shows by its Dir only.
+		if byName, nerr := r.delete(ctx, "", id, func(s Session) bool { return s.Err == nil }); byName {
+			err = nerr
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrNotFound) {
 		// The session's directory went while this Delete ran: another
 		// Delete removed it.
@@ -121,23 +131,72 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 		return true, r.finishDelete(ctx, name)
 	case errors.Is(err, ErrCorrupt):
 		if obj.Version == "" {
-			version = NoObject // a damaged session without session.json
+			// A damaged session without session.json, or with one that
+			// is no regular object (a named pipe, a directory): that
+			// one is removed first, under the lock.
+			version = NoObject
 		}
 	case err != nil:
 		return false, err
 	}
+	owned, err := r.mark(ctx, sub)
+	if err == nil {
+		var unlock func() error
+		if unlock, err = sub.Lock(ctx); err == nil {
+			return r.deleteLocked(ctx, sub, id, name, version, keep, owned, unlock)
+		}
+	}
+	// Its own marker only: another Delete's marker (the one that holds
+	// the lock) tells a writer opening meanwhile to wait for it.
+	if owned {
+		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another Delete removed the child while this one wrote in it.
+		err = fmt.Errorf("%w: no session %q (deleted meanwhile): %w", ErrNotFound, id, err)
+	}
+	return false, err
+}
+
+// mark creates Delete's marker in sub, and reports whether it is this
+// Delete's: one that another Delete created and that is not stale (see
+// staleMarker) is left as it is, since that Delete removes it when it is
+// done or fails; this one never removes it.
+func (r *Sessions) mark(ctx context.Context, sub Backend) (owned bool, err error) {
 	mark, err := json.Marshal(sessionClaim{Op: "delete", Token: rand.Text(), Time: r.now(time.Time{})})
 	if err != nil {
 		return false, err
 	}
-	if _, err := sub.Replace(ctx, deleteMarker, "", writeBytes(mark)); err != nil {
+	_, err = sub.Create(ctx, deleteMarker, writeBytes(mark))
+	if !errors.Is(err, ErrExists) {
+		return err == nil, err
+	}
+	o, err := sub.Stat(ctx, deleteMarker)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil // the other Delete is done
+	case err != nil:
+		return false, err
+	case !o.Mode.IsRegular() || !staleMarker(o):
+		return false, nil
+	}
+	// Left by a Delete that a crash interrupted: take it over.
+	if _, err := sub.Replace(ctx, deleteMarker, o.Version, writeBytes(mark)); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return false, nil
+		}
 		return false, err
 	}
-	unlock, err := sub.Lock(ctx)
-	if err != nil {
-		// Its own marker, or a later Delete's that fails the same way.
-		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
-		return false, err
+	return true, nil
+}
+
+// deleteLocked goes on with delete once it holds the session's lock
+// (unlock releases it); owned tells whether the marker is this Delete's.
+func (r *Sessions) deleteLocked(ctx context.Context, sub Backend, id, name, version string, keep func(Session) bool, owned bool, unlock func() error) (bool, error) {
+	unmark := func() {
+		if owned {
+			sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+		}
 	}
 	locked := true
 	release := func() error {
@@ -151,22 +210,18 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 	if keep != nil {
 		s, ok := r.describe(ctx, id, name)
 		if !ok || keep(s) {
-			sub.Remove(context.WithoutCancel(ctx), deleteMarker)
+			unmark()
 			return false, nil
 		}
 	}
-	var doomed func() bool
-	if keep != nil {
-		doomed = func() bool {
-			s, ok := r.describe(ctx, id, name)
-			return ok && !keep(s)
+	if version == NoObject {
+		if err := removeNotRegular(ctx, sub, sessionFile); err != nil {
+			unmark()
+			return false, err
 		}
 	}
-	if err := r.entomb(ctx, sub, id, version, doomed); err != nil {
-		sub.Remove(context.WithoutCancel(ctx), deleteMarker)
-		if errors.Is(err, errKept) {
-			return false, nil
-		}
+	if kept, err := r.entomb(ctx, sub, id, name, version, keep); err != nil || kept {
+		unmark()
 		return false, err
 	}
 	// Out of sight from here on: what fails below is finished later.
@@ -180,41 +235,38 @@ func (r *Sessions) delete(ctx context.Context, id, name string, keep func(Sessio
 	return true, r.sweep(ctx, name)
 }
 
-// entomb replaces the session.json of sub, as long as its Version is
-// version, by Delete's tombstone. A SetMeta that replaced it meanwhile
-// makes it read the session again, a few times; with doomed (PruneIdle's
-// verdict), it first asks doomed again and returns errKept if the session
-// is to stay now (a SetMeta pinned it or made it active).
-func (r *Sessions) entomb(ctx context.Context, sub Backend, id, version string, doomed func() bool) error {
+// entomb replaces the session.json of sub (the child store name), as long
+// as its Version is version, by Delete's tombstone. A SetMeta that
+// replaced it meanwhile (SetMeta takes no lock) makes it read the session
+// again, a few times, and, if keep is not nil, ask keep again about the
+// session as it is now: if it stays (pinned or active since), entomb
+// writes nothing and reports kept.
+func (r *Sessions) entomb(ctx context.Context, sub Backend, id, name, version string, keep func(Session) bool) (kept bool, err error) {
 	write, err := encodeSessionMeta(sessionTombstone{ID: id, Abandoned: abandonedDeleted, Time: r.now(time.Time{})})
 	if err != nil {
-		return err
+		return false, err
 	}
 	for attempt := 1; ; attempt++ {
 		_, err := sub.Replace(ctx, sessionFile, version, write)
 		if !errors.Is(err, ErrConflict) || attempt == setMetaAttempts {
-			return err
-		}
-		// session.json changed since it was judged (a SetMeta that pins
-		// it or makes it active): judge it again before going on.
-		if doomed != nil && !doomed() {
-			return errKept
+			return false, err
 		}
 		_, obj, rerr := readMetaIn(ctx, sub, id)
 		switch {
 		case errors.Is(rerr, ErrCorrupt) && obj.Version == "":
 			version = NoObject
 		case rerr != nil && !errors.Is(rerr, ErrCorrupt):
-			return rerr
+			return false, rerr
 		default:
 			version = obj.Version
 		}
+		if keep != nil {
+			if s, ok := r.describe(ctx, id, name); !ok || keep(s) {
+				return true, nil
+			}
+		}
 	}
 }
-
-// errKept is entomb's answer when a session it was to entomb is kept on a
-// second look (see delete's keep).
-var errKept = errors.New("session kept")
 
 // finishDelete finishes a deletion that a crash or a failure interrupted,
 // in the child store name whose session.json is Delete's tombstone: under
@@ -270,6 +322,24 @@ func (r *Sessions) sweep(ctx context.Context, name string) error {
 	return nil
 }
 
+// removeNotRegular removes name from b if it is there and is no regular
+// object (a named pipe, an empty directory: see Backend.Stat), without
+// opening it: a damaged session.json that Delete replaces by its
+// tombstone, which a conditional Replace cannot match.
+func removeNotRegular(ctx context.Context, b Backend, name string) error {
+	o, err := b.Stat(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case o.Mode.IsRegular():
+		return nil
+	}
+	_, err = b.Remove(ctx, name)
+	return err
+}
+
 // removeObjects removes the objects of b whose names match.
 func removeObjects(ctx context.Context, b Backend, match func(string) bool) error {
 	objs, err := b.List(ctx)
@@ -291,10 +361,11 @@ func removeObjects(ctx context.Context, b Backend, match func(string) bool) erro
 }
 
 // deletedIn reports whether the session.json of sub is Delete's tombstone.
+// One that is no regular object (a damaged session) is none.
 func deletedIn(ctx context.Context, sub Backend) (bool, error) {
 	rc, _, err := sub.Open(ctx, sessionFile)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, storage.ErrNotRegular) {
-		return false, nil // a tombstone is a regular file
+		return false, nil
 	}
 	if err != nil {
 		return false, err

@@ -137,7 +137,7 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 		return sessionMeta{}, obj, fmt.Errorf("%w: no session %q (%s)", ErrNotFound, id, t.Abandoned)
 	}
 	m, err := decodeSessionMeta(bytes.NewReader(data))
-	if err == nil && id != "" && names.SessionName(id) != id {
+	if err == nil && id != "" {
 		err = checkID(m.ID, id, names.SessionName(id))
 	}
 	return m, obj, err
@@ -146,13 +146,18 @@ func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Objec
 // checkID checks that recorded, the ID that the session.json of the child
 // store name records, is the session's, id, or, if id is "" (listing),
 // any ID whose stored name is name. Legacy names are their sessions' IDs
-// (see ValidSessionID): what their session.json records is not checked,
-// as earlier releases did not. Another ID of the same name (a SHA-256
+// (see ValidSessionID): what their session.json records is checked only
+// to be a Legacy ID, or none, as earlier releases took no other and
+// checked nothing (a mapped session's directory renamed to a Legacy name
+// is damaged, never that name's session). Another ID of the same name (a SHA-256
 // collision) is ErrNotFound: id has no session; an ID of another name (a
 // directory copied or renamed by hand) is ErrCorrupt.
 func checkID(recorded, id, name string) error {
 	switch {
 	case !names.IsMapped(name):
+		if recorded != "" && !names.Legacy(recorded) {
+			return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
+		}
 		return nil
 	case names.SessionName(recorded) != name || recorded == "":
 		return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
@@ -594,6 +599,14 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token
 		if err == nil {
 			fresh = true
 			break
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			// A Delete of the ID removed the child while the claim was
+			// written in it (a directory): it is done, claim again.
+			if attempt < 3 {
+				continue
+			}
+			return "", false, fmt.Errorf("%w: session %q is being deleted: %w", ErrExists, id, err)
 		}
 		if !errors.Is(err, ErrExists) {
 			return "", false, err

@@ -335,3 +335,146 @@ func TestPruneIdleSkipsADamagedSessionWhoseSessionJSONIsNotAFile(t *testing.T) {
 		})
 	}
 }
+
+// Delete by a stored name removes a damaged session whose ID is unknown,
+// never a healthy session: its stored name is not its ID.
+func TestDeleteByStoredNameRemovesOnlyADamagedSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	healthy, err := r.Create(ctx, "user:1", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 1)
+	require.ErrorIs(t, r.Delete(ctx, filepath.Base(healthy.Dir)), checkpoint.ErrNotFound)
+	_, err = r.Get(ctx, "user:1")
+	require.NoError(t, err, "a healthy session stays")
+
+	damaged, err := r.Create(ctx, "user:2", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:2", 1)
+	require.NoError(t, os.Remove(filepath.Join(damaged.Dir, "session.json")))
+	require.NoError(t, r.Delete(ctx, filepath.Base(damaged.Dir)))
+	require.NoDirExists(t, damaged.Dir)
+	_, err = r.Get(ctx, "user:1")
+	require.NoError(t, err)
+}
+
+// playSessionSteps saves the steps 1 to n in the session id.
+func playSessionSteps(t *testing.T, r *checkpoint.Sessions, id string, n int64) {
+	t.Helper()
+	st, err := checkpoint.OpenSessionStore[int](r, id)
+	require.NoError(t, err)
+	for i := int64(1); i <= n; i++ {
+		_, err := st.Save(context.Background(), i, int(i))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+}
+
+// Delete removes a damaged session whose session.json is a named pipe or
+// a directory (List shows it with Err set), without opening it.
+func TestDeleteRemovesADamagedSessionWhoseSessionJSONIsNotAFile(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"fifo", "dir"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+			_, err := r.Create(ctx, "user:7", nil)
+			require.NoError(t, err)
+			playSessionSteps(t, r, "user:7", 1)
+			notAFile(t, r, "user:7", kind)
+			require.NoError(t, r.Delete(ctx, "user:7"), "Delete removes a damaged session")
+			require.Empty(t, dirNames(t, dir))
+		})
+	}
+}
+
+// watchHook is a Backend whose child stores call after each Stat.
+type watchHook struct {
+	checkpoint.Backend
+	afterStat func(name string)
+	child     bool
+}
+
+func (b *watchHook) Sub(ctx context.Context, name string, create bool) (checkpoint.Backend, error) {
+	sub, err := b.Backend.Sub(ctx, name, create)
+	if err != nil {
+		return nil, err
+	}
+	return &watchHook{Backend: sub, afterStat: b.afterStat, child: true}, nil
+}
+
+func (b *watchHook) Stat(ctx context.Context, name string) (checkpoint.Object, error) {
+	o, err := b.Backend.Stat(ctx, name)
+	if b.child {
+		b.afterStat(name)
+	}
+	return o, err
+}
+
+// A writer opening a session beside two Deletes of it (two rms, or an rm
+// beside PruneIdle) gets ErrNotFound, as beside one: the Delete that loses
+// the race for the lock leaves the winner's deletion marker, which tells
+// the writer to wait for the outcome rather than take the deleter for a
+// writer (ErrLocked).
+func TestOpenBesideTwoDeletesIsErrNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	second := openSessions(t, dir) // the second Delete's process
+	_, err := second.Create(ctx, "s", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, second, "s", 1)
+
+	// The writer's process, which reports when it looked for the marker.
+	looked := make(chan struct{}, 1)
+	wb, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	writer, err := checkpoint.OpenSessionsBackend(&watchHook{Backend: wb, afterStat: func(name string) {
+		if name == ".session.delete" {
+			select {
+			case looked <- struct{}{}:
+			default:
+			}
+		}
+	}}, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer writer.Close()
+
+	var openErr, secondErr error
+	done := make(chan struct{})
+	once := false
+	b, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	first, err := checkpoint.OpenSessionsBackend(&replaceHook{Backend: b, before: func(child, name string) {
+		if name != "session.json" || once {
+			return
+		}
+		once = true
+		// The first Delete holds the session's lock, its tombstone not
+		// written yet.
+		secondErr = second.Delete(ctx, "s")
+		go func() {
+			defer close(done)
+			var st *checkpoint.Store[int]
+			st, openErr = checkpoint.OpenSessionStore[int](writer, "s")
+			if st != nil {
+				st.Close()
+			}
+		}()
+		<-looked
+	}}, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer first.Close()
+
+	require.NoError(t, first.Delete(ctx, "s"))
+	<-done
+	require.True(t, once)
+	require.ErrorIs(t, secondErr, checkpoint.ErrLocked, "the first Delete holds the lock")
+	_, err = second.Get(ctx, "s")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "the session is gone")
+	require.ErrorIs(t, openErr, checkpoint.ErrNotFound, "an opening beside the Delete that removed the session")
+}

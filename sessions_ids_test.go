@@ -109,3 +109,23 @@ func TestRootsOfEarlierReleasesKeepTheirNames(t *testing.T) {
 	require.Equal(t, "004", n.ID)
 	require.Equal(t, []string{"001", "002", "003", "004", checkpoint.SessionName("thread #1")}, dirNames(t, dir))
 }
+
+// A mapped session's directory renamed by hand to a name that is itself
+// an ID ("foo") is a damaged session, never foo's: its session.json
+// records user:1, which no earlier release could have stored there.
+func TestSessionDirectoryRenamedToAnotherIDIsDamaged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	s, err := r.Create(ctx, "user:1", map[string]string{"owner": "alice"})
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 2)
+	require.NoError(t, os.Rename(s.Dir, filepath.Join(dir, "foo")))
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.ErrorIs(t, list[0].Err, checkpoint.ErrCorrupt, "user:1's session under the name of foo is damaged, not foo's")
+	_, err = r.Get(ctx, "foo")
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+}

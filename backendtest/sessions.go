@@ -67,6 +67,7 @@ func RunSessions(t *testing.T, newBackend func(t *testing.T) checkpoint.Backend)
 		{"InterruptedDeleteIsHiddenAndFinishedLater", testBackendInterruptedDeleteIsHiddenAndFinished},
 		{"DeleteRemovesDamagedSessionPruneIdleNever", testBackendDeleteDamagedSession},
 		{"PruneIdleSkipsHeldAndPinnedSessions", testBackendPruneIdleSkipsHeldAndPinned},
+		{"CreateRacingDeleteOfTheSameID", testBackendCreateRacingDeleteOfTheSameID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

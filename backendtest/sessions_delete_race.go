@@ -44,3 +44,49 @@ func testBackendConcurrentDeletesOfOneID(t *testing.T, w workers) {
 		req.NoError(t, r2.Delete(ctx, id), "round %d", i)
 	}
 }
+
+// testBackendCreateRacingDeleteOfTheSameID runs Delete of a session and
+// Create of the same ID at once, from two workers, many times. Create
+// either fails with ErrExists (the deletion was under way) or returns the
+// new session, which stays: Get finds it and a writer opens it. No other
+// error: Create's failures are ErrExists, ErrInvalid.
+func testBackendCreateRacingDeleteOfTheSameID(t *testing.T, w workers) {
+	ctx := context.Background()
+	r1, r2 := w.open(t), w.open(t)
+	outcomes := map[string]int{}
+	for i := range 60 {
+		id := fmt.Sprintf("run %d", i)
+		_, err := r1.Create(ctx, id, nil)
+		req.NoError(t, err, "round %d", i)
+		playSession(t, r1, id, 2)
+		var wg sync.WaitGroup
+		var delErr, createErr error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() { defer wg.Done(); <-start; delErr = r1.Delete(ctx, id) }()
+		go func() { defer wg.Done(); <-start; _, createErr = r2.Create(ctx, id, map[string]string{"new": "yes"}) }()
+		close(start)
+		wg.Wait()
+		req.NoError(t, delErr, "round %d", i)
+		switch {
+		case createErr == nil:
+			s, err := r1.Get(ctx, id)
+			req.NoError(t, err, "round %d: the session Create returned stays", i)
+			req.Equal(t, "yes", s.Meta["new"], "round %d", i)
+			req.Equal(t, 0, s.Checkpoints, "round %d: nothing of the deleted session", i)
+			playSession(t, r2, id, 1)
+			req.NoError(t, r2.Delete(ctx, id), "round %d", i)
+			outcomes["created"]++
+		case errors.Is(createErr, checkpoint.ErrExists):
+			_, err := r1.Get(ctx, id)
+			req.ErrorIs(t, err, checkpoint.ErrNotFound, "round %d", i)
+			_, err = r2.Create(ctx, id, nil)
+			req.NoError(t, err, "round %d: once Delete returned nil the ID is free", i)
+			req.NoError(t, r2.Delete(ctx, id), "round %d", i)
+			outcomes["exists"]++
+		default:
+			t.Fatalf("round %d: Create beside a Delete failed with neither ErrExists nor success: %v", i, createErr)
+		}
+	}
+	t.Logf("outcomes: %v", outcomes)
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,6 +167,9 @@ func (c *cli) sessionsRm(ctx context.Context, t target, ids []string, dryRun boo
 	for _, id := range ids {
 		if dryRun {
 			s, err := root.Get(ctx, id)
+			if errors.Is(err, checkpoint.ErrNotFound) {
+				s, err = damagedByName(ctx, root, id, err)
+			}
 			if err != nil && !errors.Is(err, checkpoint.ErrCorrupt) {
 				errs = append(errs, err)
 				continue
@@ -199,6 +204,21 @@ func (c *cli) sessionsRm(ctx context.Context, t target, ids []string, dryRun boo
 		return errors.Join(errs...)
 	}
 	return locked
+}
+
+// damagedByName returns the damaged session of unknown ID that ls lists
+// by its stored name, name, which Delete removes by that name; or notFound.
+func damagedByName(ctx context.Context, root *checkpoint.Sessions, name string, notFound error) (checkpoint.Session, error) {
+	list, err := root.List(ctx)
+	if err != nil {
+		return checkpoint.Session{}, notFound
+	}
+	for _, s := range list {
+		if s.ID == "" && s.Err != nil && path.Base(filepath.ToSlash(s.Dir)) == name {
+			return s, s.Err
+		}
+	}
+	return checkpoint.Session{}, notFound
 }
 
 // sessionSummary describes a session for rm and prune.

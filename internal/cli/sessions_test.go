@@ -245,3 +245,55 @@ func TestSessionsRmOfAHeldAnyStringIDNamesItsDirectoryOnOneLine(t *testing.T) {
 		require.NoError(t, root.Close())
 	}
 }
+
+// sessions rm --dry-run of a damaged session listed by its stored name
+// says it would remove it, and removes nothing.
+func TestSessionsRmDryRunOfADamagedSessionByItsStoredName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	s, err := root.Create(context.Background(), "user:8", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](root, "user:8")
+	require.NoError(t, err)
+	_, err = st.Save(context.Background(), 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, root.Close())
+	require.NoError(t, os.Remove(filepath.Join(s.Dir, "session.json")))
+	name := filepath.Base(s.Dir)
+
+	r := runCLI(t, "sessions", "rm", "--dry-run", dir, name)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would remove "+name)
+	require.DirExists(t, s.Dir)
+}
+
+// sessions rm takes a damaged session of an any-string ID, which
+// sessions ls lists by its stored name "(user_7-<hash>)" since its
+// session.json is gone and its ID unknown: the name ls shows removes it.
+func TestSessionsRmRemovesADamagedSessionListedByItsDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	s, err := root.Create(context.Background(), "user:7", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[int](root, "user:7")
+	require.NoError(t, err)
+	_, err = st.Save(context.Background(), 1, 1)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, root.Close())
+	require.NoError(t, os.Remove(filepath.Join(s.Dir, "session.json")))
+	name := filepath.Base(s.Dir)
+
+	r := runCLI(t, "sessions", "ls", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "("+name+")", "listed by its directory's name")
+
+	r = runCLI(t, "sessions", "rm", dir, name)
+	require.Equal(t, 0, r.code, "the damaged session the listing shows can be removed: %s", r.stderr)
+	require.NoDirExists(t, s.Dir)
+}
