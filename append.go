@@ -74,6 +74,7 @@ func (s *Store[T]) Append(ctx context.Context, state T, opts ...SaveOption) (Inf
 // appendQueued queues j, an Append's job, at the next step (see
 // enqueueAt).
 func (s *Store[T]) appendQueued(ctx context.Context, j *saveJob) (Info, error) {
+	j.op = "async " + j.op // once: enqueueAt may be called again
 	for {
 		if err := s.learnNewest(ctx); err != nil {
 			s.codec.PutBuffer(j.state)

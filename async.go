@@ -153,19 +153,19 @@ func asyncFailure(errs []error, more int) error {
 // Save last returned their failures, it queues j all the same and returns
 // the Info together with those failures (see asyncFailure).
 func (s *Store[T]) enqueue(ctx context.Context, j *saveJob) (Info, error) {
+	j.op = "async " + j.op
 	info, err, _ := s.enqueueAt(ctx, j, nil)
 	return info, err
 }
 
 // enqueueAt is enqueue for a job whose step pick chooses, if pick is not
-// nil: it runs under the queue's lock, once there is room, so that the
+// nil (j.op says "async" already): it runs under the queue's lock, once there is room, so that the
 // step it takes is in queue order. If pick reports false, nothing is
 // queued and enqueueAt reports false: the caller finds out what pick needs
 // and calls again. Whatever j's step, it is counted for Append (see
 // appendCounter).
 func (s *Store[T]) enqueueAt(ctx context.Context, j *saveJob, pick func() (int64, bool, error)) (Info, error, bool) {
 	q := s.async
-	j.op = "async " + j.op
 	// The caller's cancellation must not stop a save it was told is queued.
 	j.ctx = context.WithoutCancel(ctx)
 	name := s.cfg.layout.format(j.fn)

@@ -73,7 +73,9 @@ const (
 // meanwhile either opens it before Delete starts (and Delete fails with
 // ErrLocked) or fails with ErrNotFound. A missing session is ErrNotFound.
 // A damaged session (one with checkpoints but no valid session.json, which
-// List shows with Err set) is removed as well. One whose ID is unknown
+// List shows with Err set) is removed as well, unless its session.json is
+// a directory that holds files, made by hand, whose files Delete leaves
+// alone (an error wrapping ErrCorrupt that names it). One whose ID is unknown
 // (List shows it with ID "") is removed by its stored name, the last
 // element of its Dir, given as id when no session has that ID: a healthy
 // session is never removed by its stored name.
@@ -336,7 +338,11 @@ func removeNotRegular(ctx context.Context, b Backend, name string) error {
 	case o.Mode.IsRegular():
 		return nil
 	}
-	_, err = b.Remove(ctx, name)
+	if _, err = b.Remove(ctx, name); err != nil && o.Mode.IsDir() {
+		// A directory that holds files: made by hand, and never removed
+		// with them (Delete removes only what a store could have written).
+		return fmt.Errorf("%w: %s is a directory that is not empty; remove it by hand: %w", ErrCorrupt, b.Locate(name), err)
+	}
 	return err
 }
 

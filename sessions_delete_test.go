@@ -392,6 +392,31 @@ func TestDeleteRemovesADamagedSessionWhoseSessionJSONIsNotAFile(t *testing.T) {
 	}
 }
 
+// A session.json that is a directory holding files was made by hand:
+// Delete leaves the session, and what the directory holds, and says so
+// with an error wrapping ErrCorrupt that names it.
+func TestDeleteLeavesASessionJSONDirectoryThatHoldsFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	s, err := r.Create(ctx, "user:7", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:7", 1)
+	notAFile(t, r, "user:7", "dir")
+	kept := filepath.Join(s.Dir, "session.json", "notes.txt")
+	require.NoError(t, os.WriteFile(kept, []byte("mine"), 0o644))
+	err = r.Delete(ctx, "user:7")
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.ErrorContains(t, err, "session.json is a directory that is not empty")
+	require.FileExists(t, kept)
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1, "still listed, as damaged")
+	require.ErrorIs(t, list[0].Err, checkpoint.ErrCorrupt)
+	require.Equal(t, 1, list[0].Checkpoints, "its checkpoints stay")
+}
+
 // watchHook is a Backend whose child stores call after each Stat.
 type watchHook struct {
 	checkpoint.Backend
