@@ -86,7 +86,10 @@ const (
 // that point, what it left is out of sight and cannot be reused by Create
 // (which fails with ErrExists meanwhile); the next Delete of the same ID
 // removes it and returns nil, and so do RemoveStaging and PruneIdle. Once
-// Delete returns nil the ID is free to Create again.
+// Delete returns nil the ID is free to Create again. Since the tombstone
+// is written before anything is removed, Delete cannot free a disk that is
+// full to the last byte: it fails with the file system's error and the
+// session stays whole.
 func (r *Sessions) Delete(ctx context.Context, id string) error {
 	if err := r.writable(ctx, id); err != nil {
 		return opError("delete session", r.path(id), err)
