@@ -876,7 +876,13 @@ func (r *Sessions) abandon(ctx context.Context, name string) (bool, error) {
 			return false, err
 		}
 		sub.Close() // finishDeleted opens it again, and a directory must be released before it goes
-		return r.finishDeleted(ctx, id)
+		done, err := r.finishDeleted(ctx, id)
+		if errors.Is(err, ErrLocked) {
+			// A Delete still running (or a writer checking the
+			// tombstone) holds it: nothing interrupted to finish.
+			return false, nil
+		}
+		return done, err
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)
