@@ -75,9 +75,9 @@ const (
 // A damaged session (one with checkpoints but no valid session.json, which
 // List shows with Err set) is removed as well, unless its session.json is
 // a directory that holds files, made by hand, whose files Delete leaves
-// alone (an error wrapping ErrCorrupt that names it). So is a session
-// that holds any other directory (which no store writes, such as a user's
-// logs): Delete refuses it before it changes anything. One whose ID is unknown
+// alone (an error wrapping ErrCorrupt that names it). A session that
+// holds any other directory (which no store writes, such as a user's
+// logs) is refused the same way, before anything changes. One whose ID is unknown
 // (List shows it with ID "") is removed by its stored name, the last
 // element of its Dir, given as id when no session has that ID: a healthy
 // session is never removed by its stored name.
