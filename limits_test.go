@@ -603,3 +603,32 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// A session's Meta past what a reader of session.json takes (1 MiB) is
+// refused by SetMeta and Create with ErrInvalid, as a store's meta past
+// its bound is: the session stays as it was, and nothing is created.
+func TestHugeSessionMetaIsInvalidAndDamagesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir())
+	_, err := r.Create(ctx, "user:1", map[string]string{"turn": "1"})
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 1)
+	huge := map[string]string{"notes": strings.Repeat("x", 1<<20)}
+
+	err = r.SetMeta(ctx, "user:1", huge)
+	s, gerr := r.Get(ctx, "user:1")
+	require.NoError(t, gerr, "SetMeta (which returned %v) damaged the session", err)
+	require.Equal(t, map[string]string{"turn": "1"}, s.Meta, "the session's meta is unchanged")
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	st, err := checkpoint.OpenSessionStore[int](r, "user:1")
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	_, err = r.Create(ctx, "big", huge)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid, "Create with meta no reader takes")
+	_, err = r.Get(ctx, "big")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "nothing created")
+	_, err = r.Create(ctx, "big", nil)
+	require.NoError(t, err, "the ID is free")
+}

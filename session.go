@@ -313,7 +313,9 @@ func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string
 // session removed meanwhile is not brought back: that is ErrNotFound.
 // SetMeta also removes the temporary files of session.json that an
 // interrupted SetMeta left, once they are a minute old (a SetMeta under
-// way, in any process, has a younger one).
+// way, in any process, has a younger one). Metadata that would make
+// session.json larger than 1 MiB, more than a reader takes, is refused
+// with ErrInvalid (so is it by Create and Fork), and nothing changes.
 func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]string) error {
 	fail := func(err error) error { return opError("set session meta", r.path(id), err) }
 	if err := r.writable(ctx, id); err != nil {

@@ -220,6 +220,10 @@ func encodeSessionMeta(m any) (func(io.Writer) error, error) {
 		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
 	}
 	data = append(data, '\n')
+	if len(data) > maxSessionFileSize {
+		// No reader would take it: the session would read as damaged.
+		return nil, fmt.Errorf("%w: %s would be %d bytes, more than the %d a reader takes: the metadata is too large", ErrInvalid, sessionFile, len(data), maxSessionFileSize)
+	}
 	return func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
