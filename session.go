@@ -478,8 +478,11 @@ func openLiveSession[T any](ctx context.Context, r *Sessions, id string, all []O
 		}
 		// The lock is held: by a writer, or by a Delete that is about to
 		// hide the session.
-		_, _, merr := readMetaIn(ctx, view, id)
+		// The marker first: a Delete holding the lock removes its marker
+		// only after its tombstone, so if the marker is gone the session
+		// read next is gone too.
 		mark, serr := view.Stat(ctx, deleteMarker)
+		_, _, merr := readMetaIn(ctx, view, id)
 		view.Close()
 		if errors.Is(merr, ErrNotFound) {
 			return nil, opError("open session", r.path(id), merr)
