@@ -225,6 +225,9 @@ func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header
 			if err := check(h); err != nil {
 				return err
 			}
+			if IsPayload(h.Format) {
+				return errNotState
+			}
 			return sc.Decode(h.Schema, state, v)
 		})
 	}
@@ -239,6 +242,26 @@ func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header
 		return h, corruptIO(err)
 	}
 	rest := io.MultiReader(bytes.NewReader(pre[:n]), st.r)
+	if string(pre[:n]) == PayloadPrefix {
+		// A byte payload, verified as it streams whatever its size: no
+		// state to decode, but a good file is no damage either.
+		got, data, keyEnd, long, err := readHeader(rest, make([]byte, 0, headerBufSize))
+		if err != nil || long || !IsPayload(got.Format) {
+			// The buffered read decides what that means.
+			err := buffered(io.MultiReader(bytes.NewReader(data), rest), st)
+			st.release()
+			return h, err
+		}
+		p := newPayloadReader(stream{r: rest, release: st.release}, data, keyEnd, c.MaxRead)
+		defer p.Close()
+		if _, err := p.VerifyPayload(); err != nil {
+			return got, err
+		}
+		if err := check(got); err != nil {
+			return got, err
+		}
+		return got, errNotState
+	}
 	if c.noStream.Load() || !c.Streams(reflect.TypeOf(v).Elem()) || string(pre[:n]) != StreamPrefix || st.comp == CompressNone && st.hint > c.MaxRead {
 		err := buffered(rest, st)
 		st.release()
@@ -288,6 +311,11 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 	h, head, keyEnd, long, herr := readHeader(cr, hb.AvailableBuffer())
 	if cr.err != nil {
 		herr = cr.err // drain reports it
+	}
+	if herr == nil && !long && IsPayload(h.Format) {
+		// A byte payload that begins as a state does (a format key
+		// given twice): the buffered read decides what it is.
+		return h, false, errStreamUnsure
 	}
 	if herr == nil && !long && h.Format != TrailerV2.format {
 		herr = Damaged("format %d with the checksum of format %d (%s)", h.Format, TrailerV2.format, TrailerV2.name())
@@ -354,6 +382,10 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 	}
 	return h, false, nil
 }
+
+// errNotState is the error of a load of a state from a byte payload that
+// verified.
+var errNotState = fmt.Errorf("%w: a byte payload, not a JSON state", ErrPayloadMismatch)
 
 // trailerFollows reads the rest of the envelope after the state, and
 // reports whether it is the checksum member and the object's end, then
