@@ -141,6 +141,17 @@ type Info struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Error is set on KindError checkpoints: what went wrong.
 	Error *ErrorRecord `json:"error,omitempty"`
+	// Payload says what the checkpoint holds, as its header tells:
+	// PayloadJSON (a state: Save, Load) or PayloadBytes (opaque bytes:
+	// SaveFrom, OpenPayload); "" when the header could not be read
+	// (Format 0).
+	Payload Payload `json:"payload,omitempty"`
+	// PayloadSize is the size in bytes of a byte payload, before
+	// compression, where it is known without reading the payload: set by
+	// SaveFrom and AppendFrom, and by OpenPayload and LatestPayload for a
+	// plain file; -1 otherwise (List, or a compressed file: its size shows
+	// only at its end). 0 for a JSON state.
+	PayloadSize int64 `json:"payload_size,omitempty"`
 }
 
 // Name returns the checkpoint's file name within its store's directory.

@@ -143,7 +143,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	}
 	v, info, skipped, err := func() (T, Info, []error, error) {
 		defer s.ops.Done() // as in load
-		return s.latestLocked(ctx, op, want)
+		return latestWalk(s, ctx, op, want, s.loadEntry)
 	}()
 	for _, e := range skipped {
 		s.failed(e)
@@ -154,10 +154,11 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	return v, info, nil
 }
 
-// latestLocked walks the checkpoints newest first and returns the first that
-// loads, with the failures it passed.
-func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
-	var zero T
+// latestWalk walks the checkpoints of s newest first and returns the first
+// that load loads, with the failures it passed: Latest's walk, for a state
+// (loadEntry) or a byte payload (LatestPayload).
+func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error)) (R, Info, []error, error) {
+	var zero R
 	ns, dropped, err := s.names(ctx, want)
 	if err != nil {
 		return zero, Info{}, nil, opError(op, s.dir, err)
@@ -206,7 +207,7 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			tried++
 			// Not exact: a rolling file that moved on to a newer step
 			// since the scan is still the newest checkpoint.
-			v, info, err := s.loadEntry(ctx, op, group[i], false)
+			v, info, err := load(ctx, op, group[i], false)
 			if err == nil {
 				return v, info, skipped, nil
 			}
@@ -216,7 +217,7 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			if errors.Is(err, ErrNotFound) {
 				continue // removed since the scan
 			}
-			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) {
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) {
 				// Not damage, and resuming from an older step would
 				// fork the history silently.
 				return zero, Info{}, skipped, err
@@ -353,31 +354,13 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	open := func() (io.ReadCloser, Object, error) {
-		f, o, err := s.b.Open(ctx, e.name)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		case errors.Is(err, storage.ErrNotRegular):
-			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-		}
-		return f, o, err
-	}
+	open := func() (io.ReadCloser, Object, error) { return s.openObject(ctx, e.name) }
 	f, o, err := open()
 	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
-	check := func(h header) error {
-		if err := e.fn.agrees(h); err != nil {
-			return err
-		}
-		known := e.hErr == nil && !e.h.Time.IsZero()
-		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
-			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
-		}
-		return nil
-	}
+	check := s.checkEntry(e, exact)
 	// Where a streamed read cannot conclude, the file is read again: that
 	// read's object is the one loaded.
 	reopen := func() (io.ReadCloser, int64, error) {
@@ -395,4 +378,34 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	s.cache(o, h)
 	s.observe(h.Time)
 	return v, s.info(e.name, e.fn, o.Size, h), nil
+}
+
+// openObject opens the checkpoint file name for a load: a missing one is
+// ErrNotFound, something there that is not a regular file ErrCorrupt.
+func (s *Store[T]) openObject(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	f, o, err := s.b.Open(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, storage.ErrNotRegular):
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return f, o, err
+}
+
+// checkEntry returns the check of the header of e's file that a load
+// makes: it agrees with the name, and with exact, a rolling file still
+// holds the step (and, if known, the save time) e says (otherwise
+// ErrNotFound).
+func (s *Store[T]) checkEntry(e entry, exact bool) func(header) error {
+	return func(h header) error {
+		if err := e.fn.agrees(h); err != nil {
+			return err
+		}
+		known := e.hErr == nil && !e.h.Time.IsZero()
+		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
+			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
+		}
+		return nil
+	}
 }

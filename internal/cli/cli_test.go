@@ -133,7 +133,7 @@ func TestLsJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
 	want := checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Location: filepath.Join("testdata", "game", "turn_003.json.gz"),
-		Size: 290, Compression: "gzip", Format: 1}
+		Size: 290, Compression: "gzip", Format: 1, Payload: checkpoint.PayloadJSON}
 	//lint:ignore SA1019 the JSON keeps "path" for the tools that read it
 	want.Path = want.Location
 	require.Equal(t, want, infos[2])
