@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint/internal/format"
 )
@@ -149,6 +150,40 @@ func (s *Store[T]) OpenPayload(ctx context.Context, step int64) (io.ReadCloser, 
 	}
 	s.loaded(info)
 	return r, info, nil
+}
+
+// OpenPayloadExact opens exactly the byte payload that info describes, as
+// returned by List, SaveFrom or LatestPayload, as LoadExact loads a state:
+// use it to reach a checkpoint that OpenPayload does not return because its
+// step has a newer one. If the file no longer holds that checkpoint, the
+// result is ErrNotFound; info's file must be a checkpoint name of the
+// store's layout (else ErrInvalid). The reader is OpenPayload's.
+func (s *Store[T]) OpenPayloadExact(ctx context.Context, info Info) (io.ReadCloser, Info, error) {
+	const op = "open payload"
+	if err := checkStep(info.Step); err != nil {
+		return nil, Info{}, s.failed(stepError(op, info.Step, s.dir, err))
+	}
+	name := info.Name()
+	fn, ok := s.cfg.layout.parse(name)
+	if !ok {
+		return nil, Info{}, s.failed(stepError(op, info.Step, info.Location, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name)))
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, Info{}, s.failed(stepError(op, info.Step, s.dir, err))
+	}
+	r, got, err := func() (*payloadReader, Info, error) {
+		defer s.ops.Done()
+		e := entry{name: name, fn: fn, h: header{Step: info.Step, Time: info.Time}}
+		if info.Format == 0 {
+			e.h.Time = time.Time{} // a modification time, not a save time
+		}
+		return s.openPayloadEntry(ctx, op, e, true)
+	}()
+	if err != nil {
+		return nil, Info{}, s.failed(err)
+	}
+	s.loaded(got)
+	return r, got, nil
 }
 
 // LatestPayload returns a reader of the byte payload of the newest

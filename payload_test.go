@@ -243,6 +243,18 @@ func TestLatestPayloadFallsBackPastDamage(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, int64(3), ce.Step)
 
+	// OpenPayloadExact reaches a payload by its Info.
+	r, info, err = s.OpenPayloadExact(ctx, list[0])
+	require.NoError(t, err)
+	require.Equal(t, list[0].Time, info.Time)
+	b, err = readPayload(t, r)
+	require.NoError(t, err)
+	require.Equal(t, payloadBytes(1, 100<<10), b)
+	gone := list[0]
+	gone.Time = gone.Time.Add(1)
+	_, _, err = s.OpenPayloadExact(ctx, gone)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+
 	// A JSON state newer than every payload stops the walk.
 	_, err = s.Save(ctx, 4, 4)
 	require.NoError(t, err)
