@@ -355,3 +355,53 @@ func verifyLikeTheREADME(t *testing.T, data []byte) {
 }
 
 func crc32c(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+
+// TestSaveFromMovesADamagedPayloadAside proves that a save of a step whose
+// payload is provably damaged moves it aside (as Save does for a damaged
+// state), and that a good payload in the way is ErrExists, untouched.
+func TestSaveFromMovesADamagedPayloadAside(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[[]byte](t, dir, checkpoint.Zstd())
+	info, err := s.SaveFrom(ctx, 5, writeAll(payloadBytes(5, 50<<10)))
+	require.NoError(t, err)
+	good := mustRead(t, info.Location)
+	_, err = s.SaveFrom(ctx, 5, writeAll([]byte("again")))
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	requireUntouched(t, info.Location, good)
+
+	bad := bytes.Clone(good)
+	bad[len(bad)/2] ^= 0x10
+	require.NoError(t, os.WriteFile(info.Location, bad, 0o644))
+	_, err = s.SaveFrom(ctx, 5, writeAll([]byte("again")))
+	require.NoError(t, err)
+	require.Equal(t, bad, mustRead(t, info.Location+".corrupt"))
+	r, _, err := s.OpenPayload(ctx, 5)
+	require.NoError(t, err)
+	b, err := readPayload(t, r)
+	require.NoError(t, err)
+	require.Equal(t, []byte("again"), b)
+}
+
+// TestSaveFromWithAsyncPublishesTheQueueFirst proves that SaveFrom on an
+// Async store is synchronous and publishes the saves queued before it
+// first, so that writes take effect in order.
+func TestSaveFromWithAsyncPublishesTheQueueFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[[]byte](t, t.TempDir(), checkpoint.Async(8))
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, []byte{byte(step)})
+		require.NoError(t, err)
+	}
+	info, err := s.SaveFrom(ctx, 4, writeAll([]byte("payload")))
+	require.NoError(t, err)
+	require.Positive(t, info.Size, "published when SaveFrom returns")
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3, 4}, steps(list))
+	info, err = s.AppendFrom(ctx, writeAll([]byte("next")))
+	require.NoError(t, err)
+	require.Equal(t, int64(5), info.Step)
+}
