@@ -281,20 +281,23 @@ func TestSaveFromIsRetained(t *testing.T) {
 	require.Equal(t, []int64{3, 4}, steps(list))
 }
 
-// TestSaveFromOnAMemBackendSurvivesPowerCuts proves a payload save on
-// backendtest.Mem, cut at each of its calls: what the cut leaves holds the
-// payloads whose saves returned, whole, and no other checkpoint that does
-// not verify.
+// TestSaveFromOnAMemBackendSurvivesPowerCuts proves payload saves with a
+// retention rule on backendtest.Mem (object storage and a local
+// directory), cut at each of their calls: every crash image (what was made
+// durable, all that reached the storage, a random half of the rest) holds
+// the newest two payloads whose saves returned, whole, and every
+// checkpoint it lists verifies with the bytes its save wrote.
 func TestSaveFromOnAMemBackendSurvivesPowerCuts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	payloads := [][]byte{payloadBytes(1, 3000), payloadBytes(2, 70<<10), nil}
+	payloads := [][]byte{payloadBytes(1, 3000), payloadBytes(2, 70<<10), nil, payloadBytes(4, 10)}
+	opts := []checkpoint.Option{checkpoint.Gzip(), checkpoint.KeepLast(2)}
 	run := func(m *backendtest.Mem) (saved int, err error) {
 		b, err := m.Open()
 		if err != nil {
 			return 0, err
 		}
-		s, err := checkpoint.OpenBackend[[]byte](b, checkpoint.Gzip())
+		s, err := checkpoint.OpenBackend[[]byte](b, opts...)
 		if err != nil {
 			return 0, err
 		}
@@ -308,35 +311,41 @@ func TestSaveFromOnAMemBackendSurvivesPowerCuts(t *testing.T) {
 		return saved, nil
 	}
 	for _, local := range []bool{false, true} {
-		var opts []backendtest.MemOption
+		var memOpts []backendtest.MemOption
 		if local {
-			opts = append(opts, backendtest.MemLocal())
+			memOpts = append(memOpts, backendtest.MemLocal())
 		}
-		m := backendtest.NewMem(opts...)
+		m := backendtest.NewMem(memOpts...)
 		_, err := run(m)
 		require.NoError(t, err)
 		n := m.Ops()
+		require.Positive(t, n)
 		for cut := 1; cut <= n+1; cut++ {
-			m := backendtest.NewMem(opts...)
+			m := backendtest.NewMem(memOpts...)
 			m.CutPowerAt(cut)
 			saved, err := run(m)
 			require.True(t, err == nil || m.PowerCut(), "cut %d: %v", cut, err)
-			for _, keep := range []int{0, 100} {
-				clone := m.CrashClone(backendtest.CrashCloneConfig{UnsyncedPercent: keep})
-				b, err := clone.Open()
+			images := []backendtest.CrashCloneConfig{{UnsyncedPercent: 0}, {UnsyncedPercent: 100}, {UnsyncedPercent: 50, Rand: rand.New(rand.NewPCG(uint64(cut), 3))}}
+			for _, cfg := range images {
+				where := fmt.Sprintf("cut %d of %d (local %v, %d%% of unsynced kept)", cut, n, local, cfg.UnsyncedPercent)
+				b, err := m.CrashClone(cfg).Open()
 				require.NoError(t, err)
-				s, err := checkpoint.OpenBackend[[]byte](b)
-				require.NoError(t, err)
-				for i, p := range payloads {
-					r, _, err := s.OpenPayload(ctx, int64(i+1))
-					if errors.Is(err, checkpoint.ErrNotFound) {
-						require.GreaterOrEqual(t, i, saved, "cut %d (local %v, keep %d): step %d was saved and is gone", cut, local, keep, i+1)
-						continue
-					}
-					require.NoError(t, err, "cut %d: step %d", cut, i+1)
+				s, err := checkpoint.OpenBackend[[]byte](b, opts...)
+				require.NoError(t, err, where)
+				list, err := s.List(ctx)
+				require.NoError(t, err, where)
+				listed := map[int64]bool{}
+				for _, info := range list {
+					listed[info.Step] = true
+					require.Equal(t, checkpoint.PayloadBytes, info.Payload, where)
+					r, _, err := s.OpenPayloadExact(ctx, info)
+					require.NoError(t, err, where)
 					got, err := readPayload(t, r)
-					require.NoError(t, err, "cut %d: step %d does not verify", cut, i+1)
-					require.True(t, bytes.Equal(p, got), "cut %d: step %d holds other bytes", cut, i+1)
+					require.NoError(t, err, "%s: step %d does not verify", where, info.Step)
+					require.True(t, bytes.Equal(payloads[info.Step-1], got), "%s: step %d holds other bytes", where, info.Step)
+				}
+				for step := max(saved-1, 1); step <= saved; step++ {
+					require.True(t, listed[int64(step)], "%s: the save of step %d returned, and it is gone", where, step)
 				}
 				s.Close()
 			}
