@@ -56,6 +56,13 @@
 // a state saved by an earlier release in memory, and refuses one saved by a
 // newer release.
 //
+// A host that hands over bytes instead of a Go type (a raft snapshot, gob
+// a framework encoded) saves them with [Store.SaveFrom], streamed from an
+// [io.Writer] and stored as they are, and reads them back with
+// [Store.OpenPayload] or [Store.LatestPayload], an [io.ReadCloser] that
+// verifies the checksum as it streams: a byte payload has every promise of
+// a state's checkpoint, in a memory independent of its size.
+//
 // Every exported method is safe for concurrent use by multiple goroutines.
 // Errors name the operation, the step and the file, and wrap one of the
 // package's sentinel errors ([ErrNotFound], [ErrCorrupt], ...) so that
