@@ -23,7 +23,9 @@ import (
 // that fails verification reaches T's UnmarshalJSON or UnmarshalText
 // methods or a migration; a panic in them is recovered and fails the load
 // as a decode failure does (ErrCorrupt, or ErrMigration after a
-// migration), the error wrapping the panic's value.
+// migration), the error wrapping the panic's value. A byte payload
+// (SaveFrom) is read to its end and verified, and is then an error
+// wrapping ErrPayloadMismatch: OpenPayload reads it.
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
@@ -117,7 +119,9 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // the first few). A checkpoint whose state T's own decoder panics on is
 // skipped like one that does not decode (see Load). A checkpoint of a newer
 // schema (ErrNewerSchema) or whose migration fails (ErrMigration) is not
-// skipped: Latest stops there and returns that error (see WithSchema). A
+// skipped: Latest stops there and returns that error (see WithSchema); so
+// does a byte payload that verifies (ErrPayloadMismatch: see
+// LatestPayload), where a damaged one is skipped as damage. A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
 // start, and it is never the answer beside the store's own saves. A directory
 // that holds checkpoints of another layout and none of the store's is
