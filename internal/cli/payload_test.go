@@ -32,6 +32,19 @@ func payloadStore(t *testing.T, payload []byte, opts ...checkpoint.Option) (stri
 	return dir, info
 }
 
+// addPayload saves payload as the checkpoint of step in dir.
+func addPayload(t *testing.T, dir string, step int64, payload []byte) {
+	t.Helper()
+	st, err := checkpoint.Open[[]byte](dir, checkpoint.NoSync(), checkpoint.Gzip())
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = st.SaveFrom(context.Background(), step, func(w io.Writer) error {
+		_, err := w.Write(payload)
+		return err
+	})
+	require.NoError(t, err)
+}
+
 // TestShowAPayloadPrintsItsHeaderAndSize proves that show of a byte
 // payload prints its header and its size once verified, and ls marks it.
 func TestShowAPayloadPrintsItsHeaderAndSize(t *testing.T) {
@@ -68,6 +81,16 @@ func TestShowPayloadWritesTheRawBytes(t *testing.T) {
 	r := runCLI(t, "show", dir, "1", "--payload")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Equal(t, string(payload), r.stdout)
+
+	// By --file, and by --kind: latest of a kind stops at the newest
+	// payload that verifies (step 3), as Latest does, rather than go back
+	// to an older state.
+	addPayload(t, dir, 3, payload)
+	for _, args := range [][]string{{"--file", "step_00000001.json.gz"}, {"latest", "--kind", "step"}, {"3", "--kind", "step"}} {
+		r = runCLI(t, append([]string{"show", dir, "--payload"}, args...)...)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.Equal(t, string(payload), r.stdout)
+	}
 
 	r = runCLI(t, "show", dir, "2", "--payload")
 	require.Equal(t, exitFailed, r.code)

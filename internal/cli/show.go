@@ -175,6 +175,9 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed since the listing
 		}
+		if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+			return nil, checkpoint.Info{}, err // a byte payload that verified: show it
+		}
 		if e, ok := err.(*checkpoint.Error); ok {
 			c.skipped = append(c.skipped, e)
 		}
