@@ -453,7 +453,9 @@ func gzipSize(r io.Reader, size int64) int64 {
 // bytes, which are valid only during the call. It returns an ErrCorrupt
 // error for anything wrong with the bytes (marked as damage when it proves
 // the file damaged: see IsDamage), an operating system error as it is, and
-// use's error.
+// use's error. A byte payload (format 3) is not read into memory: it is
+// verified as it streams, whatever its size (its payload bounded by the
+// read limit), and use gets its header and a nil state.
 func (c *Codec) Read(r io.Reader, size int64, use func(h Header, state []byte) error) error {
 	st, err := c.openStream(r, size)
 	if err != nil {

@@ -210,7 +210,9 @@ func (c *checksumReader) verify() (ok bool, err error) {
 // and streams); where the stream cannot conclude, the file is read again
 // from reopen, the buffered way, and that read's answer is returned.
 // reopen's reader is closed before LoadState returns. v holds the state
-// only if the error is nil: it is zeroed otherwise.
+// only if the error is nil: it is zeroed otherwise. A byte payload holds no
+// state: once it verifies (streamed, whatever its size) and check accepts
+// its header, the error wraps ErrPayloadMismatch.
 func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ Header, err error) {
 	defer func() {
 		if err != nil {
