@@ -121,5 +121,57 @@ func (b *bench) payloadHeap() ([]row, error) {
 			})
 		}
 	}
-	return rows, nil
+	base, err := b.payloadAgainstBase64(min(b.payloadSize, 32<<20))
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, base...), nil
+}
+
+// payloadAgainstBase64 compares, for a payload of n bytes, plain, SaveFrom
+// with Save of the same bytes through a Store[[]byte] (base64 inside JSON,
+// what a host did before byte payloads): heap allocated and file size.
+func (b *bench) payloadAgainstBase64(n int64) ([]row, error) {
+	src := newPayloadSource(n)
+	var data []byte
+	for len(data) < int(n) {
+		data = append(data, src.block[:min(len(src.block), int(n)-len(data))]...)
+	}
+	dir := b.subdir("payload-vs-base64")
+	s, err := checkpoint.Open[[]byte](dir, checkpoint.NoSync())
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	var raw, b64 checkpoint.Info
+	rawAlloc, err := allocatedBy(func() error {
+		raw, err = s.SaveFrom(b.ctx, 1, func(w io.Writer) error { _, err := w.Write(data); return err })
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	b64Alloc, err := allocatedBy(func() error {
+		b64, err = s.Save(b.ctx, 2, data)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		{
+			what:    fmt.Sprintf("file of a %s payload, plain: SaveFrom (raw bytes)", sizeName(int(n))),
+			result:  sizeName(int(raw.Size)),
+			against: fmt.Sprintf("Store[[]byte].Save (base64 in JSON): %s", sizeName(int(b64.Size))),
+			ratio:   fmt.Sprintf("%.2f", float64(raw.Size)/float64(b64.Size)),
+			target:  "-", met: "-",
+		},
+		{
+			what:    fmt.Sprintf("heap allocated saving a %s payload, plain: SaveFrom", sizeName(int(n))),
+			result:  sizeName(int(rawAlloc)),
+			against: fmt.Sprintf("Store[[]byte].Save: %s", sizeName(int(b64Alloc))),
+			ratio:   fmt.Sprintf("%.4f", float64(rawAlloc)/float64(b64Alloc)),
+			target:  "-", met: "-",
+		},
+	}, nil
 }
