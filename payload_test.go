@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -413,4 +414,33 @@ func TestSaveFromWithAsyncPublishesTheQueueFirst(t *testing.T) {
 	info, err = s.AppendFrom(ctx, writeAll([]byte("next")))
 	require.NoError(t, err)
 	require.Equal(t, int64(5), info.Step)
+}
+
+// TestPayloadsAreListedFromTheHeaderIndex proves that a store of enough
+// byte payloads writes the header index, and that a later store's first
+// List reads the payloads' headers from it, opening no checkpoint, with the
+// same answer as a List without it.
+func TestPayloadsAreListedFromTheHeaderIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := checkpoint.Open[int](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	for step := int64(1); step <= indexedStoreSteps; step++ {
+		_, err := w.SaveFrom(ctx, step, writeAll([]byte{byte(step)}))
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	require.FileExists(t, filepath.Join(dir, checkpoint.IndexName))
+	want := listWithoutIndex(t, dir)
+
+	s, c := countingReader(t, dir)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Zero(t, c.checkpointOpens(), "every header came from the index")
+	require.Equal(t, want, list)
+	for _, info := range list {
+		require.Equal(t, checkpoint.PayloadBytes, info.Payload)
+		require.Equal(t, 3, info.Format)
+	}
 }
