@@ -52,11 +52,16 @@ func payloadOf(f int) Payload {
 // durably through the backend's Create, as a state is (a crash at any
 // instant leaves no checkpoint or the whole one), and never replaces one
 // (ErrExists); retention rules apply after it, and count it as any
-// checkpoint. If write returns an error, or panics (the error wraps the
+// checkpoint. write is called at most once, so the step's names are looked
+// at before it runs (in every compression, one Stat each, rather than as a
+// writer on object storage otherwise trusts its listing): a provably
+// damaged object there is moved aside first, as Save does; an object
+// another program creates there while the payload is written fails the
+// save with ErrExists. If write returns an error, or panics (the error wraps the
 // panic's value), or writes more bytes than the read limit
 // (WithMaxReadSize; ErrInvalid), the save fails with that error and
-// nothing is published. write is called at most once; the io.Writer must
-// not be used after write returns, nor by several goroutines at once.
+// nothing is published. The io.Writer must not be used after write
+// returns, nor by several goroutines at once.
 //
 // With Async, SaveFrom is synchronous all the same (a stream cannot wait
 // in a queue): it publishes the saves queued before it first, then its own.

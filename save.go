@@ -193,7 +193,11 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	var err error
 	if fn.kind != KindRolling {
-		if name, err = s.freeName(j.ctx, fn); err != nil {
+		// A byte payload's stream can be written once: the names are
+		// looked at, not trusted from a listing, so that an object put
+		// there since (damaged, to be moved aside) is found before the
+		// write rather than by a Create that could not be tried again.
+		if name, err = s.freeNameFor(j.ctx, fn, j.payload == nil); err != nil {
 			return fail(err)
 		}
 	}
@@ -419,8 +423,14 @@ func (s *Store[T]) afterErrorsOf(ctx context.Context, fn fileName) {
 // step (it is never replaced: both stay, and Load takes the one saved
 // last). An error checkpoint looks at every name.
 func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
+	return s.freeNameFor(ctx, fn, true)
+}
+
+// freeNameFor is freeName; without trust, it looks at every name of fn's
+// step and kind, whatever the writer listed or scanned.
+func (s *Store[T]) freeNameFor(ctx context.Context, fn fileName, trust bool) (string, error) {
 	var skip uint32 // bits of the compressions not looked at
-	if s.listed == nil && s.scanned && fn.kind != KindError {
+	if trust && s.listed == nil && s.scanned && fn.kind != KindError {
 		skip = ^s.comps.Load() &^ (1 << fn.comp)
 	}
 	for {
@@ -430,7 +440,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if _, ok := s.listed[n]; s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
+			if _, ok := s.listed[n]; trust && s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)
