@@ -61,7 +61,9 @@ func payloadOf(f int) Payload {
 // panic's value), or writes more bytes than the read limit
 // (WithMaxReadSize; ErrInvalid), the save fails with that error and
 // nothing is published. The io.Writer must not be used after write
-// returns, nor by several goroutines at once.
+// returns (such a write fails and never reaches the file), nor by several
+// goroutines at once. write runs under the store's write lock: it must not
+// write to the store (read the state it saves before SaveFrom).
 //
 // With Async, SaveFrom is synchronous all the same (a stream cannot wait
 // in a queue): it publishes the saves queued before it first, then its own.

@@ -444,3 +444,25 @@ func TestPayloadsAreListedFromTheHeaderIndex(t *testing.T) {
 		require.Equal(t, 3, info.Format)
 	}
 }
+
+// TestSaveFromWriterUsedLateNeverReachesTheFile proves that a write to the
+// payload's io.Writer after the write function returned, from another
+// goroutine, fails and leaves the saved checkpoint as it was.
+func TestSaveFromWriterUsedLateNeverReachesTheFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[[]byte](t, t.TempDir())
+	var kept io.Writer
+	info, err := s.SaveFrom(ctx, 1, func(w io.Writer) error { kept = w; _, err := w.Write([]byte("early")); return err })
+	require.NoError(t, err)
+	before := mustRead(t, info.Location)
+	done := make(chan error)
+	go func() { _, err := kept.Write([]byte("late")); done <- err }()
+	require.ErrorIs(t, <-done, checkpoint.ErrInvalid)
+	requireUntouched(t, info.Location, before)
+	r, _, err := s.OpenPayload(ctx, 1)
+	require.NoError(t, err)
+	b, err := readPayload(t, r)
+	require.NoError(t, err)
+	require.Equal(t, []byte("early"), b)
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 )
 
 // A byte payload is a checkpoint whose payload is opaque bytes instead of a
@@ -71,12 +72,12 @@ func (c *Codec) WritePayload(w io.Writer, h Header, write func(io.Writer) error)
 			return err
 		}
 		pw.w = zw
-		if err := callWrite(write, pw); err != nil {
-			return err
+		err := callWrite(write, pw)
+		if perr := pw.close(); err == nil {
+			err = perr
 		}
-		pw.closed = true
-		if pw.err != nil {
-			return pw.err
+		if err != nil {
+			return err
 		}
 		var sum [4]byte
 		binary.BigEndian.PutUint32(sum[:], pw.crc)
@@ -84,10 +85,10 @@ func (c *Codec) WritePayload(w io.Writer, h Header, write func(io.Writer) error)
 		tail := append(tb[:0], TrailerV2.prefix...)
 		tail = hex.AppendEncode(tail, sum[:])
 		tail = append(tail, trailerSuffix...)
-		_, err := zw.Write(tail)
+		_, err = zw.Write(tail)
 		return err
 	})
-	pw.closed = true
+	pw.close()
 	return pw.n, err
 }
 
@@ -101,8 +102,10 @@ func callWrite(write func(io.Writer) error, w io.Writer) (err error) {
 	return write(w)
 }
 
-// payloadWriter hashes, counts and passes on the bytes of a payload.
+// payloadWriter hashes, counts and passes on the bytes of a payload. A
+// write after close, even from another goroutine, never reaches the file.
 type payloadWriter struct {
+	mu     sync.Mutex
 	w      io.Writer
 	limit  int64
 	n      int64
@@ -111,7 +114,17 @@ type payloadWriter struct {
 	closed bool
 }
 
+// close stops the writer and returns its sticky error.
+func (p *payloadWriter) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	return p.err
+}
+
 func (p *payloadWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	switch {
 	case p.closed:
 		return 0, fmt.Errorf("%w: write to a payload writer after its write function returned", ErrInvalid)
