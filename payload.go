@@ -147,7 +147,11 @@ func (s *Store[T]) OpenPayload(ctx context.Context, step int64) (io.ReadCloser, 
 			return nil, Info{}, stepError("open payload", step, s.dir, err)
 		}
 		if len(entries) == 0 {
-			return nil, Info{}, s.missing(ctx, step)
+			err := s.missing(ctx, step)
+			if e, ok := err.(*Error); ok {
+				e.Op = "open payload" // a new *Error of this call
+			}
+			return nil, Info{}, err
 		}
 		sortEntries(entries)
 		return s.openPayloadEntry(ctx, "open payload", entries[len(entries)-1], true)

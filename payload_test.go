@@ -265,6 +265,7 @@ func TestLatestPayloadFallsBackPastDamage(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrPayloadMismatch)
 	_, _, err = s.OpenPayload(ctx, 5)
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.ErrorContains(t, err, "open payload step 5")
 }
 
 // TestSaveFromIsRetained proves that retention rules count byte payloads
