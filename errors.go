@@ -42,6 +42,13 @@ var (
 	// It is not damage: it is never moved aside, and Latest stops at it
 	// rather than resume from an older step.
 	ErrNewerSchema = format.ErrNewerSchema
+	// ErrPayloadMismatch: a checkpoint holds another payload than the call
+	// reads: a byte payload (SaveFrom) where Load or Latest decode a JSON
+	// state, or a JSON state where OpenPayload or LatestPayload read a
+	// byte payload. It is returned only for a checkpoint that verified: it
+	// is not damage, it is never moved aside, and Latest (LatestPayload)
+	// stops at it rather than resume from an older step.
+	ErrPayloadMismatch = format.ErrPayloadMismatch
 	// ErrMigration: a checkpoint's state could not be brought to the
 	// store's schema: a migration failed or returned invalid JSON, its
 	// output does not decode into the store's type, or no migration starts

@@ -23,7 +23,9 @@ import (
 // that fails verification reaches T's UnmarshalJSON or UnmarshalText
 // methods or a migration; a panic in them is recovered and fails the load
 // as a decode failure does (ErrCorrupt, or ErrMigration after a
-// migration), the error wrapping the panic's value.
+// migration), the error wrapping the panic's value. A byte payload
+// (SaveFrom) is read to its end and verified, and is then an error
+// wrapping ErrPayloadMismatch: OpenPayload reads it.
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
@@ -117,7 +119,9 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // the first few). A checkpoint whose state T's own decoder panics on is
 // skipped like one that does not decode (see Load). A checkpoint of a newer
 // schema (ErrNewerSchema) or whose migration fails (ErrMigration) is not
-// skipped: Latest stops there and returns that error (see WithSchema). A
+// skipped: Latest stops there and returns that error (see WithSchema); so
+// does a byte payload that verifies (ErrPayloadMismatch: see
+// LatestPayload), where a damaged one is skipped as damage. A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
 // start, and it is never the answer beside the store's own saves. A directory
 // that holds checkpoints of another layout and none of the store's is
@@ -143,7 +147,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	}
 	v, info, skipped, err := func() (T, Info, []error, error) {
 		defer s.ops.Done() // as in load
-		return s.latestLocked(ctx, op, want)
+		return latestWalk(s, ctx, op, want, s.loadEntry)
 	}()
 	for _, e := range skipped {
 		s.failed(e)
@@ -154,10 +158,11 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	return v, info, nil
 }
 
-// latestLocked walks the checkpoints newest first and returns the first that
-// loads, with the failures it passed.
-func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
-	var zero T
+// latestWalk walks the checkpoints of s newest first and returns the first
+// that load loads, with the failures it passed: Latest's walk, for a state
+// (loadEntry) or a byte payload (LatestPayload).
+func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error)) (R, Info, []error, error) {
+	var zero R
 	ns, dropped, err := s.names(ctx, want)
 	if err != nil {
 		return zero, Info{}, nil, opError(op, s.dir, err)
@@ -206,7 +211,7 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			tried++
 			// Not exact: a rolling file that moved on to a newer step
 			// since the scan is still the newest checkpoint.
-			v, info, err := s.loadEntry(ctx, op, group[i], false)
+			v, info, err := load(ctx, op, group[i], false)
 			if err == nil {
 				return v, info, skipped, nil
 			}
@@ -216,7 +221,7 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			if errors.Is(err, ErrNotFound) {
 				continue // removed since the scan
 			}
-			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) {
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) {
 				// Not damage, and resuming from an older step would
 				// fork the history silently.
 				return zero, Info{}, skipped, err
@@ -353,31 +358,13 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	open := func() (io.ReadCloser, Object, error) {
-		f, o, err := s.b.Open(ctx, e.name)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		case errors.Is(err, storage.ErrNotRegular):
-			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-		}
-		return f, o, err
-	}
+	open := func() (io.ReadCloser, Object, error) { return s.openObject(ctx, e.name) }
 	f, o, err := open()
 	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
-	check := func(h header) error {
-		if err := e.fn.agrees(h); err != nil {
-			return err
-		}
-		known := e.hErr == nil && !e.h.Time.IsZero()
-		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
-			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
-		}
-		return nil
-	}
+	check := s.checkEntry(e, exact)
 	// Where a streamed read cannot conclude, the file is read again: that
 	// read's object is the one loaded.
 	reopen := func() (io.ReadCloser, int64, error) {
@@ -395,4 +382,34 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	s.cache(o, h)
 	s.observe(h.Time)
 	return v, s.info(e.name, e.fn, o.Size, h), nil
+}
+
+// openObject opens the checkpoint file name for a load: a missing one is
+// ErrNotFound, something there that is not a regular file ErrCorrupt.
+func (s *Store[T]) openObject(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	f, o, err := s.b.Open(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, storage.ErrNotRegular):
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return f, o, err
+}
+
+// checkEntry returns the check of the header of e's file that a load
+// makes: it agrees with the name, and with exact, a rolling file still
+// holds the step (and, if known, the save time) e says (otherwise
+// ErrNotFound).
+func (s *Store[T]) checkEntry(e entry, exact bool) func(header) error {
+	return func(h header) error {
+		if err := e.fn.agrees(h); err != nil {
+			return err
+		}
+		known := e.hErr == nil && !e.h.Time.IsZero()
+		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
+			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
+		}
+		return nil
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -66,7 +67,10 @@ type saveJob struct {
 	metrics map[string]float64
 	rec     *ErrorRecord
 	state   *bytes.Buffer // from s.codec; returned to it once published
-	time    time.Time     // the save time; zero until queued (Async) or written
+	// payload writes a byte payload (SaveFrom) instead of state. It is
+	// called at most once.
+	payload func(io.Writer) error
+	time    time.Time // the save time; zero until queued (Async) or written
 }
 
 // save writes a checkpoint of kind (the rolling file for KindRolling) and
@@ -88,6 +92,35 @@ func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, s
 // prepare checks a save's arguments and encodes its state, before any lock
 // is taken: the caller's MarshalJSON may be slow, or may even use the store.
 func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord) (*saveJob, error) {
+	j, err := s.prepareJob(ctx, op, step, kind, sc, rec)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*saveJob, error) {
+		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
+	}
+	if j.state, err = s.codec.EncodeState(state); err != nil {
+		return fail(err)
+	}
+	// null loads back only into a type that can be nil (a nil slice, map,
+	// pointer or interface saves as null): in a store of another type it
+	// could only be ErrCorrupt later.
+	if t := reflect.TypeFor[T](); isNull(j.state.Bytes()) && !nilable(t) {
+		s.codec.PutBuffer(j.state)
+		return fail(fmt.Errorf("%w: the state encodes as null, which a %v cannot load", ErrInvalid, t))
+	}
+	// A checkpoint no load could read is refused before anything is
+	// written (or queued): saved, it would only be ErrCorrupt later.
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
+	if err := s.codec.CheckFits(h, j.state.Len()); err != nil {
+		s.codec.PutBuffer(j.state)
+		return fail(err)
+	}
+	return j, nil
+}
+
+// prepareJob checks the arguments of a save, whatever its payload.
+func (s *Store[T]) prepareJob(ctx context.Context, op string, step int64, kind Kind, sc saveConfig, rec *ErrorRecord) (*saveJob, error) {
 	meta := sc.meta
 	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.Compression()}, meta: meta, metrics: sc.metrics, rec: rec}
 	if kind == KindError {
@@ -115,24 +148,6 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 		j.rec = boundedRecord(rec)
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	var err error
-	if j.state, err = s.codec.EncodeState(state); err != nil {
-		return fail(err)
-	}
-	// null loads back only into a type that can be nil (a nil slice, map,
-	// pointer or interface saves as null): in a store of another type it
-	// could only be ErrCorrupt later.
-	if t := reflect.TypeFor[T](); isNull(j.state.Bytes()) && !nilable(t) {
-		s.codec.PutBuffer(j.state)
-		return fail(fmt.Errorf("%w: the state encodes as null, which a %v cannot load", ErrInvalid, t))
-	}
-	// A checkpoint no load could read is refused before anything is
-	// written (or queued): saved, it would only be ErrCorrupt later.
-	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: meta, Metrics: j.metrics, Error: j.rec}
-	if err := s.codec.CheckFits(h, j.state.Len()); err != nil {
-		s.codec.PutBuffer(j.state)
 		return fail(err)
 	}
 	return j, nil
@@ -178,7 +193,11 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	var err error
 	if fn.kind != KindRolling {
-		if name, err = s.freeName(j.ctx, fn); err != nil {
+		// A byte payload's stream can be written once: the names are
+		// looked at, not trusted from a listing, so that an object put
+		// there since (damaged, to be moved aside) is found before the
+		// write rather than by a Create that could not be tried again.
+		if name, err = s.freeNameFor(j.ctx, fn, j.payload == nil); err != nil {
 			return fail(err)
 		}
 	}
@@ -190,12 +209,21 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
 	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
+	payloadSize := int64(0)
+	if j.payload != nil {
+		h.Format, h.Schema = format.PayloadVersion, 0
+		write = func(w io.Writer) error {
+			var err error
+			payloadSize, err = s.codec.WritePayload(w, h, j.payload)
+			return err
+		}
+	}
 	ctx := j.ctx
 	var o Object
 	if fn.kind == KindRolling {
 		o, err = s.replace(ctx, name, write)
 	} else {
-		name, o, err = s.create(ctx, fn, name, write)
+		name, o, err = s.create(ctx, fn, name, write, j.payload == nil)
 	}
 	if err != nil {
 		return fail(err)
@@ -207,6 +235,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	s.errs.saved(fn.kind, h.Time)
 	s.next.saw(fn.step)
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
+	if j.payload != nil {
+		r.info.PayloadSize = payloadSize
+	}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so
 		// that the store keeps one.
@@ -392,8 +423,14 @@ func (s *Store[T]) afterErrorsOf(ctx context.Context, fn fileName) {
 // step (it is never replaced: both stay, and Load takes the one saved
 // last). An error checkpoint looks at every name.
 func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
+	return s.freeNameFor(ctx, fn, true)
+}
+
+// freeNameFor is freeName; without trust, it looks at every name of fn's
+// step and kind, whatever the writer listed or scanned.
+func (s *Store[T]) freeNameFor(ctx context.Context, fn fileName, trust bool) (string, error) {
 	var skip uint32 // bits of the compressions not looked at
-	if s.listed == nil && s.scanned && fn.kind != KindError {
+	if trust && s.listed == nil && s.scanned && fn.kind != KindError {
 		skip = ^s.comps.Load() &^ (1 << fn.comp)
 	}
 	for {
@@ -403,7 +440,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if _, ok := s.listed[n]; s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
+			if _, ok := s.listed[n]; trust && s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)
@@ -441,11 +478,13 @@ const maxTakenRetries = 3
 // since (another program's PUT, a paused writer's late one) is unknown
 // to it until a Create runs into it. Without this a damaged object there
 // would block its step forever, where the local directory, which freeName
-// stats, moves it aside. It returns the name published.
-func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error) (string, Object, error) {
+// stats, moves it aside. It returns the name published. Without again,
+// write can run only once (a byte payload's stream): the name found taken
+// is the error.
+func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error, again bool) (string, Object, error) {
 	for retried := 0; ; retried++ {
 		o, err := s.b.Create(ctx, name, write)
-		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries {
+		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries || !again {
 			return name, o, err
 		}
 		if _, ok := s.listed[name]; s.listed != nil && !ok {

@@ -458,6 +458,10 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Schema:      h.Schema,
 		Meta:        maps.Clone(h.Meta),
 		Metrics:     maps.Clone(h.Metrics),
+		Payload:     payloadOf(h.Format),
+	}
+	if info.Payload == PayloadBytes {
+		info.PayloadSize = -1 // see Info.PayloadSize
 	}
 	if h.Error != nil {
 		rec := *h.Error

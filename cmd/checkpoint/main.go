@@ -8,7 +8,7 @@
 // Usage:
 //
 //	checkpoint ls DIR [--json] [--bytes]
-//	checkpoint show DIR STEP|latest [--state] [--kind KIND | --file NAME]
+//	checkpoint show DIR STEP|latest [--state | --payload] [--kind KIND | --file NAME]
 //	checkpoint verify DIR [--json] [-v]
 //	checkpoint diff DIR A B
 //	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run] [--bytes]
@@ -61,7 +61,11 @@
 // does; --kind step|final|error|rolling picks the newest of that kind, and
 // --file NAME one file by its name (then STEP may be left out). A step with
 // no checkpoint (pruned, or not due) names the nearest kept steps below and
-// above it.
+// above it. A checkpoint of a byte payload (Store.SaveFrom) shows its header
+// and the payload's size once it has read the payload to its end and
+// verified it; --payload writes the payload itself to stdout, as it is, once
+// verified, and nothing else (a JSON state with --payload is an error).
+// ls marks a byte payload "(byte payload)"; ls --json says "payload".
 //
 // verify reads every checkpoint in full and checks its checksum, format
 // version, header and state, and prints each bad file with the reason (-v

@@ -133,7 +133,7 @@ func TestLsJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
 	want := checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Location: filepath.Join("testdata", "game", "turn_003.json.gz"),
-		Size: 290, Compression: "gzip", Format: 1}
+		Size: 290, Compression: "gzip", Format: 1, Payload: checkpoint.PayloadJSON}
 	//lint:ignore SA1019 the JSON keeps "path" for the tools that read it
 	want.Path = want.Location
 	require.Equal(t, want, infos[2])
@@ -595,8 +595,8 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), nil)
 	writeFile(t, filepath.Join(dir, "step_00000003.json"), good[:len(good)-20])
 	writeFile(t, filepath.Join(dir, "step_00000004.json"), envelope(t, 1, checkpoint.KindStep, minute(4), nil, nil, gameState(1))) // says step 1
-	v3 := resum(bytes.Replace(envelope(t, 5, checkpoint.KindStep, minute(5), nil, nil, gameState(1)), []byte(`{"format":1`), []byte(`{"format":3`), 1))
-	writeFile(t, filepath.Join(dir, "step_00000005.json"), v3)
+	v4 := resum(bytes.Replace(envelope(t, 5, checkpoint.KindStep, minute(5), nil, nil, gameState(1)), []byte(`{"format":1`), []byte(`{"format":4`), 1))
+	writeFile(t, filepath.Join(dir, "step_00000005.json"), v4)
 	writeFile(t, filepath.Join(dir, "step_00000006.json.gz"), []byte{0x1f, 0x8b, 1, 2, 3})
 
 	r := runCLI(t, "verify", dir, "--json")
@@ -613,7 +613,7 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 	require.Contains(t, reasons["step_00000002.json"], "empty file")
 	require.Contains(t, reasons["step_00000003.json"], "no checksum trailer")
 	require.Contains(t, reasons["step_00000004.json"], "header says step 1")
-	require.Contains(t, reasons["step_00000005.json"], "unsupported format version 3")
+	require.Contains(t, reasons["step_00000005.json"], "unsupported format version 4")
 	require.Contains(t, reasons["step_00000006.json.gz"], "gzip")
 }
 

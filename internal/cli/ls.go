@@ -80,6 +80,9 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
 		}
+		if info.Payload == checkpoint.PayloadBytes {
+			meta = strings.TrimSpace("(byte payload) " + meta)
+		}
 		metrics := ""
 		if withMetrics {
 			metrics = formatMetrics(info.Metrics) + "\t"
