@@ -134,6 +134,12 @@ type sessionMeta struct {
 	Parent     string            `json:"parent,omitempty"`
 	ParentStep *int64            `json:"parent_step,omitempty"`
 	Meta       map[string]string `json:"meta,omitempty"`
+	// Maker is the token of the claim under which the session was made:
+	// it makes every creation's session.json its own, so that a creation
+	// whose Create failed with ErrExists tells its own retried Create
+	// (object storage) from another creation's identical metadata (one
+	// ID, one clock tick). Readers ignore it.
+	Maker string `json:"maker,omitempty"`
 }
 
 // OpenSessions opens the root of sessions in dir, creating it (durably) if

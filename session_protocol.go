@@ -491,6 +491,7 @@ func (r *Sessions) publish(ctx context.Context, id, name, op string, m sessionMe
 		}
 	}
 	r.stamp(&m, id)
+	m.Maker = token
 	write, err := encodeSessionMeta(m)
 	if err != nil {
 		return err
