@@ -1,0 +1,433 @@
+// Package raftstore keeps the snapshots of a hashicorp/raft node in a
+// checkpoint store: Store implements raft.SnapshotStore on checkpoint's byte
+// payloads, so that every snapshot is published atomically and durably,
+// checksummed, streamed both ways in a memory independent of its size, and
+// kept in a local directory or on any checkpoint.Backend (S3 included).
+//
+// Each snapshot is one checkpoint whose payload is the bytes the FSM writes
+// to the sink, and whose header carries raft's metadata as labels
+// (checkpoint.WithMeta): the version, term, index, configuration (as JSON)
+// and configuration index. List reads headers only; Open verifies the
+// payload's checksum before it hands the snapshot to raft. See the README
+// for what differs from raft's FileSnapshotStore.
+package raftstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/hashicorp/raft"
+)
+
+// Labels under which a snapshot's raft metadata is kept in its checkpoint's
+// header.
+const (
+	LabelVersion     = "raft.version"
+	LabelTerm        = "raft.term"
+	LabelIndex       = "raft.index"
+	LabelConfig      = "raft.configuration"
+	LabelConfigIndex = "raft.configuration_index"
+)
+
+// ErrSinkClosed is wrapped by the error of a sink used after Close or
+// Cancel: a Write, a Close after Cancel, a Cancel after Close.
+var ErrSinkClosed = errors.New("raftstore: snapshot sink is closed")
+
+// errCanceled is what a canceled sink makes the save's write callback
+// return, so that nothing is published.
+var errCanceled = errors.New("raftstore: snapshot canceled")
+
+// Store is a raft.SnapshotStore kept in a checkpoint store. It is safe for
+// concurrent use. It holds the checkpoint store's writer lock until Close.
+type Store struct {
+	cp     *checkpoint.Store[[]byte]
+	retain int
+	ctx    context.Context
+
+	mu   sync.Mutex // guards next
+	next int64      // the step the next Create takes
+
+	reapMu sync.Mutex // one reaping pass at a time
+}
+
+var _ raft.SnapshotStore = (*Store)(nil)
+
+// New opens (creating it if needed) the snapshot store in the directory dir,
+// keeping the newest retain snapshots (see Store.Create). opts are the
+// checkpoint store's options (such as checkpoint.Zstd or checkpoint.NoSync);
+// a retention rule among them would prune by step order, not raft's: leave
+// retention to retain. retain < 1 is an error wrapping checkpoint.ErrInvalid.
+// A stale temporary file that a crash left in dir is removed, as
+// checkpoint.Open does.
+func New(dir string, retain int, opts ...checkpoint.Option) (*Store, error) {
+	if retain < 1 {
+		return nil, fmt.Errorf("raftstore: open %s: retain %d must be at least 1: %w", dir, retain, checkpoint.ErrInvalid)
+	}
+	cp, err := checkpoint.Open[[]byte](dir, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+	}
+	return newStore(cp, retain)
+}
+
+// NewOnBackend opens the snapshot store kept in b, such as an S3 prefix of
+// the s3store module, as New does for a directory. The store owns b from then
+// on: Close closes it, and so does a failed NewOnBackend.
+func NewOnBackend(b checkpoint.Backend, retain int, opts ...checkpoint.Option) (*Store, error) {
+	if retain < 1 {
+		if b != nil {
+			_ = b.Close()
+		}
+		return nil, fmt.Errorf("raftstore: open backend: retain %d must be at least 1: %w", retain, checkpoint.ErrInvalid)
+	}
+	cp, err := checkpoint.OpenBackend[[]byte](b, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: open backend: %w", err)
+	}
+	return newStore(cp, retain)
+}
+
+func newStore(cp *checkpoint.Store[[]byte], retain int) (*Store, error) {
+	s := &Store{cp: cp, retain: retain, ctx: context.Background()}
+	infos, err := cp.List(s.ctx)
+	if err != nil {
+		_ = cp.Close()
+		return nil, fmt.Errorf("raftstore: open %s: %w", cp.Location(), err)
+	}
+	for _, info := range infos {
+		if info.Step >= s.next {
+			s.next = info.Step + 1
+		}
+	}
+	return s, nil
+}
+
+// Close releases the checkpoint store (and its writer lock). A sink still
+// open must be closed or canceled first.
+func (s *Store) Close() error {
+	return s.cp.Close()
+}
+
+// Location says where the snapshots are: the directory, or the backend's URL.
+func (s *Store) Location() string { return s.cp.Location() }
+
+// Create starts a snapshot of the given index and term. The sink streams
+// what is written to it into a new checkpoint: Close publishes it atomically
+// and durably, then removes all but the newest retain snapshots in raft's
+// order (term, index, then creation); Cancel publishes nothing. A crash at
+// any instant leaves no trace of an unfinished snapshot but a temporary file,
+// which the next New removes.
+//
+// Each snapshot takes the next step of the checkpoint store, which its ID
+// holds ("term-index-step"), so two snapshots of the same term and index
+// never collide. The snapshots of one Store are written one at a time: a
+// second sink's writes wait until the first is closed or canceled.
+func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	if version < raft.SnapshotVersionMin || version > raft.SnapshotVersionMax {
+		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: unsupported snapshot version %d: %w", term, index, version, checkpoint.ErrInvalid)
+	}
+	conf, err := json.Marshal(configuration)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: encode configuration: %w", term, index, err)
+	}
+	s.mu.Lock()
+	step := s.next
+	s.next++
+	s.mu.Unlock()
+
+	k := &sink{
+		store: s,
+		meta: raft.SnapshotMeta{
+			Version:            version,
+			ID:                 formatID(term, index, step),
+			Index:              index,
+			Term:               term,
+			Configuration:      configuration,
+			ConfigurationIndex: configurationIndex,
+		},
+		step: step,
+		done: make(chan struct{}),
+	}
+	pr, pw := io.Pipe()
+	k.pw = pw
+	labels := []checkpoint.SaveOption{
+		checkpoint.WithMeta(LabelVersion, strconv.Itoa(int(version))),
+		checkpoint.WithMeta(LabelTerm, strconv.FormatUint(term, 10)),
+		checkpoint.WithMeta(LabelIndex, strconv.FormatUint(index, 10)),
+		checkpoint.WithMeta(LabelConfig, string(conf)),
+		checkpoint.WithMeta(LabelConfigIndex, strconv.FormatUint(configurationIndex, 10)),
+	}
+	go func() {
+		defer close(k.done)
+		_, err := s.cp.SaveFrom(s.ctx, step, func(w io.Writer) error {
+			buf := make([]byte, 64<<10)
+			_, err := io.CopyBuffer(w, pr, buf)
+			return err
+		}, labels...)
+		if err == nil {
+			_ = pr.CloseWithError(ErrSinkClosed)
+		} else {
+			// A write waiting on the pipe must not wait forever for a save
+			// that has ended.
+			_ = pr.CloseWithError(err)
+		}
+		k.saveErr = err
+	}()
+	return k, nil
+}
+
+// sink is the raft.SnapshotSink of Create: raft pushes bytes with Write, and
+// a goroutine running SaveFrom pulls them through a pipe.
+type sink struct {
+	store *Store
+	meta  raft.SnapshotMeta
+	step  int64
+	pw    *io.PipeWriter
+	done  chan struct{} // closed when SaveFrom has returned
+	// saveErr is SaveFrom's result, read after done is closed.
+	saveErr error
+
+	mu       sync.Mutex
+	state    int // sinkOpen, sinkClosed, sinkCanceled
+	closeErr error
+}
+
+const (
+	sinkOpen = iota
+	sinkClosed
+	sinkCanceled
+)
+
+// ID returns the snapshot's ID, "term-index-step".
+func (k *sink) ID() string { return k.meta.ID }
+
+// Write streams p into the snapshot. A write after Close or Cancel fails with
+// ErrSinkClosed, and one after the save failed with the save's error.
+func (k *sink) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	st := k.state
+	k.mu.Unlock()
+	if st != sinkOpen {
+		return 0, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, ErrSinkClosed)
+	}
+	n, err := k.pw.Write(p)
+	if err != nil {
+		return n, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, err)
+	}
+	return n, nil
+}
+
+// Close publishes the snapshot and, once it is durable, reaps the snapshots
+// beyond the store's retain. A second Close returns the first one's result;
+// Close after Cancel fails with ErrSinkClosed.
+func (k *sink) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch k.state {
+	case sinkClosed:
+		return k.closeErr
+	case sinkCanceled:
+		return fmt.Errorf("raftstore: close snapshot %s: canceled: %w", k.meta.ID, ErrSinkClosed)
+	}
+	k.state = sinkClosed
+	_ = k.pw.Close()
+	<-k.done
+	if k.saveErr != nil {
+		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: %w", k.meta.ID, k.saveErr)
+		return k.closeErr
+	}
+	if err := k.store.reap(); err != nil {
+		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: published, but reaping older ones failed: %w", k.meta.ID, err)
+	}
+	return k.closeErr
+}
+
+// Cancel abandons the snapshot: nothing is published. A second Cancel does
+// nothing; Cancel after Close fails with ErrSinkClosed (the published
+// snapshot stays).
+func (k *sink) Cancel() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch k.state {
+	case sinkCanceled:
+		return nil
+	case sinkClosed:
+		return fmt.Errorf("raftstore: cancel snapshot %s: already closed: %w", k.meta.ID, ErrSinkClosed)
+	}
+	k.state = sinkCanceled
+	_ = k.pw.CloseWithError(errCanceled)
+	<-k.done
+	if k.saveErr == nil {
+		// Unreachable: the write callback fails once the pipe is closed
+		// with an error. Say so rather than claim nothing was published.
+		return fmt.Errorf("raftstore: cancel snapshot %s: the snapshot was published", k.meta.ID)
+	}
+	return nil
+}
+
+// entry is one snapshot found in the checkpoint store.
+type entry struct {
+	meta raft.SnapshotMeta
+	info checkpoint.Info
+}
+
+// entries lists the store's snapshots whose header holds valid raft
+// metadata, newest first by (term, index, step).
+func (s *Store) entries() ([]entry, error) {
+	infos, err := s.cp.List(s.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []entry
+	for _, info := range infos {
+		if info.Kind != checkpoint.KindStep || info.Payload != checkpoint.PayloadBytes {
+			continue
+		}
+		meta, ok := metaOf(info)
+		if !ok {
+			continue
+		}
+		out = append(out, entry{meta: meta, info: info})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.meta.Term != b.meta.Term {
+			return a.meta.Term > b.meta.Term
+		}
+		if a.meta.Index != b.meta.Index {
+			return a.meta.Index > b.meta.Index
+		}
+		return a.info.Step > b.info.Step
+	})
+	return out, nil
+}
+
+// List returns the newest retain snapshots, newest first by (term, index,
+// then creation), from their checkpoints' headers: no payload is read.
+// A checkpoint whose header cannot be read, or holds no valid raft metadata,
+// is not listed (as FileSnapshotStore skips a snapshot whose meta.json it
+// cannot read); a snapshot whose payload is damaged is listed, and Open
+// fails on it. Size is the payload's size for a store without compression;
+// with compression it is known only by reading the payload, and List
+// reports the compressed size on disk (Open reports the exact size).
+func (s *Store) List() ([]*raft.SnapshotMeta, error) {
+	es, err := s.entries()
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: list snapshots: %w", err)
+	}
+	if len(es) > s.retain {
+		es = es[:s.retain]
+	}
+	out := make([]*raft.SnapshotMeta, 0, len(es))
+	for _, e := range es {
+		meta := e.meta
+		meta.Size = e.info.Size
+		if r, info, err := s.cp.OpenPayloadExact(s.ctx, e.info); err == nil {
+			// A header read: the payload's size of a plain file.
+			if info.PayloadSize >= 0 {
+				meta.Size = info.PayloadSize
+			}
+			_ = r.Close()
+		}
+		out = append(out, &meta)
+	}
+	return out, nil
+}
+
+// Open opens the snapshot id for reading. It first reads the whole payload,
+// verifying its checksum (as FileSnapshotStore verifies its CRC before it
+// returns), so that a damaged snapshot fails here, with an error wrapping
+// checkpoint.ErrCorrupt, before raft sees a byte of it; then it returns a
+// reader that streams the payload again (and verifies it again at its end).
+// An ID that is not of this store's form is checkpoint.ErrInvalid; one that
+// names no snapshot of the store is checkpoint.ErrNotFound.
+func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	term, index, step, ok := parseID(id)
+	if !ok {
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %q: malformed ID (want term-index-step): %w", id, checkpoint.ErrInvalid)
+	}
+	r, info, err := s.cp.OpenPayload(s.ctx, step)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
+	}
+	meta, ok := metaOf(info)
+	if !ok || meta.Term != term || meta.Index != index || info.Kind != checkpoint.KindStep {
+		_ = r.Close()
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: no such snapshot: %w", id, checkpoint.ErrNotFound)
+	}
+	n, err := io.Copy(io.Discard, r)
+	_ = r.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: verify: %w", id, err)
+	}
+	r, _, err = s.cp.OpenPayloadExact(s.ctx, info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
+	}
+	meta.Size = n
+	return &meta, r, nil
+}
+
+// reap removes the snapshots beyond the newest retain in raft's order.
+func (s *Store) reap() error {
+	s.reapMu.Lock()
+	defer s.reapMu.Unlock()
+	es, err := s.entries()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range es[min(s.retain, len(es)):] {
+		if err := s.cp.Delete(s.ctx, e.info.Step); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// metaOf reads raft's metadata from a checkpoint's labels.
+func metaOf(info checkpoint.Info) (raft.SnapshotMeta, bool) {
+	var m raft.SnapshotMeta
+	v, err1 := strconv.Atoi(info.Meta[LabelVersion])
+	term, err2 := strconv.ParseUint(info.Meta[LabelTerm], 10, 64)
+	index, err3 := strconv.ParseUint(info.Meta[LabelIndex], 10, 64)
+	ci, err4 := strconv.ParseUint(info.Meta[LabelConfigIndex], 10, 64)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return m, false
+	}
+	if err := json.Unmarshal([]byte(info.Meta[LabelConfig]), &m.Configuration); err != nil {
+		return m, false
+	}
+	m.Version = raft.SnapshotVersion(v)
+	m.Term, m.Index, m.ConfigurationIndex = term, index, ci
+	m.ID = formatID(term, index, info.Step)
+	return m, true
+}
+
+func formatID(term, index uint64, step int64) string {
+	return fmt.Sprintf("%d-%d-%d", term, index, step)
+}
+
+// parseID accepts exactly the IDs formatID writes.
+func parseID(id string) (term, index uint64, step int64, ok bool) {
+	parts := strings.Split(id, "-")
+	if len(parts) != 3 {
+		return 0, 0, 0, false
+	}
+	term, err1 := strconv.ParseUint(parts[0], 10, 64)
+	index, err2 := strconv.ParseUint(parts[1], 10, 64)
+	step, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || step < 0 || formatID(term, index, step) != id {
+		return 0, 0, 0, false
+	}
+	return term, index, step, true
+}
