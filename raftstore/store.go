@@ -28,13 +28,16 @@ import (
 )
 
 // Labels under which a snapshot's raft metadata is kept in its checkpoint's
-// header.
+// header, written compactly so that the header is no larger than the
+// meta.json of raft's FileSnapshotStore.
 const (
-	LabelVersion     = "raft.version"
-	LabelTerm        = "raft.term"
-	LabelIndex       = "raft.index"
-	LabelConfig      = "raft.configuration"
-	LabelConfigIndex = "raft.configuration_index"
+	// LabelMeta holds the version, term, index and configuration index, in
+	// decimal, separated by single spaces: "1 3 120 7".
+	LabelMeta = "raft"
+	// LabelConfiguration holds the configuration as a JSON array with one
+	// array per server: [suffrage, "id", "address"], the suffrage as
+	// raft.ServerSuffrage numbers it (0 voter, 1 nonvoter, 2 staging).
+	LabelConfiguration = "raft.conf"
 )
 
 // ErrSinkClosed is wrapped by the error of a sink used after Close or
@@ -135,7 +138,7 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 	if version < raft.SnapshotVersionMin || version > raft.SnapshotVersionMax {
 		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: unsupported snapshot version %d: %w", term, index, version, checkpoint.ErrInvalid)
 	}
-	conf, err := json.Marshal(configuration)
+	conf, err := encodeConfiguration(configuration)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: encode configuration: %w", term, index, err)
 	}
@@ -160,11 +163,8 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 	pr, pw := io.Pipe()
 	k.pw = pw
 	labels := []checkpoint.SaveOption{
-		checkpoint.WithMeta(LabelVersion, strconv.Itoa(int(version))),
-		checkpoint.WithMeta(LabelTerm, strconv.FormatUint(term, 10)),
-		checkpoint.WithMeta(LabelIndex, strconv.FormatUint(index, 10)),
-		checkpoint.WithMeta(LabelConfig, string(conf)),
-		checkpoint.WithMeta(LabelConfigIndex, strconv.FormatUint(configurationIndex, 10)),
+		checkpoint.WithMeta(LabelMeta, fmt.Sprintf("%d %d %d %d", version, term, index, configurationIndex)),
+		checkpoint.WithMeta(LabelConfiguration, conf),
 	}
 	go func() {
 		defer close(k.done)
@@ -356,6 +356,10 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %q: malformed ID (want term-index-step): %w", id, checkpoint.ErrInvalid)
 	}
 	r, info, err := s.cp.OpenPayload(s.ctx, step)
+	if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+		// A JSON state saved there by another program is no snapshot.
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: no such snapshot (%v): %w", id, err, checkpoint.ErrNotFound)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
 	}
@@ -397,20 +401,59 @@ func (s *Store) reap() error {
 // metaOf reads raft's metadata from a checkpoint's labels.
 func metaOf(info checkpoint.Info) (raft.SnapshotMeta, bool) {
 	var m raft.SnapshotMeta
-	v, err1 := strconv.Atoi(info.Meta[LabelVersion])
-	term, err2 := strconv.ParseUint(info.Meta[LabelTerm], 10, 64)
-	index, err3 := strconv.ParseUint(info.Meta[LabelIndex], 10, 64)
-	ci, err4 := strconv.ParseUint(info.Meta[LabelConfigIndex], 10, 64)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	f := strings.Split(info.Meta[LabelMeta], " ")
+	if len(f) != 4 {
 		return m, false
 	}
-	if err := json.Unmarshal([]byte(info.Meta[LabelConfig]), &m.Configuration); err != nil {
+	var n [4]uint64
+	for i, s := range f {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || strconv.FormatUint(v, 10) != s {
+			return m, false
+		}
+		n[i] = v
+	}
+	if n[0] < uint64(raft.SnapshotVersionMin) || n[0] > uint64(raft.SnapshotVersionMax) {
 		return m, false
 	}
-	m.Version = raft.SnapshotVersion(v)
-	m.Term, m.Index, m.ConfigurationIndex = term, index, ci
-	m.ID = formatID(term, index, info.Step)
+	conf, ok := decodeConfiguration(info.Meta[LabelConfiguration])
+	if !ok {
+		return m, false
+	}
+	m.Version = raft.SnapshotVersion(n[0])
+	m.Term, m.Index, m.ConfigurationIndex = n[1], n[2], n[3]
+	m.Configuration = conf
+	m.ID = formatID(m.Term, m.Index, info.Step)
 	return m, true
+}
+
+// encodeConfiguration writes c as LabelConfiguration says.
+func encodeConfiguration(c raft.Configuration) (string, error) {
+	servers := make([][3]any, 0, len(c.Servers))
+	for _, s := range c.Servers {
+		servers = append(servers, [3]any{int(s.Suffrage), string(s.ID), string(s.Address)})
+	}
+	b, err := json.Marshal(servers)
+	return string(b), err
+}
+
+// decodeConfiguration reads what encodeConfiguration writes.
+func decodeConfiguration(label string) (raft.Configuration, bool) {
+	var servers [][3]json.RawMessage
+	if err := json.Unmarshal([]byte(label), &servers); err != nil {
+		return raft.Configuration{}, false
+	}
+	c := raft.Configuration{Servers: make([]raft.Server, 0, len(servers))}
+	for _, s := range servers {
+		var suffrage int
+		var id, addr string
+		if json.Unmarshal(s[0], &suffrage) != nil || json.Unmarshal(s[1], &id) != nil || json.Unmarshal(s[2], &addr) != nil ||
+			suffrage < int(raft.Voter) || suffrage > int(raft.Staging) {
+			return raft.Configuration{}, false
+		}
+		c.Servers = append(c.Servers, raft.Server{Suffrage: raft.ServerSuffrage(suffrage), ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
+	}
+	return c, true
 }
 
 func formatID(term, index uint64, step int64) string {

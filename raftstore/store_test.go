@@ -338,3 +338,67 @@ func TestReopenContinuesNumbering(t *testing.T) {
 	_, got = readAll(t, s, second)
 	require.Equal(t, []byte("two"), got)
 }
+
+// TestListSkipsCheckpointsWithoutRaftMeta puts checkpoints that are no
+// snapshot of this package in the store's directory: a JSON state, payloads
+// with no or malformed labels, and a file whose header is damaged. List
+// skips them, as FileSnapshotStore skips a snapshot whose meta it cannot
+// read, and Open of their IDs is ErrNotFound.
+func TestListSkipsCheckpointsWithoutRaftMeta(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cp, err := checkpoint.Open[[]byte](dir)
+	require.NoError(t, err)
+	ctx := t.Context()
+	_, err = cp.Save(ctx, 0, []byte("a state"))
+	require.NoError(t, err)
+	write := func(w io.Writer) error { _, err := w.Write([]byte("bytes")); return err }
+	for step, labels := range [][]checkpoint.SaveOption{
+		nil,
+		{checkpoint.WithMeta(raftstore.LabelMeta, "1 2 3"), checkpoint.WithMeta(raftstore.LabelConfiguration, "[]")},
+		{checkpoint.WithMeta(raftstore.LabelMeta, "1 2 3 04"), checkpoint.WithMeta(raftstore.LabelConfiguration, "[]")},
+		{checkpoint.WithMeta(raftstore.LabelMeta, "9 2 3 4"), checkpoint.WithMeta(raftstore.LabelConfiguration, "[]")},
+		{checkpoint.WithMeta(raftstore.LabelMeta, "1 2 3 4"), checkpoint.WithMeta(raftstore.LabelConfiguration, `[[7,"a","b"]]`)},
+		{checkpoint.WithMeta(raftstore.LabelMeta, "1 2 3 4"), checkpoint.WithMeta(raftstore.LabelConfiguration, `[[0,"a"]]`)},
+		{checkpoint.WithMeta(raftstore.LabelMeta, "1 2 3 4")},
+	} {
+		_, err := cp.SaveFrom(ctx, int64(step+1), write, labels...)
+		require.NoError(t, err)
+	}
+	require.NoError(t, cp.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000099.json"), []byte("{not a header"), 0o644))
+
+	s, err := raftstore.New(dir, 5)
+	require.NoError(t, err)
+	defer s.Close()
+	list, err := s.List()
+	require.NoError(t, err)
+	require.Empty(t, list)
+	for _, id := range []string{"2-3-0", "2-3-2", "2-3-5", "2-3-7"} {
+		_, _, err := s.Open(id)
+		require.ErrorIs(t, err, checkpoint.ErrNotFound, id)
+	}
+	// A new snapshot takes a step after all of them, and reaping leaves
+	// them alone.
+	id := snapshot(t, s, 1, 1, []byte("mine"))
+	require.Equal(t, "1-1-100", id)
+	list, err = s.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+}
+
+func TestConfigurationWithAnyStringsRoundTrips(t *testing.T) {
+	t.Parallel()
+	s := openers()[0].open(t, 1)
+	conf := raft.Configuration{Servers: []raft.Server{
+		{Suffrage: raft.Voter, ID: `q"uote\back`, Address: "ünï 🚀:8300"},
+		{Suffrage: raft.Staging, ID: "", Address: "[::1]:1"},
+	}}
+	sink, err := s.Create(1, 2, 3, conf, 1, nil)
+	require.NoError(t, err)
+	require.NoError(t, sink.Close())
+	list, err := s.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, conf, list[0].Configuration)
+}
