@@ -55,8 +55,9 @@ type Store struct {
 	retain int
 	ctx    context.Context
 
-	mu   sync.Mutex // guards next
-	next int64      // the step the next Create takes
+	mu    sync.Mutex // guards next and sinks
+	next  int64      // the step the next Create takes
+	sinks map[*sink]struct{}
 
 	reapMu sync.Mutex // one reaping pass at a time
 }
@@ -99,7 +100,7 @@ func NewOnBackend(b checkpoint.Backend, retain int, opts ...checkpoint.Option) (
 }
 
 func newStore(cp *checkpoint.Store[[]byte], retain int) (*Store, error) {
-	s := &Store{cp: cp, retain: retain, ctx: context.Background()}
+	s := &Store{cp: cp, retain: retain, ctx: context.Background(), sinks: map[*sink]struct{}{}}
 	infos, err := cp.List(s.ctx)
 	if err != nil {
 		_ = cp.Close()
@@ -113,9 +114,19 @@ func newStore(cp *checkpoint.Store[[]byte], retain int) (*Store, error) {
 	return s, nil
 }
 
-// Close releases the checkpoint store (and its writer lock). A sink still
-// open must be closed or canceled first.
+// Close cancels the sinks still open (nothing of theirs is published) and
+// releases the checkpoint store and its writer lock. A Create after Close
+// returns a sink whose Close fails with checkpoint.ErrClosed.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	open := make([]*sink, 0, len(s.sinks))
+	for k := range s.sinks {
+		open = append(open, k)
+	}
+	s.mu.Unlock()
+	for _, k := range open {
+		_ = k.Cancel()
+	}
 	return s.cp.Close()
 }
 
@@ -162,12 +173,20 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 	}
 	pr, pw := io.Pipe()
 	k.pw = pw
+	s.mu.Lock()
+	s.sinks[k] = struct{}{}
+	s.mu.Unlock()
 	labels := []checkpoint.SaveOption{
 		checkpoint.WithMeta(LabelMeta, fmt.Sprintf("%d %d %d %d", version, term, index, configurationIndex)),
 		checkpoint.WithMeta(LabelConfiguration, conf),
 	}
 	go func() {
-		defer close(k.done)
+		defer func() {
+			s.mu.Lock()
+			delete(s.sinks, k)
+			s.mu.Unlock()
+			close(k.done)
+		}()
 		_, err := s.cp.SaveFrom(s.ctx, step, func(w io.Writer) error {
 			buf := make([]byte, 64<<10)
 			_, err := io.CopyBuffer(w, pr, buf)

@@ -402,3 +402,30 @@ func TestConfigurationWithAnyStringsRoundTrips(t *testing.T) {
 	require.Len(t, list, 1)
 	require.Equal(t, conf, list[0].Configuration)
 }
+
+func TestCloseCancelsOpenSinks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := raftstore.New(dir, 2)
+	require.NoError(t, err)
+	sink, err := s.Create(1, 5, 1, testConfig(), 1, nil)
+	require.NoError(t, err)
+	_, err = sink.Write([]byte("never published"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = sink.Write([]byte("x"))
+	require.ErrorIs(t, err, raftstore.ErrSinkClosed)
+	require.Error(t, sink.Close())
+
+	late, err := s.Create(1, 6, 1, testConfig(), 1, nil)
+	require.NoError(t, err)
+	_, _ = late.Write([]byte("x"))
+	require.ErrorIs(t, late.Close(), checkpoint.ErrClosed)
+
+	s, err = raftstore.New(dir, 2)
+	require.NoError(t, err)
+	defer s.Close()
+	list, err := s.List()
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
