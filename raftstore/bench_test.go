@@ -63,6 +63,11 @@ func writeSnapshot(b *testing.B, s raft.SnapshotStore, index uint64, chunk []byt
 }
 
 func diskBytes(b *testing.B, dir string) float64 {
+	return float64(dirBytes(b, dir))
+}
+
+// dirBytes is the total size of the regular files under dir.
+func dirBytes(tb testing.TB, dir string) int64 {
 	var total int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -75,9 +80,9 @@ func diskBytes(b *testing.B, dir string) float64 {
 		return err
 	})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	return float64(total)
+	return total
 }
 
 // benchChunk is 64 KiB of bytes that do not compress to nothing.
