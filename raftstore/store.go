@@ -68,7 +68,9 @@ var _ raft.SnapshotStore = (*Store)(nil)
 // keeping the newest retain snapshots (see Store.Create). opts are the
 // checkpoint store's options (such as checkpoint.Zstd or checkpoint.NoSync);
 // a retention rule among them would prune by step order, not raft's: leave
-// retention to retain. retain < 1 is an error wrapping checkpoint.ErrInvalid.
+// retention to retain. A snapshot larger than the read limit
+// (checkpoint.WithMaxReadSize, 1 GiB by default) fails its Close with
+// checkpoint.ErrInvalid. retain < 1 is an error wrapping checkpoint.ErrInvalid.
 // A stale temporary file that a crash left in dir is removed, as
 // checkpoint.Open does.
 func New(dir string, retain int, opts ...checkpoint.Option) (*Store, error) {

@@ -429,3 +429,19 @@ func TestCloseCancelsOpenSinks(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list)
 }
+
+// TestSnapshotOverTheReadLimitIsRefused: a snapshot larger than the store's
+// read limit (checkpoint.WithMaxReadSize, 1 GiB by default) fails its Close
+// with ErrInvalid and publishes nothing.
+func TestSnapshotOverTheReadLimitIsRefused(t *testing.T) {
+	t.Parallel()
+	s := openers()[0].open(t, 2, checkpoint.WithMaxReadSize(1000))
+	sink, err := s.Create(1, 5, 1, testConfig(), 1, nil)
+	require.NoError(t, err)
+	_, _ = sink.Write(make([]byte, 1001)) // may fail already
+	require.ErrorIs(t, sink.Close(), checkpoint.ErrInvalid)
+	list, err := s.List()
+	require.NoError(t, err)
+	require.Empty(t, list)
+	snapshot(t, s, 1, 6, make([]byte, 1000))
+}
