@@ -352,7 +352,9 @@ func (s *Store) List() ([]*raft.SnapshotMeta, error) {
 	for _, e := range es {
 		meta := e.meta
 		meta.Size = e.info.Size
-		if r, info, err := s.cp.OpenPayloadExact(s.ctx, e.info); err == nil {
+		if e.info.Compression != "" {
+			// Known only at the payload's end: keep the size on disk.
+		} else if r, info, err := s.cp.OpenPayloadExact(s.ctx, e.info); err == nil {
 			// A header read: the payload's size of a plain file.
 			if info.PayloadSize >= 0 {
 				meta.Size = info.PayloadSize

@@ -279,8 +279,13 @@ func TestDamagedSnapshotFailsOpen(t *testing.T) {
 	b[i] = 'q'
 	require.NoError(t, os.WriteFile(newest, b, 0o644))
 
+	list, err = s.List()
+	require.NoError(t, err)
+	require.Len(t, list, 2, "List reads headers only: a damaged payload is listed")
+	require.Equal(t, bad, list[0].ID)
 	_, _, err = s.Open(bad)
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.ErrorContains(t, err, bad)
 	_, got := readAll(t, s, good)
 	require.Len(t, got, 5000)
 }
