@@ -170,11 +170,13 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 			Configuration:      configuration,
 			ConfigurationIndex: configurationIndex,
 		},
-		step: step,
-		done: make(chan struct{}),
+		step:   step,
+		pieces: make(chan []byte),
+		wrote:  make(chan error),
+		closed: make(chan struct{}),
+		cancel: make(chan struct{}),
+		done:   make(chan struct{}),
 	}
-	pr, pw := io.Pipe()
-	k.pw = pw
 	s.mu.Lock()
 	s.sinks[k] = struct{}{}
 	s.mu.Unlock()
@@ -189,31 +191,24 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 			s.mu.Unlock()
 			close(k.done)
 		}()
-		_, err := s.cp.SaveFrom(s.ctx, step, func(w io.Writer) error {
-			buf := make([]byte, 64<<10)
-			_, err := io.CopyBuffer(w, pr, buf)
-			return err
-		}, labels...)
-		if err == nil {
-			_ = pr.CloseWithError(ErrSinkClosed)
-		} else {
-			// A write waiting on the pipe must not wait forever for a save
-			// that has ended.
-			_ = pr.CloseWithError(err)
-		}
-		k.saveErr = err
+		_, k.saveErr = s.cp.SaveFrom(s.ctx, step, k.save, labels...)
 	}()
 	return k, nil
 }
 
 // sink is the raft.SnapshotSink of Create: raft pushes bytes with Write, and
-// a goroutine running SaveFrom pulls them through a pipe.
+// a goroutine running SaveFrom pulls them: each Write hands its slice to the
+// save's write callback (save), which writes it and answers, so that no byte
+// is copied on the way and no buffer is held.
 type sink struct {
-	store *Store
-	meta  raft.SnapshotMeta
-	step  int64
-	pw    *io.PipeWriter
-	done  chan struct{} // closed when SaveFrom has returned
+	store  *Store
+	meta   raft.SnapshotMeta
+	step   int64
+	pieces chan []byte   // Write -> save: a piece to write
+	wrote  chan error    // save -> Write: the piece's result
+	closed chan struct{} // closed by Close: the save publishes
+	cancel chan struct{} // closed by Cancel: the save fails
+	done   chan struct{} // closed when SaveFrom has returned
 	// saveErr is SaveFrom's result, read after done is closed.
 	saveErr error
 
@@ -240,11 +235,47 @@ func (k *sink) Write(p []byte) (int, error) {
 	if st != sinkOpen {
 		return 0, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, ErrSinkClosed)
 	}
-	n, err := k.pw.Write(p)
-	if err != nil {
-		return n, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, err)
+	select {
+	case k.pieces <- p:
+		select {
+		case err := <-k.wrote:
+			if err != nil {
+				return 0, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, err)
+			}
+			return len(p), nil
+		case <-k.done: // the callback did not answer: it panicked
+			return 0, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, k.ended())
+		}
+	case <-k.done: // the save ended (an error, or the store closed)
+		return 0, fmt.Errorf("raftstore: write snapshot %s: %w", k.meta.ID, k.ended())
 	}
-	return n, nil
+}
+
+// ended is the error of a save that returned while the sink was open.
+func (k *sink) ended() error {
+	if k.saveErr != nil {
+		return k.saveErr
+	}
+	return ErrSinkClosed
+}
+
+// save is the write callback of SaveFrom: it writes the pieces Write hands
+// it, until Close (nil: publish) or Cancel (an error: publish nothing).
+func (k *sink) save(w io.Writer) error {
+	for {
+		select {
+		case p := <-k.pieces:
+			_, err := w.Write(p)
+			k.wrote <- err
+			if err != nil {
+				return err
+			}
+		case <-k.closed:
+			return nil
+		case <-k.cancel:
+			return errCanceled
+		}
+	}
 }
 
 // Close publishes the snapshot and, once it is durable, reaps the snapshots
@@ -260,7 +291,7 @@ func (k *sink) Close() error {
 		return fmt.Errorf("raftstore: close snapshot %s: canceled: %w", k.meta.ID, ErrSinkClosed)
 	}
 	k.state = sinkClosed
-	_ = k.pw.Close()
+	close(k.closed)
 	<-k.done
 	if k.saveErr != nil {
 		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: %w", k.meta.ID, k.saveErr)
@@ -285,7 +316,7 @@ func (k *sink) Cancel() error {
 		return fmt.Errorf("raftstore: cancel snapshot %s: already closed: %w", k.meta.ID, ErrSinkClosed)
 	}
 	k.state = sinkCanceled
-	_ = k.pw.CloseWithError(errCanceled)
+	close(k.cancel)
 	<-k.done
 	if k.saveErr == nil {
 		// Unreachable: the write callback fails once the pipe is closed
