@@ -319,8 +319,9 @@ func (k *sink) Cancel() error {
 	close(k.cancel)
 	<-k.done
 	if k.saveErr == nil {
-		// Unreachable: the write callback fails once the pipe is closed
-		// with an error. Say so rather than claim nothing was published.
+		// Unreachable: with Close never called, the write callback returns
+		// only errCanceled or an error. Say so rather than claim nothing
+		// was published.
 		return fmt.Errorf("raftstore: cancel snapshot %s: the snapshot was published", k.meta.ID)
 	}
 	return nil
