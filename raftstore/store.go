@@ -75,11 +75,11 @@ var _ raft.SnapshotStore = (*Store)(nil)
 // checkpoint.Open does.
 func New(dir string, retain int, opts ...checkpoint.Option) (*Store, error) {
 	if retain < 1 {
-		return nil, fmt.Errorf("raftstore: open %s: retain %d must be at least 1: %w", dir, retain, checkpoint.ErrInvalid)
+		return nil, fmt.Errorf("raftstore: open %q: retain %d must be at least 1: %w", dir, retain, checkpoint.ErrInvalid)
 	}
 	cp, err := checkpoint.Open[[]byte](dir, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("raftstore: open %s: %w", dir, err)
+		return nil, fmt.Errorf("raftstore: open %q: %w", dir, err)
 	}
 	return newStore(cp, retain)
 }

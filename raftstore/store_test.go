@@ -214,14 +214,20 @@ func TestRetainReapsAfterClose(t *testing.T) {
 	}
 }
 
-func TestRetainBelowOneIsInvalid(t *testing.T) {
+func TestBadArgumentsAreInvalid(t *testing.T) {
 	t.Parallel()
 	_, err := raftstore.New(t.TempDir(), 0)
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.ErrorContains(t, err, "retain 0")
 	b, err := backendtest.NewMem().Open()
 	require.NoError(t, err)
 	_, err = raftstore.NewOnBackend(b, -1)
 	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, err = raftstore.NewOnBackend(nil, 1)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, err = raftstore.New("", 1)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.ErrorContains(t, err, `open ""`)
 }
 
 func TestUnsupportedVersionIsInvalid(t *testing.T) {
