@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/raftstore"
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
@@ -47,8 +48,8 @@ func nodeConfig(id raft.ServerID) *raft.Config {
 
 // newNode starts a raft node whose snapshots are in dir. With a
 // configuration, it bootstraps it.
-func newNode(id raft.ServerID, dir string, blob int, retain int) (*node, error) {
-	snaps, err := raftstore.New(dir, retain)
+func newNode(id raft.ServerID, dir string, blob int, retain int, opts ...checkpoint.Option) (*node, error) {
+	snaps, err := raftstore.New(dir, retain, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -68,12 +69,12 @@ func (n *node) shutdown() error {
 }
 
 // startCluster starts one node per directory and waits for a leader.
-func startCluster(dirs []string, blob int) (*cluster, error) {
+func startCluster(dirs []string, blob int, opts ...checkpoint.Option) (*cluster, error) {
 	c := &cluster{leaderCh: make(chan raft.Observation, 16)}
 	var conf raft.Configuration
 	for i, dir := range dirs {
 		id := raft.ServerID(fmt.Sprintf("node%d", i))
-		n, err := newNode(id, dir, blob, 2)
+		n, err := newNode(id, dir, blob, 2, opts...)
 		if err != nil {
 			_ = c.shutdown()
 			return nil, err
@@ -169,9 +170,21 @@ func (c *cluster) shutdown() error {
 
 func TestClusterSnapshotsCompactsAndInstalls(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts []checkpoint.Option
+	}{{"plain", nil}, {"zstd", []checkpoint.Option{checkpoint.Zstd()}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			testCluster(t, tc.opts...)
+		})
+	}
+}
+
+func testCluster(t *testing.T, opts ...checkpoint.Option) {
 	const blob = 3 << 20
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	c, err := startCluster(dirs, blob)
+	c, err := startCluster(dirs, blob, opts...)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, c.shutdown()) }()
 
@@ -189,7 +202,11 @@ func TestClusterSnapshotsCompactsAndInstalls(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, list, 2, "%s keeps its newest 2", n.id)
 		require.Greater(t, list[0].Index, list[1].Index)
-		require.Greater(t, list[0].Size, int64(blob))
+		if len(opts) == 0 {
+			require.Greater(t, list[0].Size, int64(blob))
+		} else {
+			require.Positive(t, list[0].Size) // the size on disk: compressed
+		}
 		first, err := n.logs.FirstIndex()
 		require.NoError(t, err)
 		require.Greater(t, first, uint64(1), "%s compacted its log", n.id)
@@ -200,12 +217,15 @@ func TestClusterSnapshotsCompactsAndInstalls(t *testing.T) {
 		f := newFSM(blob)
 		require.NoError(t, f.Restore(r))
 		require.Equal(t, want, f.state())
-		require.Equal(t, list[0].Size, meta.Size)
+		require.Greater(t, meta.Size, int64(blob))
+		if len(opts) == 0 {
+			require.Equal(t, list[0].Size, meta.Size)
+		}
 	}
 
 	// A new node is too far behind the compacted logs: the leader sends it
 	// its snapshot (Open), which the new node writes through its own sink.
-	nn, err := newNode("late", t.TempDir(), blob, 1)
+	nn, err := newNode("late", t.TempDir(), blob, 1, opts...)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, nn.shutdown()) }()
 	c.nodes = append(c.nodes, nn)
