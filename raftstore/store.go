@@ -146,6 +146,12 @@ func (s *Store) Location() string { return s.cp.Location() }
 // holds ("term-index-step"), so two snapshots of the same term and index
 // never collide. The snapshots of one Store are written one at a time: a
 // second sink's writes wait until the first is closed or canceled.
+//
+// A Write returns once its bytes are handed to the checkpoint's writer; it
+// must not be called by several goroutines at once. A Write after Close or
+// Cancel, Close after Cancel and Cancel after Close fail with ErrSinkClosed;
+// a second Close returns the first one's result, a second Cancel is nil.
+// trans is not used (the legacy Peers field is not kept).
 func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
 	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
 	if version < raft.SnapshotVersionMin || version > raft.SnapshotVersionMax {
@@ -170,7 +176,6 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 			Configuration:      configuration,
 			ConfigurationIndex: configurationIndex,
 		},
-		step:   step,
 		pieces: make(chan []byte),
 		wrote:  make(chan error),
 		closed: make(chan struct{}),
@@ -203,7 +208,6 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 type sink struct {
 	store  *Store
 	meta   raft.SnapshotMeta
-	step   int64
 	pieces chan []byte   // Write -> save: a piece to write
 	wrote  chan error    // save -> Write: the piece's result
 	closed chan struct{} // closed by Close: the save publishes
