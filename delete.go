@@ -13,6 +13,51 @@ func (s *Store[T]) Delete(ctx context.Context, step int64) error {
 	return s.deleteWhere(ctx, "delete", step, func(Kind) bool { return true })
 }
 
+// DeleteExact removes exactly the checkpoint that info describes, as
+// returned by List, Save or SaveFrom, and syncs the directory; any other
+// checkpoint of its step (another kind, another compression) stays. Use it
+// where a step may hold checkpoints of other writers or kinds that Delete
+// would remove with it. If the file no longer holds that checkpoint (it was
+// removed, or holds one saved since), the result is ErrNotFound and
+// nothing is removed; info's file must be a checkpoint name of the store's
+// layout (else ErrInvalid). A checkpoint whose header could not be read
+// (Format 0 in List) is matched by its file name alone.
+func (s *Store[T]) DeleteExact(ctx context.Context, info Info) error {
+	const op = "delete"
+	if err := checkStep(info.Step); err != nil {
+		return s.failed(stepError(op, info.Step, s.dir, err))
+	}
+	name := info.Name()
+	if _, ok := s.cfg.layout.parse(name); !ok {
+		return s.failed(stepError(op, info.Step, info.Location, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name)))
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return s.failed(stepError(op, info.Step, s.dir, err))
+	}
+	err := func() error {
+		entries, err := s.stepEntries(ctx, info.Step)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if e.name != name {
+				continue
+			}
+			if info.Format != 0 && (e.hErr != nil || e.h.Step != info.Step || !e.h.Time.Equal(info.Time)) {
+				break // the file holds another checkpoint now
+			}
+			return s.remove(ctx, name)
+		}
+		return ErrNotFound
+	}()
+	s.forgetRemoved() // Append lists the store again
+	s.endWrite()
+	if err != nil {
+		return s.failed(stepError(op, info.Step, s.path(name), err))
+	}
+	return nil
+}
+
 func (s *Store[T]) deleteWhere(ctx context.Context, op string, step int64, kind func(Kind) bool) error {
 	if err := checkStep(step); err != nil {
 		return s.failed(stepError(op, step, s.dir, err))

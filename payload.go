@@ -63,7 +63,15 @@ func payloadOf(f int) Payload {
 // nothing is published. The io.Writer must not be used after write
 // returns (such a write fails and never reaches the file), nor by several
 // goroutines at once. write runs under the store's write lock: it must not
-// write to the store (read the state it saves before SaveFrom).
+// write to the store nor Close it (read the state it saves before
+// SaveFrom).
+//
+// The checkpoint records the store's schema (WithSchema), as a state's
+// does: OpenPayload and LatestPayload of a payload of a newer schema fail
+// with ErrNewerSchema once it verifies (LatestPayload stops there, as
+// Latest does). Migrations transform JSON states only: a payload of an
+// older schema is handed over as it was written, and its Info.Schema says
+// which schema that was.
 //
 // With Async, SaveFrom is synchronous all the same (a stream cannot wait
 // in a queue): it publishes the saves queued before it first, then its own.
@@ -128,7 +136,10 @@ func (s *Store[T]) preparePayload(ctx context.Context, op string, step int64, wr
 // ErrCorrupt, which names the step and the file. Bytes read before the end
 // are unverified: act on them only once a Read has returned io.EOF (a
 // payload of more bytes than WithMaxReadSize fails too, with ErrCorrupt,
-// unverified). Close the reader before the store.
+// unverified). Close the reader before the store. Hooks see the payload
+// as it ends: OnLoad (and the log's "checkpoint restored") runs when a Read
+// has reached the verified end, and OnError gets the error of one that
+// ends in damage; a reader closed before its end reports neither.
 //
 // A step with no checkpoint is ErrNotFound. A checkpoint of a JSON state is
 // read whole and verified, and is then an error wrapping
@@ -159,8 +170,23 @@ func (s *Store[T]) OpenPayload(ctx context.Context, step int64) (io.ReadCloser, 
 	if err != nil {
 		return nil, Info{}, s.failed(err)
 	}
-	s.loaded(info)
+	s.reportAtEnd(r, info, false)
 	return r, info, nil
+}
+
+// reportAtEnd makes r report how its payload ends: a load (the OnLoad hook,
+// the log's "checkpoint restored") once it has verified at its end, unless
+// the load was reported already (verified, by LatestPayload), and a failure
+// (OnError, the log) if it ends in an error, such as damage.
+func (s *Store[T]) reportAtEnd(r *payloadReader, info Info, verified bool) {
+	r.ended = func(err error) {
+		switch {
+		case err != nil:
+			s.failed(err)
+		case !verified:
+			s.loaded(info)
+		}
+	}
 }
 
 // OpenPayloadExact opens exactly the byte payload that info describes, as
@@ -193,7 +219,7 @@ func (s *Store[T]) OpenPayloadExact(ctx context.Context, info Info) (io.ReadClos
 	if err != nil {
 		return nil, Info{}, s.failed(err)
 	}
-	s.loaded(got)
+	s.reportAtEnd(r, got, false)
 	return r, got, nil
 }
 
@@ -225,6 +251,7 @@ func (s *Store[T]) LatestPayload(ctx context.Context) (io.ReadCloser, Info, erro
 		return nil, Info{}, s.failed(err)
 	}
 	s.loaded(info)
+	s.reportAtEnd(r, info, true)
 	return r, info, nil
 }
 
@@ -266,6 +293,17 @@ func (s *Store[T]) openPayloadEntry(ctx context.Context, op string, e entry, exa
 		f.Close()
 		return fail(err)
 	}
+	if h.Schema > s.cfg.schema.Version {
+		// As for a state, only a checkpoint that verifies is of a newer
+		// schema: a damaged header is damage.
+		_, err := io.Copy(io.Discard, pr)
+		pr.Close()
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: the payload has schema %d, this store reads schema %d and older (see WithSchema)", ErrNewerSchema, h.Schema, s.cfg.schema.Version)
+		}
+		return fail(err)
+	}
 	info := s.info(e.name, e.fn, o.Size, h)
 	info.PayloadSize = size
 	r := &payloadReader{f: f, p: pr, op: op, step: h.Step, path: path}
@@ -288,15 +326,20 @@ type payloadReader struct {
 	mu     sync.Mutex
 	err    error
 	closed bool
+	// ended, if set, is called once, without the lock, with the error
+	// that ends the payload: nil when it verified at its end (the store
+	// reports the load), else the error (the store reports the failure).
+	ended func(error)
 }
 
 func (r *payloadReader) Read(b []byte) (int, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.err != nil {
+		defer r.mu.Unlock()
 		return 0, r.err
 	}
 	if r.closed {
+		defer r.mu.Unlock()
 		r.err = stepError(r.op, r.step, r.path, fmt.Errorf("%w: read after Close", ErrClosed))
 		return 0, r.err
 	}
@@ -307,7 +350,20 @@ func (r *payloadReader) Read(b []byte) (int, error) {
 	case err != nil:
 		r.err = stepError(r.op, r.step, r.path, err)
 	}
-	return n, r.err
+	ret, ended := r.err, r.ended
+	if ret != nil {
+		r.ended = nil
+	}
+	r.mu.Unlock()
+	if ret != nil && ended != nil {
+		// Hooks run outside the lock: one may use the reader.
+		if ret == io.EOF {
+			ended(nil)
+		} else {
+			ended(ret)
+		}
+	}
+	return n, ret
 }
 
 // Close closes the file the payload is read from. It may be called more

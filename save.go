@@ -211,7 +211,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
 	payloadSize := int64(0)
 	if j.payload != nil {
-		h.Format, h.Schema = format.PayloadVersion, 0
+		h.Format = format.PayloadVersion
 		write = func(w io.Writer) error {
 			var err error
 			payloadSize, err = s.codec.WritePayload(w, h, j.payload)

@@ -394,7 +394,9 @@ func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[s
 	}
 	st := r.readerOn(src)
 	defer st.Close()
-	if _, _, err := st.Load(ctx, step); err != nil {
+	// The step must verify, whatever it holds: Load reads a byte payload
+	// to its end and verifies it before it says ErrPayloadMismatch.
+	if _, _, err := st.Load(ctx, step); err != nil && !errors.Is(err, ErrPayloadMismatch) {
 		return Session{}, inner(err, st.dir)
 	}
 	infos, err := st.List(ctx)
@@ -801,6 +803,14 @@ func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step i
 		}
 	}
 	_, info, err := st.Latest(ctx)
+	if errors.Is(err, ErrPayloadMismatch) {
+		// A byte payload: the newest that verifies (LatestPayload reads
+		// it to its end first).
+		var rc io.ReadCloser
+		if rc, info, err = st.LatestPayload(ctx); err == nil {
+			rc.Close()
+		}
+	}
 	if err != nil || info.Step != step {
 		return changed
 	}

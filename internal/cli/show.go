@@ -106,8 +106,11 @@ func parseStep(s string) (step int64, latest bool, err error) {
 // Latest passes over on its way to one that loads, for noteSkipped.
 func (c *cli) skippedHook() checkpoint.Option {
 	return checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) {
+		// Where Latest stops (a byte payload that verified, a newer
+		// schema, a failed migration) is its answer, not a skip.
+		stop := errors.Is(err, checkpoint.ErrPayloadMismatch) || errors.Is(err, checkpoint.ErrNewerSchema) || errors.Is(err, checkpoint.ErrMigration)
 		var e *checkpoint.Error
-		if errors.As(err, &e) && e.Op == "latest" && e.HasStep {
+		if !stop && errors.As(err, &e) && e.Op == "latest" && e.HasStep {
 			c.skipped = append(c.skipped, e)
 		}
 	}})

@@ -357,8 +357,11 @@ func (c *Codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 		if err != nil {
 			return fail(err)
 		}
-		if content > c.MaxRead {
-			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, the limit is %d (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, content, c.MaxRead))
+		// The most any file within the limit holds: a byte payload of
+		// MaxRead bytes with its header and trailer (a state's file is
+		// held to MaxRead by its own reads).
+		if most := c.MaxRead + int64(MaxHeaderSize+TrailerLenV2); content > most {
+			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, more than the %d of a file whose payload is within the limit of %d (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, content, most, c.MaxRead))
 		}
 		st.hint = content
 		// A frame of a small window is decoded by a spare decoder that
