@@ -690,3 +690,74 @@ func testConcurrentUse(t *testing.T, opts ...checkpoint.Option) {
 		require.Equal(t, sampleState(info.Step), got)
 	}
 }
+
+// TestLatestBesideAPruningWriterNeverAnswersAFreshStart: a reader's Latest
+// and LatestPayload, while a writer of another process saves step after
+// step with KeepLast(1), always return a checkpoint at least as new as
+// the one saved before the call, never ErrNotFound (which a host takes
+// for a fresh start) nor an older step: a checkpoint that vanishes
+// between the reader's listing and its read was pruned after a newer one
+// was published, so the reader lists again.
+func TestLatestBesideAPruningWriterNeverAnswersAFreshStart(t *testing.T) {
+	t.Parallel()
+	for _, payload := range []bool{false, true} {
+		t.Run(map[bool]string{false: "state", true: "payload"}[payload], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			w := openStore[[]byte](t, dir, checkpoint.NoSync(), checkpoint.KeepLast(1))
+			save := func(step int64) {
+				var err error
+				if payload {
+					_, err = w.SaveFrom(ctx, step, func(wr io.Writer) error { _, err := wr.Write([]byte(strconv.FormatInt(step, 10))); return err })
+				} else {
+					_, err = w.Save(ctx, step, []byte(strconv.FormatInt(step, 10)))
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			save(1)
+			var published atomic.Int64
+			published.Store(1)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for step := int64(2); ; step++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					save(step)
+					published.Store(step)
+				}
+			}()
+			r := openStore[[]byte](t, dir, checkpoint.ReadOnly())
+			for range 1500 {
+				before := published.Load()
+				var info checkpoint.Info
+				var err error
+				if payload {
+					var rc io.ReadCloser
+					if rc, info, err = r.LatestPayload(ctx); err == nil {
+						rc.Close()
+					}
+				} else {
+					_, info, err = r.Latest(ctx)
+				}
+				if err != nil {
+					t.Errorf("Latest beside a pruning writer: %v", err)
+					break
+				}
+				if info.Step < before {
+					t.Errorf("Latest returned step %d, older than step %d published before the call", info.Step, before)
+					break
+				}
+			}
+			close(stop)
+			<-done
+		})
+	}
+}

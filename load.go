@@ -147,7 +147,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	}
 	v, info, skipped, err := func() (T, Info, []error, error) {
 		defer s.ops.Done() // as in load
-		return latestWalk(s, ctx, op, want, s.loadEntry)
+		return latestWalk(s, ctx, op, want, s.loadEntry, nil)
 	}()
 	for _, e := range skipped {
 		s.failed(e)
@@ -158,14 +158,44 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	return v, info, nil
 }
 
+// latestRelists bounds how often a walk lists the store again after a
+// checkpoint it listed vanished (see latestWalk). Each new listing holds
+// a newer checkpoint, so only a writer that publishes and prunes faster
+// than a reader can list and open (tens of thousands of saves a second,
+// in a test) needs more than a few; past the bound, the walk answers from
+// its last listing.
+const latestRelists = 64
+
 // latestWalk walks the checkpoints of s newest first and returns the first
 // that load loads, with the failures it passed: Latest's walk, for a state
-// (loadEntry) or a byte payload (LatestPayload).
-func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error)) (R, Info, []error, error) {
+// (loadEntry) or a byte payload (LatestPayload). release, if not nil,
+// releases a result the walk does not return.
+//
+// A checkpoint that vanishes between the listing and its read was removed
+// by a writer (retention, Truncate, Delete): retention removes one only
+// once a newer one is durable, which the listing missed. So a walk that
+// saw one vanish lists the store again and walks anew, rather than answer
+// with an older checkpoint or ErrNotFound (a fresh start) for a store that
+// never lacked a checkpoint.
+func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error), release func(R)) (R, Info, []error, error) {
+	for attempt := 1; ; attempt++ {
+		r, info, skipped, vanished, err := latestWalkOnce(s, ctx, op, want, load)
+		if !vanished || attempt == latestRelists || ctx.Err() != nil {
+			return r, info, skipped, err
+		}
+		if err == nil && release != nil {
+			release(r)
+		}
+	}
+}
+
+// latestWalkOnce is one walk of latestWalk, over one listing; vanished
+// says whether a checkpoint it listed was gone when it came to read it.
+func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error)) (_ R, _ Info, _ []error, vanished bool, _ error) {
 	var zero R
 	ns, dropped, err := s.names(ctx, want)
 	if err != nil {
-		return zero, Info{}, nil, opError(op, s.dir, err)
+		return zero, Info{}, nil, false, opError(op, s.dir, err)
 	}
 	// Order by step from the names alone, then read headers only for the
 	// steps actually tried: most calls read one header and one file. The
@@ -203,6 +233,9 @@ func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func
 				bad := s.notRegularAmong(ctx, op, ns[start:end], group)
 				tried += len(bad)
 				skipped = append(skipped, bad...)
+				if len(group)+len(bad) < end-start {
+					vanished = true // removed since the listing
+				}
 			}
 		}
 		end = start
@@ -213,18 +246,19 @@ func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func
 			// since the scan is still the newest checkpoint.
 			v, info, err := load(ctx, op, group[i], false)
 			if err == nil {
-				return v, info, skipped, nil
+				return v, info, skipped, vanished, nil
 			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return zero, Info{}, skipped, opError(op, s.dir, ctxErr)
+				return zero, Info{}, skipped, vanished, opError(op, s.dir, ctxErr)
 			}
 			if errors.Is(err, ErrNotFound) {
-				continue // removed since the scan
+				vanished = true // removed since the listing
+				continue
 			}
 			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) {
 				// Not damage, and resuming from an older step would
 				// fork the history silently.
-				return zero, Info{}, skipped, err
+				return zero, Info{}, skipped, vanished, err
 			}
 			skipped = append(skipped, err)
 		}
@@ -238,12 +272,12 @@ func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func
 	if len(skipped) == 0 {
 		if len(ns) == 0 {
 			if err := s.foreignLayout(ctx); err != nil {
-				return zero, Info{}, nil, opError(op, s.dir, err)
+				return zero, Info{}, nil, vanished, opError(op, s.dir, err)
 			}
 		}
-		return zero, Info{}, nil, opError(op, s.dir, ErrNotFound)
+		return zero, Info{}, nil, vanished, opError(op, s.dir, ErrNotFound)
 	}
-	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
+	return zero, Info{}, nil, vanished, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
 }
 
 // notRegularAmong returns an error wrapping ErrCorrupt, which says what is

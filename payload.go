@@ -242,7 +242,7 @@ func (s *Store[T]) LatestPayload(ctx context.Context) (io.ReadCloser, Info, erro
 	}
 	r, info, skipped, err := func() (*payloadReader, Info, []error, error) {
 		defer s.ops.Done()
-		return latestWalk(s, ctx, "latest payload", func(fileName) bool { return true }, s.verifiedPayload)
+		return latestWalk(s, ctx, "latest payload", func(fileName) bool { return true }, s.verifiedPayload, func(r *payloadReader) { r.Close() })
 	}()
 	for _, e := range skipped {
 		s.failed(e)
@@ -258,20 +258,27 @@ func (s *Store[T]) LatestPayload(ctx context.Context) (io.ReadCloser, Info, erro
 // verifiedPayload opens the payload of e once it has read it whole and
 // verified it (see LatestPayload).
 func (s *Store[T]) verifiedPayload(ctx context.Context, op string, e entry, exact bool) (*payloadReader, Info, error) {
-	r, first, err := s.openPayloadEntry(ctx, op, e, exact)
+	// The reader handed out is opened first, and the checkpoint verified
+	// through a second open of it: where a file stays readable while it
+	// is open (a local file), a writer that prunes it meanwhile cannot
+	// take it away between the verification and the caller's reads.
+	out, info, err := s.openPayloadEntry(ctx, op, e, exact)
 	if err != nil {
 		return nil, Info{}, err
 	}
-	_, err = io.Copy(io.Discard, r)
-	r.Close()
+	// The same checkpoint again, exactly: a rolling file that moved on
+	// meanwhile is ErrNotFound (and the walk lists the store again).
+	e.h.Step, e.h.Time, e.hErr = info.Step, info.Time, nil
+	check, _, err := s.openPayloadEntry(ctx, op, e, true)
+	if err == nil {
+		_, err = io.Copy(io.Discard, check)
+		check.Close()
+	}
 	if err != nil {
+		out.Close()
 		return nil, Info{}, err
 	}
-	// The same checkpoint again: the one verified, unless the rolling
-	// file moved on meanwhile (then its newer checkpoint, verified as
-	// it streams).
-	e.h.Step, e.h.Time, e.hErr = first.Step, first.Time, nil
-	return s.openPayloadEntry(ctx, op, e, exact)
+	return out, info, nil
 }
 
 // openPayloadEntry opens the byte payload of one checkpoint file. With
