@@ -58,4 +58,3 @@ func TestEinoRunResumesFromTheStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "start-a-b-c", got)
 }
-

@@ -1,0 +1,66 @@
+package einostore_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/stretchr/testify/require"
+)
+
+// Goroutines of one Store Set and Get one shared ID and one ID each at
+// once: every Set succeeds (they wait for each other), and every Get
+// returns exactly one of the values Set for its ID, while retention prunes
+// the checkpoints that Gets may be reading.
+func TestConcurrentSetsAndGetsOfGoroutinesNeverSeeATornOrForeignValue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, _ := newStore(t, checkpoint.KeepLast(1))
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for w := range errs {
+		wg.Go(func() { errs[w] = hammer(ctx, store, fmt.Sprint("g", w), 10) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	got, found, err := store.Get(ctx, "shared")
+	require.NoError(t, err)
+	require.True(t, found)
+	i, err := parseValue("shared", got)
+	require.NoError(t, err)
+	require.Equal(t, 9, i, "the last Set of every goroutine is 9")
+}
+
+// Two processes and the test's goroutines do the same on one root.
+func TestConcurrentSetsAndGetsOfProcessesNeverSeeATornOrForeignValue(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("no child processes here")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	store, dir := newStore(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for p := range 2 {
+		cmd, _ := child(t, "hammer", dir, "", fmt.Sprint("EINOSTORE_TEST_PROC=", p))
+		wg.Go(func() { errs[p] = cmd.Wait() })
+	}
+	for w := range 2 {
+		wg.Go(func() { errs[2+w] = hammer(ctx, store, fmt.Sprint("g", w), 30) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	for _, id := range []string{"own-p0", "own-p1", "own-g0", "own-g1"} {
+		got, found, err := store.Get(ctx, id)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, value(id, 29), got)
+	}
+}
