@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -63,4 +64,61 @@ func TestConcurrentSetsAndGetsOfProcessesNeverSeeATornOrForeignValue(t *testing.
 		require.True(t, found)
 		require.Equal(t, value(id, 29), got)
 	}
+}
+
+// A Get never returns a value older than one whose Set returned before the
+// Get began, even while Sets prune the checkpoint it is reading and an old
+// one is kept (step 0, by KeepMultiplesOf).
+func TestGetNeverReturnsAValueOlderThanTheLastAcknowledgedBeforeIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, _ := newStore(t, checkpoint.KeepMultiplesOf(1_000_000), checkpoint.NoSync())
+	const id = "run"
+	require.NoError(t, store.Set(ctx, id, value(id, 0)))
+	var acked atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var setErr error
+	wg.Go(func() {
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if setErr = store.Set(ctx, id, value(id, i)); setErr != nil {
+				return
+			}
+			acked.Store(int64(i))
+		}
+	})
+	getErrs := make(chan error, 4)
+	var gets sync.WaitGroup
+	for range 4 {
+		gets.Go(func() {
+			for range 100 {
+				before := acked.Load()
+				b, _, err := store.Get(ctx, id)
+				if err == nil {
+					var i int
+					if i, err = parseValue(id, b); err == nil && int64(i) < before {
+						err = fmt.Errorf("get returned value %d after %d was acknowledged", i, before)
+					}
+				}
+				if err != nil {
+					getErrs <- err
+					return
+				}
+			}
+		})
+	}
+	gets.Wait()
+	close(stop)
+	wg.Wait()
+	close(getErrs)
+	require.NoError(t, setErr)
+	for err := range getErrs {
+		require.NoError(t, err)
+	}
+	require.Positive(t, acked.Load(), "the Sets ran beside the Gets")
 }

@@ -18,7 +18,6 @@
 package einostore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,8 +48,9 @@ const DefaultLockWait = time.Minute
 //   - Concurrent Sets of one ID, from goroutines of one Store or from
 //     different processes on one root, are serialised by the ID's writer
 //     lock: each waits for the lock (see DefaultLockWait) instead of
-//     failing, and the one that returns last is the one Get returns. Sets of
-//     different IDs run in parallel. Gets take no lock.
+//     failing, and the one that returns last is the one Get returns. A Get
+//     takes the lock too, so it returns the value of the last Set before
+//     it. Calls on different IDs run in parallel.
 //
 // A Store is safe for concurrent use by multiple goroutines.
 type Store struct {
@@ -122,6 +122,14 @@ func (s *Store) Sessions() *checkpoint.Sessions { return s.sessions }
 // never (nil, false, nil): a run must not silently start again from
 // scratch. Other failures (a read error, checkpoint.ErrInvalid for an ID
 // that cannot name a session, checkpoint.ErrClosed) are errors too.
+//
+// Get holds the ID's writer lock while it reads, waiting for it as Set
+// does, so that no Set or retention pass runs meanwhile: what it returns
+// is the last value set before it, never an older one whose successor a
+// concurrent prune removed while it was being read. On a root opened with
+// checkpoint.ReadOnly, Get takes no lock (it cannot): a Set of another
+// process that prunes meanwhile may then make it fail or return an older
+// value; use ReadOnly to inspect a root no one writes to.
 func (s *Store) Get(ctx context.Context, checkPointID string) ([]byte, bool, error) {
 	if err := s.enter(); err != nil {
 		return nil, false, opErr("get", checkPointID, err)
@@ -130,60 +138,28 @@ func (s *Store) Get(ctx context.Context, checkPointID string) ([]byte, bool, err
 	if err := checkpoint.ValidSessionID(checkPointID); err != nil {
 		return nil, false, opErr("get", checkPointID, err)
 	}
-	// A retention pass of a concurrent Set may remove the file the walk
-	// chose between its listing and its read: the walk is then done again.
-	var err error
-	for range 5 {
-		var data []byte
-		var found bool
-		data, found, err = s.get(ctx, checkPointID)
-		if err == nil || !errors.Is(err, errVanished) {
-			if err != nil {
-				return nil, false, opErr("get", checkPointID, err)
-			}
-			return data, found, nil
+	var data []byte
+	found := true
+	err := s.withID(ctx, checkPointID, false, func(st *checkpoint.Store[[]byte]) error {
+		r, _, err := st.LatestPayload(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	return nil, false, opErr("get", checkPointID, err)
-}
-
-var errVanished = errors.New("checkpoint removed while being read")
-
-func (s *Store) get(ctx context.Context, id string) ([]byte, bool, error) {
-	st, err := checkpoint.OpenSessionStore[[]byte](s.sessions, id, checkpoint.ReadOnly())
+		data, err = io.ReadAll(r)
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, false, nil
+		// No session, or a session with no checkpoint (a first Set that
+		// failed, or was killed, between creating it and publishing).
+		data, found, err = nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, opErr("get", checkPointID, err)
 	}
-	defer st.Close()
-	r, _, err := st.LatestPayload(ctx)
-	if errors.Is(err, checkpoint.ErrNotFound) {
-		// Nothing at all, or what the walk chose has just been pruned.
-		infos, lerr := st.List(ctx)
-		if lerr != nil {
-			return nil, false, lerr
-		}
-		if len(infos) == 0 {
-			return nil, false, nil
-		}
-		return nil, false, fmt.Errorf("%w: %w", errVanished, err)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	data, err := io.ReadAll(r)
-	if cerr := r.Close(); err == nil {
-		err = cerr
-	}
-	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, false, fmt.Errorf("%w: %w", errVanished, err)
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return data, true, nil
+	return data, found, nil
 }
 
 // Set saves checkPoint as the newest checkpoint of checkPointID, creating
@@ -211,18 +187,13 @@ func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte)
 	if len(checkPoint) == 0 {
 		return opErr("set", checkPointID, fmt.Errorf("%w: an empty checkpoint", checkpoint.ErrInvalid))
 	}
-	st, err := s.lockID(ctx, checkPointID, true)
-	if err != nil {
-		return opErr("set", checkPointID, err)
-	}
-	defer s.unlockID(checkPointID)
-	_, err = st.AppendFrom(ctx, func(w io.Writer) error {
-		_, err := io.Copy(w, bytes.NewReader(checkPoint))
+	err := s.withID(ctx, checkPointID, true, func(st *checkpoint.Store[[]byte]) error {
+		_, err := st.AppendFrom(ctx, func(w io.Writer) error {
+			_, err := w.Write(checkPoint)
+			return err
+		})
 		return err
 	})
-	if cerr := st.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
 		return opErr("set", checkPointID, err)
 	}
@@ -244,10 +215,10 @@ func (s *Store) Delete(ctx context.Context, checkPointID string) error {
 	if err := checkpoint.ValidSessionID(checkPointID); err != nil {
 		return opErr("delete", checkPointID, err)
 	}
-	if _, err := s.lockID(ctx, checkPointID, false); err != nil {
+	if err := s.queue(ctx, checkPointID); err != nil {
 		return opErr("delete", checkPointID, err)
 	}
-	defer s.unlockID(checkPointID)
+	defer s.unqueue(checkPointID)
 	err := s.retryLocked(ctx, func() error {
 		err := s.sessions.Delete(ctx, checkPointID)
 		if errors.Is(err, checkpoint.ErrNotFound) {
@@ -295,11 +266,45 @@ func (s *Store) enter() error {
 	return nil
 }
 
-// lockID queues the caller behind the other calls of this Store on id,
-// then (open) opens id's store as its writer, creating the session if it
-// does not exist, waiting for a writer of another process. The caller
-// calls unlockID after closing the store.
-func (s *Store) lockID(ctx context.Context, id string, open bool) (*checkpoint.Store[[]byte], error) {
+// withID calls f with the store of id, opened as its writer (on a
+// ReadOnly root, as a reader), after the calls of this Store on id before
+// it: it waits for them, then for a writer of another process (see
+// retryLocked). With create, a missing session is created; without, it is
+// ErrNotFound.
+func (s *Store) withID(ctx context.Context, id string, create bool, f func(*checkpoint.Store[[]byte]) error) error {
+	if err := s.queue(ctx, id); err != nil {
+		return err
+	}
+	defer s.unqueue(id)
+	var st *checkpoint.Store[[]byte]
+	err := s.retryLocked(ctx, func() error {
+		var err error
+		st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
+		if create && errors.Is(err, checkpoint.ErrNotFound) {
+			// The first Set of id (or a Delete ran between a Create
+			// and the open: Create again).
+			_, err = s.sessions.Create(ctx, id, nil)
+			if err == nil || errors.Is(err, checkpoint.ErrExists) {
+				st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = f(st)
+	if cerr := st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// queue waits until no other call of this Store on id is under way (or
+// ctx is done, or the Store closes), so that the calls of one process wait
+// for each other in order instead of polling the writer lock. The caller
+// calls unqueue when done.
+func (s *Store) queue(ctx context.Context, id string) error {
 	s.idMu.Lock()
 	l := s.idLks[id]
 	if l == nil {
@@ -313,52 +318,22 @@ func (s *Store) lockID(ctx context.Context, id string, open bool) (*checkpoint.S
 	defer cancel()
 	select {
 	case l.sem <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		s.release(id, l)
-		return nil, waitError(ctx)
+		return waitError(ctx)
 	case <-s.closing:
 		s.release(id, l)
-		return nil, checkpoint.ErrClosed
+		return checkpoint.ErrClosed
 	}
-	if !open {
-		return nil, nil
-	}
-	var st *checkpoint.Store[[]byte]
-	err := s.retryLocked(ctx, func() error {
-		var err error
-		st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
-		if errors.Is(err, checkpoint.ErrNotFound) {
-			// The first Set of id (or a Delete ran between our Create and
-			// our open: Create again).
-			_, err = s.sessions.Create(ctx, id, nil)
-			if err == nil || errors.Is(err, checkpoint.ErrExists) {
-				st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		s.unlockID(id)
-		return nil, err
-	}
-	return st, nil
 }
 
-func (s *Store) unlockID(id string) {
+func (s *Store) unqueue(id string) {
 	s.idMu.Lock()
 	l := s.idLks[id]
 	s.idMu.Unlock()
 	<-l.sem
 	s.release(id, l)
-}
-
-func (s *Store) release(id string, l *idLock) {
-	s.idMu.Lock()
-	l.refs--
-	if l.refs == 0 {
-		delete(s.idLks, id)
-	}
-	s.idMu.Unlock()
 }
 
 // retryLocked calls f until it returns anything but checkpoint.ErrLocked
@@ -406,4 +381,13 @@ func waitError(ctx context.Context) error {
 
 func opErr(op, id string, err error) error {
 	return fmt.Errorf("einostore: %s checkpoint %q: %w", op, id, err)
+}
+
+func (s *Store) release(id string, l *idLock) {
+	s.idMu.Lock()
+	l.refs--
+	if l.refs == 0 {
+		delete(s.idLks, id)
+	}
+	s.idMu.Unlock()
 }

@@ -230,3 +230,45 @@ func TestNewOnBackend(t *testing.T) {
 	require.Equal(t, value("run", 1), got)
 	require.NoError(t, store.Close())
 }
+
+// Close does not wait for a Set waiting for another writer's lock: the Set
+// fails with ErrClosed, whichever of the two comes first.
+func TestCloseStopsASetWaitingForTheLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := einostore.New(dir)
+	require.NoError(t, err)
+	require.NoError(t, store.Set(ctx, "run", value("run", 0)))
+	root, err := checkpoint.OpenSessions(dir)
+	require.NoError(t, err)
+	defer root.Close()
+	holder, err := checkpoint.OpenSessionStore[[]byte](root, "run")
+	require.NoError(t, err)
+	defer holder.Close()
+
+	done := make(chan error, 1)
+	go func() { done <- store.Set(ctx, "run", value("run", 1)) }()
+	require.NoError(t, store.Close())
+	require.ErrorIs(t, <-done, checkpoint.ErrClosed)
+}
+
+func TestAReadOnlyRootGetsAndRefusesSets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, dir := newStore(t)
+	require.NoError(t, store.Set(ctx, "run", value("run", 0)))
+
+	ro, err := einostore.New(dir, checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	got, found, err := ro.Get(ctx, "run")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, value("run", 0), got)
+	_, found, err = ro.Get(ctx, "other")
+	require.NoError(t, err)
+	require.False(t, found)
+	require.ErrorIs(t, ro.Set(ctx, "run", value("run", 1)), checkpoint.ErrReadOnly)
+	require.ErrorIs(t, ro.Set(ctx, "new", value("new", 1)), checkpoint.ErrReadOnly)
+}
