@@ -2,7 +2,12 @@ module github.com/gocheckpoint/checkpoint/einostore
 
 go 1.26.0
 
-require github.com/gocheckpoint/checkpoint v0.0.0-20261126202639-0d14dac647ae
+require (
+	github.com/gocheckpoint/checkpoint v0.0.0-20261126202639-0d14dac647ae
+	github.com/stretchr/testify v1.12.1
+)
+
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
