@@ -18,6 +18,7 @@
 package einostore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -141,14 +142,22 @@ func (s *Store) Get(ctx context.Context, checkPointID string) ([]byte, bool, err
 	var data []byte
 	found := true
 	err := s.withID(ctx, checkPointID, false, func(st *checkpoint.Store[[]byte]) error {
-		r, _, err := st.LatestPayload(ctx)
+		r, info, err := st.LatestPayload(ctx)
 		if err != nil {
 			return err
 		}
-		data, err = io.ReadAll(r)
+		// The size is exact for a plain file (-1 when compressed): then
+		// the payload is read into one buffer of its size. The reader
+		// returns io.EOF only once the checksum verified.
+		var buf bytes.Buffer
+		if info.PayloadSize >= 0 && info.PayloadSize < 1<<30 {
+			buf.Grow(int(info.PayloadSize) + bytes.MinRead)
+		}
+		_, err = buf.ReadFrom(r)
 		if cerr := r.Close(); err == nil {
 			err = cerr
 		}
+		data = buf.Bytes()
 		return err
 	})
 	if errors.Is(err, checkpoint.ErrNotFound) {
