@@ -213,9 +213,10 @@ func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte)
 // that finished: Get then returns (nil, false, nil). Deleting an ID that
 // has no checkpoint is no error. It waits for the ID's writer lock as Set
 // does. A crash during Delete leaves the ID either whole or out of sight
-// (see checkpoint.Sessions.Delete); a later Set of the ID then waits for
-// nothing but may fail with checkpoint.ErrExists until the next Delete of
-// it finishes the removal.
+// (see checkpoint.Sessions.Delete). Out of sight, Get reports it as not
+// found, and Set fails (after waiting about 2 s for a creation under way
+// in another process to finish) with an error wrapping
+// checkpoint.ErrExists until a Delete of the ID finishes the removal.
 func (s *Store) Delete(ctx context.Context, checkPointID string) error {
 	if err := s.enter(); err != nil {
 		return opErr("delete", checkPointID, err)
@@ -286,6 +287,7 @@ func (s *Store) withID(ctx context.Context, id string, create bool, f func(*chec
 	}
 	defer s.unqueue(id)
 	var st *checkpoint.Store[[]byte]
+	halfway := 0
 	err := s.retryLocked(ctx, func() error {
 		var err error
 		st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
@@ -295,6 +297,15 @@ func (s *Store) withID(ctx context.Context, id string, create bool, f func(*chec
 			_, err = s.sessions.Create(ctx, id, nil)
 			if err == nil || errors.Is(err, checkpoint.ErrExists) {
 				st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
+			}
+			if errors.Is(err, checkpoint.ErrNotFound) {
+				// Taken but not there: another process is creating
+				// it (wait for it), or a crash interrupted a Delete
+				// of it, whose next Delete finishes it.
+				if halfway++; halfway < maxHalfway {
+					return fmt.Errorf("%w: %w", errHalfway, err)
+				}
+				return fmt.Errorf("%w: the ID is taken but holds no session: if a Delete of it was interrupted, Delete it again", checkpoint.ErrExists)
 			}
 		}
 		return err
@@ -345,8 +356,14 @@ func (s *Store) unqueue(id string) {
 	s.release(id, l)
 }
 
+// errHalfway is a session whose creation another process has begun and
+// not yet finished; withID waits for it maxHalfway attempts at most.
+var errHalfway = errors.New("session being created")
+
+const maxHalfway = 30 // about 2 s of retryLocked's backoff
+
 // retryLocked calls f until it returns anything but checkpoint.ErrLocked
-// (a writer of another process holds the ID), or ctx is done, or the Store
+// (a writer of another process holds the ID) or errHalfway, or ctx is done, or the Store
 // closes, with a backoff from 1 ms to 100 ms. The last ErrLocked is
 // returned, joined with why the wait ended.
 func (s *Store) retryLocked(ctx context.Context, f func() error) error {
@@ -355,7 +372,7 @@ func (s *Store) retryLocked(ctx context.Context, f func() error) error {
 	delay := time.Millisecond
 	for {
 		err := f()
-		if !errors.Is(err, checkpoint.ErrLocked) {
+		if !errors.Is(err, checkpoint.ErrLocked) && !errors.Is(err, errHalfway) {
 			return err
 		}
 		t := time.NewTimer(delay)
