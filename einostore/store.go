@@ -214,9 +214,8 @@ func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte)
 // has no checkpoint is no error. It waits for the ID's writer lock as Set
 // does. A crash during Delete leaves the ID either whole or out of sight
 // (see checkpoint.Sessions.Delete). Out of sight, Get reports it as not
-// found, and Set fails (after waiting about 2 s for a creation under way
-// in another process to finish) with an error wrapping
-// checkpoint.ErrExists until a Delete of the ID finishes the removal.
+// found; the next Delete or Set of the ID finishes the removal (a Set then
+// starts the ID afresh).
 func (s *Store) Delete(ctx context.Context, checkPointID string) error {
 	if err := s.enter(); err != nil {
 		return opErr("delete", checkPointID, err)
@@ -299,13 +298,19 @@ func (s *Store) withID(ctx context.Context, id string, create bool, f func(*chec
 				st, err = checkpoint.OpenSessionStore[[]byte](s.sessions, id)
 			}
 			if errors.Is(err, checkpoint.ErrNotFound) {
-				// Taken but not there: another process is creating
-				// it (wait for it), or a crash interrupted a Delete
-				// of it, whose next Delete finishes it.
+				// Taken but not there: a crash interrupted a Delete of
+				// it, which Sessions.Delete finishes (changing nothing
+				// otherwise), or another process is creating it: wait
+				// for it.
+				if derr := s.sessions.Delete(ctx, id); derr == nil {
+					return fmt.Errorf("%w: %w", errHalfway, err) // create again
+				} else if !errors.Is(derr, checkpoint.ErrNotFound) {
+					return derr
+				}
 				if halfway++; halfway < maxHalfway {
 					return fmt.Errorf("%w: %w", errHalfway, err)
 				}
-				return fmt.Errorf("%w: the ID is taken but holds no session: if a Delete of it was interrupted, Delete it again", checkpoint.ErrExists)
+				return fmt.Errorf("%w: the ID is taken but holds no session, and no Delete of it was interrupted", checkpoint.ErrExists)
 			}
 		}
 		return err

@@ -275,28 +275,35 @@ func TestAReadOnlyRootGetsAndRefusesSets(t *testing.T) {
 
 // A Delete that a crash interrupted after it hid the ID (its session.json
 // replaced by Delete's tombstone, as checkpoint.Sessions.Delete documents)
-// leaves an ID that Get reports as not found and that Set refuses with
-// ErrExists, naming the cure, until a Delete finishes the removal.
-func TestAnInterruptedDeleteIsFinishedByTheNextDelete(t *testing.T) {
+// leaves an ID that Get reports as not found, and whose removal the next
+// Set (or Delete) finishes before starting it afresh.
+func TestAnInterruptedDeleteIsFinishedByTheNextSetOrDelete(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store, _ := newStore(t)
+	interrupt := func() {
+		t.Helper()
+		s, err := store.Sessions().Get(ctx, "run")
+		require.NoError(t, err)
+		tomb := `{"format":0,"id":"run","abandoned":"deleted","time":"2026-11-26T23:00:00Z"}` + "\n"
+		require.NoError(t, os.WriteFile(filepath.Join(s.Dir, "session.json"), []byte(tomb), 0o644))
+		_, found, err := store.Get(ctx, "run")
+		require.NoError(t, err)
+		require.False(t, found)
+	}
 	require.NoError(t, store.Set(ctx, "run", value("run", 0)))
-	s, err := store.Sessions().Get(ctx, "run")
-	require.NoError(t, err)
-	tomb := `{"format":0,"id":"run","abandoned":"deleted","time":"2026-11-26T23:00:00Z"}` + "\n"
-	require.NoError(t, os.WriteFile(filepath.Join(s.Dir, "session.json"), []byte(tomb), 0o644))
-
-	_, found, err := store.Get(ctx, "run")
-	require.NoError(t, err)
-	require.False(t, found)
-	err = store.Set(ctx, "run", value("run", 1))
-	require.ErrorIs(t, err, checkpoint.ErrExists)
-	require.ErrorContains(t, err, "Delete it again")
-
-	require.NoError(t, store.Delete(ctx, "run"))
+	require.NoError(t, store.Set(ctx, "run", value("run", 1)))
+	interrupt()
 	require.NoError(t, store.Set(ctx, "run", value("run", 2)))
 	got, _, err := store.Get(ctx, "run")
 	require.NoError(t, err)
 	require.Equal(t, value("run", 2), got)
+	s, err := store.Sessions().Get(ctx, "run")
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Checkpoints, "the deleted run's checkpoints are gone")
+
+	interrupt()
+	require.NoError(t, store.Delete(ctx, "run"))
+	_, err = store.Sessions().Get(ctx, "run")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
