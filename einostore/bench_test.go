@@ -141,6 +141,7 @@ func BenchmarkEinoRun(b *testing.B) {
 		{"map", func(*testing.B) compose.CheckPointStore { return &mapStore{m: map[string][]byte{}} }},
 		{"file", func(b *testing.B) compose.CheckPointStore { return fileStore{b.TempDir()} }},
 		{"einostore", func(b *testing.B) compose.CheckPointStore { return openBench(b) }},
+		{"einostore-nosync", func(b *testing.B) compose.CheckPointStore { return openBench(b, checkpoint.NoSync()) }},
 	}
 	for _, size := range []int{4 << 10, 1 << 20} {
 		input := string(bytes.Repeat([]byte("x"), size))

@@ -241,7 +241,7 @@ func (s *Store) Delete(ctx context.Context, checkPointID string) error {
 	return nil
 }
 
-// Close waits for the calls in flight (a Set or Delete waiting for a
+// Close waits for the calls in flight (a call waiting for the ID's
 // writer lock gives up at once, with checkpoint.ErrClosed), then closes the
 // root: for New, releases the directory; for NewOnBackend, closes the
 // Backend. Checkpoints already set stay; later calls return an error
