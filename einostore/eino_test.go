@@ -6,8 +6,12 @@ import (
 	"testing"
 
 	"github.com/cloudwego/eino/compose"
+	"github.com/gocheckpoint/checkpoint/einostore"
 	"github.com/stretchr/testify/require"
 )
+
+// Store implements Eino's interface.
+var _ compose.CheckPointStore = (*einostore.Store)(nil)
 
 // An Eino run interrupted in one process, which is then killed with
 // kill -9, is resumed from the store by a new process and finishes with

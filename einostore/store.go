@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cloudwego/eino/compose"
 	"github.com/gocheckpoint/checkpoint"
 )
 
@@ -36,7 +35,9 @@ import (
 const DefaultLockWait = time.Minute
 
 // Store is a compose.CheckPointStore on a checkpoint root: a directory
-// (New) or a checkpoint.Backend (NewOnBackend).
+// (New) or a checkpoint.Backend (NewOnBackend). Its Get and Set have the
+// interface's signatures (its tests check that it implements it); the
+// package itself does not import Eino.
 //
 // Guarantees:
 //
@@ -70,8 +71,6 @@ type idLock struct {
 	sem  chan struct{}
 	refs int
 }
-
-var _ compose.CheckPointStore = (*Store)(nil)
 
 // New opens (creating it durably if needed) the root directory dir of a
 // Store. opts apply to the store of every checkpoint ID, as with

@@ -307,3 +307,30 @@ func TestAnInterruptedDeleteIsFinishedByTheNextSetOrDelete(t *testing.T) {
 	_, err = store.Sessions().Get(ctx, "run")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }
+
+// A checkpoint over the read limit is refused (no Get could read it), and
+// so is a Set whose context is done; neither leaves anything to Get.
+func TestSetRefusesWhatCouldNotBeReadBackAndACancelledContext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, _ := newStore(t, checkpoint.WithMaxReadSize(1024))
+	err := store.Set(ctx, "run", make([]byte, 2048))
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.ErrorContains(t, err, `einostore: set checkpoint "run"`)
+	_, found, err := store.Get(ctx, "run")
+	require.NoError(t, err)
+	require.False(t, found)
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, store.Set(done, "other", []byte("x")), context.Canceled)
+	_, found, err = store.Get(ctx, "other")
+	require.NoError(t, err)
+	require.False(t, found)
+
+	require.NoError(t, store.Set(ctx, "run", make([]byte, 1024)))
+	got, found, err := store.Get(ctx, "run")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Len(t, got, 1024)
+}
