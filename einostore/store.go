@@ -29,7 +29,7 @@ import (
 	"github.com/gocheckpoint/checkpoint"
 )
 
-// DefaultLockWait is how long Set and Delete wait for the writer lock of a
+// DefaultLockWait is how long Set, Get and Delete wait for the writer lock of a
 // checkpoint ID that another goroutine or process holds, when their context
 // has no deadline.
 const DefaultLockWait = time.Minute
