@@ -122,3 +122,25 @@ func TestGetNeverReturnsAValueOlderThanTheLastAcknowledgedBeforeIt(t *testing.T)
 	}
 	require.Positive(t, acked.Load(), "the Sets ran beside the Gets")
 }
+
+// Sets, Gets and Deletes of the same IDs from goroutines and another
+// process all succeed, and no Get sees a value that is not its ID's.
+func TestConcurrentDeletesBesideSetsAndGets(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("no child processes here")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	store, dir := newStore(t)
+	cmd, _ := child(t, "churn", dir, "")
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	wg.Go(func() { errs[0] = cmd.Wait() })
+	for w := 1; w < len(errs); w++ {
+		wg.Go(func() { errs[w] = churn(ctx, store, 40) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+}

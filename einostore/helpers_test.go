@@ -81,6 +81,8 @@ func runChild(role, dir, id string) error {
 		}
 	case "hammer":
 		return hammer(ctx, store, "p"+os.Getenv("EINOSTORE_TEST_PROC"), 30)
+	case "churn":
+		return churn(ctx, store, 40)
 	default:
 		return fmt.Errorf("unknown role %q", role)
 	}
@@ -160,6 +162,32 @@ func hammer(ctx context.Context, store *einostore.Store, who string, n int) erro
 			if id != "shared" && j != i {
 				return fmt.Errorf("get %q: value %d, want %d", id, j, i)
 			}
+		}
+	}
+	return nil
+}
+
+// churn Sets, Gets and Deletes the IDs "c0" to "c2" n times each, in
+// turn, checking that every call succeeds and every Get returns nothing or
+// one of the ID's values.
+func churn(ctx context.Context, store *einostore.Store, n int) error {
+	for i := range n {
+		id := fmt.Sprint("c", i%3)
+		var err error
+		switch i % 4 {
+		case 0, 1:
+			err = store.Set(ctx, id, value(id, i))
+		case 2:
+			var b []byte
+			var found bool
+			if b, found, err = store.Get(ctx, id); err == nil && found {
+				_, err = parseValue(id, b)
+			}
+		case 3:
+			err = store.Delete(ctx, id)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
