@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -334,13 +335,17 @@ func TestPayloadHeapIndependentOfSize(t *testing.T) {
 }
 
 // BenchmarkPayloadHeapOnS3 saves and loads a byte payload of each size
-// through SaveFrom and OpenPayload, and reports the bytes allocated by
-// each (save-B/op, load-B/op, from runtime.MemStats.TotalAlloc) and the
-// peak HeapInuse above the start (peak-heap-B):
+// (64 MiB, 256 MiB, 1 GiB) through SaveFrom and OpenPayload, and reports
+// the bytes allocated by each (save-B/op, load-B/op, from
+// runtime.MemStats.TotalAlloc) and the peak HeapInuse above the start
+// (peak-heap-B). It moves gigabytes, so it runs only when -bench names it:
 //
-//	cd s3store && go test -run '^$' -bench PayloadHeap -benchtime 1x -count 5
+//	cd s3store && go test -run '^$' -bench 'PayloadHeap/(64|256)MiB' -benchtime 1x -count 5
 func BenchmarkPayloadHeapOnS3(b *testing.B) {
-	for _, size := range []int64{64 << 20, 256 << 20} {
+	if !strings.Contains(flag.Lookup("test.bench").Value.String(), "PayloadHeap") {
+		b.Skip("moves gigabytes: run it by name (-bench PayloadHeap)")
+	}
+	for _, size := range []int64{64 << 20, 256 << 20, 1 << 30} {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			f := newFixture(b)
 			be, err := New(f.client, f.bucket, "heap", SpoolDir(b.TempDir()))
