@@ -83,8 +83,8 @@ func maxLeaseBytes(n int64) Option {
 // largest checkpoint written (up to MaxObjectSize). A spool file is named
 // ".checkpoint-s3-spool-*", holds one object until its PutObject has
 // answered, and is removed on every path: at once where the system lets
-// an open file be removed (not Windows), so that not even a killed
-// process leaves it behind; otherwise when the PUT is done. A directory
+// an open file be removed (POSIX; Windows may refuse), so that not even a
+// killed process leaves it behind; otherwise when the PUT is done. A directory
 // that cannot be written, or that fills up, fails the write with an error
 // naming it, and nothing is published.
 func SpoolDir(dir string) Option {

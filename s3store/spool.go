@@ -22,7 +22,7 @@ const DefaultSpoolMemory = 4 << 20
 // as they come (the ETag of a single PUT, which landed compares).
 //
 // The temporary file is removed when the spool is closed, on every path;
-// where the system allows it (not Windows), it is removed as soon as it is
+// where the system allows it (POSIX systems), it is removed as soon as it is
 // created, so that not even a process killed mid-upload leaves it behind.
 type spool struct {
 	dir    string // "" is os.TempDir()
@@ -74,7 +74,7 @@ func (s *spool) spill() error {
 		return fmt.Errorf("spool: %w", err)
 	}
 	s.f = f
-	// Unlinked at once where an open file can be (POSIX); Windows keeps
+	// Unlinked at once where an open file can be (POSIX); Windows may keep
 	// the name until close.
 	s.removed = os.Remove(f.Name()) == nil
 	if _, err := f.Write(s.mem.Bytes()); err != nil {

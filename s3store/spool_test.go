@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -427,4 +428,62 @@ func TestConditionalPutResetIsTold(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ECONNRESET)
 	_, err = good.Stat(ctx, "free")
 	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// dropFirstPut reads half of the body of the first PUT whose path ends in
+// suffix and fails it with a network error, without sending it on: the
+// SDK sends it again, from the start of the spooled body.
+type dropFirstPut struct {
+	rt      http.RoundTripper
+	suffix  string
+	dropped atomic.Int32
+}
+
+func (d *dropFirstPut) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, d.suffix) && d.dropped.Add(1) == 1 {
+		_, _ = io.CopyN(io.Discard, r.Body, r.ContentLength/2)
+		r.Body.Close()
+		return nil, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.ECONNRESET)}
+	}
+	return d.rt.RoundTrip(r)
+}
+
+// TestSpooledPutsAreRetriedWhole: a spooled payload's PUT that fails half
+// sent is sent again whole by the SDK (the file body is read again from
+// its start), and one that landed but whose answer was lost is
+// recognised as the writer's own by the MD5 the spool summed: either way
+// SaveFrom succeeds and the payload reads back with its bytes.
+func TestSpooledPutsAreRetriedWhole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const size = 3<<20 + 7
+	drop := &dropFirstPut{rt: http0(), suffix: "/step_00000001.json"}
+	lose := &landThenLose{rt: drop, suffix: "/step_00000002.json"}
+	lose.n.Store(1)
+	b, err := New(f.clientThrough(lose), f.bucket, "retry", LeaseTTL(testTTL), SpoolDir(t.TempDir()), spoolMemory(64<<10))
+	require.NoError(t, err)
+	s, err := checkpoint.OpenBackend[[]byte](b)
+	require.NoError(t, err)
+	defer s.Close()
+	sums := map[int64][]byte{}
+	for step := int64(1); step <= 2; step++ {
+		_, err := s.SaveFrom(ctx, step, func(w io.Writer) error {
+			var err error
+			sums[step], err = randomPayload(w, size, uint64(step)+100)
+			return err
+		})
+		require.NoError(t, err, "step %d", step)
+	}
+	require.EqualValues(t, 2, drop.dropped.Load(), "the first PUT was dropped and sent again")
+	require.EqualValues(t, 1, lose.lost.Load(), "the second PUT's answer was lost")
+	for step := int64(1); step <= 2; step++ {
+		r, _, err := s.OpenPayload(ctx, step)
+		require.NoError(t, err)
+		h := sha256.New()
+		_, err = io.Copy(h, r)
+		r.Close()
+		require.NoError(t, err)
+		require.Equal(t, sums[step], h.Sum(nil), "step %d", step)
+	}
 }
