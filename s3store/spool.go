@@ -29,7 +29,7 @@ type spool struct {
 	memMax int
 	create func(dir, pattern string) (*os.File, error)
 
-	mem     bytes.Buffer
+	mem     []byte // the bytes while they fit in memMax; cap(mem) <= memMax
 	f       *os.File
 	removed bool // f's name is already gone
 	n       int64
@@ -47,7 +47,7 @@ func newSpool(cfg config) *spool {
 // Write appends p, moving what is in memory to a temporary file when p
 // would take it past the threshold.
 func (s *spool) Write(p []byte) (int, error) {
-	if s.f == nil && s.mem.Len()+len(p) > s.memMax {
+	if s.f == nil && len(s.mem)+len(p) > s.memMax {
 		if err := s.spill(); err != nil {
 			return 0, err
 		}
@@ -60,7 +60,15 @@ func (s *spool) Write(p []byte) (int, error) {
 			err = fmt.Errorf("spool to %s: %w", s.f.Name(), err)
 		}
 	} else {
-		n, err = s.mem.Write(p)
+		if need := len(s.mem) + len(p); need > cap(s.mem) {
+			// Doubling, but never past memMax: the memory stage holds
+			// at most memMax bytes of capacity.
+			grown := make([]byte, len(s.mem), min(max(2*cap(s.mem), need, 4096), s.memMax))
+			copy(grown, s.mem)
+			s.mem = grown
+		}
+		s.mem = append(s.mem, p...)
+		n = len(p)
 	}
 	s.sum.Write(p[:n])
 	s.n += int64(n)
@@ -77,17 +85,17 @@ func (s *spool) spill() error {
 	// Unlinked at once where an open file can be (POSIX); Windows may keep
 	// the name until close.
 	s.removed = os.Remove(f.Name()) == nil
-	if _, err := f.Write(s.mem.Bytes()); err != nil {
+	if _, err := f.Write(s.mem); err != nil {
 		return fmt.Errorf("spool to %s: %w", f.Name(), err)
 	}
-	s.mem = bytes.Buffer{}
+	s.mem = nil
 	return nil
 }
 
 // body returns a reader of the spooled bytes, seekable, from the start.
 func (s *spool) body() io.ReadSeeker {
 	if s.f == nil {
-		return bytes.NewReader(s.mem.Bytes())
+		return bytes.NewReader(s.mem)
 	}
 	return io.NewSectionReader(s.f, 0, s.n)
 }
@@ -100,7 +108,7 @@ func (s *spool) md5() []byte { return s.sum.Sum(nil) }
 
 // Close releases the memory and closes and removes the temporary file.
 func (s *spool) Close() error {
-	s.mem = bytes.Buffer{}
+	s.mem = nil
 	if s.f == nil {
 		return nil
 	}
