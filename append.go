@@ -56,6 +56,12 @@ func (s *Store[T]) Append(ctx context.Context, state T, opts ...SaveOption) (Inf
 		return s.appendQueued(ctx, j)
 	}
 	defer s.codec.PutBuffer(j.state)
+	return s.appendNow(ctx, j)
+}
+
+// appendNow publishes j, an Append's or AppendFrom's job, at the step
+// after the store's newest, under the write lock.
+func (s *Store[T]) appendNow(ctx context.Context, j *saveJob) (Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return Info{}, s.failed(opError("append", s.dir, err))
 	}

@@ -95,19 +95,7 @@ func (s *Store[T]) AppendFrom(ctx context.Context, write func(io.Writer) error, 
 	if err != nil {
 		return Info{}, s.failed(unstepped(err, s.dir))
 	}
-	if err := s.beginWrite(ctx); err != nil {
-		return Info{}, s.failed(opError("append", s.dir, err))
-	}
-	step, err := s.nextStepLocked(ctx, false)
-	if err != nil {
-		s.endWrite()
-		return Info{}, s.failed(opError("append", s.dir, err))
-	}
-	j.fn.step = step
-	r := s.publishLocked(j)
-	s.endWrite()
-	s.report(r)
-	return r.info, r.err
+	return s.appendNow(ctx, j)
 }
 
 // preparePayload checks the arguments of a save of a byte payload.
