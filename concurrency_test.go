@@ -761,3 +761,78 @@ func TestLatestBesideAPruningWriterNeverAnswersAFreshStart(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentSaveFromsOfOneStepPublishOne proves that of two SaveFrom
+// calls of one step at once (on an Async store, in every compression) one
+// succeeds and the other is ErrExists, and the file holds the winner's
+// payload.
+func TestConcurrentSaveFromsOfOneStepPublishOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		s := openStore[[]byte](t, t.TempDir(), append(comp, checkpoint.Async(4))...)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		payloads := make([][]byte, 2)
+		for g := range errs {
+			payloads[g] = payloadBytes(uint64(g+10), 100<<10)
+			wg.Go(func() {
+				_, errs[g] = s.SaveFrom(ctx, 5, writeAll(payloads[g]))
+			})
+		}
+		wg.Wait()
+		var winner []byte
+		for g, err := range errs {
+			if err == nil {
+				require.Nil(t, winner, "both saves of step 5 succeeded")
+				winner = payloads[g]
+				continue
+			}
+			require.ErrorIs(t, err, checkpoint.ErrExists)
+		}
+		require.NotNil(t, winner, "neither save of step 5 succeeded")
+		requirePayload(t, s, 5, winner)
+	})
+}
+
+// TestCloseDuringSaveFromIsAllOrNothing proves that a Close while a
+// SaveFrom's write streams lets the save either publish the whole payload
+// or fail leaving no checkpoint, and that no temporary file is left once
+// both returned.
+func TestCloseDuringSaveFromIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		dir := t.TempDir()
+		s, err := checkpoint.Open[[]byte](dir, append(comp, checkpoint.NoSync())...)
+		require.NoError(t, err)
+		started, release := make(chan struct{}), make(chan struct{})
+		res := make(chan error, 1)
+		go func() {
+			_, err := s.SaveFrom(context.Background(), 1, func(w io.Writer) error {
+				w.Write(payloadBytes(1, 50<<10))
+				close(started)
+				<-release
+				_, err := w.Write(payloadBytes(2, 50<<10))
+				return err
+			})
+			res <- err
+		}()
+		<-started
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		close(release)
+		saveErr := <-res
+		require.NoError(t, <-closed)
+		requireNoTemps(t, dir, "step_00000001.json", "step_00000001.json.gz", "step_00000001.json.zst")
+		r := openStore[[]byte](t, dir, append(comp, checkpoint.ReadOnly())...)
+		rd, _, err := r.OpenPayload(context.Background(), 1)
+		if saveErr != nil {
+			require.ErrorIs(t, err, checkpoint.ErrNotFound)
+			return
+		}
+		require.NoError(t, err)
+		b, err := readPayload(t, rd)
+		require.NoError(t, err)
+		require.Len(t, b, 100<<10)
+	})
+}

@@ -10,7 +10,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -47,6 +49,17 @@ func readPayload(t *testing.T, r io.ReadCloser) ([]byte, error) {
 	t.Helper()
 	defer func() { require.NoError(t, r.Close()) }()
 	return io.ReadAll(r)
+}
+
+// requirePayload checks that step's payload in s reads back, verified, as
+// want.
+func requirePayload[T any](t *testing.T, s *checkpoint.Store[T], step int64, want []byte) {
+	t.Helper()
+	r, _, err := s.OpenPayload(context.Background(), step)
+	require.NoError(t, err)
+	got, err := readPayload(t, r)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want, got), "step %d's payload: %d bytes, want %d", step, len(got), len(want))
 }
 
 // TestSaveFromRoundTripsInEveryCompression proves that a byte payload
@@ -388,11 +401,7 @@ func TestSaveFromMovesADamagedPayloadAside(t *testing.T) {
 	_, err = s.SaveFrom(ctx, 5, writeAll([]byte("again")))
 	require.NoError(t, err)
 	require.Equal(t, bad, mustRead(t, info.Location+".corrupt"))
-	r, _, err := s.OpenPayload(ctx, 5)
-	require.NoError(t, err)
-	b, err := readPayload(t, r)
-	require.NoError(t, err)
-	require.Equal(t, []byte("again"), b)
+	requirePayload(t, s, 5, []byte("again"))
 }
 
 // TestSaveFromWithAsyncPublishesTheQueueFirst proves that SaveFrom on an
@@ -461,9 +470,236 @@ func TestSaveFromWriterUsedLateNeverReachesTheFile(t *testing.T) {
 	go func() { _, err := kept.Write([]byte("late")); done <- err }()
 	require.ErrorIs(t, <-done, checkpoint.ErrInvalid)
 	requireUntouched(t, info.Location, before)
-	r, _, err := s.OpenPayload(ctx, 1)
+	requirePayload(t, s, 1, []byte("early"))
+}
+
+// TestSaveFromOverTheReadLimitFailsEvenIfWriteIgnoresTheError proves that
+// a write function that writes more than the read limit fails the save
+// with ErrInvalid and publishes nothing, even when it ignores the error
+// its Write returned and returns nil.
+func TestSaveFromOverTheReadLimitFailsEvenIfWriteIgnoresTheError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[[]byte](t, dir, checkpoint.WithMaxReadSize(4096))
+	_, err := s.SaveFrom(ctx, 1, func(w io.Writer) error {
+		w.Write(make([]byte, 4000))
+		w.Write(make([]byte, 200)) // refused, ignored
+		w.Write(make([]byte, 10))  // would fit
+		return nil
+	})
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	requireNoTemps(t, dir)
+}
+
+// TestSaveFromWhoseWriteEndsItsGoroutineLeavesNothing proves that a write
+// function that ends its goroutine (runtime.Goexit, as t.FailNow does)
+// publishes nothing and leaves no temporary file, in every compression,
+// and that the store stays usable: the next save goes through.
+func TestSaveFromWhoseWriteEndsItsGoroutineLeavesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		dir := t.TempDir()
+		s := openStore[[]byte](t, dir, comp...)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.SaveFrom(ctx, 1, func(w io.Writer) error {
+				w.Write(payloadBytes(1, 100<<10))
+				runtime.Goexit()
+				return nil
+			})
+		}()
+		waitFor(t, done)
+		requireNoTemps(t, dir)
+
+		saved := make(chan struct{})
+		var err error
+		go func() {
+			defer close(saved)
+			_, err = s.SaveFrom(ctx, 2, writeAll([]byte("next")))
+		}()
+		waitFor(t, saved)
+		require.NoError(t, err)
+		list, err := s.List(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []int64{2}, steps(list), "only the save whose write returned is published")
+	})
+}
+
+// TestSaveFromCancelledDuringWriteIsAllOrNothing proves that a save whose
+// context is cancelled while write runs either fails with
+// context.Canceled, leaving no checkpoint and no temporary file, or
+// succeeds with the whole payload.
+func TestSaveFromCancelledDuringWriteIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		dir := t.TempDir()
+		s := openStore[[]byte](t, dir, comp...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		info, err := s.SaveFrom(ctx, 1, func(w io.Writer) error {
+			w.Write(payloadBytes(1, 70<<10))
+			cancel()
+			_, err := w.Write(payloadBytes(2, 70<<10))
+			return err
+		})
+		if err != nil {
+			require.ErrorIs(t, err, context.Canceled)
+			requireNoTemps(t, dir)
+			return
+		}
+		r, _, err := s.OpenPayload(context.Background(), info.Step)
+		require.NoError(t, err)
+		b, err := readPayload(t, r)
+		require.NoError(t, err)
+		require.Len(t, b, 140<<10)
+	})
+}
+
+// TestSaveFromWriteMayReadTheStore proves that the write function of
+// SaveFrom may read the store it saves to (List, LatestPayload) without
+// hanging, e.g. to copy the previous payload into the new one.
+func TestSaveFromWriteMayReadTheStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[[]byte](t, t.TempDir())
+	_, err := s.SaveFrom(ctx, 1, writeAll([]byte("one")))
 	require.NoError(t, err)
-	b, err := readPayload(t, r)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err = s.SaveFrom(ctx, 2, func(w io.Writer) error {
+			if _, err := s.List(ctx); err != nil {
+				return err
+			}
+			r, _, err := s.LatestPayload(ctx)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = io.Copy(w, r)
+			return err
+		})
+	}()
+	waitFor(t, done)
 	require.NoError(t, err)
-	require.Equal(t, []byte("early"), b)
+	requirePayload(t, s, 2, []byte("one"))
+}
+
+// TestOpenPayloadExactOfAReplacedCheckpointIsNotFound proves that
+// OpenPayloadExact of an Info whose file now holds another checkpoint of
+// that step (a payload or a JSON state saved since) is ErrNotFound, in
+// every compression, and never reads the newer one.
+func TestOpenPayloadExactOfAReplacedCheckpointIsNotFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		s := openStore[[]byte](t, t.TempDir(), comp...)
+		old, err := s.SaveFrom(ctx, 1, writeAll([]byte("old")))
+		require.NoError(t, err)
+		_, err = s.SaveFrom(ctx, 2, writeAll([]byte("two")))
+		require.NoError(t, err)
+		_, err = s.Truncate(ctx, 0)
+		require.NoError(t, err)
+		_, err = s.SaveFrom(ctx, 1, writeAll([]byte("new")))
+		require.NoError(t, err)
+		r, got, err := s.OpenPayloadExact(ctx, old)
+		if err == nil {
+			b, _ := readPayload(t, r)
+			t.Fatalf("OpenPayloadExact of a replaced checkpoint read %q (%v)", b, got.Time)
+		}
+		require.ErrorIs(t, err, checkpoint.ErrNotFound)
+		// A JSON state now at that name: ErrNotFound too, not a mismatch.
+		_, err = s.Truncate(ctx, 0)
+		require.NoError(t, err)
+		_, err = s.Save(ctx, 1, []byte("state"))
+		require.NoError(t, err)
+		_, _, err = s.OpenPayloadExact(ctx, old)
+		require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	})
+}
+
+// TestPayloadReaderClosedEarlyOrSharedNeverReadsClean proves that a
+// payload reader closed before its end returns ErrClosed, never io.EOF,
+// and may be closed twice; and that two goroutines reading one reader
+// together read exactly the payload's length and both end with io.EOF.
+func TestPayloadReaderClosedEarlyOrSharedNeverReadsClean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		s := openStore[[]byte](t, t.TempDir(), comp...)
+		payload := payloadBytes(4, 300<<10)
+		_, err := s.SaveFrom(ctx, 1, writeAll(payload))
+		require.NoError(t, err)
+
+		r, _, err := s.OpenPayload(ctx, 1)
+		require.NoError(t, err)
+		buf := make([]byte, 100)
+		_, err = io.ReadFull(r, buf)
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+		require.NoError(t, r.Close())
+		n, err := r.Read(buf)
+		require.Zero(t, n)
+		require.ErrorIs(t, err, checkpoint.ErrClosed)
+		_, err = r.Read(buf)
+		require.ErrorIs(t, err, checkpoint.ErrClosed)
+
+		r, _, err = s.OpenPayload(ctx, 1)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		total := 0
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for g := range errs {
+			wg.Go(func() {
+				b := make([]byte, 777)
+				for {
+					n, err := r.Read(b)
+					mu.Lock()
+					total += n
+					mu.Unlock()
+					if err != nil {
+						errs[g] = err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, r.Close())
+		require.Equal(t, len(payload), total)
+		require.Equal(t, io.EOF, errs[0])
+		require.Equal(t, io.EOF, errs[1])
+	})
+}
+
+// TestSaveFromWriterKeptFromASaveNeverReachesTheNextOne proves that an
+// io.Writer kept from one SaveFrom and used while the next SaveFrom
+// streams fails and writes nothing, to either file: the next payload holds
+// exactly what its own write function wrote.
+func TestSaveFromWriterKeptFromASaveNeverReachesTheNextOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		s := openStore[[]byte](t, t.TempDir(), comp...)
+		var kept io.Writer
+		_, err := s.SaveFrom(ctx, 1, func(w io.Writer) error { kept = w; _, err := w.Write([]byte("one")); return err })
+		require.NoError(t, err)
+		_, err = s.SaveFrom(ctx, 2, func(w io.Writer) error {
+			if _, err := w.Write([]byte("two-a")); err != nil {
+				return err
+			}
+			if n, err := kept.Write([]byte("EVIL")); err == nil || n != 0 {
+				t.Errorf("a kept writer wrote %d bytes during the next save (%v)", n, err)
+			}
+			_, err := w.Write([]byte("two-b"))
+			return err
+		})
+		require.NoError(t, err)
+		requirePayload(t, s, 2, []byte("two-atwo-b"))
+		requirePayload(t, s, 1, []byte("one"))
+	})
 }
