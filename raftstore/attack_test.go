@@ -3,8 +3,8 @@ package raftstore_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
