@@ -336,3 +336,47 @@ func TestAttackZstdSnapshotNearLimitStopsRaftStart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, data, got)
 }
+
+// Create's doc: "The snapshots of one Store are written one at a time: a
+// second sink's writes wait until the first is closed or canceled." The
+// order is that in which the sinks' save goroutines win the checkpoint
+// store's write lock, not that of Create: the first sink's Write may wait
+// for the second sink, so a caller that creates two sinks and writes the
+// first blocks forever. (Not raft's pattern: raft writes each sink from its
+// own goroutine.)
+func TestAttackFirstSinkWaitsForSecond(t *testing.T) {
+	for i := 0; i < 50; i++ {
+		s, err := raftstore.New(t.TempDir(), 3)
+		require.NoError(t, err)
+		first, err := s.Create(1, 5, 1, testConfig(), 1, nil)
+		require.NoError(t, err)
+		second, err := s.Create(1, 6, 1, testConfig(), 1, nil)
+		require.NoError(t, err)
+		if !within(t, 3*time.Second, fmt.Sprintf("first.Write with a second sink open (store %d)", i), func() { _, _ = first.Write([]byte("x")) }) {
+			_ = second.Close() // unblocks it
+			return
+		}
+		require.NoError(t, first.Close())
+		require.NoError(t, second.Close())
+		require.NoError(t, s.Close())
+	}
+}
+
+// "IDs never collide ... two snapshots of the same term and index ... have
+// IDs of their own." A snapshot older in raft's order than the newest is
+// reaped at once; its step is the store's highest, so a reopened store
+// (next step = highest listed + 1) gives the same step, and the same ID, to
+// the next snapshot of that term and index.
+func TestAttackReapedIDIsReusedAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := raftstore.New(dir, 1)
+	require.NoError(t, err)
+	snapshot(t, s, 5, 100, []byte("newest"))
+	old := snapshot(t, s, 3, 50, []byte("installed, reaped at once"))
+	require.NoError(t, s.Close())
+	s, err = raftstore.New(dir, 1)
+	require.NoError(t, err)
+	defer s.Close()
+	again := snapshot(t, s, 3, 50, []byte("another"))
+	require.NotEqual(t, old, again)
+}
