@@ -380,3 +380,88 @@ func TestAttackReapedIDIsReusedAfterReopen(t *testing.T) {
 	again := snapshot(t, s, 3, 50, []byte("another"))
 	require.NotEqual(t, old, again)
 }
+
+// raft's leader streams a snapshot it opened (sendInstallSnapshot) while its
+// snapshot goroutine may publish a newer one and reap the opened one. On
+// every opener, a reader returned by Open must still read the whole
+// snapshot: the bytes Open's Size promised (raft's follower compares them
+// with req.Size).
+func TestAttackReaderSurvivesReap(t *testing.T) {
+	for _, o := range openers() {
+		t.Run(o.name, func(t *testing.T) {
+			s := o.open(t, 1)
+			data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+			id := snapshot(t, s, 1, 10, data)
+			meta, r, err := s.Open(id)
+			require.NoError(t, err)
+			defer r.Close()
+			head := make([]byte, 100)
+			_, err = io.ReadFull(r, head)
+			require.NoError(t, err)
+			snapshot(t, s, 1, 20, []byte("newer")) // reaps id
+			rest, err := io.ReadAll(r)
+			require.NoError(t, err)
+			require.EqualValues(t, meta.Size, int64(len(head)+len(rest)))
+			require.Equal(t, data, append(head, rest...))
+		})
+	}
+}
+
+// A configuration just under checkpoint's 64 KiB label limit: if Close
+// publishes it, List must list it (and Open open it), else raft compacts
+// its log after a snapshot it will never see.
+func TestAttackConfigurationNearLabelLimitIsListed(t *testing.T) {
+	for _, o := range openers() {
+		t.Run(o.name, func(t *testing.T) {
+			s := o.open(t, 2)
+			listed := 0
+			for n := 65536 - 120; n < 65536; n += 8 {
+				addr := strings.Repeat("a", n)
+				conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "a", Address: raft.ServerAddress(addr)}}}
+				sink, err := s.Create(1, uint64(n), 1, conf, 1, nil)
+				require.NoError(t, err)
+				_, werr := sink.Write([]byte("x"))
+				if cerr := sink.Close(); cerr != nil || werr != nil {
+					continue
+				}
+				list, err := s.List()
+				require.NoError(t, err)
+				require.NotEmpty(t, list, "n=%d", n)
+				require.Equal(t, sink.ID(), list[0].ID, "n=%d", n)
+				require.Equal(t, conf, list[0].Configuration)
+				_, got := readAll(t, s, sink.ID())
+				require.Equal(t, []byte("x"), got)
+				listed++
+			}
+			require.NotZero(t, listed)
+		})
+	}
+}
+
+// A header larger than a (small) read limit: a snapshot Close published must
+// be listed and open (see TestAttackPayloadAtReadLimitOpens).
+func TestAttackHeaderOverReadLimit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []checkpoint.Option
+	}{{"plain", nil}, {"zstd", []checkpoint.Option{checkpoint.Zstd()}}, {"gzip", []checkpoint.Option{checkpoint.Gzip()}}} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := raftstore.New(t.TempDir(), 2, append(c.opts, checkpoint.WithMaxReadSize(4096))...)
+			require.NoError(t, err)
+			defer s.Close()
+			conf := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "a", Address: raft.ServerAddress(strings.Repeat("a", 20000))}}}
+			sink, err := s.Create(1, 10, 1, conf, 1, nil)
+			require.NoError(t, err)
+			_, werr := sink.Write([]byte("x"))
+			if cerr := sink.Close(); cerr != nil || werr != nil {
+				t.Logf("refused: %v %v", werr, cerr)
+				return
+			}
+			list, err := s.List()
+			require.NoError(t, err)
+			require.Len(t, list, 1)
+			_, got := readAll(t, s, sink.ID())
+			require.Equal(t, []byte("x"), got)
+		})
+	}
+}
