@@ -465,3 +465,38 @@ func TestAttackHeaderOverReadLimit(t *testing.T) {
 		})
 	}
 }
+
+// README "Retention": "Checkpoints without raft metadata are never
+// removed." Reaping calls checkpoint's Delete(step), which "removes every
+// checkpoint of step (of any kind)": a foreign checkpoint that shares a
+// reaped snapshot's step (here another program's SaveFinal, written while
+// raftstore was not running) is deleted with it.
+func TestAttackReapRemovesForeignCheckpointAtSameStep(t *testing.T) {
+	dir := t.TempDir()
+	s, err := raftstore.New(dir, 1)
+	require.NoError(t, err)
+	snapshot(t, s, 1, 5, []byte("state"))
+	require.NoError(t, s.Close())
+
+	cp, err := checkpoint.Open[[]byte](dir)
+	require.NoError(t, err)
+	_, err = cp.SaveFinal(t.Context(), 0, []byte("foreign, no raft labels"))
+	require.NoError(t, err)
+	require.NoError(t, cp.Close())
+
+	s, err = raftstore.New(dir, 1)
+	require.NoError(t, err)
+	snapshot(t, s, 1, 6, []byte("newer")) // reaps 1-5-0
+	require.NoError(t, s.Close())
+
+	cp, err = checkpoint.Open[[]byte](dir)
+	require.NoError(t, err)
+	defer cp.Close()
+	infos, err := cp.List(t.Context())
+	require.NoError(t, err)
+	var final bool
+	for _, info := range infos {
+		final = final || info.Kind == checkpoint.KindFinal
+	}
+	require.True(t, final, "the foreign final checkpoint of step 0 was removed: %v", infos)
+}
