@@ -163,20 +163,6 @@ func TestAttackForeignCheckpointAtSnapshotStepHidesIt(t *testing.T) {
 	require.Equal(t, []byte("state"), got)
 }
 
-// Two Stores on one directory in one process: README: "the checkpoint
-// store's writer lock: a second process gets ErrLocked".
-func TestAttackTwoStoresOnOneDirectory(t *testing.T) {
-	dir := t.TempDir()
-	s, err := raftstore.New(dir, 2)
-	require.NoError(t, err)
-	defer s.Close()
-	s2, err := raftstore.New(dir, 2)
-	if err == nil {
-		s2.Close()
-	}
-	require.ErrorIs(t, err, checkpoint.ErrLocked)
-}
-
 // A foreign checkpoint at step MaxInt64 (no raft labels, so "never
 // removed"): the next step overflows.
 func TestAttackForeignCheckpointAtMaxStep(t *testing.T) {
@@ -499,4 +485,35 @@ func TestAttackReapRemovesForeignCheckpointAtSameStep(t *testing.T) {
 		final = final || info.Kind == checkpoint.KindFinal
 	}
 	require.True(t, final, "the foreign final checkpoint of step 0 was removed: %v", infos)
+}
+
+// A second New on a directory in use (a second process, or a restart
+// script racing the old node) fails with ErrLocked; it must not touch the
+// first store's snapshot being written ("a stale temporary file that a
+// crash left in dir is removed": this one is live). Holds.
+func TestAttackLockedNewLeavesLiveSnapshotAlone(t *testing.T) {
+	for _, o := range []string{"plain", "zstd"} {
+		t.Run(o, func(t *testing.T) {
+			dir := t.TempDir()
+			var opts []checkpoint.Option
+			if o == "zstd" {
+				opts = append(opts, checkpoint.Zstd())
+			}
+			s, err := raftstore.New(dir, 2, opts...)
+			require.NoError(t, err)
+			defer s.Close()
+			sink, err := s.Create(1, 5, 1, testConfig(), 1, nil)
+			require.NoError(t, err)
+			data := bytes.Repeat([]byte("live "), 100<<10)
+			_, err = sink.Write(data[:len(data)/2])
+			require.NoError(t, err)
+			_, err = raftstore.New(dir, 2, opts...)
+			require.ErrorIs(t, err, checkpoint.ErrLocked)
+			_, err = sink.Write(data[len(data)/2:])
+			require.NoError(t, err)
+			require.NoError(t, sink.Close())
+			_, got := readAll(t, s, sink.ID())
+			require.Equal(t, data, got)
+		})
+	}
 }
