@@ -62,10 +62,12 @@ func TestAttackPayloadAtReadLimitOpens(t *testing.T) {
 }
 
 // Cancel of a second sink while a first one is open. Create's doc: "a second
-// sink's writes wait until the first is closed or canceled" -- nothing says
-// Cancel waits; raft's Cancel contract is to abandon the snapshot. raft can
-// hold two sinks at once (takeSnapshot in the snapshot goroutine,
-// installSnapshot in the main loop).
+// sink's writes wait until the first is closed or canceled"; nothing says
+// Cancel waits, and raft's Cancel is "abandon". Observed: Cancel blocks until
+// the first sink ends (its save goroutine must win the write lock to see
+// the cancel). raft can hold two sinks at once (takeSnapshot in the snapshot
+// goroutine, installSnapshot in the main loop): a follower's failed install
+// then stalls raft's main loop for the whole local snapshot.
 func TestAttackCancelOfSecondSinkWhileFirstOpen(t *testing.T) {
 	s, err := raftstore.New(t.TempDir(), 2)
 	require.NoError(t, err)
