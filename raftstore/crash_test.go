@@ -144,6 +144,7 @@ func TestDiskFullPublishesNothingAndRecovers(t *testing.T) {
 	require.NoError(t, err)
 	for _, e := range ents {
 		t.Logf("left: %s", e.Name())
+		require.NotContains(t, e.Name(), "tmp", "the failed save removed its temporary file")
 	}
 	// The store works again once there is room.
 	second := snapshot(t, s, 1, 3, bytes.Repeat([]byte{3}, 300<<10))
