@@ -1,9 +1,14 @@
 package raftstore_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +244,97 @@ func testCluster(t *testing.T, opts ...checkpoint.Option) {
 	list, err := nn.snaps.List()
 	require.NoError(t, err)
 	require.Len(t, list, 1, "the installed snapshot is in the new node's store")
+}
+
+// restoreFSM records what raft restores.
+type restoreFSM struct {
+	mu       sync.Mutex
+	restored []byte
+}
+
+func (f *restoreFSM) Apply(*raft.Log) any { return nil }
+func (f *restoreFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return nil, errors.New("not in this test")
+}
+func (f *restoreFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	f.mu.Lock()
+	f.restored = b
+	f.mu.Unlock()
+	return err
+}
+
+// startRaft starts a raft node on snaps (in-memory logs and transport) and
+// returns what its FSM restored.
+func startRaft(t *testing.T, snaps raft.SnapshotStore) ([]byte, error) {
+	t.Helper()
+	conf := raft.DefaultConfig()
+	conf.LocalID = "a"
+	conf.LogOutput = io.Discard
+	logs := raft.NewInmemStore()
+	_, trans := raft.NewInmemTransport("addr-a")
+	f := &restoreFSM{}
+	r, err := raft.NewRaft(conf, f, logs, logs, snaps, trans)
+	if err != nil {
+		return nil, err
+	}
+	require.NoError(t, r.Shutdown().Error())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restored, nil
+}
+
+// TestNewRaftSkipsADamagedNewestSnapshot: raft.NewRaft on a store whose
+// newest snapshot is damaged restores the next one (Open fails with
+// ErrCorrupt before raft sees a byte), plain and zstd.
+func TestNewRaftSkipsADamagedNewestSnapshot(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		opts []checkpoint.Option
+	}{{"plain", nil}, {"zstd", []checkpoint.Option{checkpoint.Zstd()}}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s, err := raftstore.New(dir, 2, c.opts...)
+			require.NoError(t, err)
+			defer s.Close()
+			older := bytes.Repeat([]byte("older "), 500)
+			snapshot(t, s, 1, 10, older)
+			snapshot(t, s, 1, 20, bytes.Repeat([]byte("newer "), 500))
+			ents, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			var newest string
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), "step_00000001") {
+					newest = filepath.Join(dir, e.Name())
+				}
+			}
+			require.NotEmpty(t, newest)
+			b, err := os.ReadFile(newest)
+			require.NoError(t, err)
+			b[len(b)-40] ^= 0x10
+			require.NoError(t, os.WriteFile(newest, b, 0o644))
+			got, err := startRaft(t, s)
+			require.NoError(t, err)
+			require.Equal(t, older, got)
+		})
+	}
+}
+
+// TestNewRaftStartsFromAZstdSnapshotNearTheReadLimit: with zstd and retain
+// 1, a snapshot just under the read limit that Close published (so the
+// older one was reaped) is the one raft.NewRaft restores.
+func TestNewRaftStartsFromAZstdSnapshotNearTheReadLimit(t *testing.T) {
+	t.Parallel()
+	s, err := raftstore.New(t.TempDir(), 1, checkpoint.Zstd(), checkpoint.WithMaxReadSize(4096))
+	require.NoError(t, err)
+	defer s.Close()
+	snapshot(t, s, 1, 10, []byte("older"))
+	data := bytes.Repeat([]byte{'n'}, 4000) // under the limit
+	snapshot(t, s, 1, 20, data)
+	got, err := startRaft(t, s)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
 }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +49,18 @@ var ErrSinkClosed = errors.New("raftstore: snapshot sink is closed")
 // return, so that nothing is published.
 var errCanceled = errors.New("raftstore: snapshot canceled")
 
+// closedChan is the turn of the first sink: it need not wait.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// MaxLabelsSize is the most bytes a snapshot's labels (LabelMeta and
+// LabelConfiguration) may take as a JSON object: the checkpoint store's
+// limit on the labels of one save (see checkpoint.WithMeta). The
+// configuration takes nearly all of it: about 1000 servers with IDs such as
+// "node-0042" and addresses such as "node-0042.cluster.example.internal.svc:8300",
+// about 2000 with IDs such as "n42" and addresses such as "10.0.0.42:8300".
+// Create refuses a larger configuration.
+const MaxLabelsSize = 64 << 10
+
 // Store is a raft.SnapshotStore kept in a checkpoint store. It is safe for
 // concurrent use. It holds the checkpoint store's writer lock until Close.
 type Store struct {
@@ -55,8 +68,10 @@ type Store struct {
 	retain int
 	ctx    context.Context
 
-	mu    sync.Mutex // guards next and sinks
-	next  int64      // the step the next Create takes
+	mu    sync.Mutex      // guards next, full, last and sinks
+	next  int64           // the step the next Create takes, unless full
+	full  bool            // a checkpoint holds step math.MaxInt64: no step is left
+	last  <-chan struct{} // the turn channel of the sink created last
 	sinks map[*sink]struct{}
 
 	reapMu sync.Mutex // one reaping pass at a time
@@ -109,16 +124,21 @@ func newStore(cp *checkpoint.Store[[]byte], retain int) (*Store, error) {
 		return nil, fmt.Errorf("raftstore: open %s: %w", cp.Location(), err)
 	}
 	for _, info := range infos {
-		if info.Step >= s.next {
+		if info.Step == math.MaxInt64 {
+			s.full = true
+		} else if info.Step >= s.next {
 			s.next = info.Step + 1
 		}
 	}
 	return s, nil
 }
 
-// Close cancels the sinks still open (nothing of theirs is published) and
-// releases the checkpoint store and its writer lock. A Create after Close
-// returns a sink whose Close fails with checkpoint.ErrClosed.
+// Close cancels every sink still open (nothing of theirs is published; a
+// Write waiting on one returns ErrSinkClosed), waits for the sinks
+// whose Close was called before to finish publishing, and releases the
+// checkpoint store and its writer lock. It never waits for a caller's next
+// Write. A Create after Close returns a sink whose Close fails with
+// checkpoint.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	open := make([]*sink, 0, len(s.sinks))
@@ -127,7 +147,10 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	for _, k := range open {
-		_ = k.Cancel()
+		_ = k.Cancel() // returns at once for a sink being closed
+	}
+	for _, k := range open {
+		<-k.done
 	}
 	return s.cp.Close()
 }
@@ -144,8 +167,22 @@ func (s *Store) Location() string { return s.cp.Location() }
 //
 // Each snapshot takes the next step of the checkpoint store, which its ID
 // holds ("term-index-step"), so two snapshots of the same term and index
-// never collide. The snapshots of one Store are written one at a time: a
-// second sink's writes wait until the first is closed or canceled.
+// never collide. The next step is one past the highest step of the
+// checkpoints in the store; when a checkpoint (a foreign one) holds step
+// math.MaxInt64, no step is left and Create fails with an error wrapping
+// checkpoint.ErrInvalid.
+//
+// The snapshots of one Store are written strictly in the order of their
+// Create: a sink's Writes and Close wait until every sink created before it
+// is closed (published and reaped) or canceled. So a caller that holds two
+// sinks must end the first before it writes the second. Cancel never waits
+// for another sink: Cancel of a sink whose turn has not come returns at
+// once, and nothing of it is published.
+//
+// The configuration is kept in the checkpoint's header: a configuration
+// whose labels take more than MaxLabelsSize bytes as JSON makes Create fail
+// with an error wrapping checkpoint.ErrInvalid, which says how many servers
+// and bytes it has.
 //
 // A Write returns once its bytes are handed to the checkpoint's writer; it
 // must not be called by several goroutines at once. A Write after Close or
@@ -161,16 +198,17 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: encode configuration: %w", term, index, err)
 	}
-	s.mu.Lock()
-	step := s.next
-	s.next++
-	s.mu.Unlock()
+	metaLabel := fmt.Sprintf("%d %d %d %d", version, term, index, configurationIndex)
+	labels := map[string]string{LabelMeta: metaLabel, LabelConfiguration: conf}
+	if b, _ := json.Marshal(labels); len(b) > MaxLabelsSize { // a map of strings always encodes
+		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: the configuration is too large: %d servers take %d bytes of labels as JSON, more than the limit of %d: %w",
+			term, index, len(configuration.Servers), len(b), MaxLabelsSize, checkpoint.ErrInvalid)
+	}
 
 	k := &sink{
 		store: s,
 		meta: raft.SnapshotMeta{
 			Version:            version,
-			ID:                 formatID(term, index, step),
 			Index:              index,
 			Term:               term,
 			Configuration:      configuration,
@@ -181,24 +219,73 @@ func (s *Store) Create(version raft.SnapshotVersion, index, term uint64, configu
 		closed: make(chan struct{}),
 		cancel: make(chan struct{}),
 		done:   make(chan struct{}),
+		turn:   make(chan struct{}),
 	}
 	s.mu.Lock()
+	if s.full {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("raftstore: create snapshot %d-%d: no step left in %s: a checkpoint holds step %d, the highest: %w",
+			term, index, s.cp.Location(), int64(math.MaxInt64), checkpoint.ErrInvalid)
+	}
+	step := s.next
+	if step == math.MaxInt64 {
+		s.full = true
+	} else {
+		s.next++
+	}
+	k.meta.ID = formatID(term, index, step)
+	prev := s.last
+	s.last = k.turn
 	s.sinks[k] = struct{}{}
 	s.mu.Unlock()
-	labels := []checkpoint.SaveOption{
-		checkpoint.WithMeta(LabelMeta, fmt.Sprintf("%d %d %d %d", version, term, index, configurationIndex)),
+
+	go k.run(prev, step, []checkpoint.SaveOption{
+		checkpoint.WithMeta(LabelMeta, metaLabel),
 		checkpoint.WithMeta(LabelConfiguration, conf),
-	}
-	go func() {
-		defer func() {
-			s.mu.Lock()
-			delete(s.sinks, k)
-			s.mu.Unlock()
-			close(k.done)
-		}()
-		_, k.saveErr = s.cp.SaveFrom(s.ctx, step, k.save, labels...)
-	}()
+	})
 	return k, nil
+}
+
+// run is a sink's goroutine: it waits for its turn (the sink created before
+// it has passed it on) unless the sink is canceled first, then runs the save
+// and, if it published, reaps. It sets the sink's result, closes done, and
+// passes the turn on (closes turn) once the store is free for the next sink.
+// A sink canceled before its turn is done at once, but passes the turn on
+// only when its own comes, so that the sinks after it keep Create's order.
+func (k *sink) run(prev <-chan struct{}, step int64, labels []checkpoint.SaveOption) {
+	s := k.store
+	finish := func() {
+		s.mu.Lock()
+		delete(s.sinks, k)
+		s.mu.Unlock()
+		close(k.done)
+	}
+	if prev == nil {
+		prev = closedChan
+	}
+	select {
+	case <-prev:
+	case <-k.cancel:
+	}
+	select {
+	case <-k.cancel:
+		k.saveErr = errCanceled // its turn did not come: nothing was written
+		finish()
+		<-prev
+		close(k.turn)
+		return
+	default:
+	}
+	defer close(k.turn)
+	defer finish()
+	_, k.saveErr = s.cp.SaveFrom(s.ctx, step, k.save, labels...)
+	if k.saveErr != nil {
+		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: %w", k.meta.ID, k.saveErr)
+		return
+	}
+	if err := s.reap(); err != nil {
+		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: published, but reaping older ones failed: %w", k.meta.ID, err)
+	}
 }
 
 // sink is the raft.SnapshotSink of Create: raft pushes bytes with Write, and
@@ -212,13 +299,14 @@ type sink struct {
 	wrote  chan error    // save -> Write: the piece's result
 	closed chan struct{} // closed by Close: the save publishes
 	cancel chan struct{} // closed by Cancel: the save fails
-	done   chan struct{} // closed when SaveFrom has returned
-	// saveErr is SaveFrom's result, read after done is closed.
-	saveErr error
+	done   chan struct{} // closed when the save has returned and reaping is over
+	turn   chan struct{} // closed when the next sink may start its save
+	// saveErr is SaveFrom's result and closeErr Close's, both set before
+	// done is closed.
+	saveErr, closeErr error
 
-	mu       sync.Mutex
-	state    int // sinkOpen, sinkClosed, sinkCanceled
-	closeErr error
+	mu    sync.Mutex
+	state int // sinkOpen, sinkClosed, sinkCanceled
 }
 
 const (
@@ -255,9 +343,10 @@ func (k *sink) Write(p []byte) (int, error) {
 	}
 }
 
-// ended is the error of a save that returned while the sink was open.
+// ended is the error of a save that returned while the sink was open, or
+// that Cancel or Close ended while a Write waited.
 func (k *sink) ended() error {
-	if k.saveErr != nil {
+	if k.saveErr != nil && !errors.Is(k.saveErr, errCanceled) {
 		return k.saveErr
 	}
 	return ErrSinkClosed
@@ -283,44 +372,41 @@ func (k *sink) save(w io.Writer) error {
 }
 
 // Close publishes the snapshot and, once it is durable, reaps the snapshots
-// beyond the store's retain. A second Close returns the first one's result;
-// Close after Cancel fails with ErrSinkClosed.
+// beyond the store's retain. It waits for its turn: the sinks created before
+// it must be closed or canceled first. A second Close returns the first
+// one's result; Close after Cancel fails with ErrSinkClosed.
 func (k *sink) Close() error {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	switch k.state {
-	case sinkClosed:
-		return k.closeErr
 	case sinkCanceled:
+		k.mu.Unlock()
 		return fmt.Errorf("raftstore: close snapshot %s: canceled: %w", k.meta.ID, ErrSinkClosed)
+	case sinkOpen:
+		k.state = sinkClosed
+		close(k.closed)
 	}
-	k.state = sinkClosed
-	close(k.closed)
+	k.mu.Unlock()
 	<-k.done
-	if k.saveErr != nil {
-		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: %w", k.meta.ID, k.saveErr)
-		return k.closeErr
-	}
-	if err := k.store.reap(); err != nil {
-		k.closeErr = fmt.Errorf("raftstore: close snapshot %s: published, but reaping older ones failed: %w", k.meta.ID, err)
-	}
-	return k.closeErr
+	return k.closeErr // the save's error, the reaping's, or nil
 }
 
-// Cancel abandons the snapshot: nothing is published. A second Cancel does
-// nothing; Cancel after Close fails with ErrSinkClosed (the published
-// snapshot stays).
+// Cancel abandons the snapshot: nothing is published. It waits for no
+// other sink: a sink whose turn has not come is dropped at once, and one
+// being written ends its save. A second Cancel does nothing; Cancel after
+// Close fails with ErrSinkClosed (the published snapshot stays).
 func (k *sink) Cancel() error {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	switch k.state {
 	case sinkCanceled:
+		k.mu.Unlock()
 		return nil
 	case sinkClosed:
+		k.mu.Unlock()
 		return fmt.Errorf("raftstore: cancel snapshot %s: already closed: %w", k.meta.ID, ErrSinkClosed)
 	}
 	k.state = sinkCanceled
 	close(k.cancel)
+	k.mu.Unlock()
 	<-k.done
 	if k.saveErr == nil {
 		// Unreachable: with Close never called, the write callback returns
@@ -363,7 +449,10 @@ func (s *Store) entries() ([]entry, error) {
 		if a.meta.Index != b.meta.Index {
 			return a.meta.Index > b.meta.Index
 		}
-		return a.info.Step > b.info.Step
+		if a.info.Step != b.info.Step {
+			return a.info.Step > b.info.Step
+		}
+		return a.info.Time.After(b.info.Time) // two files of one step: saved last first
 	})
 	return out, nil
 }
@@ -408,24 +497,32 @@ func (s *Store) List() ([]*raft.SnapshotMeta, error) {
 // checkpoint.ErrCorrupt, before raft sees a byte of it; then it returns a
 // reader that streams the payload again (and verifies it again at its end).
 // An ID that is not of this store's form is checkpoint.ErrInvalid; one that
-// names no snapshot of the store is checkpoint.ErrNotFound.
+// names no snapshot of the store is checkpoint.ErrNotFound. Open opens
+// exactly the snapshot that List lists under id: another checkpoint of its
+// step (of another kind or payload, saved by another program) is ignored.
 func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	term, index, step, ok := parseID(id)
 	if !ok {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %q: malformed ID (want term-index-step): %w", id, checkpoint.ErrInvalid)
 	}
-	r, info, err := s.cp.OpenPayload(s.ctx, step)
-	if errors.Is(err, checkpoint.ErrPayloadMismatch) {
-		// A JSON state saved there by another program is no snapshot.
-		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: no such snapshot (%v): %w", id, err, checkpoint.ErrNotFound)
-	}
+	es, err := s.entries()
 	if err != nil {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
 	}
-	meta, ok := metaOf(info)
-	if !ok || meta.Term != term || meta.Index != index || info.Kind != checkpoint.KindStep {
-		_ = r.Close()
+	var found *entry
+	for i := range es {
+		if e := &es[i]; e.info.Step == step && e.meta.Term == term && e.meta.Index == index {
+			found = e
+			break
+		}
+	}
+	if found == nil {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: no such snapshot: %w", id, checkpoint.ErrNotFound)
+	}
+	meta := found.meta
+	r, info, err := s.cp.OpenPayloadExact(s.ctx, found.info)
+	if err != nil {
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
 	}
 	n, err := io.Copy(io.Discard, r)
 	_ = r.Close()
@@ -440,7 +537,8 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	return &meta, r, nil
 }
 
-// reap removes the snapshots beyond the newest retain in raft's order.
+// reap removes the snapshots beyond the newest retain in raft's order, each
+// exactly (DeleteExact): another checkpoint of its step stays.
 func (s *Store) reap() error {
 	s.reapMu.Lock()
 	defer s.reapMu.Unlock()
@@ -450,7 +548,7 @@ func (s *Store) reap() error {
 	}
 	var errs []error
 	for _, e := range es[min(s.retain, len(es)):] {
-		if err := s.cp.Delete(s.ctx, e.info.Step); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
+		if err := s.cp.DeleteExact(s.ctx, e.info); err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 			errs = append(errs, err)
 		}
 	}

@@ -2,9 +2,13 @@ package raftstore_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -455,4 +459,171 @@ func TestSnapshotOverTheReadLimitIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list)
 	snapshot(t, s, 1, 6, make([]byte, 1000))
+}
+
+// TestOpenIgnoresAForeignCheckpointOfTheSnapshotsStep: another program's
+// checkpoint at a snapshot's step (here a SaveFinal of a JSON state, saved
+// last) neither hides the snapshot from Open nor makes List lose it: Open
+// opens exactly the snapshot List lists.
+func TestOpenIgnoresAForeignCheckpointOfTheSnapshotsStep(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := raftstore.New(dir, 2)
+	require.NoError(t, err)
+	id := snapshot(t, s, 1, 5, []byte("state"))
+	require.NoError(t, s.Close())
+
+	cp, err := checkpoint.Open[[]byte](dir)
+	require.NoError(t, err)
+	_, err = cp.SaveFinal(t.Context(), 0, []byte("foreign"))
+	require.NoError(t, err)
+	require.NoError(t, cp.Close())
+
+	s, err = raftstore.New(dir, 2)
+	require.NoError(t, err)
+	defer s.Close()
+	list, err := s.List()
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, id, list[0].ID)
+	meta, got := readAll(t, s, id)
+	require.Equal(t, []byte("state"), got)
+	require.Equal(t, id, meta.ID)
+	require.Equal(t, testConfig(), meta.Configuration)
+	require.EqualValues(t, len("state"), meta.Size)
+}
+
+// TestReapLeavesAForeignCheckpointOfTheSameStep: reaping removes exactly
+// the reaped snapshot; another program's checkpoint of its step (a
+// SaveFinal saved while raftstore was not running) stays, as every
+// checkpoint without raft metadata does.
+func TestReapLeavesAForeignCheckpointOfTheSameStep(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := raftstore.New(dir, 1)
+	require.NoError(t, err)
+	reaped := snapshot(t, s, 1, 5, []byte("state"))
+	require.NoError(t, s.Close())
+
+	cp, err := checkpoint.Open[[]byte](dir)
+	require.NoError(t, err)
+	_, err = cp.SaveFinal(t.Context(), 0, []byte("foreign, no raft labels"))
+	require.NoError(t, err)
+	require.NoError(t, cp.Close())
+
+	s, err = raftstore.New(dir, 1)
+	require.NoError(t, err)
+	newer := snapshot(t, s, 1, 6, []byte("newer")) // reaps 1-5-0
+	_, _, err = s.Open(reaped)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.NoError(t, s.Close())
+
+	cp, err = checkpoint.Open[[]byte](dir)
+	require.NoError(t, err)
+	defer cp.Close()
+	infos, err := cp.List(t.Context())
+	require.NoError(t, err)
+	var kinds []string
+	for _, info := range infos {
+		kinds = append(kinds, fmt.Sprintf("%d/%v", info.Step, info.Kind == checkpoint.KindFinal))
+	}
+	require.ElementsMatch(t, []string{"0/true", "1/false"}, kinds, "newer is %s", newer)
+	state, _, err := cp.LoadExact(t.Context(), infos[slices.IndexFunc(infos, func(i checkpoint.Info) bool { return i.Kind == checkpoint.KindFinal })])
+	require.NoError(t, err)
+	require.Equal(t, []byte("foreign, no raft labels"), state)
+}
+
+// TestCreateFailsWhenNoStepIsLeft: a foreign checkpoint at step
+// math.MaxInt64 leaves no step for a snapshot: Create fails with
+// ErrInvalid, saying so, and never wraps around to a negative step; a
+// checkpoint at math.MaxInt64-1 leaves exactly one.
+func TestCreateFailsWhenNoStepIsLeft(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		step int64
+		left int
+	}{{math.MaxInt64, 0}, {math.MaxInt64 - 1, 1}} {
+		t.Run(strconv.FormatInt(c.step, 10), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			cp, err := checkpoint.Open[[]byte](dir)
+			require.NoError(t, err)
+			_, err = cp.Save(t.Context(), c.step, []byte("x"))
+			require.NoError(t, err)
+			require.NoError(t, cp.Close())
+			s, err := raftstore.New(dir, 2)
+			require.NoError(t, err)
+			defer s.Close()
+			for range c.left {
+				id := snapshot(t, s, 1, 10, []byte("last"))
+				require.Equal(t, "1-10-"+strconv.FormatInt(math.MaxInt64, 10), id)
+			}
+			_, err = s.Create(1, 11, 2, testConfig(), 1, nil)
+			require.ErrorIs(t, err, checkpoint.ErrInvalid)
+			require.ErrorContains(t, err, "create snapshot 2-11: no step left")
+			require.Len(t, listedIDs(t, s), c.left)
+		})
+	}
+}
+
+// TestLockedNewLeavesALiveSnapshotAlone: a second New on a directory in use
+// (a second process, or a restart script racing the old node) fails with
+// ErrLocked and leaves the temporary file of the snapshot being written
+// alone: it is published whole.
+func TestLockedNewLeavesALiveSnapshotAlone(t *testing.T) {
+	t.Parallel()
+	for _, o := range []string{"plain", "zstd"} {
+		t.Run(o, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			var opts []checkpoint.Option
+			if o == "zstd" {
+				opts = append(opts, checkpoint.Zstd())
+			}
+			s, err := raftstore.New(dir, 2, opts...)
+			require.NoError(t, err)
+			defer s.Close()
+			sink, err := s.Create(1, 5, 1, testConfig(), 1, nil)
+			require.NoError(t, err)
+			data := bytes.Repeat([]byte("live "), 100<<10)
+			_, err = sink.Write(data[:len(data)/2])
+			require.NoError(t, err)
+			_, err = raftstore.New(dir, 2, opts...)
+			require.ErrorIs(t, err, checkpoint.ErrLocked)
+			_, err = sink.Write(data[len(data)/2:])
+			require.NoError(t, err)
+			require.NoError(t, sink.Close())
+			_, got := readAll(t, s, sink.ID())
+			require.Equal(t, data, got)
+		})
+	}
+}
+
+// TestOpenReaderSurvivesReaping: raft's leader streams a snapshot it opened
+// (sendInstallSnapshot) while its snapshot goroutine may publish a newer one
+// and reap the opened one: the reader still reads the whole snapshot, the
+// Size Open promised.
+func TestOpenReaderSurvivesReaping(t *testing.T) {
+	t.Parallel()
+	for _, o := range openers() {
+		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
+			s := o.open(t, 1)
+			data := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+			id := snapshot(t, s, 1, 10, data)
+			meta, r, err := s.Open(id)
+			require.NoError(t, err)
+			defer r.Close()
+			head := make([]byte, 100)
+			_, err = io.ReadFull(r, head)
+			require.NoError(t, err)
+			snapshot(t, s, 1, 20, []byte("newer")) // reaps id
+			_, _, err = s.Open(id)
+			require.ErrorIs(t, err, checkpoint.ErrNotFound)
+			rest, err := io.ReadAll(r)
+			require.NoError(t, err)
+			require.EqualValues(t, meta.Size, int64(len(head)+len(rest)))
+			require.Equal(t, data, append(head, rest...))
+		})
+	}
 }
