@@ -119,9 +119,16 @@ type sessionTombstone struct {
 // the session.json of a mapped ID records must be id (see checkID).
 func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Object, error) {
 	rc, obj, err := sub.Open(ctx, sessionFile)
+	for attempt := 1; errors.Is(err, fs.ErrNotExist); attempt++ {
+		err = missingMeta(ctx, sub, id)
+		if !errors.Is(err, errMadeMeanwhile) || attempt == 3 {
+			return sessionMeta{}, obj, err
+		}
+		// Another call made the session between the two looks: read
+		// what it made.
+		rc, obj, err = sub.Open(ctx, sessionFile)
+	}
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return sessionMeta{}, obj, missingMeta(ctx, sub, id)
 	case errors.Is(err, storage.ErrNotRegular):
 		return sessionMeta{}, obj, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	case err != nil:
@@ -158,6 +165,11 @@ func checkID(recorded, id, name string) error {
 		if recorded != "" && !names.Legacy(recorded) {
 			return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
 		}
+		if id != "" && recorded != id && strings.EqualFold(recorded, id) {
+			// A case-insensitive file system (macOS, Windows) showed
+			// the directory of another ID for this one: id has none.
+			return fmt.Errorf("%w: no session %q: its directory %s holds the session %q (IDs that differ only in case share a directory on a case-insensitive file system)", ErrNotFound, id, name, recorded)
+		}
 		return nil
 	case names.SessionName(recorded) != name || recorded == "":
 		return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
@@ -167,8 +179,14 @@ func checkID(recorded, id, name string) error {
 	return nil
 }
 
+// errMadeMeanwhile says that a session.json missing at first is there at
+// a second look: another call made the session in between.
+var errMadeMeanwhile = errors.New("session.json was made meanwhile")
+
 // missingMeta tells why the child store sub of id has no session.json:
-// ErrNotFound if it is no session, ErrCorrupt if it is a damaged one.
+// ErrNotFound if it is no session, ErrCorrupt if it is a damaged one, and
+// errMadeMeanwhile (with ErrCorrupt, should the next look miss it again)
+// if its listing shows one after all.
 func missingMeta(ctx context.Context, sub Backend, id string) error {
 	if id == "" {
 		id = sub.Locate("")
@@ -182,6 +200,9 @@ func missingMeta(ctx context.Context, sub Backend, id string) error {
 	}
 	visible := false
 	for _, o := range objs {
+		if o.Name == sessionFile {
+			return fmt.Errorf("%w: %w", ErrCorrupt, errMadeMeanwhile)
+		}
 		if o.Name == claimName {
 			return fmt.Errorf("%w: no session %q (it is being made, or a crash interrupted its making)", ErrNotFound, id)
 		}

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/einostore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -142,5 +145,49 @@ func TestConcurrentDeletesBesideSetsAndGets(t *testing.T) {
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err)
+	}
+}
+
+// TestFirstCallRacingTheCreationOfItsIDSucceeds: a Set or Get of an ID
+// that another Store (another process) creates between the call's look for
+// its session.json and its listing of the ID's directory sees the session
+// the other made: no spurious ErrCorrupt ("missing session.json"), which
+// three processes making their first Sets of the same IDs met often.
+func TestFirstCallRacingTheCreationOfItsIDSucceeds(t *testing.T) {
+	for _, op := range []string{"set", "get"} {
+		t.Run(op, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			b, err := dirstore.Open(dir)
+			require.NoError(t, err)
+			reached, release := make(chan struct{}), make(chan struct{})
+			var once atomic.Bool
+			slow, err := einostore.NewOnBackend(backendtest.Inject(b, func(o backendtest.Op) error {
+				if o.Kind == backendtest.OpList && once.CompareAndSwap(false, true) {
+					close(reached)
+					<-release
+				}
+				return nil
+			}))
+			require.NoError(t, err)
+			defer slow.Close()
+			other, err := einostore.New(dir)
+			require.NoError(t, err)
+			defer other.Close()
+
+			done := make(chan error, 1)
+			go func() {
+				if op == "set" {
+					done <- slow.Set(ctx, "run", []byte("A"))
+				} else {
+					_, _, err := slow.Get(ctx, "run")
+					done <- err
+				}
+			}()
+			<-reached // slow has read no session.json, and not yet listed
+			require.NoError(t, other.Set(ctx, "run", []byte("B")))
+			close(release)
+			require.NoError(t, <-done, "%s racing the creation of the ID by another Store", op)
+		})
 	}
 }

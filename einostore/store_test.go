@@ -334,3 +334,20 @@ func TestSetRefusesWhatCouldNotBeReadBackAndACancelledContext(t *testing.T) {
 	require.True(t, found)
 	require.Len(t, got, 1024)
 }
+
+// TestIDsDifferingOnlyInCaseNeverShareCheckpoints: on a case-insensitive
+// file system (macOS, Windows) "Run" and "run" would share a directory; Get
+// of "run" never returns the checkpoint of "Run" (the test shows the
+// directory under the other case, as such a file system would, by renaming
+// it).
+func TestIDsDifferingOnlyInCaseNeverShareCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	store, dir := newStore(t)
+	require.NoError(t, store.Set(ctx, "Run", []byte("the checkpoint of Run")))
+	// What a case-insensitive file system shows when "run" is looked up.
+	require.NoError(t, os.Rename(filepath.Join(dir, "Run"), filepath.Join(dir, "run")))
+	got, found, err := store.Get(ctx, "run")
+	if err == nil && found {
+		require.NotEqual(t, "the checkpoint of Run", string(got), "Get of \"run\" returned the checkpoint of another ID, \"Run\"")
+	}
+}
