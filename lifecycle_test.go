@@ -196,6 +196,36 @@ func TestDeleteExactRemovesOnlyTheCheckpointItNames(t *testing.T) {
 	require.ErrorIs(t, s.DeleteExact(ctx, bad), checkpoint.ErrInvalid)
 }
 
+// TestDeleteExactOfAnUnreadableCheckpointNeverRemovesOneSavedSince: an
+// Info of a file whose header did not read (Format 0) removes that file
+// while it is still unreadable, but once a save has moved it aside and
+// published a good checkpoint at its name, DeleteExact of the old Info is
+// ErrNotFound and the good checkpoint stays.
+func TestDeleteExactOfAnUnreadableCheckpointNeverRemovesOneSavedSince(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, checkpoint.NoSync())
+	damaged := func() checkpoint.Info {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000005.json"), []byte("not a checkpoint"), 0o644))
+		infos, err := s.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, infos, 1)
+		require.Zero(t, infos[0].Format)
+		return infos[0]
+	}
+	require.NoError(t, s.DeleteExact(ctx, damaged()))
+	require.NotContains(t, dirNames(t, dir), "step_00000005.json")
+
+	stale := damaged()
+	_, err := s.Save(ctx, 5, 55) // moves the damaged file aside
+	require.NoError(t, err)
+	require.ErrorIs(t, s.DeleteExact(ctx, stale), checkpoint.ErrNotFound)
+	v, _, err := s.Load(ctx, 5)
+	require.NoError(t, err)
+	require.Equal(t, 55, v)
+}
+
 // TestOpenOnAFIFOFailsWithoutHanging: Open on a path that is a FIFO fails,
 // never hangs. (OpenSessions on one:
 // TestOpenSessionsOnAFIFOFailsWithoutHanging.)

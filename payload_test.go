@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -702,4 +703,34 @@ func TestSaveFromWriterKeptFromASaveNeverReachesTheNextOne(t *testing.T) {
 		requirePayload(t, s, 2, []byte("two-atwo-b"))
 		requirePayload(t, s, 1, []byte("one"))
 	})
+}
+
+// replayingBackend calls a Create's write function twice, as a backend
+// that retried an upload by writing again would (the Backend contract
+// says Create calls it at most once).
+type replayingBackend struct{ checkpoint.Backend }
+
+func (r replayingBackend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
+	_ = write(io.Discard) // a first attempt, lost
+	return r.Backend.Create(ctx, name, write)
+}
+
+// TestSaveFromIsNeverPublishedFromASecondCallOfItsWrite: a backend that
+// calls SaveFrom's write function again gets an ErrInvalid from the second
+// call, so the save fails and publishes nothing, instead of a checkpoint
+// of what a one-shot stream gives a second time (nothing) under a valid
+// checksum.
+func TestSaveFromIsNeverPublishedFromASecondCallOfItsWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
+	require.NoError(t, err)
+	s, err := checkpoint.OpenBackend[[]byte](replayingBackend{b})
+	require.NoError(t, err)
+	defer s.Close()
+	src := strings.NewReader("the raft snapshot") // streams once
+	_, err = s.SaveFrom(ctx, 1, func(w io.Writer) error { _, err := io.Copy(w, src); return err })
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	_, _, err = s.OpenPayload(ctx, 1)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 }

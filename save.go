@@ -212,7 +212,15 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	payloadSize := int64(0)
 	if j.payload != nil {
 		h.Format = format.PayloadVersion
+		called := false
 		write = func(w io.Writer) error {
+			// The host's write streams once (a raft snapshot, a pipe): a
+			// backend that called this again would publish what a second
+			// call wrote, most often nothing, under a valid checksum.
+			if called {
+				return fmt.Errorf("%w: the backend called the write function of a byte payload twice, and a stream cannot be replayed", ErrInvalid)
+			}
+			called = true
 			var err error
 			payloadSize, err = s.codec.WritePayload(w, h, j.payload)
 			return err

@@ -58,6 +58,11 @@ func TestShowAPayloadPrintsItsHeaderAndSize(t *testing.T) {
 		require.Contains(t, r.stdout, "format:     3\n")
 		require.Contains(t, r.stdout, "checksum:   ok (crc32c verified)\n")
 		require.Contains(t, r.stdout, "payload:    5.9 KiB (6000 bytes, byte payload: show --payload writes it)\n")
+		// --state promises JSON for jq: a byte payload has none.
+		r = runCLI(t, "show", dir, "1", "--state")
+		require.NotEqual(t, exitOK, r.code)
+		require.Empty(t, r.stdout)
+		require.Contains(t, r.stderr, "payload")
 
 		r = runCLI(t, "ls", dir)
 		require.Equal(t, exitOK, r.code, r.stderr)

@@ -60,6 +60,10 @@ var showCommand = command{
 			state, info, err := c.load(ctx, st, t.layout, sel)
 			if errors.Is(err, checkpoint.ErrPayloadMismatch) {
 				c.noteSkipped()
+				if *stateOnly {
+					// --state promises JSON for jq: a byte payload has none.
+					return err
+				}
 				return c.showPayload(ctx, st, err, *payload)
 			}
 			if err != nil {
