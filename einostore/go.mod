@@ -3,7 +3,7 @@ module github.com/gocheckpoint/checkpoint/einostore
 go 1.26.0
 
 require (
-	github.com/gocheckpoint/checkpoint v0.0.0-20261126235035-f2606ba8d271
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127000449-4bb41fd7a54a
 	github.com/stretchr/testify v1.12.1
 )
 

@@ -8,7 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
-	github.com/gocheckpoint/checkpoint v0.0.0-20261126235035-f2606ba8d271
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127000449-4bb41fd7a54a
 	github.com/stretchr/testify v1.12.1
 )
 
