@@ -476,15 +476,16 @@ func (s *Store) List() ([]*raft.SnapshotMeta, error) {
 	out := make([]*raft.SnapshotMeta, 0, len(es))
 	for _, e := range es {
 		meta := e.meta
+		// With compression the payload's size shows only at its end: the
+		// size on disk stands. A plain file's is known from a header read.
 		meta.Size = e.info.Size
-		if e.info.Compression != "" {
-			// Known only at the payload's end: keep the size on disk.
-		} else if r, info, err := s.cp.OpenPayloadExact(s.ctx, e.info); err == nil {
-			// A header read: the payload's size of a plain file.
-			if info.PayloadSize >= 0 {
-				meta.Size = info.PayloadSize
+		if e.info.Compression == "" {
+			if r, info, err := s.cp.OpenPayloadExact(s.ctx, e.info); err == nil {
+				if info.PayloadSize >= 0 {
+					meta.Size = info.PayloadSize
+				}
+				_ = r.Close()
 			}
-			_ = r.Close()
 		}
 		out = append(out, &meta)
 	}
@@ -520,18 +521,24 @@ func (s *Store) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: no such snapshot: %w", id, checkpoint.ErrNotFound)
 	}
 	meta := found.meta
+	// The reader handed to raft is opened first and the snapshot verified
+	// through a second open, as checkpoint's LatestPayload does: where an
+	// open file stays readable (a local one), a reap in between cannot
+	// take it away.
 	r, info, err := s.cp.OpenPayloadExact(s.ctx, found.info)
 	if err != nil {
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
 	}
-	n, err := io.Copy(io.Discard, r)
-	_ = r.Close()
+	check, _, err := s.cp.OpenPayloadExact(s.ctx, info)
 	if err != nil {
-		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: verify: %w", id, err)
-	}
-	r, _, err = s.cp.OpenPayloadExact(s.ctx, info)
-	if err != nil {
+		_ = r.Close()
 		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: %w", id, err)
+	}
+	n, err := io.Copy(io.Discard, check)
+	_ = check.Close()
+	if err != nil {
+		_ = r.Close()
+		return nil, nil, fmt.Errorf("raftstore: open snapshot %s: verify: %w", id, err)
 	}
 	meta.Size = n
 	return &meta, r, nil
