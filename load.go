@@ -255,7 +255,7 @@ func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want 
 				vanished = true // removed since the listing
 				continue
 			}
-			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) {
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
 				// Not damage, and resuming from an older step would
 				// fork the history silently.
 				return zero, Info{}, skipped, vanished, err

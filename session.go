@@ -183,6 +183,7 @@ func OpenSessionsBackend(b Backend, opts ...Option) (*Sessions, error) {
 		}
 		return nil, err
 	}
+	b = cfg.seal(b)
 	return &Sessions{dir: b.Locate(""), b: b, cfg: cfg, opts: slices.Clone(opts)}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"io"
 	"io/fs"
 	"maps"
@@ -224,6 +225,9 @@ func decodeSessionMeta(f io.Reader) (sessionMeta, error) {
 	}
 	if len(data) > maxSessionFileSize {
 		return m, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, sessionFile, maxSessionFileSize)
+	}
+	if err := format.Sealed(data); err != nil {
+		return m, fmt.Errorf("%s: %w", sessionFile, err)
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: %s: %w", ErrCorrupt, sessionFile, err)

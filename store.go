@@ -195,6 +195,7 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 // newStoreContext is newStore for an open that has a context: a wait for
 // the writer lock (WaitLock) ends with it.
 func newStoreContext[T any](ctx context.Context, b Backend, cfg config) (*Store[T], error) {
+	b = cfg.seal(b)
 	s := &Store[T]{
 		b:         b,
 		dir:       b.Locate(""),

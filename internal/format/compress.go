@@ -329,9 +329,12 @@ func (c *Codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 		releaseBuf()
 		return stream{}, err
 	}
-	magic, err := br.Peek(len(ZstdMagic))
+	magic, err := br.Peek(SealedLen)
 	if err != nil && err != io.EOF {
 		return fail(corruptIO(err))
+	}
+	if err := Sealed(magic); err != nil {
+		return fail(err)
 	}
 	st := stream{comp: Sniff(magic), hint: -1}
 	switch st.comp {
