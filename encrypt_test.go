@@ -279,3 +279,34 @@ func readDir(t *testing.T, dir string) map[string]string {
 	require.NoError(t, err)
 	return files
 }
+
+// A fork made with ReadPlaintext from a plaintext session is encrypted: its
+// checkpoints are copied through the encryption, not linked as they are.
+func TestEncryptForkOfAPlaintextSessionIsEncrypted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, id := t.TempDir(), newIdentity(t)
+	root, err := checkpoint.OpenSessions(dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	s, err := root.Create(ctx, "plain", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSession[secretState](root, s.ID)
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, secretAt(1))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, root.Close())
+
+	root, err = checkpoint.OpenSessions(dir, checkpoint.NoSync(), checkpoint.Encrypt(id), checkpoint.ReadPlaintext())
+	require.NoError(t, err)
+	defer root.Close()
+	forked, err := root.Fork(ctx, "plain", 1, nil)
+	require.NoError(t, err)
+	requireSealed(t, filepath.Join(dir, forked.ID), id)
+	st, err = checkpoint.OpenSession[secretState](root, forked.ID, checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer st.Close()
+	v, _, err := st.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, secretAt(1), v)
+}

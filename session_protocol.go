@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gocheckpoint/checkpoint/internal/format"
+	"github.com/gocheckpoint/checkpoint/internal/sealed"
 	"io"
 	"io/fs"
 	"maps"
@@ -750,6 +751,11 @@ func readClaimObject(ctx context.Context, b Backend) (sessionClaim, Object, erro
 // then checkFork checks what dst holds.
 func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
 	linker, _ := storage.As[storage.Linker](dst)
+	if k, ok := sealed.KeysOf(dst); ok && k.ReadsPlaintext() {
+		// A link keeps the bytes as they are: a plaintext checkpoint
+		// that ReadPlaintext reads is copied, so encrypted.
+		linker = nil
+	}
 	var made []string
 	for _, info := range infos {
 		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
