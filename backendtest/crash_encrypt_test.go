@@ -223,3 +223,25 @@ func TestPowerCutKeepsStorePromisesWithTheIndexEncrypted(t *testing.T) {
 	}
 	powerCutsWithTheIndex(t, checkpoint.Encrypt(newCutIdentity(t)))
 }
+
+// No session appears partly with Encrypt on either, wherever a power cut
+// falls in creating, saving in, forking and describing sessions (see
+// TestPowerCutKeepsSessionPromises); and every object the cut leaves, a
+// session.json as a checkpoint, is whole and sealed.
+func TestPowerCutKeepsSessionPromisesEncrypted(t *testing.T) {
+	t.Parallel()
+	id := newCutIdentity(t)
+	inEachFlavour(t, func(t *testing.T, f memFlavour) {
+		check := func(clone *backendtest.Mem, l *sessionsLedger) []string {
+			root, err := clone.Open()
+			if err != nil {
+				return []string{fmt.Sprintf("open the clone: %v", err)}
+			}
+			_, bad := sealedObjects(root, id)
+			return append(bad, checkSessions(clone, l)...)
+		}
+		for _, v := range powerCuts(t, func() *backendtest.Mem { return backendtest.NewMem(f.opts...) }, runSessionsWith(checkpoint.Encrypt(id)), check) {
+			t.Error(v)
+		}
+	})
+}
