@@ -266,16 +266,21 @@ func (a ackingBackend) Sub(ctx context.Context, name string, create bool) (Backe
 
 // reencryptChild re-encrypts the store Args[0]/store and the root of
 // sessions Args[0]/sessions to the identity Args[1], reading Args[2]'s
-// files too, acknowledging each file rewritten, then waits to be killed.
+// files too, or plaintext files if Args[2] is "plaintext" (a migration),
+// acknowledging each file rewritten, then waits to be killed.
 func reencryptChild(c *killtest.Child) int {
 	dir, fail := c.Args[0], c.Fail
 	b, err := age.ParseX25519Identity(c.Args[1])
 	if err != nil {
 		fail(2, err)
 	}
-	a, err := age.ParseX25519Identity(c.Args[2])
-	if err != nil {
-		fail(2, err)
+	opts := []Option{Encrypt(b), ReadPlaintext()}
+	if c.Args[2] != "plaintext" {
+		a, err := age.ParseX25519Identity(c.Args[2])
+		if err != nil {
+			fail(2, err)
+		}
+		opts = []Option{Encrypt(b, a)}
 	}
 	ctx := context.Background()
 	for _, sub := range []string{"store", "sessions"} {
@@ -283,7 +288,7 @@ func reencryptChild(c *killtest.Child) int {
 		if err != nil {
 			fail(2, err)
 		}
-		if _, err := Reencrypt(ctx, ackingBackend{backend, c}, Encrypt(b, a), WithLayout("turn", 3)); err != nil {
+		if _, err := Reencrypt(ctx, ackingBackend{backend, c}, append(opts, WithLayout("turn", 3))...); err != nil {
 			fail(3, err)
 		}
 		backend.Close()
@@ -292,14 +297,17 @@ func reencryptChild(c *killtest.Child) int {
 	return 0
 }
 
-// reencryptSetup writes, encrypted to a, a store in dir/store (numbered
-// steps, the rolling file, a side file) and a root of sessions in
-// dir/sessions with two sessions, and returns the newest step of the
-// store and the IDs of the sessions.
+// reencryptSetup writes, encrypted to a (in plaintext if a is nil), a
+// store in dir/store (numbered steps, the rolling file, a side file) and
+// a root of sessions in dir/sessions with two sessions, and returns the
+// newest step of the store and the IDs of the sessions.
 func reencryptSetup(t *testing.T, dir string, a *age.X25519Identity) (int64, []string) {
 	t.Helper()
 	ctx := context.Background()
-	opts := []Option{NoSync(), WithLayout("turn", 3), Encrypt(a)}
+	opts := []Option{NoSync(), WithLayout("turn", 3)}
+	if a != nil {
+		opts = append(opts, Encrypt(a))
+	}
 	s, err := Open[encState](filepath.Join(dir, "store"), append(opts, SaveEvery(2), WithRolling())...)
 	require.NoError(t, err)
 	const last = 9
@@ -458,4 +466,89 @@ func TestKill9DuringReencryptLeavesEveryFileWholeToOneKey(t *testing.T) {
 	}
 	require.Positive(t, mixed, "no kill left a store of both keys: the kills landed after the work")
 	t.Logf("%d kills, %d of them left files of both keys, %d mid-write (a temporary file was left)", kills, mixed, midWrite)
+}
+
+// requireWholePlainOrSealed proves that every file below dir (but locks
+// and temporaries) is a whole plaintext file of the store (a checkpoint's
+// envelope, or JSON) or sealed to b, opening with it and decoding; it
+// returns how many are plaintext and how many sealed.
+func requireWholePlainOrSealed(t *testing.T, dir string, b *age.X25519Identity) (plain, sealedToB int) {
+	t.Helper()
+	k, err := sealed.NewKeys(b, nil, true)
+	require.NoError(t, err)
+	require.NoError(t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() == lockName || isLeftover(d.Name()) && d.Name() != indexName {
+			return err
+		}
+		require.NotContains(t, d.Name(), quarantineSuffix, "%s was moved aside", path)
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		defer f.Close()
+		r, isPlain, err := k.Open(f, path)
+		require.NoError(t, err, "%s is neither plaintext nor sealed to B", path)
+		data, err := io.ReadAll(r)
+		require.NoError(t, err, "%s is not whole", path)
+		if isPlain {
+			plain++
+		} else {
+			sealedToB++
+		}
+		switch name := d.Name(); {
+		case strings.HasPrefix(name, "turn_"):
+			_, err := readEnvelope(bytes.NewReader(data), DefaultMaxReadSize)
+			require.NoError(t, err, path)
+		case name != indexName:
+			require.True(t, json.Valid(data), "%s is not JSON", path)
+		}
+		return nil
+	}))
+	return plain, sealedToB
+}
+
+// TestKill9DuringPlaintextMigrationLeavesEveryFileWhole kills a process
+// migrating a plaintext store and root of two sessions to key B
+// (Reencrypt with ReadPlaintext) after a random number of rewritten
+// files, and proves that every file is then a whole plaintext file or
+// whole and sealed to B, that Latest with B and ReadPlaintext returns the
+// newest states, and that a rerun completes: no plaintext is left, and B
+// alone loads every step.
+func TestKill9DuringPlaintextMigrationLeavesEveryFileWhole(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	kills := killtest.Kills(t, 3)
+	b, err := age.GenerateX25519Identity()
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 2627))
+	ctx := context.Background()
+	mixed := 0
+	for kill := 0; kill < kills; kill++ {
+		dir := t.TempDir()
+		last, ids := reencryptSetup(t, dir, nil)
+		total, _ := requireWholePlainOrSealed(t, dir, b)
+
+		p := reencryptRole.Start(t, dir, b.String(), "plaintext")
+		p.AwaitAcks(t, 1+rng.IntN(total-1))
+		p.Kill(t)
+		require.Empty(t, p.Stderr(), "the child failed before it was killed")
+
+		plain, toB := requireWholePlainOrSealed(t, dir, b)
+		if plain > 0 && toB > 0 {
+			mixed++
+		}
+		requireLatestOf(t, dir, last, ids, Encrypt(b), ReadPlaintext())
+
+		for _, sub := range []string{"store", "sessions"} {
+			backend, err := openDirWith(filepath.Join(dir, sub))
+			require.NoError(t, err)
+			_, err = Reencrypt(ctx, backend, Encrypt(b), ReadPlaintext(), WithLayout("turn", 3))
+			require.NoError(t, err, "kill %d: the rerun of %s", kill, sub)
+			require.NoError(t, backend.Close())
+		}
+		requireSealedFiles(t, dir, KeyID(b.Recipient()))
+		requireLatestOf(t, dir, last, ids, Encrypt(b))
+	}
+	require.Positive(t, mixed, "no kill left a store half migrated: the kills landed after the work")
+	t.Logf("%d kills, %d of them left plaintext and sealed files", kills, mixed)
 }
