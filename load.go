@@ -45,7 +45,9 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // file: ErrNotFound (a fresh start), unless something that is not a
 // regular file (a directory, a named pipe, a symbolic link) has a name of
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
-// what is there.
+// what is there. Nor is a rolling file that no key given opens (ErrNoKey),
+// or that an encrypting store finds in plaintext (ErrPlaintext): it may
+// hold step, so the error is its own.
 func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	named, _, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
@@ -54,6 +56,15 @@ func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	for _, n := range named {
 		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
 			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, storage.NotRegular(n.name, o.Mode)))
+		}
+	}
+	rolling, err := s.scan(ctx, func(fn fileName) bool { return fn.kind == KindRolling })
+	if err != nil {
+		return stepError("load", step, s.dir, err)
+	}
+	for _, e := range s.fill(ctx, rolling) {
+		if errors.Is(e.hErr, ErrNoKey) || errors.Is(e.hErr, ErrPlaintext) {
+			return stepError("load", step, s.path(e.name), fmt.Errorf("the rolling file may hold the step: %w", e.hErr))
 		}
 	}
 	return stepError("load", step, s.dir, ErrNotFound)

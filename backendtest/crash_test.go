@@ -816,13 +816,19 @@ const indexSteps = 260
 // as the directory may leave it (TearUnsynced).
 func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
 	t.Parallel()
+	powerCutsWithTheIndex(t)
+}
+
+// powerCutsWithTheIndex is TestPowerCutKeepsStorePromisesWithTheIndex of
+// a store opened with opts.
+func powerCutsWithTheIndex(t *testing.T, opts ...checkpoint.Option) {
 	ctx := context.Background()
 	base := backendtest.NewMem(backendtest.MemLocal())
 	b, err := base.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := checkpoint.OpenBackend[cutState](b)
+	st, err := checkpoint.OpenBackend[cutState](b, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -835,7 +841,7 @@ func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	torn := []backendtest.CrashCloneConfig{{UnsyncedPercent: 0, TearUnsynced: true}, {UnsyncedPercent: 100, TearUnsynced: true}}
-	sc := storeScenario{name: "Index", rules: rules{loadFrom: indexSteps - 3}, images: torn, run: func(r *cutRun) error {
+	sc := storeScenario{name: "Index", opts: opts, rules: rules{loadFrom: indexSteps - 3}, images: torn, run: func(r *cutRun) error {
 		for step := int64(1); step <= indexSteps; step++ {
 			r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
 		}

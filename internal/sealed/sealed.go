@@ -21,7 +21,8 @@
 //   - it is not encrypted (a plaintext checkpoint): ErrPlaintext, never
 //     damage, unless the Keys read plaintext (a migration);
 //   - anything else (a failed authentication of the header or of a chunk, a
-//     truncation, a key line that disagrees with the key that opens it): a
+//     truncation, a key line that disagrees with the key that opens it, or
+//     one that differs from the magic in a byte or two): a
 //     damage error of package format, proof that the object is damaged.
 //
 // An I/O error of the wrapped backend is returned as it is: it proves
@@ -195,6 +196,8 @@ func (k *Keys) Open(r io.Reader, loc string) (_ io.Reader, plain bool, _ error) 
 	case n >= len(magic) && bytes.HasPrefix(got, []byte(magic)):
 	case n < len(magic) && bytes.HasPrefix([]byte(magic), got):
 		return nil, false, damaged(loc, "it ends after %d bytes, within its key line", n)
+	case nearMagic(got):
+		return nil, false, damaged(loc, "its key line is malformed")
 	case k.plaintext:
 		return io.MultiReader(bytes.NewReader(bytes.Clone(got)), r), true, nil
 	default:
@@ -227,6 +230,23 @@ func (k *Keys) Open(r io.Reader, loc string) (_ io.Reader, plain bool, _ error) 
 		return nil, false, fmt.Errorf("%w: %s is encrypted to key %s, which none of the %d identities given opens", ErrNoKey, loc, kid, len(k.all))
 	}
 	return nil, false, damaged(loc, "%v", err)
+}
+
+// nearMagic reports whether first, a file's first bytes, begin with the
+// magic but for one or two bytes: a sealed file whose key line was
+// damaged, not a plaintext one (which begins with '{', a compression's
+// magic number or another JSON value, all far from the magic).
+func nearMagic(first []byte) bool {
+	if len(first) < len(magic) {
+		return false
+	}
+	diff := 0
+	for i := 0; i < len(magic); i++ {
+		if first[i] != magic[i] {
+			diff++
+		}
+	}
+	return diff <= 2
 }
 
 func isKeyID(s string) bool {
