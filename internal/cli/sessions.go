@@ -105,6 +105,7 @@ func (c *cli) sessionsLs(ctx context.Context, t target, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	defer c.noteKeyErrors(sessionKeyErrors(list))
 	if len(list) == 0 {
 		fmt.Fprintf(c.stdout, "no sessions in %s\n", printable(t.dir))
 		return nil
