@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/dirstore"
@@ -19,15 +20,18 @@ var rekeyCommand = command{
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		to := fs.String("to", "", "the identity `FILE` of the new key: its first identity (the --identity ones read the files encrypted to older keys)")
 		plaintext := fs.Bool("plaintext", false, "also encrypt the store's plaintext files: the migration of a plaintext store")
-		wait := fs.String("wait", "0s", "wait up to `DURATION` for each store's writer lock while a program holds it (0: refuse at once, exit code 4)")
+		wait := fs.String("wait", "", "wait up to `DURATION` (90s, 5m) for each store's writer lock while a program holds it; without it, refuse at once (exit code 4)")
 		layout := layoutFlag(fs)
 		return func(ctx context.Context, c *cli, args []string) error {
 			if *to == "" {
 				return usagef("missing --to FILE: the identity file of the key to re-encrypt to (checkpoint keygen makes one)")
 			}
-			d, err := parseDuration("--wait", *wait)
-			if err != nil {
-				return err
+			var d time.Duration
+			if *wait != "" {
+				var err error
+				if d, err = parseDuration("--wait", *wait); err != nil {
+					return err
+				}
 			}
 			newIDs, err := readIdentities(*to, "--to")
 			if err != nil {
