@@ -194,6 +194,13 @@ func TestEncryptedStoreWithoutItsIdentitySaysToPassOne(t *testing.T) {
 	require.Contains(t, r.stdout, "0 ok, 3 bad, 3 encrypted to a key no identity given opens\n")
 	require.Contains(t, r.stderr, hint)
 
+	// A writing command removes nothing it cannot read, and says why.
+	r = runCLI(t, "prune", dir, "--keep-last", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "nothing to prune")
+	require.Contains(t, r.stderr, hint)
+	require.Len(t, names(t, dir), 4, "the lock file and the three checkpoints")
+
 	r = runCLI(t, "verify", dir, "--json")
 	require.Equal(t, exitFound, r.code)
 	var rep verifyReport
@@ -477,4 +484,24 @@ func TestEncryptedStoresThroughARemote(t *testing.T) {
 	require.Regexp(t, `(?m)^a +2 +2 `, r.stdout)
 	r = runRemote(t, ro, "verify", "test://root", "--identity", a.file)
 	require.Equal(t, 0, r.code, r.stdout)
+}
+
+func TestUsageSaysHowToReadEncryptedStores(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "help")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "checkpoint keygen [-o FILE]")
+	require.Contains(t, r.stdout, "checkpoint rekey  --to FILE [--plaintext] DIR")
+	require.Contains(t, r.stdout, "Encrypted stores (checkpoint.Encrypt) are read with --identity FILE")
+	require.Contains(t, r.stdout, "CHECKPOINT_IDENTITY")
+	for _, cmd := range []string{"ls", "show", "verify", "diff", "prune", "gc", "sessions", "rekey"} {
+		r = runCLI(t, "help", cmd)
+		require.Contains(t, r.stdout, "\n  --identity FILE\n", cmd)
+	}
+	r = runCLI(t, "help", "keygen")
+	require.NotContains(t, r.stdout, "--identity")
+	require.Contains(t, r.stdout, "\n  -o FILE\n")
+	r = runCLI(t, "--identity")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "flag needs an argument: -identity")
 }

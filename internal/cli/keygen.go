@@ -18,7 +18,7 @@ import (
 var keygenCommand = command{
 	name:    "keygen",
 	args:    "[-o FILE]",
-	summary: "make a key for encrypted stores: an age X25519 identity file (to FILE, mode 0600, never overwritten; else to stdout)",
+	summary: "make the key of encrypted stores: an age X25519 identity file (-o FILE: mode 0600, never overwritten)",
 	noKeys:  true,
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		out := fs.String("o", "", "write the identity to `FILE`, created with mode 0600; an existing FILE is an error, never overwritten")

@@ -16,7 +16,7 @@ import (
 var rekeyCommand = command{
 	name:    "rekey",
 	args:    "--to FILE [--plaintext] DIR",
-	summary: "re-encrypt a store or a root of sessions to the key of an identity file, file by file, crash-safe and rerunnable",
+	summary: "re-encrypt a store or root of sessions to a new key (or encrypt a plaintext one), file by file",
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		to := fs.String("to", "", "the identity `FILE` of the new key: its first identity (the --identity ones read the files encrypted to older keys)")
 		plaintext := fs.Bool("plaintext", false, "also encrypt the store's plaintext files: the migration of a plaintext store")

@@ -317,9 +317,17 @@ func usage(w io.Writer, remotes []Remote) {
 	fmt.Fprint(w, `  checkpoint help   [COMMAND]
 
 DIR is a store's directory or a root of sessions. Flags may come before or
-after the arguments. Only prune, gc and sessions rm|prune write, and they
-take the store's writer lock; the others open stores read-only, safe beside
-a running program.
+after the arguments. Only prune, gc, rekey and sessions rm|prune write, and
+they take the store's writer lock; the others open stores read-only, safe
+beside a running program.
+
+Encrypted stores (checkpoint.Encrypt) are read with --identity FILE, an age
+identity file (checkpoint keygen makes one), given to any command, before
+its name or among its flags, and repeatable; without it, the files listed in
+`+identityEnv+` (separated by '`+string(os.PathListSeparator)+`'). Every identity is read; the
+first is the current key: what a command writes is encrypted to it.
+rekey --to FILE re-encrypts a store (or a root of sessions) to a new key,
+file by file, and --plaintext encrypts a plaintext one.
 `)
 	for _, p := range paragraphs {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(p, "\n"))
@@ -327,8 +335,9 @@ a running program.
 	fmt.Fprint(w, `
 Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
 2 usage error; 3 failure (missing directory or step, I/O, unloadable
-checkpoint); 4 a writer holds the store's lock (prune, gc, sessions rm), or a session
-is being made in the root (gc).
+checkpoint, a file rekey could not rewrite); 4 a writer holds the store's
+lock (prune, gc, rekey, sessions rm), or a session is being made in the
+root (gc).
 `)
 }
 
