@@ -17,12 +17,15 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/dirstore"
+	"github.com/gocheckpoint/checkpoint/internal/killtest"
 )
 
 // TestMain keeps the tests hermetic: an identity in the environment of
 // whoever runs them would make every command read encrypted stores only.
+// In a child process started by a kill test, it runs the child's role.
 func TestMain(m *testing.M) {
 	os.Unsetenv(identityEnv)
+	killtest.Dispatch()
 	os.Exit(m.Run())
 }
 
