@@ -342,6 +342,31 @@ func TestRekeyWithoutTheOldKeyReportsEachFileAndFails(t *testing.T) {
 	r = runCLI(t, "rekey", dir)
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "missing --to FILE")
+
+	// A directory without checkpoints is left alone: no lock file made.
+	empty := t.TempDir()
+	r = runCLI(t, "rekey", "--to", b.file, empty)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "nothing to rekey in "+empty)
+	require.Empty(t, names(t, empty))
+}
+
+func TestRekeyOfARootWhoseSessionsHaveNoCheckpointYetRewritesTheirMetadata(t *testing.T) {
+	t.Parallel()
+	a, b := newKey(t), newKey(t)
+	root := filepath.Join(t.TempDir(), "root")
+	r0, err := checkpoint.OpenSessions(root, checkpoint.Encrypt(a.id), checkpoint.NoSync())
+	require.NoError(t, err)
+	_, err = r0.Create(context.Background(), "fresh", nil)
+	require.NoError(t, err)
+	require.NoError(t, r0.Close())
+
+	r := runCLI(t, "rekey", "--to", b.file, "--identity", a.file, root)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "rewrote "+filepath.Join(root, "fresh", "session.json")+" (1 so far)\n")
+	r = runCLI(t, "sessions", "ls", root, "--identity", b.file)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^fresh +0 +- `, r.stdout)
 }
 
 func TestRekeyOfARootOfSessionsRewritesEverySession(t *testing.T) {

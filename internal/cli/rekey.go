@@ -41,7 +41,7 @@ var rekeyCommand = command{
 			if err != nil {
 				return err
 			}
-			if t.empty {
+			if t.empty && !t.sessions {
 				fmt.Fprintf(c.stdout, "nothing to rekey in %s: no checkpoint files (give --layout if they have another name)\n", printable(t.dir))
 				return nil
 			}

@@ -48,7 +48,7 @@ var rekeyRole = killtest.Register("cli-rekey", func(c *killtest.Child) int {
 
 func TestRekeyKilledAtAnyInstantLeavesEachFileWholeOfTheOldKeyOrTheNewAndARerunFinishes(t *testing.T) {
 	t.Parallel()
-	const files = 40
+	const files = 24
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 26))
 	for round := range killtest.Kills(t, 3) {
 		a, b := newKey(t), newKey(t)
