@@ -147,7 +147,7 @@ func TestEncryptedStoreIsReadWithItsIdentity(t *testing.T) {
 	r := runCLI(t, "ls", "--identity", k.file, dir)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stderr)
-	require.Regexp(t, `(?m)^3 +step +2026|^3 +step +20`, r.stdout)
+	require.Regexp(t, `(?m)^3 +step +\d{4}-\d\d-\d\dT`, r.stdout)
 	require.NotContains(t, r.stdout, "unreadable")
 
 	r = runCLI(t, "show", dir, "latest", "--state", "--identity", k.file)
@@ -532,4 +532,25 @@ func TestUsageSaysHowToReadEncryptedStores(t *testing.T) {
 	r = runCLI(t, "--identity")
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, "flag needs an argument: -identity")
+}
+
+func TestRekeyBesideARunningWriterRewritesNothingAndExitsWith4(t *testing.T) {
+	t.Parallel()
+	a, b := newKey(t), newKey(t)
+	dir := encryptedStore(t, a)
+	w, err := checkpoint.Open[map[string]int](dir, checkpoint.Encrypt(a.id))
+	require.NoError(t, err)
+	defer w.Close()
+
+	for _, args := range [][]string{{"rekey", "--to", b.file, "--identity", a.file, dir}, {"rekey", "--to", b.file, "--identity", a.file, "--wait", "10ms", dir}} {
+		r := runCLI(t, args...)
+		require.Equal(t, exitLocked, r.code, r.stderr)
+		require.Contains(t, r.stderr, "checkpoint rekey: "+dir+" is open by a running writer")
+		require.NotContains(t, r.stdout, "rewrote")
+	}
+	r := runCLI(t, "verify", dir, "--identity", a.file)
+	require.Equal(t, 0, r.code, "every file still of key A: %s", r.stdout)
+
+	r = runCLI(t, "rekey", "--to", b.file, "--wait", "forever", dir)
+	require.Equal(t, exitUsage, r.code)
 }
