@@ -132,14 +132,19 @@ func readIdentities(file, source string) ([]*agelib.X25519Identity, error) {
 	if source == identityEnv {
 		what = identityEnv + " file " + file
 	}
+	// Stat before opening: opening a named pipe would wait for a writer.
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, unwrapPath(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s: not a regular file (an age identity file is)", checkpoint.ErrInvalid, what)
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, unwrapPath(err))
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s: not a regular file (an age identity file is)", checkpoint.ErrInvalid, what)
-	}
 	ids, err := agelib.ParseIdentities(f)
 	if err != nil {
 		msg := secretDetail.ReplaceAllString(err.Error(), "malformed secret key")
