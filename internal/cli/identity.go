@@ -215,7 +215,7 @@ func (c *cli) noteKeyErrors(errs []error) {
 	if len(errs) > 1 {
 		n += ", the first:"
 	}
-	c.notef("%s %s", n, reason(errs[0]))
+	c.notef("%s %s", n, errs[0])
 	fmt.Fprintf(c.stderr, "checkpoint %s: %s\n", c.cmd, c.keyHint(errors.Join(errs...)))
 }
 

@@ -187,7 +187,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 			parent = fmt.Sprintf("%s@%d", quoteIfNeeded(s.Parent), s.ParentStep)
 		}
 		if s.Err != nil {
-			meta = strings.TrimSpace(meta + " (damaged: " + printable(reason(s.Err)) + ")")
+			meta = strings.TrimSpace(meta + " (" + sessionErrText(s.Err) + ")")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", sessionLabel(s), s.Checkpoints, last, saved, created, parent, meta)
 	}
