@@ -636,7 +636,7 @@ func TestVerifySessions(t *testing.T) {
 	r = runCLI(t, "verify", "testdata/campaign", "--json")
 	var rep verifyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
-	require.Equal(t, fileResult{Path: filepath.FromSlash("testdata/campaign/003/session.json"), Session: "003", Kind: "session", Error: "corrupt checkpoint: missing session.json"}, rep.Files[0])
+	require.Equal(t, fileResult{Path: filepath.FromSlash("testdata/campaign/003/session.json"), Session: "003", Kind: "session", Problem: "damaged", Error: "corrupt checkpoint: missing session.json"}, rep.Files[0])
 	require.Equal(t, "002", rep.Files[3].Session)
 }
 
@@ -1059,6 +1059,8 @@ func TestUsageAndHelp(t *testing.T) {
 		Print the paths at which the states of steps A and B differ.
 
 		Flags (before or after the arguments):
+		  --identity FILE
+		    	an age identity FILE that reads encrypted stores (repeatable: the first key is the one written to); without it, the files listed in CHECKPOINT_IDENTITY
 		  --layout LAYOUT
 		    	the store's file LAYOUT: PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set
 	`), r.stdout)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path"
@@ -42,7 +43,8 @@ var lsCommand = command{
 }
 
 func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
-	st, err := t.open(ctx, t.dir, t.options(checkpoint.ReadOnly())...)
+	keyErrs := &keyErrors{}
+	st, err := t.open(ctx, t.dir, t.options(checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(keyErrs)))...)
 	if err != nil {
 		return err
 	}
@@ -55,8 +57,10 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		if infos == nil {
 			infos = []checkpoint.Info{}
 		}
+		defer c.noteKeyErrors(keyErrs.all())
 		return c.printJSON(infos)
 	}
+	defer c.noteKeyErrors(keyErrs.all())
 	if len(infos) == 0 {
 		c.noCheckpoints(ctx, c.stdout, "%s\n", t)
 		return nil
@@ -79,6 +83,9 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		when, meta := c.when(info.Time), formatMeta(info.Meta)
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
+			if err := keyErrs.byPath[info.Location]; err != nil {
+				meta = "(" + keyProblem(err) + ")"
+			}
 		}
 		if info.Payload == checkpoint.PayloadBytes {
 			meta = strings.TrimSpace("(byte payload) " + meta)
@@ -140,6 +147,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	defer c.noteKeyErrors(sessionKeyErrors(list))
 	if asJSON {
 		out := make([]sessionJSON, 0, len(list))
 		for _, s := range list {
@@ -179,7 +187,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 			parent = fmt.Sprintf("%s@%d", quoteIfNeeded(s.Parent), s.ParentStep)
 		}
 		if s.Err != nil {
-			meta = strings.TrimSpace(meta + " (damaged: " + printable(reason(s.Err)) + ")")
+			meta = strings.TrimSpace(meta + " (" + sessionErrText(s.Err) + ")")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", sessionLabel(s), s.Checkpoints, last, saved, created, parent, meta)
 	}

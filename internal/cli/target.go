@@ -31,11 +31,16 @@ type target struct {
 	// empty: no file of any layout was found and none was given; the
 	// writing commands leave such a directory alone.
 	empty bool
+	// enc is Encrypt with the command's identities (--identity,
+	// CHECKPOINT_IDENTITY), or nothing without identities.
+	enc []checkpoint.Option
 }
 
-// options returns the options that open the target's stores.
+// options returns the options that open the target's stores: its layout,
+// its encryption, and more.
 func (t target) options(more ...checkpoint.Option) []checkpoint.Option {
-	return append([]checkpoint.Option{t.layout.Option()}, more...)
+	opts := append([]checkpoint.Option{t.layout.Option()}, t.enc...)
+	return append(opts, more...)
 }
 
 // open opens the store in dir (t.dir, or a session's directory in it) with
@@ -81,6 +86,11 @@ func schemeOf(loc string) string {
 // that names the most files, with a note on stderr if there are others.
 func (c *cli) resolve(ctx context.Context, dir, layoutArg string) (target, error) {
 	t := target{dir: dir}
+	enc, err := c.encryption()
+	if err != nil {
+		return t, err
+	}
+	t.enc = enc
 	if scheme := schemeOf(dir); scheme != "" {
 		return c.resolveRemote(ctx, t, scheme, layoutArg)
 	}
