@@ -22,14 +22,6 @@ import (
 // the state of an edited file: Load is ErrCorrupt, and Latest falls back to
 // the step before.
 
-// newIdentity returns a fresh X25519 identity.
-func newIdentity(t testing.TB) *age.X25519Identity {
-	t.Helper()
-	id, err := age.GenerateX25519Identity()
-	require.NoError(t, err)
-	return id
-}
-
 // tamperState is a state of step whose encoding spans several of age's
 // 64 KiB chunks when pad is large.
 func tamperState(step int64, pad int) paddedState {

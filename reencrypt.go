@@ -128,62 +128,82 @@ func reencryptFiles(ctx context.Context, b Backend, cfg *config, names []string,
 		return err
 	}
 	defer unlock()
+	// The writer's privilege: a rewrite a crash interrupted left its
+	// temporary file (sealed), as a save does.
+	if tc, ok := storage.As[storage.TempCleaner](b); ok {
+		if _, err := tc.RemoveTemps(ctx, cfg.layout.ownsTemp); err != nil {
+			return fmt.Errorf("remove stale temporary files: %w", err)
+		}
+	}
 	k := cfg.sealKeys
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		switch done, err := reencryptFile(ctx, b, cfg, k, name); {
+		switch did, err := reencryptFile(ctx, b, cfg, k, name); {
 		case err != nil:
 			out.Failed = append(out.Failed, fmt.Errorf("%s: %w", b.Locate(name), err))
-		case done:
+		case did == rewritten:
 			out.Rewritten = append(out.Rewritten, b.Locate(name))
-		default:
+		case did == current:
 			out.Current++
 		}
 	}
 	return nil
 }
 
+// What reencryptFile did with a file.
+type reencryptOutcome int
+
+const (
+	skipped   reencryptOutcome = iota // not a file, or not the store's: left alone
+	current                           // already encrypted to the current key
+	rewritten                         // rewritten to it (the index: removed)
+)
+
 // reencryptFile rewrites the file name of b to k's current key if it is
 // encrypted to another one (or, if k reads plaintext, is a plaintext file
-// of the store), and says whether it did.
-func reencryptFile(ctx context.Context, b Backend, cfg *config, k *sealed.Keys, name string) (bool, error) {
+// of the store), and says what it did.
+func reencryptFile(ctx context.Context, b Backend, cfg *config, k *sealed.Keys, name string) (reencryptOutcome, error) {
 	for attempt := 0; ; attempt++ {
 		rc, o, err := b.Open(ctx, name)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, storage.ErrNotRegular) {
-			return false, nil // removed since the listing, or not a file
+			return skipped, nil // removed since the listing, or not a file
 		}
 		if err != nil {
-			return false, err
+			return skipped, err
 		}
 		first := make([]byte, sealed.KeyLineLen)
 		n, err := io.ReadFull(rc, first)
 		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 			rc.Close()
-			return false, err
+			return skipped, err
 		}
 		first = first[:n]
 		if k.Current(first) {
 			rc.Close()
-			return false, nil
+			return current, nil
+		}
+		if name == indexName {
+			// A cache, whatever it holds (another key's, damaged,
+			// plaintext): the store writes it again.
+			rc.Close()
+			if _, err := b.Remove(ctx, name); err != nil {
+				return skipped, err
+			}
+			return rewritten, nil
 		}
 		r, plain, err := k.Open(io.MultiReader(bytes.NewReader(first), rc), b.Locate(name))
 		switch {
 		case errors.Is(err, ErrPlaintext) && !ours(cfg, name):
 			rc.Close()
-			return false, nil // not the store's: neither read nor reported
+			return skipped, nil // not the store's: neither read nor reported
 		case err != nil:
 			rc.Close()
-			return false, err
+			return skipped, err
 		case plain && !ours(cfg, name):
 			rc.Close()
-			return false, nil
-		}
-		if name == indexName {
-			rc.Close()
-			_, err := b.Remove(ctx, name)
-			return err == nil, err
+			return skipped, nil
 		}
 		_, err = b.Replace(ctx, name, o.Version, k.Seal(func(w io.Writer) error {
 			_, err := io.Copy(w, r)
@@ -193,7 +213,10 @@ func reencryptFile(ctx context.Context, b Backend, cfg *config, k *sealed.Keys, 
 		if errors.Is(err, ErrConflict) && attempt < 3 {
 			continue // rewritten meanwhile (a writer of an older release?): read it again
 		}
-		return err == nil, err
+		if err != nil {
+			return skipped, err
+		}
+		return rewritten, nil
 	}
 }
 
