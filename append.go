@@ -126,6 +126,9 @@ func (s *Store[T]) nextStepLocked(ctx context.Context, listOnly bool) (int64, er
 		}
 		var newest int64
 		for _, n := range ns {
+			if n.unknown != nil {
+				return 0, fmt.Errorf("the rolling file's step, which may be the newest: %w", n.unknown)
+			}
 			newest = max(newest, n.fn.step)
 		}
 		s.next.learn(newest, gen)

@@ -215,6 +215,13 @@ func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want 
 	// The walk dropped the rolling file's name if no regular file is
 	// there (its step is in its header): what is there is damage of no
 	// known step, reported whatever else loads, never skipped silently.
+	for _, n := range ns {
+		if n.unknown != nil {
+			// Not damage, and its step may be the newest: resuming from
+			// another would fork the history silently.
+			return zero, Info{}, nil, false, opError(op, s.path(n.name), n.unknown)
+		}
+	}
 	skipped := s.notRegularAmong(ctx, op, dropped, nil)
 	tried := len(skipped)
 	sorted := false
