@@ -229,7 +229,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	ctx := j.ctx
 	var o Object
 	if fn.kind == KindRolling {
-		o, err = s.replace(ctx, name, write)
+		if err = s.checkRollingKeys(ctx, fn); err == nil {
+			o, err = s.replace(ctx, name, write)
+		}
 	} else {
 		name, o, err = s.create(ctx, fn, name, write, j.payload == nil)
 	}
@@ -564,4 +566,44 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 		return nil
 	}
 	return fmt.Errorf("%w: damaged, and %d damaged copies of it are already kept aside: remove some (%s*)", ErrExists, maxQuarantined, name+quarantineSuffix)
+}
+
+// checkRollingKeys returns an error wrapping ErrNoKey or ErrPlaintext if a
+// rolling file (of any compression) is one this store cannot read for want
+// of a key (encrypted to a key not given, or plaintext to an encrypting
+// store): it may hold a newer step than the store knows, and a rolling save
+// would replace or remove it unread. The check is made once per store: the
+// writer lock keeps any other writer from making such a file since. The
+// caller holds the write lock.
+func (s *Store[T]) checkRollingKeys(ctx context.Context, fn fileName) error {
+	if s.rollingKeyed {
+		return nil
+	}
+	for _, c := range compressions {
+		other := fn
+		other.comp = c
+		name := s.cfg.layout.format(other)
+		if err := s.keyedOut(ctx, name); err != nil {
+			return fmt.Errorf("the rolling file %s, which a rolling save would replace unread: %w", s.path(name), err)
+		}
+	}
+	s.rollingKeyed = true
+	return nil
+}
+
+// keyedOut returns the error wrapping ErrNoKey or ErrPlaintext that reading
+// name gives if this store cannot read it for want of a key, and nil
+// otherwise (a missing, readable or damaged file included).
+func (s *Store[T]) keyedOut(ctx context.Context, name string) error {
+	rc, _, err := s.b.Open(ctx, name)
+	if err != nil {
+		if errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+			return err
+		}
+		return nil
+	}
+	defer rc.Close()
+	var first [format.SealedLen]byte
+	n, _ := io.ReadFull(rc, first[:])
+	return format.Sealed(first[:n]) // an encrypted file to a store without Encrypt
 }

@@ -34,6 +34,9 @@ type Store[T any] struct {
 	async  *asyncQueue // nil unless Async
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
+	// rollingKeyed (guarded by wmu) is set once the rolling files were
+	// found readable by this store's keys (see checkRollingKeys).
+	rollingKeyed bool
 	imu sync.Mutex // serialises writes of the index (see writeIndex)
 	// written (guarded by wmu) holds, for each object this store
 	// replaced (the rolling file, side files), the Version the next
