@@ -456,7 +456,7 @@ func (s *Store[T]) header(ctx context.Context, e *entry) (header, error) {
 }
 
 func (s *Store[T]) readHeaderFile(ctx context.Context, name string, fn fileName) (header, Object, error) {
-	f, o, err := s.b.Open(ctx, name)
+	f, o, err := s.openStream(ctx, name)
 	if err != nil {
 		return header{}, Object{}, err
 	}

@@ -439,7 +439,7 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 // openObject opens the checkpoint file name for a load: a missing one is
 // ErrNotFound, something there that is not a regular file ErrCorrupt.
 func (s *Store[T]) openObject(ctx context.Context, name string) (io.ReadCloser, Object, error) {
-	f, o, err := s.b.Open(ctx, name)
+	f, o, err := s.openStream(ctx, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		err = fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -464,4 +464,54 @@ func (s *Store[T]) checkEntry(e entry, exact bool) func(header) error {
 		}
 		return nil
 	}
+}
+
+// openStream is b.Open of name whose stream's read errors are marked as
+// what they are (see readErrors): the codec calls an error of its reader
+// that is not an *fs.PathError damage, and a remote backend's read error
+// (a connection reset in the middle of a GET) proves nothing of the file.
+func (s *Store[T]) openStream(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	f, o, err := s.b.Open(ctx, name)
+	if err != nil {
+		return nil, o, err
+	}
+	r := readErrors{f: f, loc: s.path(name)}
+	if ra, ok := f.(io.ReaderAt); ok {
+		return readErrorsAt{r, ra}, o, nil
+	}
+	return r, o, nil
+}
+
+// readErrors is a backend's stream whose read errors, but io.EOF and those
+// that prove damage (an encrypted chunk that fails authentication), are
+// *fs.PathError: an error of the storage, never proof of damage.
+type readErrors struct {
+	f   io.ReadCloser
+	loc string
+}
+
+func (r readErrors) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	return n, r.mark(err)
+}
+
+func (r readErrors) mark(err error) error {
+	var pe *fs.PathError
+	if err == nil || err == io.EOF || errors.As(err, &pe) || isDamage(err) {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.loc, Err: err}
+}
+
+func (r readErrors) Close() error { return r.f.Close() }
+
+// readErrorsAt is readErrors of a stream that reads at offsets too.
+type readErrorsAt struct {
+	readErrors
+	ra io.ReaderAt
+}
+
+func (r readErrorsAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.ra.ReadAt(p, off)
+	return n, r.mark(err)
 }

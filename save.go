@@ -528,7 +528,7 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 	case !mode.IsRegular():
 		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, storage.NotRegular(name, mode))
 	default:
-		f, o, err := s.b.Open(ctx, name)
+		f, o, err := s.openStream(ctx, name)
 		if errors.Is(err, storage.ErrNotRegular) { // replaced since the Stat
 			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
 		}
