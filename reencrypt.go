@@ -27,12 +27,9 @@ type Reencrypted struct {
 	Failed []error
 }
 
-// reencryptDepth bounds how deep Reencrypt goes in child stores: a store,
-// a root of sessions and its sessions' stores are three levels.
-const reencryptDepth = 4
-
 // Reencrypt rewrites every file of the store or root of sessions kept in
-// b, and of its child stores (sessions), that is encrypted to another key
+// b, and of its sessions if b is a root of sessions (the child stores of a
+// b that holds no checkpoint), that is encrypted to another key
 // than the current one of opts' Encrypt to that key, and leaves the others
 // as they are: the rotation of a store's key, after which the older
 // identities may be dropped. With ReadPlaintext it also encrypts the
@@ -75,9 +72,13 @@ func reencryptStore(ctx context.Context, b Backend, cfg *config, out *Reencrypte
 		return err
 	}
 	var todo []string
+	store := false // b holds checkpoints: a store, not a root of sessions
 	for _, o := range objs {
 		if reencryptable(b, cfg, o.Name) {
 			todo = append(todo, o.Name)
+		}
+		if _, ok := cfg.layout.parse(o.Name); ok {
+			store = true
 		}
 	}
 	if len(todo) > 0 {
@@ -85,7 +86,9 @@ func reencryptStore(ctx context.Context, b Backend, cfg *config, out *Reencrypte
 			return err
 		}
 	}
-	if depth+1 >= reencryptDepth {
+	if store || depth > 0 {
+		// A store's subdirectories are not its own, and a session has no
+		// sessions: only a root's children (its sessions) are visited.
 		return nil
 	}
 	children, err := b.Children(ctx)
@@ -205,6 +208,14 @@ func reencryptFile(ctx context.Context, b Backend, cfg *config, k *sealed.Keys, 
 			rc.Close()
 			return skipped, nil
 		}
+		if fn, ok := cfg.layout.parse(name); ok {
+			// A checkpoint is verified before it is rewritten: a damaged
+			// one is reported, not sealed anew as if it were good.
+			if err := verifyForReencrypt(ctx, b, cfg, k, name, fn); err != nil {
+				rc.Close()
+				return skipped, err
+			}
+		}
 		_, err = b.Replace(ctx, name, o.Version, k.Seal(func(w io.Writer) error {
 			_, err := io.Copy(w, r)
 			return err
@@ -227,4 +238,16 @@ func ours(cfg *config, name string) bool {
 		return true
 	}
 	return name == indexName || name == sessionFile || cfg.layout.sideName(name) == nil
+}
+
+// verifyForReencrypt reads the checkpoint name of b, whose name says fn,
+// through k to its end, and returns the error that says it is damaged (or
+// could not be read), nil if it verifies.
+func verifyForReencrypt(ctx context.Context, b Backend, cfg *config, k *sealed.Keys, name string, fn fileName) error {
+	f, o, err := sealed.Wrap(b, k).Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return newCodec(cfg.compression(), cfg.maxRead).Read(f, o.Size, func(h header, _ []byte) error { return fn.agrees(h) })
 }

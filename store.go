@@ -37,7 +37,7 @@ type Store[T any] struct {
 	// rollingKeyed (guarded by wmu) is set once the rolling files were
 	// found readable by this store's keys (see checkRollingKeys).
 	rollingKeyed bool
-	imu sync.Mutex // serialises writes of the index (see writeIndex)
+	imu          sync.Mutex // serialises writes of the index (see writeIndex)
 	// written (guarded by wmu) holds, for each object this store
 	// replaced (the rolling file, side files), the Version the next
 	// replacement is conditional on (see replace): the one written, ""
