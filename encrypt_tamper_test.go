@@ -39,7 +39,7 @@ func plainBytes(t *testing.T, step int64, v secretState) []byte {
 }
 
 // ageTo encrypts plain to recipients with age, no key line.
-func ageTo(t *testing.T, plain []byte, to ...age.Recipient) []byte {
+func ageTo(t testing.TB, plain []byte, to ...age.Recipient) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := age.Encrypt(&buf, to...)

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -164,4 +165,40 @@ func TestReencryptReportsADamagedPlaintextCheckpoint(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.Len(t, got.Failed, 1)
 	require.Equal(t, bad, mustRead(t, filepath.Join(dir, "step_00000002.json")))
+}
+
+// The header index is the store's derived data, which Reencrypt removes
+// rather than rewrites: one it cannot open (of a key not given, left by a
+// writer of another key) must not fail the rotation for ever.
+func TestReencryptRemovesAnIndexOfAnotherKey(t *testing.T) {
+	t.Skip("BUG: reencryptFile opens the index before it removes it (reencrypt.go: the indexName case comes after k.Open), so an index of a key not given, or a plaintext one without ReadPlaintext, is reported in Failed and fails every run")
+	t.Parallel()
+	ctx := context.Background()
+	dir, ours, other := t.TempDir(), newIdentity(t), newIdentity(t)
+	st := openStore[secretState](t, dir, checkpoint.Encrypt(other))
+	for step := int64(1); step <= 300; step++ {
+		_, err := st.Save(ctx, step, secretAt(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	st = openStore[secretState](t, dir, checkpoint.Encrypt(other))
+	_, err := st.List(ctx)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.FileExists(t, filepath.Join(dir, ".checkpoint.index"))
+	// Checkpoints copied in by hand from another store of ours; the index
+	// stays another key's.
+	for step := int64(1); step <= 300; step++ {
+		require.NoError(t, os.Remove(filepath.Join(dir, fmt.Sprintf("step_%08d.json", step))))
+	}
+	o := t.TempDir()
+	st = openStore[secretState](t, o, checkpoint.Encrypt(ours))
+	_, err = st.Save(ctx, 1, secretAt(1))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	writeFile(t, filepath.Join(dir, "step_00000001.json"), mustRead(t, filepath.Join(o, "step_00000001.json")))
+
+	got, err := checkpoint.Reencrypt(ctx, openDirBackend(t, dir), checkpoint.Encrypt(newIdentity(t), ours))
+	require.NoError(t, err, "%v", got.Failed)
+	require.NoFileExists(t, filepath.Join(dir, ".checkpoint.index"))
 }
