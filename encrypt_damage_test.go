@@ -138,19 +138,22 @@ func TestEncryptAuthenticationFailureIsDamageAtEveryChunk(t *testing.T) {
 	flip[len(flip)-1] ^= 1
 	cases = append(cases, flip, two[:start], two[:start-1])
 	for i, data := range cases {
-		dir := t.TempDir()
-		writeFile(t, filepath.Join(dir, "step_00000001.json"), one)
-		writeFile(t, filepath.Join(dir, "step_00000002.json"), data)
-		st := openStore[secretState](t, dir, checkpoint.Encrypt(id))
-		_, _, err := st.Load(ctx, 2)
-		require.ErrorIsf(t, err, checkpoint.ErrCorrupt, "case %d", i)
-		_, info, err := st.Latest(ctx)
-		require.NoError(t, err)
-		require.Equal(t, int64(1), info.Step)
-		_, err = st.Save(ctx, 2, secretAt(2))
-		require.NoErrorf(t, err, "case %d: not moved aside", i)
-		require.FileExists(t, filepath.Join(dir, "step_00000002.json.corrupt"))
-		require.NoError(t, st.Close())
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "step_00000001.json"), one)
+			writeFile(t, filepath.Join(dir, "step_00000002.json"), data)
+			st := openStore[secretState](t, dir, checkpoint.Encrypt(id))
+			_, _, err := st.Load(ctx, 2)
+			require.ErrorIsf(t, err, checkpoint.ErrCorrupt, "case %d", i)
+			_, info, err := st.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), info.Step)
+			_, err = st.Save(ctx, 2, secretAt(2))
+			require.NoErrorf(t, err, "case %d: not moved aside", i)
+			require.FileExists(t, filepath.Join(dir, "step_00000002.json.corrupt"))
+			require.NoError(t, st.Close())
+		})
 	}
 }
 

@@ -108,38 +108,131 @@ func TestEncryptIgnoresAnIndexItCannotOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ours, other := newIdentity(t), newIdentity(t)
-	for _, writer := range [][]checkpoint.Option{{checkpoint.Encrypt(other)}, nil} {
-		dir := t.TempDir()
-		st := openStore[secretState](t, dir, checkpoint.Encrypt(ours))
-		for step := int64(1); step <= 300; step++ {
-			_, err := st.Save(ctx, step, secretAt(step))
-			require.NoError(t, err)
-		}
-		require.NoError(t, st.Close())
-		// Another store lists the directory and writes its index.
-		w := openStore[secretState](t, dir, writer...)
-		_, err := w.Save(ctx, 301, secretAt(301))
-		require.NoError(t, err)
-		_, err = w.List(ctx)
-		require.NoError(t, err)
-		require.NoError(t, w.Close())
-		require.FileExists(t, filepath.Join(dir, ".checkpoint.index"))
-
-		st = openStore[secretState](t, dir, checkpoint.Encrypt(ours))
-		infos, err := st.List(ctx)
-		require.NoError(t, err)
-		require.Len(t, infos, 301)
-		n := 0
-		for _, info := range infos {
-			if info.Step <= 300 {
-				require.Equal(t, checkpoint.PayloadJSON, info.Payload, "step %d", info.Step)
-				n++
+	for name, writer := range map[string][]checkpoint.Option{"another key": {checkpoint.Encrypt(other)}, "plaintext": nil} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			st := openStore[secretState](t, dir, checkpoint.Encrypt(ours))
+			for step := int64(1); step <= 300; step++ {
+				_, err := st.Save(ctx, step, secretAt(step))
+				require.NoError(t, err)
 			}
-		}
-		require.Equal(t, 300, n)
-		_, _, err = st.Latest(ctx)
-		require.Error(t, err) // step 301 is not ours: Latest stops there
-		require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
-		require.NoError(t, st.Close())
+			require.NoError(t, st.Close())
+			// Another store lists the directory and writes its index.
+			w := openStore[secretState](t, dir, writer...)
+			_, err := w.Save(ctx, 301, secretAt(301))
+			require.NoError(t, err)
+			_, err = w.List(ctx)
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			require.FileExists(t, filepath.Join(dir, ".checkpoint.index"))
+
+			st = openStore[secretState](t, dir, checkpoint.Encrypt(ours))
+			infos, err := st.List(ctx)
+			require.NoError(t, err)
+			require.Len(t, infos, 301)
+			n := 0
+			for _, info := range infos {
+				if info.Step <= 300 {
+					require.Equal(t, checkpoint.PayloadJSON, info.Payload, "step %d", info.Step)
+					n++
+				}
+			}
+			require.Equal(t, 300, n)
+			_, _, err = st.Latest(ctx)
+			require.Error(t, err) // step 301 is not ours: Latest stops there
+			require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
+			require.NoError(t, st.Close())
+		})
 	}
+}
+
+// A store never destroys a file it cannot open: a Tick of a store not
+// given the key of the rolling file (possibly newer than every step it
+// can read) must not replace it.
+func TestEncryptTickKeepsARollingFileOfAKeyNotGiven(t *testing.T) {
+	t.Skip("BUG: a Tick replaces the rolling file unconditionally (save.go: s.replace), so a store not given its key overwrites a rolling file of a key not given, which may hold a newer step")
+	t.Parallel()
+	ctx := context.Background()
+	dir, a, b := t.TempDir(), newIdentity(t), newIdentity(t)
+	st := openStore[secretState](t, dir, checkpoint.Encrypt(b), checkpoint.WithRolling(), checkpoint.SaveEvery(100))
+	_, _, err := st.Tick(ctx, 7, secretAt(7))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	before := mustRead(t, filepath.Join(dir, "step_last.json"))
+
+	st = openStore[secretState](t, dir, checkpoint.Encrypt(a), checkpoint.WithRolling(), checkpoint.SaveEvery(100))
+	_, _, err = st.Tick(ctx, 1, secretAt(1))
+	require.ErrorIs(t, err, checkpoint.ErrNoKey)
+	require.NoError(t, st.Close())
+	require.Equal(t, before, mustRead(t, filepath.Join(dir, "step_last.json")))
+}
+
+// Retention never removes a checkpoint it cannot read (a key not given, a
+// plaintext one): it counts toward no rule.
+func TestEncryptRetentionKeepsFilesItCannotOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, a, b := t.TempDir(), newIdentity(t), newIdentity(t)
+	st := openStore[secretState](t, dir, checkpoint.Encrypt(b))
+	_, err := st.Save(ctx, 1, secretAt(1))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	plain := openStore[secretState](t, dir)
+	_, err = plain.Save(ctx, 2, secretAt(2))
+	require.NoError(t, err)
+	require.NoError(t, plain.Close())
+	before := readDir(t, dir)
+
+	st = openStore[secretState](t, dir, checkpoint.Encrypt(a), checkpoint.KeepLast(1), checkpoint.KeepWithin(0))
+	for step := int64(3); step <= 6; step++ {
+		_, err := st.Save(ctx, step, secretAt(step))
+		require.NoError(t, err)
+	}
+	_, err = st.Prune(ctx)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	after := readDir(t, dir)
+	for _, name := range []string{"step_00000001.json", "step_00000002.json"} {
+		require.Equal(t, before[name], after[name], name)
+	}
+	require.NotContains(t, after, "step_00000005.json") // retention ran
+}
+
+// A root of sessions not given a session's key neither prunes nor
+// removes it: its session.json is ErrNoKey, not damage.
+func TestEncryptSessionsKeepASessionOfAKeyNotGiven(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, a, b := t.TempDir(), newIdentity(t), newIdentity(t)
+	rb := openSessions(t, dir, checkpoint.Encrypt(b))
+	_, err := rb.Create(ctx, "theirs", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSession[secretState](rb, "theirs")
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, secretAt(1))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	before := readDir(t, dir)
+
+	ra := openSessions(t, dir, checkpoint.Encrypt(a))
+	removed, err := ra.PruneIdle(ctx, 0) // skipped, reported or not
+	if err != nil {
+		require.ErrorIs(t, err, checkpoint.ErrNoKey)
+		require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
+	}
+	require.Empty(t, removed)
+	idle, err := ra.Idle(ctx, 0)
+	if err != nil {
+		require.ErrorIs(t, err, checkpoint.ErrNoKey)
+	}
+	require.Empty(t, idle)
+	_, err = ra.RemoveStaging(ctx)
+	require.NoError(t, err)
+	_, err = ra.Get(ctx, "theirs")
+	require.ErrorIs(t, err, checkpoint.ErrNoKey)
+	_, err = ra.Create(ctx, "theirs", nil)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.Equal(t, before, readDir(t, dir))
 }
