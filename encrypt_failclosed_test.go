@@ -236,3 +236,23 @@ func TestEncryptSessionsKeepASessionOfAKeyNotGiven(t *testing.T) {
 	require.NotErrorIs(t, err, checkpoint.ErrCorrupt)
 	require.Equal(t, before, readDir(t, dir))
 }
+
+// Nor does a Tick in another compression remove it (a rolling file of
+// another compression is taken for an older one of the store's).
+func TestEncryptTickOfAnotherCompressionKeepsARollingFileOfAKeyNotGiven(t *testing.T) {
+	t.Skip("BUG: after a rolling save, save.go removes the rolling file of every other compression unread (s.exists, s.remove): one of a key not given is deleted")
+	t.Parallel()
+	ctx := context.Background()
+	dir, a, b := t.TempDir(), newIdentity(t), newIdentity(t)
+	st := openStore[secretState](t, dir, checkpoint.Encrypt(b), checkpoint.WithRolling(), checkpoint.SaveEvery(100))
+	_, _, err := st.Tick(ctx, 7, secretAt(7))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	before := mustRead(t, filepath.Join(dir, "step_last.json"))
+
+	st = openStore[secretState](t, dir, checkpoint.Encrypt(a), checkpoint.WithRolling(), checkpoint.SaveEvery(100), checkpoint.Zstd())
+	_, _, _ = st.Tick(ctx, 1, secretAt(1))
+	require.NoError(t, st.Close())
+	require.FileExists(t, filepath.Join(dir, "step_last.json"))
+	require.Equal(t, before, mustRead(t, filepath.Join(dir, "step_last.json")))
+}
