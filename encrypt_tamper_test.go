@@ -82,7 +82,7 @@ func TestEncryptJudgesHostileFiles(t *testing.T) {
 	rand.Read(random)
 	var stanzas []age.Recipient
 	stanzas = append(stanzas, ours.Recipient())
-	for range 200 {
+	for range 20 {
 		stanzas = append(stanzas, newIdentity(t).Recipient())
 	}
 	for _, c := range []struct {
@@ -107,7 +107,7 @@ func TestEncryptJudgesHostileFiles(t *testing.T) {
 		{"flipped last byte", append(bytes.Clone(good2[:len(good2)-1]), good2[len(good2)-1]^1), isDamage},
 		{"truncated by one byte", good2[:len(good2)-1], isDamage},
 		{"a byte appended", append(bytes.Clone(good2), 0), isDamage},
-		{"to ours and 200 others", append([]byte(ourLine), ageTo(t, plain2, stanzas...)...), isGood},
+		{"to ours and 20 others", append([]byte(ourLine), ageTo(t, plain2, stanzas...)...), isGood},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
