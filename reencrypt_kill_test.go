@@ -56,7 +56,7 @@ func TestReencryptSurvivesKill9(t *testing.T) {
 	ctx := context.Background()
 	dir, a, b := t.TempDir(), newIdentity(t), newIdentity(t)
 	st := openStore[secretState](t, dir, checkpoint.Encrypt(a), checkpoint.WithRolling(), checkpoint.SaveEvery(2))
-	for step := int64(1); step <= 41; step++ {
+	for step := int64(1); step <= 21; step++ {
 		_, _, err := st.Tick(ctx, step, secretAt(step))
 		require.NoError(t, err)
 	}
@@ -64,7 +64,7 @@ func TestReencryptSurvivesKill9(t *testing.T) {
 	require.NoError(t, st.Close())
 	rng := rand.New(rand.NewPCG(uint64(os.Getpid()), 26))
 	both := checkpoint.Encrypt(a, b)
-	for kill := 0; kill < killtest.Kills(t, 3); kill++ {
+	for kill := 0; kill < killtest.Kills(t, 2); kill++ {
 		p := rekeyRole.Start(t, dir, a.String(), b.String())
 		p.AwaitAcks(t, 1+rng.IntN(3))
 		_ = p.Kill(t) // the error says it was killed
@@ -73,9 +73,9 @@ func TestReencryptSurvivesKill9(t *testing.T) {
 		r := openStore[secretState](t, dir, both, checkpoint.WithRolling(), checkpoint.ReadOnly())
 		v, info, err := r.Latest(ctx)
 		require.NoError(t, err)
-		require.Equal(t, int64(41), info.Step)
-		require.Equal(t, secretAt(41), v)
-		for step := int64(2); step <= 40; step += 2 {
+		require.Equal(t, int64(21), info.Step)
+		require.Equal(t, secretAt(21), v)
+		for step := int64(2); step <= 20; step += 2 {
 			v, _, err := r.Load(ctx, step)
 			require.NoError(t, err, "step "+strconv.FormatInt(step, 10))
 			require.Equal(t, secretAt(step), v)
