@@ -129,7 +129,9 @@ type Info struct {
 	// Deprecated: use Location; Path is a URL, not a path, on object
 	// storage. It is still set, and written to JSON as "path".
 	Path string `json:"path"`
-	// Size is the file's size in bytes on disk (compressed, if it is).
+	// Size is the file's size in bytes on disk (compressed, if it is); in
+	// an encrypted store (see Encrypt), the size of the bytes inside the
+	// encryption.
 	Size int64 `json:"size"`
 	// Compression names the compression: "gzip", "zstd", or "" for a plain
 	// file.

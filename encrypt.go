@@ -36,9 +36,13 @@ import (
 // Older identities are for key rotation: a store written to current reads
 // the checkpoints encrypted to an older key, and Reencrypt (the command
 // checkpoint rekey) rewrites a store's files to the current key. It does
-// not catch what changes no file: a deleted newest checkpoint rolls a run
-// back to the one before, and a whole store replaced by an older copy of
-// itself loads as it was then.
+// not catch what it cannot see: a deleted newest checkpoint rolls a run
+// back to the one before; a store, or a file (the rolling file), replaced
+// by an older copy of itself, or a file copied from another store of the
+// same key under the same name, loads as it was; and age authenticates a
+// file to its key, not its writer, so that whoever holds current's public
+// key (age1...; no file holds it) can write a file that loads: keep it as
+// secret as the identity where writers must be told apart.
 func Encrypt(current *age.X25519Identity, older ...*age.X25519Identity) Option {
 	return optionFunc(func(c *config) {
 		c.encrypt = &encryptKeys{current: current, older: older}
