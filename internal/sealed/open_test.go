@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -192,4 +194,38 @@ func TestReadAfterCloseIsAnError(t *testing.T) {
 	n, err := rc.Read(head)
 	require.Zero(t, n)
 	require.Error(t, err)
+}
+
+// Every object Seal writes has a file key of its own, made ahead or not:
+// no two objects sealed one after the other or at once share an age
+// header, and each opens to what was written to it.
+func TestEverySealHasItsOwnFileKey(t *testing.T) {
+	t.Parallel()
+	k := testKeys(t)
+	const n = 16
+	objs := make([][]byte, n)
+	seal := func(i int) {
+		var out bytes.Buffer
+		if err := k.Seal(func(w io.Writer) error { _, err := fmt.Fprintf(w, "object %d", i); return err })(&out); err == nil {
+			objs[i] = out.Bytes()
+		}
+	}
+	for i := range n / 2 { // one after the other
+		seal(i)
+	}
+	var wg sync.WaitGroup
+	for i := n / 2; i < n; i++ { // at once
+		wg.Go(func() { seal(i) })
+	}
+	wg.Wait()
+	headers := map[string]bool{}
+	for i, obj := range objs {
+		require.NotNil(t, obj, "object %d", i)
+		got, err := readAll(k, bytes.NewReader(obj))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("object %d", i), string(got))
+		hdr := string(obj[:bytes.Index(obj, []byte("\n--- "))])
+		require.False(t, headers[hdr], "object %d shares its header", i)
+		headers[hdr] = true
+	}
 }
