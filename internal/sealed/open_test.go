@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/iotest"
@@ -13,6 +14,7 @@ import (
 	"filippo.io/age"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gocheckpoint/checkpoint/backendtest"
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/internal/sealed"
@@ -38,6 +40,25 @@ func readAll(k *sealed.Keys, r io.Reader) ([]byte, error) {
 	return io.ReadAll(s)
 }
 
+// readStored stores obj as it is in a backend and reads it to its end
+// through a sealing backend with k: with the prefetcher, on more than one
+// processor, once an object has more than one chunk.
+func readStored(t testing.TB, k *sealed.Keys, obj []byte) ([]byte, error) {
+	t.Helper()
+	ctx := context.Background()
+	b, err := backendtest.NewMem(backendtest.MemLocal()).Open()
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Create(ctx, "obj", func(w io.Writer) error { _, err := w.Write(obj); return err })
+	require.NoError(t, err)
+	rc, _, err := sealed.Wrap(b, k).Open(ctx, "obj")
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
 // What Open reads is what Seal wrote, at every size around a chunk's
 // boundary, whatever the sizes of the reads that feed it and of the reads
 // made of it; and what Seal writes is an age file that age itself reads.
@@ -55,6 +76,10 @@ func TestOpenReadsWhatSealWroteAtEverySize(t *testing.T) {
 		got, err := readAll(k, bytes.NewReader(obj))
 		require.NoError(t, err, "size %d", size)
 		require.True(t, bytes.Equal(payload, got), "size %d", size)
+
+		got, err = readStored(t, k, obj)
+		require.NoError(t, err, "size %d, stored", size)
+		require.True(t, bytes.Equal(payload, got), "size %d, stored", size)
 
 		got, err = readAll(k, iotest.OneByteReader(bytes.NewReader(obj)))
 		require.NoError(t, err, "size %d, one byte at a time", size)
@@ -86,6 +111,9 @@ func damage(t *testing.T, k *sealed.Keys, obj []byte, what string, args ...any) 
 	require.Error(t, err, append([]any{what}, args...)...)
 	require.True(t, format.IsDamage(err), "%s: %v", what, err)
 	require.ErrorIs(t, err, format.ErrCorrupt)
+	_, err = readStored(t, k, obj)
+	require.Error(t, err, append([]any{what, "stored"}, args...)...)
+	require.True(t, format.IsDamage(err), "%s, stored: %v", what, err)
 }
 
 // Any flipped byte after the key line, any truncation (at a chunk's
@@ -228,4 +256,27 @@ func TestEverySealHasItsOwnFileKey(t *testing.T) {
 		require.False(t, headers[hdr], "object %d shares its header", i)
 		headers[hdr] = true
 	}
+}
+
+// A stream closed before its end leaves nothing running: the prefetcher
+// that opens chunks ahead of it stops, and its buffers are given back.
+// (Not parallel: it counts the process's goroutines.)
+func TestCloseBeforeTheEndLeavesNoGoroutine(t *testing.T) {
+	k := testKeys(t)
+	b, err := dirstore.Open(t.TempDir(), dirstore.NoSync())
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	s := sealed.Wrap(b, k)
+	_, err = s.Create(ctx, "a", func(w io.Writer) error { _, err := w.Write(benchPayload(4 * chunk)); return err })
+	require.NoError(t, err)
+	before := runtime.NumGoroutine()
+	for i := range 50 {
+		rc, _, err := s.Open(ctx, "a")
+		require.NoError(t, err)
+		_, err = io.ReadFull(rc, make([]byte, 1+i%3*chunk))
+		require.NoError(t, err)
+		require.NoError(t, rc.Close())
+	}
+	require.Less(t, runtime.NumGoroutine(), before+10)
 }

@@ -333,7 +333,7 @@ func (k *Keys) openPayload(br *bufio.Reader, loc, kid string, known bool, ids []
 	if err != nil {
 		return nil, damaged(loc, "%v", err)
 	}
-	return &payloadReader{aead: aead, src: br, loc: loc, buf: chunkBuffers.Get().(*[]byte)}, nil
+	return &payloadReader{c: chunks{aead: aead, src: br, loc: loc}, buf: chunkBuffers.Get().(*[]byte)}, nil
 }
 
 func isKeyID(s string) bool {

@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -74,19 +75,96 @@ func payloadKey(fileKey, nonce []byte) ([]byte, error) {
 	return hkdf.Key(sha256.New, fileKey, nonce, "payload", chacha20poly1305.KeySize)
 }
 
-// payloadReader decrypts an age payload from src, chunk by chunk, each one
-// in place: what Read returns has authenticated. Its errors: those of src
-// (not io.EOF) as they are, and a damage error of the object at loc for a
-// chunk that fails to open, a truncation (at a chunk's boundary too: the
-// last chunk is marked as the last) and data after the last chunk.
-type payloadReader struct {
+// chunks is the source of an age payload's chunks: each one read from
+// src, checked and opened in place. Either the payloadReader or its
+// prefetcher owns it, never both.
+type chunks struct {
 	aead    cipher.AEAD
 	src     *bufio.Reader
 	loc     string
-	buf     *[]byte // from chunkBuffers; nil once released
-	unread  []byte  // decrypted, not yet read: a slice of *buf
-	counter uint64  // the next chunk's number
-	err     error   // sticky: io.EOF after the last chunk
+	counter uint64 // the next chunk's number
+}
+
+// open reads the next chunk into buf (of encChunkSize bytes) and opens it
+// there: its plaintext, a slice of buf, and whether it was the last. Its
+// errors: src's (not io.EOF) as they are, and damage.
+func (c *chunks) open(buf []byte) (out []byte, last bool, err error) {
+	in := buf[:encChunkSize]
+	n, err := io.ReadFull(c.src, in)
+	switch {
+	case err == io.EOF:
+		// The chunk before was full and not marked last.
+		return nil, false, damaged(c.loc, "it is truncated after chunk %d", c.counter)
+	case err == io.ErrUnexpectedEOF:
+		last, in = true, in[:n]
+	case err != nil:
+		return nil, false, err
+	default:
+		// A full chunk is the last one if nothing follows it: decided
+		// by the bytes, before opening, since opening in place spoils
+		// the chunk if it fails.
+		if _, err := c.src.Peek(1); err == io.EOF {
+			last = true
+		} else if err != nil {
+			return nil, false, err
+		}
+	}
+	if len(in) < tagSize || last && c.counter > 0 && len(in) == tagSize {
+		// Only the first and only chunk may be empty.
+		return nil, false, damaged(c.loc, "it is truncated within chunk %d", c.counter)
+	}
+	var nonce [chacha20poly1305.NonceSize]byte
+	binary.BigEndian.PutUint64(nonce[3:11], c.counter)
+	if last {
+		nonce[11] = 1
+	}
+	out, err = c.aead.Open(in[:0], nonce[:], in, nil)
+	if err != nil {
+		return nil, false, damaged(c.loc, "chunk %d fails to authenticate (damaged, truncated, or followed by data)", c.counter)
+	}
+	c.counter++
+	return out, last, nil
+}
+
+// payloadReader decrypts an age payload, chunk by chunk, each one in
+// place: what Read returns has authenticated. Its errors: those of the
+// object's reader (not io.EOF) as they are, and a damage error of the
+// object for a chunk that fails to open, a truncation (at a chunk's
+// boundary too: the last chunk is marked as the last) and data after the
+// last chunk.
+//
+// The first chunk is opened by Read itself: a read of a checkpoint's
+// header needs no other. If it is not the last, the reader is released
+// once done (see mayPrefetch), and the process has more than one processor, a prefetcher opens the chunks that follow, one ahead
+// of the reader, on another goroutine, so that a Load's decoding and its
+// decryption overlap. It stops at the first chunk that fails, as the
+// reader does, and never reads more than one chunk beyond what was read.
+type payloadReader struct {
+	c      chunks      // owned by the prefetcher once it runs
+	buf    *[]byte     // the chunk buffer read from, from chunkBuffers; nil once released
+	unread []byte      // decrypted, not yet read: a slice of *buf
+	err    error       // sticky: io.EOF after the last chunk
+	ahead  *prefetcher // nil until the second chunk
+	// mayPrefetch is set by the owner of the reader that releases it
+	// once done (backend.Open's Close): a prefetcher left running would
+	// wait for the reader forever.
+	mayPrefetch bool
+}
+
+// prefetcher opens chunks ahead of a payloadReader.
+type prefetcher struct {
+	ready chan opened   // the next chunk, opened
+	free  chan *[]byte  // buffers the reader is done with
+	quit  chan struct{} // closed by release
+	done  chan struct{} // closed when the goroutine returns
+}
+
+// opened is one chunk as the prefetcher opened it.
+type opened struct {
+	buf  *[]byte
+	out  []byte
+	last bool
+	err  error
 }
 
 func (r *payloadReader) Read(p []byte) (int, error) {
@@ -110,47 +188,28 @@ func (r *payloadReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next reads and opens the next chunk into r.unread, and sets r.err to
-// io.EOF once it was the last.
+// next makes the next chunk r.unread, and sets r.err to io.EOF once it
+// was the last.
 func (r *payloadReader) next() error {
 	if r.buf == nil {
 		return errClosed
 	}
-	in := (*r.buf)[:encChunkSize]
-	n, err := io.ReadFull(r.src, in)
-	last := false
-	switch {
-	case err == io.EOF:
-		// The chunk before was full and not marked last.
-		return damaged(r.loc, "it is truncated after chunk %d", r.counter)
-	case err == io.ErrUnexpectedEOF:
-		last, in = true, in[:n]
-	case err != nil:
-		return err
-	default:
-		// A full chunk is the last one if nothing follows it: decided
-		// by the bytes, before opening, since opening in place spoils
-		// the chunk if it fails.
-		if _, err := r.src.Peek(1); err == io.EOF {
-			last = true
-		} else if err != nil {
-			return err
+	var out []byte
+	var last bool
+	var err error
+	if r.ahead == nil {
+		out, last, err = r.c.open(*r.buf)
+		if err == nil && !last && r.mayPrefetch && runtime.GOMAXPROCS(0) > 1 {
+			r.prefetch()
 		}
+	} else {
+		r.ahead.free <- r.buf // never blocks: there are two buffers
+		o := <-r.ahead.ready
+		r.buf, out, last, err = o.buf, o.out, o.last, o.err
 	}
-	if len(in) < tagSize || last && r.counter > 0 && len(in) == tagSize {
-		// Only the first and only chunk may be empty.
-		return damaged(r.loc, "it is truncated within chunk %d", r.counter)
-	}
-	var nonce [chacha20poly1305.NonceSize]byte
-	binary.BigEndian.PutUint64(nonce[3:11], r.counter)
-	if last {
-		nonce[11] = 1
-	}
-	out, err := r.aead.Open(in[:0], nonce[:], in, nil)
 	if err != nil {
-		return damaged(r.loc, "chunk %d fails to authenticate (damaged, truncated, or followed by data)", r.counter)
+		return err
 	}
-	r.counter++
 	r.unread = out
 	if last {
 		r.err = io.EOF
@@ -158,19 +217,64 @@ func (r *payloadReader) next() error {
 	return nil
 }
 
+// prefetch starts the prefetcher, with the second of the two chunk
+// buffers it and the reader share.
+func (r *payloadReader) prefetch() {
+	p := &prefetcher{
+		ready: make(chan opened, 1),
+		free:  make(chan *[]byte, 2),
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	r.ahead = p
+	c := &r.c
+	go func() {
+		defer close(p.done)
+		buf := chunkBuffers.Get().(*[]byte)
+		for {
+			out, last, err := c.open(*buf)
+			select {
+			case p.ready <- opened{buf, out, last, err}:
+			case <-p.quit:
+				chunkBuffers.Put(buf)
+				return
+			}
+			if last || err != nil {
+				return
+			}
+			select {
+			case buf = <-p.free:
+			case <-p.quit:
+				return
+			}
+		}
+	}()
+}
+
 var errClosed = errors.New("read of a closed sealed object")
 
-// release returns the reader's buffers to their pools; it reads nothing
-// after.
+// release stops the prefetcher, if any, and returns the reader's buffers
+// to their pools; it reads nothing after.
 func (r *payloadReader) release() {
+	if p := r.ahead; p != nil {
+		close(p.quit)
+		<-p.done // its read of the object, if one is under way, ends
+		for len(p.free) > 0 {
+			chunkBuffers.Put(<-p.free)
+		}
+		for len(p.ready) > 0 {
+			chunkBuffers.Put((<-p.ready).buf)
+		}
+		r.ahead = nil
+	}
 	if r.buf != nil {
 		chunkBuffers.Put(r.buf)
 		r.buf, r.unread = nil, nil
 	}
-	if r.src != nil {
-		r.src.Reset(nil)
-		headerReaders.Put(r.src)
-		r.src = nil
+	if r.c.src != nil {
+		r.c.src.Reset(nil)
+		headerReaders.Put(r.c.src)
+		r.c.src = nil
 	}
 	if r.err == nil || r.err == io.EOF {
 		r.err = errClosed
