@@ -8,12 +8,14 @@ import (
 	"io"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
 	"filippo.io/age"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/format"
@@ -279,4 +281,64 @@ func TestCloseBeforeTheEndLeavesNoGoroutine(t *testing.T) {
 		require.NoError(t, rc.Close())
 	}
 	require.Less(t, runtime.NumGoroutine(), before+10)
+}
+
+// countingBackend counts the bytes read from the objects it opens.
+type countingBackend struct {
+	checkpoint.Backend
+	read *atomic.Int64
+}
+
+func (c countingBackend) Open(ctx context.Context, name string) (io.ReadCloser, checkpoint.Object, error) {
+	rc, o, err := c.Backend.Open(ctx, name)
+	if err != nil {
+		return nil, o, err
+	}
+	return countingReader{rc, c.read}, o, nil
+}
+
+type countingReader struct {
+	io.ReadCloser
+	read *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// Reading the start of an object (a checkpoint's header) reads and opens
+// its first chunk only, however large the object; reading on reads it
+// all.
+func TestReadingTheStartReadsTheFirstChunkOnly(t *testing.T) {
+	t.Parallel()
+	k := testKeys(t)
+	ctx := context.Background()
+	mem, err := backendtest.NewMem(backendtest.MemLocal()).Open()
+	require.NoError(t, err)
+	defer mem.Close()
+	var read atomic.Int64
+	s := sealed.Wrap(countingBackend{mem, &read}, k)
+	payload := benchPayload(8 * chunk)
+	_, err = s.Create(ctx, "a", func(w io.Writer) error { _, err := w.Write(payload); return err })
+	require.NoError(t, err)
+
+	rc, _, err := s.Open(ctx, "a")
+	require.NoError(t, err)
+	head := make([]byte, 4<<10)
+	_, err = io.ReadFull(rc, head)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.Equal(t, payload[:len(head)], head)
+	require.LessOrEqual(t, read.Load(), int64(sealed.KeyLineLen+300+chunk+16+4<<10), "read for the first 4 KiB")
+
+	read.Store(0)
+	rc, _, err = s.Open(ctx, "a")
+	require.NoError(t, err)
+	all, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.True(t, bytes.Equal(payload, all))
+	require.Greater(t, read.Load(), int64(len(payload)))
 }

@@ -134,11 +134,13 @@ func (c *chunks) open(buf []byte) (out []byte, last bool, err error) {
 // last chunk.
 //
 // The first chunk is opened by Read itself: a read of a checkpoint's
-// header needs no other. If it is not the last, the reader is released
-// once done (see mayPrefetch), and the process has more than one processor, a prefetcher opens the chunks that follow, one ahead
-// of the reader, on another goroutine, so that a Load's decoding and its
-// decryption overlap. It stops at the first chunk that fails, as the
-// reader does, and never reads more than one chunk beyond what was read.
+// header needs no other, and starts nothing. Once the second is asked for,
+// if the reader is released when done (see mayPrefetch) and the process
+// has more than one processor, a prefetcher opens each chunk on another
+// goroutine while the reader reads the one before, so that a Load's
+// decoding and its decryption overlap. It stops at the first chunk that
+// fails, as the reader does, and never reads more than one chunk beyond
+// what the reader was given.
 type payloadReader struct {
 	c      chunks      // owned by the prefetcher once it runs
 	buf    *[]byte     // the chunk buffer read from, from chunkBuffers; nil once released
@@ -197,11 +199,13 @@ func (r *payloadReader) next() error {
 	var out []byte
 	var last bool
 	var err error
+	if r.ahead == nil && r.c.counter > 0 && r.mayPrefetch && runtime.GOMAXPROCS(0) > 1 {
+		// The second chunk is asked for: from now on the prefetcher
+		// opens each chunk while the one before is read.
+		r.prefetch()
+	}
 	if r.ahead == nil {
 		out, last, err = r.c.open(*r.buf)
-		if err == nil && !last && r.mayPrefetch && runtime.GOMAXPROCS(0) > 1 {
-			r.prefetch()
-		}
 	} else {
 		r.ahead.free <- r.buf // never blocks: there are two buffers
 		o := <-r.ahead.ready
@@ -217,8 +221,8 @@ func (r *payloadReader) next() error {
 	return nil
 }
 
-// prefetch starts the prefetcher, with the second of the two chunk
-// buffers it and the reader share.
+// prefetch starts the prefetcher, which takes a second chunk buffer: it
+// and the reader pass the two between them.
 func (r *payloadReader) prefetch() {
 	p := &prefetcher{
 		ready: make(chan opened, 1),
