@@ -95,9 +95,7 @@ func (s *backend) Open(ctx context.Context, name string) (io.ReadCloser, storage
 	if plain {
 		return readCloser{r, rc}, o, nil
 	}
-	pr := r.(*payloadReader)
-	pr.mayPrefetch = true // Close releases it
-	return &sealedReadCloser{pr, rc}, s.object(o), nil
+	return &sealedReadCloser{r.(*payloadReader), rc}, s.object(o), nil
 }
 
 type readCloser struct {

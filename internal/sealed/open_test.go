@@ -43,8 +43,7 @@ func readAll(k *sealed.Keys, r io.Reader) ([]byte, error) {
 }
 
 // readStored stores obj as it is in a backend and reads it to its end
-// through a sealing backend with k: with the prefetcher, on more than one
-// processor, once an object has more than one chunk.
+// through a sealing backend with k (whose Close gives the buffers back).
 func readStored(t testing.TB, k *sealed.Keys, obj []byte) ([]byte, error) {
 	t.Helper()
 	ctx := context.Background()
@@ -260,8 +259,7 @@ func TestEverySealHasItsOwnFileKey(t *testing.T) {
 	}
 }
 
-// A stream closed before its end leaves nothing running: the prefetcher
-// that opens chunks ahead of it stops, and its buffers are given back.
+// A stream closed before its end leaves nothing running.
 // (Not parallel: it counts the process's goroutines.)
 func TestCloseBeforeTheEndLeavesNoGoroutine(t *testing.T) {
 	k := testKeys(t)

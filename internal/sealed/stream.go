@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"runtime"
 	"sync"
 
 	"golang.org/x/crypto/chacha20poly1305"
@@ -76,8 +75,7 @@ func payloadKey(fileKey, nonce []byte) ([]byte, error) {
 }
 
 // chunks is the source of an age payload's chunks: each one read from
-// src, checked and opened in place. Either the payloadReader or its
-// prefetcher owns it, never both.
+// src, checked and opened in place.
 type chunks struct {
 	aead    cipher.AEAD
 	src     *bufio.Reader
@@ -131,42 +129,13 @@ func (c *chunks) open(buf []byte) (out []byte, last bool, err error) {
 // object's reader (not io.EOF) as they are, and a damage error of the
 // object for a chunk that fails to open, a truncation (at a chunk's
 // boundary too: the last chunk is marked as the last) and data after the
-// last chunk.
-//
-// The first chunk is opened by Read itself: a read of a checkpoint's
-// header needs no other, and starts nothing. Once the second is asked for,
-// if the reader is released when done (see mayPrefetch) and the process
-// has more than one processor, a prefetcher opens each chunk on another
-// goroutine while the reader reads the one before, so that a Load's
-// decoding and its decryption overlap. It stops at the first chunk that
-// fails, as the reader does, and never reads more than one chunk beyond
-// what the reader was given.
+// last chunk. It reads and opens a chunk only when asked for its bytes: a
+// read of a checkpoint's header opens the first chunk only.
 type payloadReader struct {
-	c      chunks      // owned by the prefetcher once it runs
-	buf    *[]byte     // the chunk buffer read from, from chunkBuffers; nil once released
-	unread []byte      // decrypted, not yet read: a slice of *buf
-	err    error       // sticky: io.EOF after the last chunk
-	ahead  *prefetcher // nil until the second chunk
-	// mayPrefetch is set by the owner of the reader that releases it
-	// once done (backend.Open's Close): a prefetcher left running would
-	// wait for the reader forever.
-	mayPrefetch bool
-}
-
-// prefetcher opens chunks ahead of a payloadReader.
-type prefetcher struct {
-	ready chan opened   // the next chunk, opened
-	free  chan *[]byte  // buffers the reader is done with
-	quit  chan struct{} // closed by release
-	done  chan struct{} // closed when the goroutine returns
-}
-
-// opened is one chunk as the prefetcher opened it.
-type opened struct {
-	buf  *[]byte
-	out  []byte
-	last bool
-	err  error
+	c      chunks
+	buf    *[]byte // the chunk buffer, from chunkBuffers; nil once released
+	unread []byte  // decrypted, not yet read: a slice of *buf
+	err    error   // sticky: io.EOF after the last chunk
 }
 
 func (r *payloadReader) Read(p []byte) (int, error) {
@@ -181,96 +150,29 @@ func (r *payloadReader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if err := r.next(); err != nil {
+	if r.buf == nil {
+		r.err = errClosed
+		return 0, r.err
+	}
+	out, last, err := r.c.open(*r.buf)
+	if err != nil {
 		r.err = err
 		return 0, err
+	}
+	r.unread = out
+	if last {
+		r.err = io.EOF
 	}
 	n := copy(p, r.unread)
 	r.unread = r.unread[n:]
 	return n, nil
 }
 
-// next makes the next chunk r.unread, and sets r.err to io.EOF once it
-// was the last.
-func (r *payloadReader) next() error {
-	if r.buf == nil {
-		return errClosed
-	}
-	var out []byte
-	var last bool
-	var err error
-	if r.ahead == nil && r.c.counter > 0 && r.mayPrefetch && runtime.GOMAXPROCS(0) > 1 {
-		// The second chunk is asked for: from now on the prefetcher
-		// opens each chunk while the one before is read.
-		r.prefetch()
-	}
-	if r.ahead == nil {
-		out, last, err = r.c.open(*r.buf)
-	} else {
-		r.ahead.free <- r.buf // never blocks: there are two buffers
-		o := <-r.ahead.ready
-		r.buf, out, last, err = o.buf, o.out, o.last, o.err
-	}
-	if err != nil {
-		return err
-	}
-	r.unread = out
-	if last {
-		r.err = io.EOF
-	}
-	return nil
-}
-
-// prefetch starts the prefetcher, which takes a second chunk buffer: it
-// and the reader pass the two between them.
-func (r *payloadReader) prefetch() {
-	p := &prefetcher{
-		ready: make(chan opened, 1),
-		free:  make(chan *[]byte, 2),
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
-	}
-	r.ahead = p
-	c := &r.c
-	go func() {
-		defer close(p.done)
-		buf := chunkBuffers.Get().(*[]byte)
-		for {
-			out, last, err := c.open(*buf)
-			select {
-			case p.ready <- opened{buf, out, last, err}:
-			case <-p.quit:
-				chunkBuffers.Put(buf)
-				return
-			}
-			if last || err != nil {
-				return
-			}
-			select {
-			case buf = <-p.free:
-			case <-p.quit:
-				return
-			}
-		}
-	}()
-}
-
 var errClosed = errors.New("read of a closed sealed object")
 
-// release stops the prefetcher, if any, and returns the reader's buffers
-// to their pools; it reads nothing after.
+// release returns the reader's buffers to their pools; it reads nothing
+// after.
 func (r *payloadReader) release() {
-	if p := r.ahead; p != nil {
-		close(p.quit)
-		<-p.done // its read of the object, if one is under way, ends
-		for len(p.free) > 0 {
-			chunkBuffers.Put(<-p.free)
-		}
-		for len(p.ready) > 0 {
-			chunkBuffers.Put((<-p.ready).buf)
-		}
-		r.ahead = nil
-	}
 	if r.buf != nil {
 		chunkBuffers.Put(r.buf)
 		r.buf, r.unread = nil, nil
