@@ -5,6 +5,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+
+	"filippo.io/age"
+
+	"github.com/gocheckpoint/checkpoint/internal/sealed"
 )
 
 // benchSizes are the sizes of the targets: the 60 KB save and the
@@ -107,5 +111,40 @@ func BenchmarkSealEmpty(b *testing.B) {
 		if err := write(&out); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkOpenWithAgeDecrypt is BenchmarkOpen with age.Decrypt reading
+// the payload, as this package did before it decrypted the payload itself:
+// the reference its reader is measured against.
+func BenchmarkOpenWithAgeDecrypt(b *testing.B) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		b.Fatal(err)
+	}
+	k, err := sealed.NewKeys(id, nil, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range benchSizes {
+		b.Run(c.name, func(b *testing.B) {
+			payload := benchPayload(c.size)
+			var sealedBytes bytes.Buffer
+			if err := k.Seal(func(w io.Writer) error { _, err := w.Write(payload); return err })(&sealedBytes); err != nil {
+				b.Fatal(err)
+			}
+			obj := sealedBytes.Bytes()[sealed.KeyLineLen:]
+			b.SetBytes(int64(c.size))
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := age.Decrypt(bytes.NewReader(obj), id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n, err := io.Copy(io.Discard, r); err != nil || n != int64(c.size) {
+					b.Fatal(n, err)
+				}
+			}
+		})
 	}
 }
