@@ -41,8 +41,8 @@ var headerReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 
 
 // readHeader reads an age header from br, up to and with its footer line
 // (the MAC): the bytes age.DecryptHeader parses. An error of br (not
-// io.EOF) is returned as it is; a header that ends early or is too long is
-// errDamagedHeader.
+// io.EOF) is returned as it is; a header that ends early is
+// errTruncatedHeader, one longer than maxHeader errLongHeader.
 func readHeader(br *bufio.Reader) ([]byte, error) {
 	var hdr []byte
 	for {
