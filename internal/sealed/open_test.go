@@ -62,7 +62,8 @@ func readStored(t testing.TB, k *sealed.Keys, obj []byte) ([]byte, error) {
 
 // What Open reads is what Seal wrote, at every size around a chunk's
 // boundary, whatever the sizes of the reads that feed it and of the reads
-// made of it; and what Seal writes is an age file that age itself reads.
+// made of it; and what Seal writes, in one write or in pieces, is an age
+// file that age itself reads.
 func TestOpenReadsWhatSealWroteAtEverySize(t *testing.T) {
 	t.Parallel()
 	id, err := age.GenerateX25519Identity()
@@ -96,11 +97,25 @@ func TestOpenReadsWhatSealWroteAtEverySize(t *testing.T) {
 		require.NoError(t, err, "size %d, read one byte at a time", size)
 		require.True(t, bytes.Equal(payload, got), "size %d", size)
 
-		ar, err := age.Decrypt(bytes.NewReader(obj[sealed.KeyLineLen:]), id)
-		require.NoError(t, err, "size %d: age reads it", size)
-		got, err = io.ReadAll(ar)
-		require.NoError(t, err)
-		require.True(t, bytes.Equal(payload, got), "size %d: age reads it", size)
+		// Written in pieces that straddle the chunks' boundaries.
+		var pieces bytes.Buffer
+		require.NoError(t, k.Seal(func(w io.Writer) error {
+			for p := payload; len(p) > 0; p = p[min(777, len(p)):] {
+				if _, err := w.Write(p[:min(777, len(p))]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})(&pieces))
+		require.Equal(t, len(obj), pieces.Len(), "size %d, in pieces", size)
+
+		for _, o := range [][]byte{obj, pieces.Bytes()} {
+			ar, err := age.Decrypt(bytes.NewReader(o[sealed.KeyLineLen:]), id)
+			require.NoError(t, err, "size %d: age reads it", size)
+			got, err = io.ReadAll(ar)
+			require.NoError(t, err)
+			require.True(t, bytes.Equal(payload, got), "size %d: age reads it", size)
+		}
 	}
 }
 

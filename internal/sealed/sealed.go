@@ -31,6 +31,7 @@ package sealed
 import (
 	"bufio"
 	"bytes"
+	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -173,47 +174,64 @@ func (k *Keys) Seal(write func(io.Writer) error) func(io.Writer) error {
 		if _, err := w.Write(k.keyLine); err != nil {
 			return err
 		}
-		if _, err := w.Write(e.head.Bytes()); err != nil {
+		if _, err := w.Write(e.head); err != nil {
 			return err
 		}
-		e.to.w = w
-		if err := write(e.aw); err != nil {
+		sw := &sealWriter{aead: e.aead, dst: w, buf: chunkBuffers.Get().(*[]byte)}
+		defer sw.release()
+		if err := write(sw); err != nil {
 			return err
 		}
-		return e.aw.Close()
+		return sw.Close()
 	}
 }
 
-// encryptor is what age.Encrypt made for one object: its header and nonce,
-// and the writer of its payload, whose destination is set once the object
-// is written.
+// encryptor is what one object is sealed with: its age header and nonce,
+// made by age.Encrypt, and the AEAD of its payload, keyed from the file
+// key age.Encrypt made (see keyCatcher) and that nonce.
 type encryptor struct {
-	head bytes.Buffer
-	to   destination
-	aw   io.WriteCloser
+	head []byte
+	aead cipher.AEAD
 }
 
-// destination is the writer of an encryptor's payload.
-type destination struct{ w io.Writer }
+// keyCatcher is the recipient prepare gives age.Encrypt: it wraps the file
+// key to the current key, as that key's recipient does, and keeps it, so
+// that the payload is encrypted here (see sealWriter) rather than by age's
+// writer, which copies every chunk into a buffer of its own.
+type keyCatcher struct {
+	to      *age.X25519Recipient
+	fileKey []byte
+}
 
-func (d *destination) Write(p []byte) (int, error) { return d.w.Write(p) }
+func (c *keyCatcher) Wrap(fileKey []byte) ([]*age.Stanza, error) {
+	c.fileKey = bytes.Clone(fileKey)
+	return c.to.Wrap(fileKey)
+}
 
 // prepare makes an encryptor: a new file key, wrapped to the current key,
-// the header and nonce written to its head.
+// the header and nonce age.Encrypt writes, and the payload's AEAD.
 func (k *Keys) prepare() (*encryptor, error) {
-	e := &encryptor{}
-	e.to.w = &e.head
-	aw, err := age.Encrypt(&e.to, k.to)
-	if err != nil {
+	c := &keyCatcher{to: k.to}
+	var head bytes.Buffer
+	if _, err := age.Encrypt(&head, c); err != nil {
 		return nil, fmt.Errorf("encrypt: %w", err)
 	}
-	if n := int64(e.head.Len()); n != k.hdrLen {
+	if n := int64(head.Len()); n != k.hdrLen || len(c.fileKey) == 0 {
 		// Sizes follow from a fixed header: a header of another
 		// length (another age) would make them wrong.
 		return nil, fmt.Errorf("encrypt: an age header of %d bytes, not %d", n, k.hdrLen)
 	}
-	e.aw = aw
-	return e, nil
+	// The header ends with the payload's nonce (the age specification).
+	nonce := head.Bytes()[head.Len()-nonceLen:]
+	key, err := payloadKey(c.fileKey, nonce)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt: %w", err)
+	}
+	aead, err := chacha20poly1305.New(key)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt: %w", err)
+	}
+	return &encryptor{head: head.Bytes(), aead: aead}, nil
 }
 
 // refill makes the next encryptor on another goroutine, unless one is

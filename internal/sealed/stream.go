@@ -14,15 +14,17 @@ import (
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
-// Reading a sealed object. age.Decrypt would do it, but it allocates a
-// new 64 KiB buffer for every chunk it decrypts, and copies each chunk
-// twice: a Load of a megabyte paid for sixteen such buffers, and a List
-// that reads the headers of 10,000 files for as many. The age header is
-// still parsed, authenticated and unwrapped by age (age.DecryptHeader);
-// only the payload, a STREAM of ChaCha20-Poly1305 chunks as the age
-// specification (age-encryption.org/v1, "Payload") defines it, is
-// decrypted here, each chunk in place in one buffer that a pool lends for
-// the life of the reader.
+// Reading and writing a sealed object's payload. age.Decrypt would read
+// it, but it allocates a new 64 KiB buffer for every chunk it decrypts,
+// and copies each chunk twice: a Load of a megabyte paid for sixteen such
+// buffers, and a List that reads the headers of 10,000 files for as many;
+// age's writer copies every chunk into a buffer of its own too. The age
+// header is still made by age (age.Encrypt) and parsed, authenticated and
+// unwrapped by age (age.DecryptHeader); only the payload, a STREAM of
+// ChaCha20-Poly1305 chunks as the age specification (age-encryption.org/v1,
+// "Payload") defines it, is encrypted and decrypted here, each chunk in
+// place in one buffer that a pool lends for the life of the reader or
+// writer. age.Decrypt reads what this writes (see the tests).
 
 const (
 	encChunkSize = chunkSize + tagSize
@@ -184,5 +186,76 @@ func (r *payloadReader) release() {
 	}
 	if r.err == nil || r.err == io.EOF {
 		r.err = errClosed
+	}
+}
+
+// sealWriter encrypts an age payload into dst, chunk by chunk, each one in
+// place in its buffer: the writer's side of chunks. A chunk is written
+// once full and followed by more bytes, so that the last chunk, which
+// Close writes, may be full but is empty only if the payload is.
+type sealWriter struct {
+	aead    cipher.AEAD
+	dst     io.Writer
+	buf     *[]byte // from chunkBuffers; nil once released
+	n       int     // bytes of the chunk being filled
+	counter uint64
+	err     error // sticky
+}
+
+func (w *sealWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	total := len(p)
+	for len(p) > 0 {
+		if w.n == chunkSize {
+			if err := w.flush(false); err != nil {
+				w.err = err
+				return 0, err
+			}
+		}
+		c := copy((*w.buf)[w.n:chunkSize], p)
+		w.n += c
+		p = p[c:]
+	}
+	return total, nil
+}
+
+// Close writes the last chunk; it does not close dst.
+func (w *sealWriter) Close() error {
+	if w.err != nil {
+		return w.err
+	}
+	err := w.flush(true)
+	w.err = errors.New("write to a closed sealed object")
+	if err != nil {
+		w.err = err
+	}
+	return err
+}
+
+// flush encrypts the chunk being filled, in place, and writes it.
+func (w *sealWriter) flush(last bool) error {
+	var nonce [chacha20poly1305.NonceSize]byte
+	binary.BigEndian.PutUint64(nonce[3:11], w.counter)
+	if last {
+		nonce[11] = 1
+	}
+	b := *w.buf
+	out := w.aead.Seal(b[:0], nonce[:], b[:w.n], nil)
+	w.counter++
+	w.n = 0
+	_, err := w.dst.Write(out)
+	return err
+}
+
+// release gives the buffer back; the writer writes nothing after.
+func (w *sealWriter) release() {
+	if w.buf != nil {
+		chunkBuffers.Put(w.buf)
+		w.buf = nil
+	}
+	if w.err == nil {
+		w.err = errors.New("write to a released sealed object")
 	}
 }
