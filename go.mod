@@ -9,11 +9,11 @@ require (
 	github.com/google/renameio/v2 v2.0.2
 	github.com/klauspost/compress v1.20.3
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/crypto v0.55.0
 	golang.org/x/sys v0.47.0
 )
 
 require (
 	filippo.io/hpke v0.4.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.55.0 // indirect
 )

@@ -92,15 +92,27 @@ func (s *backend) Open(ctx context.Context, name string) (io.ReadCloser, storage
 		rc.Close()
 		return nil, storage.Object{}, err
 	}
-	if !plain {
-		o = s.object(o)
+	if plain {
+		return readCloser{r, rc}, o, nil
 	}
-	return readCloser{r, rc}, o, nil
+	return &sealedReadCloser{r.(*payloadReader), rc}, s.object(o), nil
 }
 
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// sealedReadCloser is a sealed object's stream; Close gives its buffers
+// back.
+type sealedReadCloser struct {
+	*payloadReader
+	c io.Closer
+}
+
+func (r *sealedReadCloser) Close() error {
+	r.release()
+	return r.c.Close()
 }
 
 func (s *backend) Stat(ctx context.Context, name string) (storage.Object, error) {

@@ -30,14 +30,18 @@
 package sealed
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"filippo.io/age"
+	"golang.org/x/crypto/chacha20poly1305"
 
 	"github.com/gocheckpoint/checkpoint/internal/format"
 )
@@ -79,6 +83,11 @@ type Keys struct {
 	keyLine   []byte
 	overhead  int64 // key line, age header and nonce: a sealed object's bytes beyond its payload's
 	hdrLen    int64 // the age header and nonce, as Encrypt writes them
+	// ahead holds the encryptor of the next object, made by prepare on
+	// another goroutine after a Seal (see Seal); refilling says that one
+	// is being made.
+	ahead     chan *encryptor
+	refilling atomic.Bool
 }
 
 // NewKeys returns the Keys that write to current and read what current or
@@ -90,6 +99,7 @@ func NewKeys(current *age.X25519Identity, older []*age.X25519Identity, plaintext
 		return nil, errors.New("no current identity")
 	}
 	k := &Keys{
+		ahead:     make(chan *encryptor, 1),
 		to:        current.Recipient(),
 		byID:      make(map[string]*age.X25519Identity, 1+len(older)),
 		plaintext: plaintext,
@@ -142,26 +152,106 @@ func (k *Keys) Same(o *Keys) bool {
 }
 
 // Seal returns the write that seals what write produces into its writer.
+//
+// What sealing costs beyond the encryption of the bytes is the key
+// agreement of a new file key (two X25519 scalar multiplications): Seal
+// takes an encryptor that was made ahead, after the Seal before, on
+// another goroutine (while that Seal's write waited for the disk), and
+// makes the next one so. Each encryptor, so each file key and nonce,
+// seals one object only; the first Seal, or one that finds none ready,
+// makes its own.
 func (k *Keys) Seal(write func(io.Writer) error) func(io.Writer) error {
 	return func(w io.Writer) error {
+		var e *encryptor
+		select {
+		case e = <-k.ahead:
+		default:
+			var err error
+			if e, err = k.prepare(); err != nil {
+				return err
+			}
+		}
+		k.refill()
 		if _, err := w.Write(k.keyLine); err != nil {
 			return err
 		}
-		cw := &countWriter{w: w}
-		aw, err := age.Encrypt(cw, k.to)
-		if err != nil {
-			return fmt.Errorf("encrypt: %w", err)
-		}
-		if cw.n != k.hdrLen {
-			// Sizes follow from a fixed header: a header of another
-			// length (another age) would make them wrong.
-			return fmt.Errorf("encrypt: an age header of %d bytes, not %d", cw.n, k.hdrLen)
-		}
-		if err := write(aw); err != nil {
+		if _, err := w.Write(e.head); err != nil {
 			return err
 		}
-		return aw.Close()
+		sw := &sealWriter{aead: e.aead, dst: w, buf: chunkBuffers.Get().(*[]byte)}
+		defer sw.release()
+		if err := write(sw); err != nil {
+			return err
+		}
+		return sw.Close()
 	}
+}
+
+// encryptor is what one object is sealed with: its age header and nonce,
+// made by age.Encrypt, and the AEAD of its payload, keyed from the file
+// key age.Encrypt made (see keyCatcher) and that nonce.
+type encryptor struct {
+	head []byte
+	aead cipher.AEAD
+}
+
+// keyCatcher is the recipient prepare gives age.Encrypt: it wraps the file
+// key to the current key, as that key's recipient does, and keeps it, so
+// that the payload is encrypted here (see sealWriter) rather than by age's
+// writer, which copies every chunk into a buffer of its own.
+type keyCatcher struct {
+	to      *age.X25519Recipient
+	fileKey []byte
+}
+
+func (c *keyCatcher) Wrap(fileKey []byte) ([]*age.Stanza, error) {
+	c.fileKey = bytes.Clone(fileKey)
+	return c.to.Wrap(fileKey)
+}
+
+// prepare makes an encryptor: a new file key, wrapped to the current key,
+// the header and nonce age.Encrypt writes, and the payload's AEAD.
+func (k *Keys) prepare() (*encryptor, error) {
+	c := &keyCatcher{to: k.to}
+	var head bytes.Buffer
+	if _, err := age.Encrypt(&head, c); err != nil {
+		return nil, fmt.Errorf("encrypt: %w", err)
+	}
+	if n := int64(head.Len()); n != k.hdrLen || len(c.fileKey) == 0 {
+		// Sizes follow from a fixed header: a header of another
+		// length (another age) would make them wrong.
+		return nil, fmt.Errorf("encrypt: an age header of %d bytes, not %d", n, k.hdrLen)
+	}
+	// The header ends with the payload's nonce (the age specification).
+	nonce := head.Bytes()[head.Len()-nonceLen:]
+	key, err := payloadKey(c.fileKey, nonce)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt: %w", err)
+	}
+	aead, err := chacha20poly1305.New(key)
+	if err != nil {
+		return nil, fmt.Errorf("encrypt: %w", err)
+	}
+	return &encryptor{head: head.Bytes(), aead: aead}, nil
+}
+
+// refill makes the next encryptor on another goroutine, unless one is
+// being made; it is dropped if one is ready meanwhile.
+func (k *Keys) refill() {
+	if !k.refilling.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer k.refilling.Store(false)
+		e, err := k.prepare()
+		if err != nil {
+			return // the next Seal makes its own, and returns the error
+		}
+		select {
+		case k.ahead <- e:
+		default:
+		}
+	}()
 }
 
 // PayloadSize returns the size of the bytes sealed in an object of size
@@ -210,26 +300,61 @@ func (k *Keys) Open(r io.Reader, loc string) (_ io.Reader, plain bool, _ error) 
 	if got[keyLineLen-1] != '\n' || !isKeyID(kid) {
 		return nil, false, damaged(loc, "its key line is malformed")
 	}
-	tr := &trackReader{r: r}
 	ids := k.all
 	id, known := k.byID[kid]
 	if known {
 		ids = []age.Identity{id}
 	}
-	ar, err := age.Decrypt(tr, ids...)
-	if tr.err != nil {
-		return nil, false, tr.err // an I/O error: nothing is proven
+	br := headerReaders.Get().(*bufio.Reader)
+	br.Reset(r)
+	pr, err := k.openPayload(br, loc, kid, known, ids)
+	if err != nil {
+		br.Reset(nil)
+		headerReaders.Put(br)
+		return nil, false, err
 	}
+	return pr, false, nil
+}
+
+// openPayload reads the age header and nonce of an object from br, after
+// its key line naming key kid (known if the Keys have it; ids are the
+// identities to try), unwraps its file key and returns the reader of its
+// payload. Its errors are Open's.
+func (k *Keys) openPayload(br *bufio.Reader, loc, kid string, known bool, ids []age.Identity) (*payloadReader, error) {
+	hdr, err := readHeader(br)
+	switch {
+	case errors.Is(err, errTruncatedHeader) || errors.Is(err, errLongHeader):
+		return nil, damaged(loc, "%v", err)
+	case err != nil:
+		return nil, err // an I/O error: nothing is proven
+	}
+	fileKey, err := age.DecryptHeader(hdr, ids...)
 	var none *age.NoIdentityMatchError
 	switch {
 	case err == nil && !known:
-		return nil, false, damaged(loc, "its key line names key %s, but another key opens it", kid)
+		return nil, damaged(loc, "its key line names key %s, but another key opens it", kid)
 	case err == nil:
-		return &openReader{r: ar, tr: tr, loc: loc}, false, nil
 	case !known && errors.As(err, &none):
-		return nil, false, fmt.Errorf("%w: %s is encrypted to key %s, which none of the %d identities given opens", ErrNoKey, loc, kid, len(k.all))
+		return nil, fmt.Errorf("%w: %s is encrypted to key %s, which none of the %d identities given opens", ErrNoKey, loc, kid, len(k.all))
+	default:
+		return nil, damaged(loc, "%v", err)
 	}
-	return nil, false, damaged(loc, "%v", err)
+	var nonce [nonceLen]byte
+	if _, err := io.ReadFull(br, nonce[:]); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil, damaged(loc, "%v", errTruncatedHeader)
+		}
+		return nil, err
+	}
+	key, err := payloadKey(fileKey, nonce[:])
+	if err != nil {
+		return nil, damaged(loc, "%v", err)
+	}
+	aead, err := chacha20poly1305.New(key)
+	if err != nil {
+		return nil, damaged(loc, "%v", err)
+	}
+	return &payloadReader{c: chunks{aead: aead, src: br, loc: loc}, buf: chunkBuffers.Get().(*[]byte)}, nil
 }
 
 // nearMagic reports whether first, a file's first bytes, begin with the
@@ -256,39 +381,6 @@ func isKeyID(s string) bool {
 		}
 	}
 	return len(s) == keyIDLen
-}
-
-// openReader is a sealed object's stream: an error of its chunks is
-// damage, one of the wrapped reader is returned as it is.
-type openReader struct {
-	r   io.Reader
-	tr  *trackReader
-	loc string
-}
-
-func (o *openReader) Read(p []byte) (int, error) {
-	n, err := o.r.Read(p)
-	if err == nil || err == io.EOF {
-		return n, err
-	}
-	if o.tr.err != nil {
-		return n, o.tr.err
-	}
-	return n, damaged(o.loc, "%v", err)
-}
-
-// trackReader keeps the first error of its reader but io.EOF.
-type trackReader struct {
-	r   io.Reader
-	err error
-}
-
-func (t *trackReader) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err != nil && err != io.EOF && t.err == nil {
-		t.err = err
-	}
-	return n, err
 }
 
 type countWriter struct {
