@@ -107,7 +107,10 @@ func TestEncryptJudgesHostileFiles(t *testing.T) {
 		{"flipped last byte", append(bytes.Clone(good2[:len(good2)-1]), good2[len(good2)-1]^1), isDamage},
 		{"truncated by one byte", good2[:len(good2)-1], isDamage},
 		{"a byte appended", append(bytes.Clone(good2), 0), isDamage},
-		{"to ours and 20 others", append([]byte(ourLine), ageTo(t, plain2, stanzas...)...), isGood},
+		// Not what the store writes (one stanza): refused before 21
+		// unwraps are tried.
+		{"to ours and 20 others", append([]byte(ourLine), ageTo(t, plain2, stanzas...)...), isDamage},
+		{"another key's, with 20 stanzas", append([]byte(otherLine), ageTo(t, plain2, stanzas[1:]...)...), isNoKey},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

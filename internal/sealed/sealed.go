@@ -328,6 +328,17 @@ func (k *Keys) openPayload(br *bufio.Reader, loc, kid string, known bool, ids []
 	case err != nil:
 		return nil, err // an I/O error: nothing is proven
 	}
+	if want := k.hdrLen - nonceLen; int64(len(hdr)) != want {
+		// Every header this package writes has one X25519 stanza, of a
+		// fixed length: any other (many stanzas, each an unwrap to try)
+		// is refused before a key is tried. To a key given it is damage;
+		// to another key it may be a later release's (another kind of
+		// key): that key is not given, and nothing is proven.
+		if known {
+			return nil, damaged(loc, "an age header of %d bytes, not the %d of the one stanza this package writes", len(hdr), want)
+		}
+		return nil, fmt.Errorf("%w: %s is encrypted to key %s, with a header this package does not write (%d bytes)", ErrNoKey, loc, kid, len(hdr))
+	}
 	fileKey, err := age.DecryptHeader(hdr, ids...)
 	var none *age.NoIdentityMatchError
 	switch {
