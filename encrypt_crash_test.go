@@ -165,7 +165,7 @@ func TestKill9DuringEncryptedSavesLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills := killtest.Kills(t, 8)
+	kills := killtest.Kills(t, 5)
 	dir := t.TempDir()
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
@@ -433,7 +433,7 @@ func TestKill9DuringReencryptLeavesEveryFileWholeToOneKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	kills := killtest.Kills(t, 5)
+	kills := killtest.Kills(t, 3)
 	a, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	b, err := age.GenerateX25519Identity()

@@ -73,19 +73,23 @@ func TestEncryptSealsEveryFileTheStoreWrites(t *testing.T) {
 			dir, id := t.TempDir(), newIdentity(t)
 			opts := append([]checkpoint.Option{checkpoint.Encrypt(id), checkpoint.WithRolling(), checkpoint.SaveEvery(100)}, comp.opts...)
 			st := openStore[secretState](t, dir, opts...)
-			for step := int64(1); step <= 300; step++ {
+			n := int64(300) // past 256: the first List writes the index
+			if comp.name != "plain" {
+				n = 20
+			}
+			for step := int64(1); step <= n; step++ {
 				_, err := st.Save(ctx, step, secretAt(step), checkpoint.WithMeta("who", secretMarker))
 				require.NoError(t, err)
 			}
-			info, _, err := st.Tick(ctx, 301, secretAt(301)) // the rolling file
+			info, _, err := st.Tick(ctx, n+1, secretAt(n+1)) // the rolling file
 			require.NoError(t, err)
 			require.Equal(t, checkpoint.KindRolling, info.Kind)
-			_, err = st.SaveFrom(ctx, 302, func(w io.Writer) error {
+			_, err = st.SaveFrom(ctx, n+2, func(w io.Writer) error {
 				_, err := io.WriteString(w, strings.Repeat(secretMarker, 10000))
 				return err
 			})
 			require.NoError(t, err)
-			_, err = st.SaveError(ctx, 303, secretAt(303), errors.New(secretMarker))
+			_, err = st.SaveError(ctx, n+3, secretAt(n+3), errors.New(secretMarker))
 			require.NoError(t, err)
 			require.NoError(t, st.WriteJSON(ctx, "result.json", secretAt(0)))
 			require.NoError(t, st.Close())
@@ -94,20 +98,22 @@ func TestEncryptSealsEveryFileTheStoreWrites(t *testing.T) {
 			st = openStore[secretState](t, dir, opts...)
 			infos, err := st.List(ctx)
 			require.NoError(t, err)
-			require.Len(t, steps(infos), 303)
+			require.Len(t, steps(infos), int(n+3))
 			require.NoError(t, st.Close())
-			require.FileExists(t, filepath.Join(dir, ".checkpoint.index"))
-			require.GreaterOrEqual(t, requireSealed(t, dir, id), 305)
+			if n > 256 {
+				require.FileExists(t, filepath.Join(dir, ".checkpoint.index"))
+			}
+			require.GreaterOrEqual(t, requireSealed(t, dir, id), int(n+4))
 
 			st = openStore[secretState](t, dir, append(opts, checkpoint.ReadOnly())...)
 			v, info, err := st.Latest(ctx)
 			require.NoError(t, err)
-			require.Equal(t, secretAt(303), v)
-			require.Equal(t, int64(303), info.Step)
+			require.Equal(t, secretAt(n+3), v)
+			require.Equal(t, n+3, info.Step)
 			var side secretState
 			require.NoError(t, st.ReadJSON(ctx, "result.json", &side))
 			require.Equal(t, secretAt(0), side)
-			r, pinfo, err := st.OpenPayload(ctx, 302)
+			r, pinfo, err := st.OpenPayload(ctx, n+2)
 			require.NoError(t, err)
 			got, err := io.ReadAll(r)
 			require.NoError(t, err)
