@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
@@ -259,4 +261,58 @@ func TestUsageSaysItReadsS3Locations(t *testing.T) {
 		require.Contains(t, out, "AWS_ENDPOINT_URL_S3")
 		require.Contains(t, out, "DIR is a store's directory or a root of sessions.")
 	}
+}
+
+// The S3 build reads an encrypted store in a bucket with --identity, says
+// which key is missing without it, and rotates it to a new key with rekey.
+func TestCommandsReadAndRekeyAnEncryptedStoreInS3(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := withBucket(t)
+	loc := "s3://" + bucket + "/secret"
+	dir := t.TempDir()
+	oldFile, newFile := filepath.Join(dir, "old.txt"), filepath.Join(dir, "new.txt")
+	for _, f := range []string{oldFile, newFile} {
+		r := run(t, "keygen", "-o", f)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	readKey := func(file string) *age.X25519Identity {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		ids, err := age.ParseIdentities(bytes.NewReader(data))
+		require.NoError(t, err)
+		return ids[0].(*age.X25519Identity)
+	}
+	oldKey, newKey := readKey(oldFile), readKey(newFile)
+
+	b, err := s3store.New(client, bucket, "secret")
+	require.NoError(t, err)
+	st, err := checkpoint.OpenBackend[game](b, checkpoint.Encrypt(oldKey))
+	require.NoError(t, err)
+	for turn := 1; turn <= 3; turn++ {
+		_, err := st.Save(ctx, int64(turn), game{Turn: turn, Log: []string{"the secret plan"}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+
+	r := run(t, "show", loc, "latest", "--state")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, checkpoint.KeyID(oldKey.Recipient()))
+	require.Contains(t, r.stderr, "--identity")
+
+	r = run(t, "show", "--identity", oldFile, loc, "latest", "--state")
+	require.Equal(t, 0, r.code, r.stderr)
+	var got game
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Equal(t, 3, got.Turn)
+
+	r = run(t, "rekey", "--identity", oldFile, "--to", newFile, loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "rewritten 3, already current 0, failed 0")
+
+	t.Setenv("CHECKPOINT_IDENTITY", newFile)
+	r = run(t, "verify", loc)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	// The old key alone no longer reads the store: ls says which key it wants.
+	r = run(t, "ls", "--identity", oldFile, loc)
+	require.Contains(t, r.stderr, checkpoint.KeyID(newKey.Recipient()))
 }
