@@ -3,11 +3,16 @@ module github.com/gocheckpoint/checkpoint/einostore
 go 1.26.0
 
 require (
-	github.com/gocheckpoint/checkpoint v0.0.0-20261127000449-4bb41fd7a54a
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127023907-d9fa22952cee
 	github.com/stretchr/testify v1.12.1
 )
 
-require go.yaml.in/yaml/v3 v3.0.5 // indirect
+require (
+	filippo.io/age v1.3.2 // indirect
+	filippo.io/hpke v0.4.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
+)
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

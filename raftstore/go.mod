@@ -3,12 +3,14 @@ module github.com/gocheckpoint/checkpoint/raftstore
 go 1.26
 
 require (
-	github.com/gocheckpoint/checkpoint v0.0.0-20261127000449-4bb41fd7a54a
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127023907-d9fa22952cee
 	github.com/hashicorp/raft v1.8.0
 	github.com/stretchr/testify v1.12.1
 )
 
 require (
+	filippo.io/age v1.3.2 // indirect
+	filippo.io/hpke v0.4.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
@@ -21,5 +23,6 @@ require (
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.14 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )
