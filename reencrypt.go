@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+	"sync"
 
 	"github.com/gocheckpoint/checkpoint/internal/sealed"
 	"github.com/gocheckpoint/checkpoint/storage"
@@ -216,11 +217,16 @@ func reencryptFile(ctx context.Context, b Backend, cfg *config, k *sealed.Keys, 
 				return skipped, err
 			}
 		}
+		var once sync.Once
+		closeSrc := func() { once.Do(func() { rc.Close() }) }
 		_, err = b.Replace(ctx, name, o.Version, k.Seal(func(w io.Writer) error {
 			_, err := io.Copy(w, r)
+			// Closed before the replacement is published: Windows
+			// renames nothing over a file that is open.
+			closeSrc()
 			return err
 		}))
-		rc.Close()
+		closeSrc()
 		if errors.Is(err, ErrConflict) && attempt < 3 {
 			continue // rewritten meanwhile (a writer of an older release?): read it again
 		}
