@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/gocheckpoint/checkpoint/internal/format"
-	"github.com/gocheckpoint/checkpoint/internal/sealed"
 	"io"
 	"io/fs"
 	"maps"
@@ -751,7 +750,7 @@ func readClaimObject(ctx context.Context, b Backend) (sessionClaim, Object, erro
 // then checkFork checks what dst holds.
 func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
 	linker, _ := storage.As[storage.Linker](dst)
-	if k, ok := sealed.KeysOf(dst); ok && k.ReadsPlaintext() {
+	if r.cfg.readPlaintext { // (only with Encrypt)
 		// A link keeps the bytes as they are: a plaintext checkpoint
 		// that ReadPlaintext reads is copied, so encrypted.
 		linker = nil

@@ -35,15 +35,6 @@ func Wrap(b storage.Backend, k *Keys) storage.Backend {
 	return &backend{b: b, k: k}
 }
 
-// KeysOf returns the Keys b seals with, if Wrap made it.
-func KeysOf(b storage.Backend) (*Keys, bool) {
-	s, ok := b.(*backend)
-	if !ok {
-		return nil, false
-	}
-	return s.k, true
-}
-
 func (s *backend) Unwrap() storage.Backend { return s.b }
 
 func (s *backend) object(o storage.Object) storage.Object {
