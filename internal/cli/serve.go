@@ -921,7 +921,10 @@ type checkpointJSON struct {
 	Payload     checkpoint.Payload `json:"payload"`
 	PayloadSize int64              `json:"payload_size"`
 	Error       *errorJSON         `json:"error"`
-	State       *jsonNode          `json:"state"`
+	// StateSize is the size in bytes of the state's JSON, decompressed
+	// (0 for a byte payload).
+	StateSize int       `json:"state_size"`
+	State     *jsonNode `json:"state"`
 }
 
 func (s *server) checkpoint(r *http.Request) (any, error) {
@@ -942,7 +945,7 @@ func (s *server) checkpoint(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.State = &n
+		out.State, out.StateSize = &n, len(l.state)
 	}
 	return out, nil
 }
