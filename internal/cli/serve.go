@@ -420,6 +420,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, "no_key"
 	case errors.Is(err, checkpoint.ErrCorrupt):
 		return http.StatusUnprocessableEntity, "damaged"
+	case errors.Is(err, checkpoint.ErrNewerSchema):
+		return http.StatusUnprocessableEntity, "newer_schema"
 	case errors.Is(err, checkpoint.ErrLocked):
 		return http.StatusConflict, "locked"
 	}
@@ -648,8 +650,9 @@ func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	// Another request may have opened the store meanwhile: add keeps one.
 	e := s.stores.add(key, &openStore{st: st, herrs: herrs, schema: maxSchemaOf(infos)})
-	return st, infos, herrs, func() { s.stores.release(e) }, nil
+	return e.st, infos, e.herrs, func() { s.stores.release(e) }, nil
 }
 
 // maxSchemaOf returns the highest schema of infos, as openAnySchema
@@ -1124,7 +1127,19 @@ func (s *server) fork(r *http.Request) (any, error) {
 	}
 	// The root is opened for writing only for the fork: Fork takes the
 	// claim it needs and releases it.
-	root, err := s.t.openSessions(ctx, s.t.options()...)
+	// The root reads the states of the session's schemas as they are, as
+	// every store the server opens does: a fork loads the checkpoint it
+	// starts from.
+	_, infos, _, release, err := s.openStore(ctx, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	opts := s.t.options()
+	if upTo := maxSchemaOf(infos); upTo > 0 {
+		opts = append(opts, readSchemas(upTo))
+	}
+	root, err := s.t.openSessions(ctx, opts...)
 	if err != nil {
 		return nil, err
 	}
