@@ -241,7 +241,7 @@
 
   function sessionRow(s) {
     const notes = [];
-    if (s.parent) notes.push(el('span', { class: 'parent' }, `forked from ${s.parent}`, s.parent_step !== null ? ` at step ${s.parent_step}` : ''));
+    if (s.parent) notes.push(el('span', { class: 'parent' }, `forked from ${s.parent}`, s.parent_step != null ? ` at step ${s.parent_step}` : ''));
     if (s.error) notes.push(el('span', { class: 'problem' }, s.error));
     if (s.meta && Object.keys(s.meta).length) notes.push(el('span', { class: 'meta mono' }, fmtMap(s.meta)));
     return el('tr', { class: 'session' + (s.error ? ' damaged' : ''), 'data-key': s.key },
@@ -387,9 +387,10 @@
     const s0 = list[0].step;
     const s1 = list[list.length - 1].step;
     const span = Math.max(1, s1 - s0);
-    const x = (step) => m.l + (list.length === 1 ? pw / 2 : ((step - s0) / span) * pw);
-    const maxSize = list.reduce((mx, c) => Math.max(mx, c.size), 1);
     const bw = Math.max(1, Math.min(24, (pw / Math.max(list.length, span + 1)) * 0.8));
+    const pad = bw / 2 + 2; // keeps the first and last bars inside the axes
+    const x = (step) => m.l + pad + (list.length === 1 ? (pw - 2 * pad) / 2 : ((step - s0) / span) * (pw - 2 * pad));
+    const maxSize = list.reduce((mx, c) => Math.max(mx, c.size), 1);
     const gaps = list.map((_, i) => interval(list, i));
     const maxGap = gaps.reduce((mx, g) => (g === null ? mx : Math.max(mx, g)), 0);
 
@@ -458,7 +459,7 @@
     }
     const rows = [['file', c.file], ['step', c.step], ['kind', c.kind], ['saved', fmtTime(c.time)], ['size', `${fmtSize(c.size)} (${c.size} bytes)`],
       ['compression', c.compression || 'none'], ['format', c.format], ['checksum', c.checksum], ['schema', c.schema],
-      ['payload', `${c.payload}, ${fmtSize(c.payload_size)}`]];
+      ['payload', c.payload_size ? `${c.payload}, ${fmtSize(c.payload_size)}` : c.payload]];
     for (const [k, v] of Object.entries(c.meta || {})) rows.push([`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v), 'meta']);
     for (const [k, v] of Object.entries(c.metrics || {})) rows.push([`metric ${k}`, String(v), 'metric']);
     parts.push(el('dl', { id: 'header' }, rows.map(([k, v, cls]) => [el('dt', { class: cls }, k), el('dd', { class: cls }, v)])));
@@ -541,7 +542,7 @@
         const cnt = n.count;
         row.append(el('span', { class: 'summary' }, n.type === 'object' ? `{${cnt} key${cnt === 1 ? '' : 's'}}` : `[${cnt} item${cnt === 1 ? '' : 's'}]`));
       } else {
-        row.append(el('span', { class: 'value' }, fmtScalar(n.value, n.type)));
+        row.append(el('span', { class: 'value', title: 'click to show all of it', onclick: (ev) => ev.currentTarget.classList.toggle('full') }, fmtScalar(n.value, n.type)));
         if (n.truncated) row.append(el('span', { class: 'tag' }, 'cut'));
       }
       row.append(el('code', { class: 'path', tabindex: 0, title: 'jq path (click to copy)', onclick: copy }, jq));
