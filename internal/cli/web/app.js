@@ -44,7 +44,7 @@
 
   function query(params) {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.set(k, v);
     return q.toString();
   }
 
@@ -197,7 +197,7 @@
     let { data, etag } = await api('sessions');
     stale(gen);
     const cols = [['id', 'ID'], ['created', 'Created'], ['active', 'Last active'], ['checkpoints', 'Checkpoints'],
-      ['size', 'Size'], [null, 'Last step'], ['last_kind', 'Newest kind'], [null, 'Metrics'], [null, 'Notes']];
+      ['size', 'Size'], [null, 'Last step'], ['last_kind', 'Newest kind'], [null, 'Metrics'], [null, 'Meta and notes']];
     const head = el('tr', {}, cols.map(([key, label]) => key
       ? el('th', { 'data-sort': key, tabindex: 0, onclick: () => sortBy(key), onkeydown: (ev) => { if (ev.key === 'Enter') sortBy(key); } }, label)
       : el('th', {}, label)));
@@ -403,9 +403,11 @@
         svgEl('text', { x: m.l - 6, y: y + 4, class: 'tick left' }, fmtSize(Math.round((maxSize * k) / 4))));
       if (maxGap > 0) axes.append(svgEl('text', { x: m.l + pw + 6, y: y + 4, class: 'tick right' }, fmtDur((maxGap * k) / 4)));
     }
-    const stepTicks = Math.min(8, span);
-    for (let k = 0; k <= stepTicks; k++) {
-      const step = Math.round(s0 + (span * k) / Math.max(1, stepTicks));
+    // Step ticks at a round interval (1, 2 or 5 times a power of ten).
+    const raw = Math.max(1, span / 8);
+    const pow = 10 ** Math.floor(Math.log10(raw));
+    const every = [1, 2, 5, 10].map((f) => f * pow).find((t) => t >= raw);
+    for (let step = Math.ceil(s0 / every) * every; step <= s1; step += every) {
       axes.append(svgEl('text', { x: x(step), y: m.t + ph + 14, class: 'tick bottom' }, step));
     }
     axes.append(svgEl('text', { x: m.l + pw / 2, y: H - 2, class: 'axis-label' }, 'step'));
@@ -413,7 +415,7 @@
 
     const bars = svgEl('g', { class: 'bars' });
     for (const c of list) {
-      const h = Math.max(2, (c.size / maxSize) * ph);
+      const h = Math.max(c.damaged ? 10 : 2, (c.size / maxSize) * ph); // a damaged file stays visible
       const cls = ['point', 'kind-' + c.kind];
       if (c.damaged) cls.push('damaged');
       if (c.prune) cls.push('prune');
@@ -603,6 +605,7 @@
     }
 
     function child(d, ptr) {
+      if (!d.cpKids) return null;
       for (const c of d.cpKids.children) if (c.getAttribute('data-path') === ptr) return c;
       return null;
     }
