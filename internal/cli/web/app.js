@@ -461,7 +461,7 @@
     }
     const rows = [['file', c.file], ['step', c.step], ['kind', c.kind], ['saved', fmtTime(c.time)], ['size', `${fmtSize(c.size)} (${c.size} bytes)`],
       ['compression', c.compression || 'none'], ['format', c.format], ['checksum', c.checksum], ['schema', c.schema],
-      ['payload', c.payload_size ? `${c.payload}, ${fmtSize(c.payload_size)}` : c.payload]];
+      ['payload', c.state ? `JSON state, ${fmtSize(c.state_size)} decompressed` : c.payload_size > 0 ? `bytes, ${fmtSize(c.payload_size)}` : 'bytes']];
     for (const [k, v] of Object.entries(c.meta || {})) rows.push([`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v), 'meta']);
     for (const [k, v] of Object.entries(c.metrics || {})) rows.push([`metric ${k}`, String(v), 'metric']);
     parts.push(el('dl', { id: 'header' }, rows.map(([k, v, cls]) => [el('dt', { class: cls }, k), el('dd', { class: cls }, v)])));
@@ -474,7 +474,7 @@
         e.stack ? el('pre', { class: 'stack' }, e.stack) : null));
     }
     if (!c.state) {
-      parts.push(el('p', { id: 'payload' }, `Byte payload of ${fmtSize(c.payload_size)} (${c.payload_size} bytes): not shown as a tree.`));
+      parts.push(el('p', { id: 'payload' }, c.payload_size >= 0 ? `Byte payload of ${fmtSize(c.payload_size)} (${c.payload_size} bytes): not shown as a tree.` : 'Byte payload (its size shows only at its end): not shown as a tree.'));
       view.replaceChildren(...parts);
       return null;
     }
