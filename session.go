@@ -100,7 +100,9 @@ type Session struct {
 	Meta       map[string]string // the caller's fields, such as progress
 
 	Checkpoints int       // how many checkpoint files the session holds
+	Size        int64     // the sum of their sizes in bytes, as Info.Size counts them
 	LastStep    int64     // the step of the checkpoint saved last
+	LastKind    Kind      // the kind of that checkpoint; "" if none
 	LastSaved   time.Time // when that checkpoint was saved; zero if none
 	// LastMetrics are the metrics of that checkpoint (WithMetric); nil if
 	// it records none.
@@ -739,9 +741,11 @@ func (s *Session) setMeta(m sessionMeta) {
 // setCheckpoints fills in what the session's checkpoint list says of it.
 func (s *Session) setCheckpoints(infos []Info) {
 	s.Checkpoints = len(infos)
+	s.Size = 0
 	for _, info := range infos {
+		s.Size += info.Size
 		if info.Format != 0 && !info.Time.Before(s.LastSaved) {
-			s.LastStep, s.LastSaved, s.LastMetrics = info.Step, info.Time, info.Metrics
+			s.LastStep, s.LastKind, s.LastSaved, s.LastMetrics = info.Step, info.Kind, info.Time, info.Metrics
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -91,15 +92,47 @@ func decodeJSON(raw json.RawMessage) (any, error) {
 // addition, not a change of every element after it; an element that moved
 // shows both indexes, old->new.
 func diffStates(a, b any) []string {
+	var lines []string
+	for _, c := range diffChanges(a, b) {
+		switch c.Op {
+		case "added":
+			lines = append(lines, "+ "+c.JQ+": "+*c.B)
+		case "removed":
+			lines = append(lines, "- "+c.JQ+": "+*c.A)
+		default:
+			lines = append(lines, "~ "+c.JQ+": "+*c.A+" -> "+*c.B)
+		}
+	}
+	return lines
+}
+
+// A change is one difference between two states, as diff prints it and
+// serve sends it.
+type change struct {
+	Op string `json:"op"` // "changed", "added" or "removed"
+	JQ string `json:"jq"` // the path in jq syntax, as diff prints it
+	// APath and BPath are the path as a JSON Pointer (RFC 6901) in the
+	// first and the second state; nil where the value is not there.
+	APath *string `json:"a_path"`
+	BPath *string `json:"b_path"`
+	// A and B are the values, formatted compactly and shortened as diff
+	// prints them; nil where the value is not there.
+	A *string `json:"a"`
+	B *string `json:"b"`
+}
+
+// diffChanges compares two decoded JSON values as diffStates does and
+// returns the differences.
+func diffChanges(a, b any) []change {
 	var r pathReporter
 	cmp.Equal(a, b, cmp.Reporter(&r))
-	return r.lines
+	return r.changes
 }
 
 // pathReporter is a cmp.Reporter that lists the paths of differences.
 type pathReporter struct {
-	steps []cmp.PathStep
-	lines []string
+	steps   []cmp.PathStep
+	changes []change
 }
 
 func (r *pathReporter) PushStep(ps cmp.PathStep) { r.steps = append(r.steps, ps) }
@@ -111,15 +144,44 @@ func (r *pathReporter) Report(rs cmp.Result) {
 		return
 	}
 	vx, vy := r.steps[len(r.steps)-1].Values()
-	path := r.path()
+	c := change{JQ: r.path()}
+	pa, pb := r.pointers()
+	if vx.IsValid() {
+		a := formatValue(vx)
+		c.A, c.APath = &a, &pa
+	}
+	if vy.IsValid() {
+		b := formatValue(vy)
+		c.B, c.BPath = &b, &pb
+	}
 	switch {
 	case !vx.IsValid():
-		r.lines = append(r.lines, "+ "+path+": "+formatValue(vy))
+		c.Op = "added"
 	case !vy.IsValid():
-		r.lines = append(r.lines, "- "+path+": "+formatValue(vx))
+		c.Op = "removed"
 	default:
-		r.lines = append(r.lines, "~ "+path+": "+formatValue(vx)+" -> "+formatValue(vy))
+		c.Op = "changed"
 	}
+	r.changes = append(r.changes, c)
+}
+
+// pointers returns the current path as a JSON Pointer in each state.
+func (r *pathReporter) pointers() (a, b string) {
+	esc := strings.NewReplacer("~", "~0", "/", "~1")
+	var pa, pb []byte
+	for _, s := range r.steps {
+		switch s := s.(type) {
+		case cmp.MapIndex:
+			k := esc.Replace(s.Key().String())
+			pa = append(append(pa, '/'), k...)
+			pb = append(append(pb, '/'), k...)
+		case cmp.SliceIndex:
+			ix, iy := s.SplitKeys()
+			pa = strconv.AppendInt(append(pa, '/'), int64(max(ix, 0)), 10)
+			pb = strconv.AppendInt(append(pb, '/'), int64(max(iy, 0)), 10)
+		}
+	}
+	return string(pa), string(pb)
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -131,10 +131,30 @@ type sessionJSON struct {
 	ParentStep  *int64             `json:"parent_step,omitempty"`
 	Meta        map[string]string  `json:"meta,omitempty"`
 	Checkpoints int                `json:"checkpoints"`
+	Size        int64              `json:"size"`
 	LastStep    *int64             `json:"last_step,omitempty"`
+	LastKind    checkpoint.Kind    `json:"last_kind,omitempty"`
 	LastSaved   *time.Time         `json:"last_saved,omitempty"`
 	LastMetrics map[string]float64 `json:"last_metrics,omitempty"`
 	Error       string             `json:"error,omitempty"`
+}
+
+// toSessionJSON returns s as ls --json prints it.
+func toSessionJSON(s checkpoint.Session) sessionJSON {
+	j := sessionJSON{ID: s.ID, Dir: s.Dir, Active: s.Active(), Parent: s.Parent, Meta: s.Meta, Checkpoints: s.Checkpoints, Size: s.Size}
+	if !s.Created.IsZero() {
+		j.Created, j.Updated = &s.Created, &s.Updated
+	}
+	if s.Parent != "" {
+		j.ParentStep = &s.ParentStep
+	}
+	if !s.LastSaved.IsZero() {
+		j.LastStep, j.LastKind, j.LastSaved, j.LastMetrics = &s.LastStep, s.LastKind, &s.LastSaved, s.LastMetrics
+	}
+	if s.Err != nil {
+		j.Error = s.Err.Error()
+	}
+	return j
 }
 
 func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
@@ -151,20 +171,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 	if asJSON {
 		out := make([]sessionJSON, 0, len(list))
 		for _, s := range list {
-			j := sessionJSON{ID: s.ID, Dir: s.Dir, Active: s.Active(), Parent: s.Parent, Meta: s.Meta, Checkpoints: s.Checkpoints}
-			if !s.Created.IsZero() {
-				j.Created, j.Updated = &s.Created, &s.Updated
-			}
-			if s.Parent != "" {
-				j.ParentStep = &s.ParentStep
-			}
-			if !s.LastSaved.IsZero() {
-				j.LastStep, j.LastSaved, j.LastMetrics = &s.LastStep, &s.LastSaved, s.LastMetrics
-			}
-			if s.Err != nil {
-				j.Error = s.Err.Error()
-			}
-			out = append(out, j)
+			out = append(out, toSessionJSON(s))
 		}
 		return c.printJSON(out)
 	}

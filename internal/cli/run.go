@@ -42,7 +42,7 @@ type command struct {
 	noKeys bool
 }
 
-var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand, sessionsCommand, keygenCommand, rekeyCommand}
+var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand, sessionsCommand, serveCommand, keygenCommand, rekeyCommand}
 
 // A Remote opens the stores at locations of one URL scheme, such as
 // s3://bucket/prefix, as Backends. Open is called once for every store a
@@ -118,11 +118,16 @@ func (e lockedError) Unwrap() error { return e.err }
 // (one with Open set); without one, it is a usage error that says what to
 // install (Missing).
 func Run(args []string, stdout, stderr io.Writer, remotes ...Remote) int {
-	return runAt(time.Now(), args, stdout, stderr, remotes)
+	return runContext(context.Background(), time.Now(), args, stdout, stderr, remotes)
 }
 
 // runAt is Run with the time that save times' ages are counted from.
 func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
+	return runContext(context.Background(), now, args, stdout, stderr, remotes)
+}
+
+// runContext is runAt with a context: serve stops when it is done.
+func runContext(ctx context.Context, now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
 	if len(args) == 0 {
 		usage(stderr, remotes)
 		return exitUsage
@@ -183,7 +188,7 @@ func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Rem
 	if err != nil {
 		err = usageError{err.Error()}
 	} else {
-		err = do(context.Background(), c, pos)
+		err = do(ctx, c, pos)
 	}
 	var code exitCode
 	var uerr usageError

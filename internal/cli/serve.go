@@ -1,0 +1,853 @@
+package cli
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gocheckpoint/checkpoint"
+	ckptnames "github.com/gocheckpoint/checkpoint/internal/names"
+)
+
+var serveCommand = command{
+	name:    "serve",
+	args:    "[--addr HOST:PORT] [--write] DIR",
+	summary: "serve a local web page to browse a store or a root of sessions: timeline, states, diffs, forks",
+	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
+		addr := fs.String("addr", "127.0.0.1:0", "listen on `HOST:PORT`; port 0 picks a free port")
+		write := fs.Bool("write", false, "allow forking a session from a step (without it the server never writes)")
+		layout := layoutFlag(fs)
+		return func(ctx context.Context, c *cli, args []string) error {
+			t, err := c.oneDir(ctx, args, *layout)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return c.serve(ctx, t, *addr, *write)
+		}
+	},
+}
+
+// webFiles are the page's files: index.html, app.js and app.css.
+//
+//go:embed web
+var webFiles embed.FS
+
+// server serves the page and its API for one target. Every read goes
+// through the same layer as the other commands (target.open, openAnySchema,
+// cli.load, diffStates); the only write is a fork, with --write.
+type server struct {
+	c     *cli
+	t     target
+	write bool
+
+	token  string // required by every request, in ?token= or the cookie
+	csrf   string // required by every POST, in X-Checkpoint-CSRF
+	cookie string // the cookie's name, unique to the port
+	origin string // http://HOST:PORT, the only Origin a POST may come from
+	hosts  []string
+
+	root   *checkpoint.Sessions // read-only, for a root of sessions
+	states stateCache
+}
+
+// serve listens on addr, prints the page's URL on stdout and serves until
+// ctx is done.
+func (c *cli) serve(ctx context.Context, t target, addr string, write bool) error {
+	if t.empty && !t.sessions {
+		return &checkpoint.Error{Op: "serve", Path: t.dir, Err: fmt.Errorf("%w: no checkpoint files (layout %s); give --layout if they have another name", checkpoint.ErrNotFound, t.layout)}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	s, err := newServer(ctx, c, t, write, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer s.close()
+	hs := &http.Server{
+		Handler:           s.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	host := ln.Addr().(*net.TCPAddr)
+	if host.IP.IsUnspecified() {
+		c.notef("listening on every interface (%s): anyone who can reach this machine and has the URL's token can read these checkpoints", ln.Addr())
+	} else if !host.IP.IsLoopback() {
+		c.notef("listening on %s, not on a loopback address: anyone who can reach it and has the URL's token can read these checkpoints", ln.Addr())
+	}
+	fmt.Fprintf(c.stdout, "checkpoint serve: %s/?token=%s\n", s.origin, s.token)
+	if write {
+		c.notef("--write: the page can fork sessions")
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(shut)
+		<-done
+		return nil
+	}
+}
+
+func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPAddr) (*server, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, err
+	}
+	s := &server{c: c, t: t, write: write, token: base64.RawURLEncoding.EncodeToString(raw[:])}
+	mac := hmac.New(sha256.New, raw[:])
+	mac.Write([]byte("checkpoint serve csrf"))
+	s.csrf = base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+	port := strconv.Itoa(addr.Port)
+	s.cookie = "checkpoint_token_" + port
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	s.origin = "http://" + net.JoinHostPort(host, port)
+	s.hosts = []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("localhost", port), net.JoinHostPort("::1", port), net.JoinHostPort(host, port)}
+	if t.sessions {
+		root, err := t.openSessions(ctx, t.options(checkpoint.ReadOnly())...)
+		if err != nil {
+			return nil, err
+		}
+		s.root = root
+	}
+	return s, nil
+}
+
+func (s *server) close() {
+	if s.root != nil {
+		s.root.Close()
+	}
+}
+
+// handler returns the server's routes behind its guard.
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.HandleFunc("GET /static/{name}", s.static)
+	mux.HandleFunc("GET /api/info", s.api(s.info))
+	mux.HandleFunc("GET /api/sessions", s.api(s.sessions))
+	mux.HandleFunc("GET /api/timeline", s.api(s.timeline))
+	mux.HandleFunc("GET /api/checkpoint", s.api(s.checkpoint))
+	mux.HandleFunc("GET /api/node", s.api(s.node))
+	mux.HandleFunc("GET /api/search", s.api(s.search))
+	mux.HandleFunc("GET /api/diff", s.api(s.diff))
+	mux.HandleFunc("POST /api/fork", s.api(s.fork))
+	return s.guard(mux)
+}
+
+// guard sets the security headers of every response and lets through only
+// requests to one of the server's host names that carry the token.
+func (s *server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		h.Set("Cross-Origin-Resource-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if !slices.Contains(s.hosts, strings.ToLower(r.Host)) {
+			// DNS rebinding: a page of another site whose name now
+			// resolves to this machine.
+			refuse(w, http.StatusForbidden, "this server answers only requests to "+s.origin)
+			return
+		}
+		if !s.authorized(r) {
+			refuse(w, http.StatusForbidden, "a token is required: open the URL that checkpoint serve printed, with its ?token=")
+			return
+		}
+		if q := r.URL.Query().Get("token"); q != "" {
+			http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized reports whether r carries the token, in its URL or cookie.
+func (s *server) authorized(r *http.Request) bool {
+	given := r.URL.Query().Get("token")
+	if given == "" {
+		if ck, err := r.Cookie(s.cookie); err == nil {
+			given = ck.Value
+		}
+	}
+	return subtle.ConstantTimeCompare([]byte(given), []byte(s.token)) == 1
+}
+
+// refuse answers with a short plain-text page.
+func refuse(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "checkpoint serve: %s\n", msg)
+}
+
+func (s *server) page(w http.ResponseWriter, r *http.Request) {
+	b, err := webFiles.ReadFile("web/index.html")
+	if err != nil {
+		refuse(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Write(b)
+}
+
+func (s *server) static(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	types := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}
+	ctype, ok := types[path.Ext(name)]
+	b, err := webFiles.ReadFile("web/" + name)
+	if !ok || err != nil || strings.Contains(name, "/") {
+		refuse(w, http.StatusNotFound, "no such file")
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.Write(b)
+}
+
+// apiError is an error the API reports as {"error": ..., "kind": ...}
+// with an HTTP status.
+type apiError struct {
+	status int
+	kind   string
+	err    error
+}
+
+func (e *apiError) Error() string { return e.err.Error() }
+func (e *apiError) Unwrap() error { return e.err }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{status: http.StatusBadRequest, kind: "bad_request", err: fmt.Errorf(format, args...)}
+}
+
+// classify maps an error of the reading layer to a status and a kind.
+func classify(err error) (int, string) {
+	var ae *apiError
+	var ue usageError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.kind
+	case errors.As(err, &ue), errors.Is(err, checkpoint.ErrInvalid):
+		return http.StatusBadRequest, "bad_request"
+	case errors.Is(err, checkpoint.ErrNotFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, checkpoint.ErrNoKey), errors.Is(err, checkpoint.ErrPlaintext):
+		return http.StatusUnprocessableEntity, "no_key"
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		return http.StatusUnprocessableEntity, "damaged"
+	case errors.Is(err, checkpoint.ErrLocked):
+		return http.StatusConflict, "locked"
+	}
+	return http.StatusBadGateway, "storage"
+}
+
+// api adapts a handler that returns a value to encode as JSON. A GET's
+// answer carries an ETag, so that the page's polling is answered 304 while
+// nothing changed.
+func (s *server) api(h func(*http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := h(r)
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		if err != nil {
+			code, kind := classify(err)
+			msg := err.Error()
+			if hint := s.c.keyHint(err); hint != "" {
+				msg += "; " + hint
+			}
+			b, _ := json.Marshal(map[string]string{"error": msg, "kind": kind})
+			w.WriteHeader(code)
+			w.Write(b)
+			return
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			b, _ = json.Marshal(map[string]string{"error": err.Error(), "kind": "storage"})
+			w.Write(b)
+			return
+		}
+		if r.Method == http.MethodGet {
+			sum := sha256.Sum256(b)
+			etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+			w.Header().Set("ETag", etag)
+			if r.Header.Get("If-None-Match") == etag {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		w.Write(b)
+	}
+}
+
+type infoJSON struct {
+	Location string `json:"location"`
+	Root     string `json:"root"`
+	Write    bool   `json:"write"`
+	CSRF     string `json:"csrf"`
+}
+
+func (s *server) info(*http.Request) (any, error) {
+	root := "store"
+	if s.t.sessions {
+		root = "sessions"
+	}
+	return infoJSON{Location: s.t.dir, Root: root, Write: s.write && s.t.sessions, CSRF: s.csrf}, nil
+}
+
+// webSession is a session as the API sends it: as ls --json prints it,
+// with the name the API knows it by.
+type webSession struct {
+	Key string `json:"key"`
+	sessionJSON
+}
+
+func newWebSession(sess checkpoint.Session) webSession {
+	return webSession{Key: storedName(sess.Dir), sessionJSON: toSessionJSON(sess)}
+}
+
+// storedName returns the last element of a session's Dir: the name its
+// store has in the root.
+func storedName(dir string) string {
+	return path.Base(strings.TrimRight(filepath.ToSlash(dir), "/"))
+}
+
+func (s *server) sessions(r *http.Request) (any, error) {
+	if s.root == nil {
+		return nil, badRequest("%s is a store, not a root of sessions", s.t.dir)
+	}
+	list, err := s.root.List(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]webSession, 0, len(list))
+	for _, sess := range list {
+		out = append(out, newWebSession(sess))
+	}
+	return map[string]any{"sessions": out}, nil
+}
+
+// storeDir returns the store the API names by key: "" for the target
+// itself when it is a store, a session's stored name in a root.
+func (s *server) storeDir(key string) (string, error) {
+	if !s.t.sessions {
+		if key != "" {
+			return "", badRequest("%s is a store, not a root of sessions: no session %q", s.t.dir, key)
+		}
+		return s.t.dir, nil
+	}
+	if !ckptnames.IsSessionName(key) || strings.ContainsAny(key, `/\`) || key == "." || key == ".." {
+		return "", &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("%s: no session stored as %q", s.t.dir, key)}
+	}
+	return joinName(s.t.dir, key), nil
+}
+
+// headerErrors is a slog.Handler that records, by path, the errors of the
+// checkpoint headers a List could not read (the store logs them at Warn).
+type headerErrors struct {
+	mu     sync.Mutex
+	byPath map[string]error
+}
+
+func (h *headerErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *headerErrors) Handle(_ context.Context, rec slog.Record) error {
+	var p string
+	var err error
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "path":
+			p = a.Value.String()
+		case "error":
+			err, _ = a.Value.Any().(error)
+		}
+		return true
+	})
+	if p != "" && err != nil {
+		h.mu.Lock()
+		if h.byPath == nil {
+			h.byPath = make(map[string]error)
+		}
+		h.byPath[p] = err
+		h.mu.Unlock()
+	}
+	return nil
+}
+
+func (h *headerErrors) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *headerErrors) WithGroup(string) slog.Handler      { return h }
+
+func (h *headerErrors) reason(p string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.byPath[p]; err != nil {
+		if k := keyProblem(err); k != "" {
+			return k
+		}
+		return reason(err)
+	}
+	return "unreadable header"
+}
+
+// openStore opens the store named by key read-only, with rules (retention
+// options for a dry run), and lists it.
+func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], []checkpoint.Info, *headerErrors, error) {
+	dir, err := s.storeDir(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	herrs := &headerErrors{}
+	opts := s.t.options(append([]checkpoint.Option{checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(herrs))}, rules...)...)
+	st, infos, err := openAnySchema(ctx, s.t, dir, -1, opts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return st, infos, herrs, nil
+}
+
+// ckptJSON is a checkpoint as the timeline sends it.
+type ckptJSON struct {
+	File        string             `json:"file"`
+	Step        int64              `json:"step"`
+	Kind        checkpoint.Kind    `json:"kind"`
+	Time        *time.Time         `json:"time"`
+	Size        int64              `json:"size"`
+	Compression string             `json:"compression"`
+	Meta        map[string]string  `json:"meta"`
+	Metrics     map[string]float64 `json:"metrics"`
+	Payload     checkpoint.Payload `json:"payload"`
+	Damaged     string             `json:"damaged"`
+	Prune       bool               `json:"prune"`
+}
+
+type timelineJSON struct {
+	Location    string      `json:"location"`
+	Session     *webSession `json:"session"`
+	Checkpoints []ckptJSON  `json:"checkpoints"`
+	Rules       string      `json:"rules"`
+	RulesError  string      `json:"rules_error"`
+}
+
+// retentionParams are the query parameters of the timeline that name
+// retention rules, as prune's flags do.
+var retentionParams = []string{"keep_last", "keep_every", "keep_within", "keep_one_per", "prune_kinds"}
+
+// rulesOf parses the retention rules of a timeline's query, if any.
+func rulesOf(r *http.Request) (opts []checkpoint.Option, desc string, err error) {
+	q := r.URL.Query()
+	var given []string
+	for _, p := range retentionParams {
+		if v := strings.TrimSpace(q.Get(p)); v != "" {
+			given = append(given, p+"="+v)
+		}
+	}
+	if len(given) == 0 {
+		return nil, "", nil
+	}
+	num := func(p string) (int64, error) {
+		v := strings.TrimSpace(q.Get(p))
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s %q: want a count of 0 or more", p, v)
+		}
+		return n, nil
+	}
+	last, err := num("keep_last")
+	if err != nil {
+		return nil, "", err
+	}
+	every, err := num("keep_every")
+	if err != nil {
+		return nil, "", err
+	}
+	if last > 1<<31 {
+		return nil, "", fmt.Errorf("keep_last %d: too many", last)
+	}
+	opts, err = retentionRules(int(last), every, strings.TrimSpace(q.Get("keep_within")), strings.TrimSpace(q.Get("keep_one_per")), strings.TrimSpace(q.Get("prune_kinds")))
+	if err != nil {
+		// The flag names in prune's messages: say them as the page does.
+		msg := strings.NewReplacer("--keep-", "keep_", "--prune-kinds", "prune_kinds").Replace(err.Error())
+		return nil, "", errors.New(msg)
+	}
+	return opts, strings.Join(given, " "), nil
+}
+
+func (s *server) timeline(r *http.Request) (any, error) {
+	ctx := r.Context()
+	key := r.URL.Query().Get("session")
+	out := timelineJSON{Checkpoints: []ckptJSON{}}
+	rules, desc, rerr := rulesOf(r)
+	if rerr != nil {
+		out.RulesError = rerr.Error()
+	}
+	out.Rules = desc
+	st, infos, herrs, err := s.openStore(ctx, key, rules...)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	out.Location = st.Location()
+	prune := map[string]bool{}
+	if len(rules) > 0 {
+		removed, err := st.PruneDryRun(ctx)
+		if err != nil {
+			out.RulesError = reason(err)
+		}
+		for _, info := range removed {
+			prune[info.Name()] = true
+		}
+	}
+	for _, info := range infos {
+		ck := ckptJSON{File: info.Name(), Step: info.Step, Kind: info.Kind, Size: info.Size, Compression: info.Compression,
+			Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload, Prune: prune[info.Name()]}
+		if info.Format == 0 {
+			ck.Damaged = herrs.reason(info.Location)
+		} else {
+			t := info.Time.UTC()
+			ck.Time = &t
+		}
+		out.Checkpoints = append(out.Checkpoints, ck)
+	}
+	if s.root != nil {
+		if sess, ok := s.sessionByKey(ctx, key); ok {
+			ws := newWebSession(sess)
+			out.Session = &ws
+		}
+	}
+	return out, nil
+}
+
+// sessionByKey returns the session stored as key.
+func (s *server) sessionByKey(ctx context.Context, key string) (checkpoint.Session, bool) {
+	list, err := s.root.List(ctx)
+	if err != nil {
+		return checkpoint.Session{}, false
+	}
+	for _, sess := range list {
+		if storedName(sess.Dir) == key {
+			return sess, true
+		}
+	}
+	return checkpoint.Session{}, false
+}
+
+// loaded is one checkpoint's header and state, loaded whole and verified.
+type loaded struct {
+	info  checkpoint.Info
+	state json.RawMessage // nil for a byte payload
+}
+
+// load loads the checkpoint file of the store key: its state from the
+// cache if that file's header is unchanged, else through cli.load.
+func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
+	if file == "" {
+		return loaded{}, badRequest("no file given")
+	}
+	st, infos, _, err := s.openStore(ctx, key)
+	if err != nil {
+		return loaded{}, err
+	}
+	defer st.Close()
+	i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Name() == file })
+	if i < 0 {
+		return loaded{}, &checkpoint.Error{Op: "serve", Path: joinName(st.Location(), file),
+			Err: fmt.Errorf("%w: no checkpoint file of that name (layout %s)", checkpoint.ErrNotFound, s.t.layout)}
+	}
+	info := infos[i]
+	if info.Payload == checkpoint.PayloadBytes {
+		return loaded{info: info}, nil
+	}
+	ck := cacheKey{loc: info.Location, time: info.Time, size: info.Size, step: info.Step}
+	if state, ok := s.states.get(ck); ok {
+		return loaded{info: info, state: state}, nil
+	}
+	state, info, err := s.c.load(ctx, st, s.t.layout, selector{file: file})
+	if err != nil {
+		return loaded{}, err
+	}
+	if info.Payload == checkpoint.PayloadBytes {
+		return loaded{info: info}, nil
+	}
+	s.states.put(ck, state)
+	return loaded{info: info, state: state}, nil
+}
+
+type errorJSON struct {
+	Message string    `json:"message"`
+	Types   []string  `json:"types"`
+	Step    int64     `json:"step"`
+	Time    time.Time `json:"time"`
+	Panic   bool      `json:"panic"`
+	Stack   string    `json:"stack"`
+}
+
+type checkpointJSON struct {
+	File        string             `json:"file"`
+	Location    string             `json:"location"`
+	Step        int64              `json:"step"`
+	Kind        checkpoint.Kind    `json:"kind"`
+	Time        time.Time          `json:"time"`
+	Size        int64              `json:"size"`
+	Compression string             `json:"compression"`
+	Format      int                `json:"format"`
+	Checksum    string             `json:"checksum"`
+	Schema      int                `json:"schema"`
+	Meta        map[string]string  `json:"meta"`
+	Metrics     map[string]float64 `json:"metrics"`
+	Payload     checkpoint.Payload `json:"payload"`
+	PayloadSize int64              `json:"payload_size"`
+	Error       *errorJSON         `json:"error"`
+	State       *jsonNode          `json:"state"`
+}
+
+func (s *server) checkpoint(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	l, err := s.load(r.Context(), q.Get("session"), q.Get("file"))
+	if err != nil {
+		return nil, err
+	}
+	info := l.info
+	out := checkpointJSON{File: info.Name(), Location: info.Location, Step: info.Step, Kind: info.Kind, Time: info.Time.UTC(), Size: info.Size,
+		Compression: info.Compression, Format: info.Format, Checksum: checksumName(info.Format), Schema: info.Schema,
+		Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload, PayloadSize: info.PayloadSize}
+	if e := info.Error; e != nil {
+		out.Error = &errorJSON{Message: e.Message, Types: e.Types, Step: e.Step, Time: e.Time.UTC(), Panic: e.Panic, Stack: e.Stack}
+	}
+	if l.state != nil {
+		n, err := nodeAt(l.state, "")
+		if err != nil {
+			return nil, err
+		}
+		out.State = &n
+	}
+	return out, nil
+}
+
+// stateOf loads the state of the checkpoint a request names.
+func (s *server) stateOf(r *http.Request) (json.RawMessage, error) {
+	q := r.URL.Query()
+	l, err := s.load(r.Context(), q.Get("session"), q.Get("file"))
+	if err != nil {
+		return nil, err
+	}
+	if l.state == nil {
+		return nil, badRequest("%s holds a byte payload, not a JSON state", l.info.Name())
+	}
+	return l.state, nil
+}
+
+func (s *server) node(r *http.Request) (any, error) {
+	state, err := s.stateOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	offset, limit := 0, 500
+	if v := q.Get("offset"); v != "" {
+		if offset, err = strconv.Atoi(v); err != nil || offset < 0 {
+			return nil, badRequest("offset %q: want a count of 0 or more", v)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 5000 {
+			return nil, badRequest("limit %q: want 1 to 5000", v)
+		}
+	}
+	return childrenAt(state, q.Get("path"), offset, limit)
+}
+
+func (s *server) search(r *http.Request) (any, error) {
+	state, err := s.stateOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q := r.URL.Query().Get("q")
+	if strings.TrimSpace(q) == "" {
+		return nil, badRequest("nothing to search for: q is empty")
+	}
+	return searchState(r.Context(), state, q, maxSearchResults)
+}
+
+type diffSide struct {
+	Session string          `json:"session"`
+	File    string          `json:"file"`
+	Step    int64           `json:"step"`
+	Kind    checkpoint.Kind `json:"kind"`
+}
+
+// maxDiffChanges bounds the changes a diff sends.
+const maxDiffChanges = 5000
+
+func (s *server) diff(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var sides [2]diffSide
+	var states [2]any
+	for i, p := range []string{"a_", "b_"} {
+		key := q.Get(p + "session")
+		l, err := s.load(r.Context(), key, q.Get(p+"file"))
+		if err != nil {
+			return nil, err
+		}
+		if l.state == nil {
+			return nil, badRequest("%s holds a byte payload, not a JSON state: nothing to compare", l.info.Name())
+		}
+		if states[i], err = decodeJSON(l.state); err != nil {
+			return nil, &checkpoint.Error{Op: "serve", Step: l.info.Step, HasStep: true, Path: l.info.Location, Err: err}
+		}
+		sides[i] = diffSide{Session: key, File: l.info.Name(), Step: l.info.Step, Kind: l.info.Kind}
+	}
+	changes := diffChanges(states[0], states[1])
+	truncated := len(changes) > maxDiffChanges
+	if truncated {
+		changes = changes[:maxDiffChanges]
+	}
+	if changes == nil {
+		changes = []change{}
+	}
+	return map[string]any{"a": sides[0], "b": sides[1], "changes": changes, "truncated": truncated}, nil
+}
+
+// forkRequest is the body of a POST to api/fork.
+type forkRequest struct {
+	Session string            `json:"session"`
+	Step    *int64            `json:"step"`
+	Meta    map[string]string `json:"meta"`
+}
+
+func (s *server) fork(r *http.Request) (any, error) {
+	forbidden := func(msg string) error {
+		return &apiError{status: http.StatusForbidden, kind: "forbidden", err: errors.New(msg)}
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Checkpoint-CSRF")), []byte(s.csrf)) != 1 {
+		return nil, forbidden("a fork needs the page's CSRF token (X-Checkpoint-CSRF)")
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != s.origin {
+		return nil, forbidden("a fork must come from " + s.origin + ", not " + o)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return nil, forbidden("a fork's body must be application/json")
+	}
+	if !s.write {
+		return nil, forbidden("this server is read-only: start it with --write to fork sessions")
+	}
+	if s.root == nil {
+		return nil, badRequest("%s is a store, not a root of sessions: there is no session to fork", s.t.dir)
+	}
+	var req forkRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("fork: the request does not decode: %v", err)
+	}
+	if req.Step == nil {
+		return nil, badRequest("fork: no step given")
+	}
+	ctx := r.Context()
+	from, ok := s.sessionByKey(ctx, req.Session)
+	if !ok {
+		return nil, &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("fork: no session stored as %q in %s", req.Session, s.t.dir)}
+	}
+	if from.ID == "" {
+		return nil, &apiError{status: http.StatusUnprocessableEntity, kind: "damaged", err: fmt.Errorf("fork: the session stored as %q is damaged (%v): its ID is unknown", req.Session, from.Err)}
+	}
+	// The root is opened for writing only for the fork: Fork takes the
+	// claim it needs and releases it.
+	root, err := s.t.openSessions(ctx, s.t.options()...)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	sess, err := root.Fork(ctx, from.ID, *req.Step, req.Meta)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"session": newWebSession(sess)}, nil
+}
+
+// A cacheKey names one checkpoint file as it was listed: a file is never
+// modified, but the rolling file is replaced under its name.
+type cacheKey struct {
+	loc  string
+	time time.Time
+	step int64
+	size int64
+}
+
+// stateCache keeps the states the page looked at most recently, so that
+// expanding a node of a big state does not load it again.
+type stateCache struct {
+	mu      sync.Mutex
+	entries []cacheEntry // the most recent last
+}
+
+type cacheEntry struct {
+	key   cacheKey
+	state json.RawMessage
+}
+
+// stateCacheBytes bounds the states the cache holds; the newest is always
+// kept.
+const stateCacheBytes = 512 << 20
+
+func (c *stateCache) get(k cacheKey) (json.RawMessage, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.entries {
+		if e.key == k {
+			c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
+			return e.state, true
+		}
+	}
+	return nil, false
+}
+
+func (c *stateCache) put(k cacheKey, state json.RawMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = slices.DeleteFunc(c.entries, func(e cacheEntry) bool { return e.key == k })
+	c.entries = append(c.entries, cacheEntry{k, state})
+	total := 0
+	for _, e := range c.entries {
+		total += len(e.state)
+	}
+	for len(c.entries) > 1 && (total > stateCacheBytes || len(c.entries) > 8) {
+		total -= len(c.entries[0].state)
+		c.entries = c.entries[1:]
+	}
+}
