@@ -16,6 +16,7 @@
 //	checkpoint sessions ls ROOT [--json]
 //	checkpoint sessions rm ROOT ID... [--dry-run]
 //	checkpoint sessions prune ROOT --idle DURATION [--dry-run]
+//	checkpoint serve [--addr HOST:PORT] [--write] DIR
 //	checkpoint keygen [-o FILE]
 //	checkpoint rekey --to FILE [--plaintext] [--wait DURATION] DIR
 //	checkpoint help [COMMAND]
@@ -120,6 +121,35 @@
 // checkpoint.pin), damaged ones, which cannot be dated (sessions rm removes
 // them), and those a writer is running. With --dry-run both print what
 // would go and remove nothing.
+//
+// serve starts a local web server for a store or a root of sessions and
+// prints the address of its page on stdout, one line
+// "checkpoint serve: http://127.0.0.1:PORT/?token=TOKEN"; open it in a
+// browser. It serves until interrupted (Ctrl-C). The page shows the
+// sessions (sortable, damaged ones marked), a run's timeline (a chart of
+// every checkpoint by step: size, time between saves, kind, damaged files,
+// and which checkpoints the retention rules typed into the page would
+// prune), one checkpoint (its header, metadata, metrics, error record and
+// state, a tree opened a node at a time, so that a state of hundreds of
+// megabytes opens without loading it into the page, with search by key or
+// value and each node's path), the diff of two checkpoints of one session
+// or two, and, with --write, forks a session from any step (the root's
+// claim is taken for the fork only). Views update while a program keeps
+// saving. Without --write the server never writes; it opens every store
+// ReadOnly and works beside a running writer. It reads through the same
+// layer as show, diff and ls: a damaged file, a missing step or an
+// unreachable store is an error on the page naming the file and reason.
+//
+// The server listens on 127.0.0.1 and a free port unless --addr says
+// otherwise (another host than a loopback address is noted on stderr:
+// the token is then all that keeps others out). Every request must carry
+// the random token of the printed URL (the page keeps it in a cookie
+// scoped to the port): without it the answer is 403 and nothing read.
+// Requests naming another host (DNS rebinding) are refused, no response
+// allows cross-origin reads, a fork is a POST that needs the page's CSRF
+// token from its own origin, and the page renders everything read from
+// disk as text (its Content-Security-Policy runs no script but its own).
+// The page is embedded in the binary: it needs no network and no build.
 //
 // keygen makes an age X25519 identity, the key of an encrypted store
 // (checkpoint.Encrypt), and writes its identity file as age-keygen does

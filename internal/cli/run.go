@@ -121,6 +121,12 @@ func Run(args []string, stdout, stderr io.Writer, remotes ...Remote) int {
 	return runContext(context.Background(), time.Now(), args, stdout, stderr, remotes)
 }
 
+// RunContext is Run with a context: serve, which runs until it is
+// interrupted, also stops when ctx is done.
+func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer, remotes ...Remote) int {
+	return runContext(ctx, time.Now(), args, stdout, stderr, remotes)
+}
+
 // runAt is Run with the time that save times' ages are counted from.
 func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
 	return runContext(context.Background(), now, args, stdout, stderr, remotes)

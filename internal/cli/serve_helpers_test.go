@@ -27,12 +27,18 @@ type served struct {
 // test ends, and returns the URL it printed.
 func startServe(t testing.TB, args ...string) served {
 	t.Helper()
+	return startServeWith(t, nil, args...)
+}
+
+// startServeWith is startServe with remotes, for locations SCHEME://...
+func startServeWith(t testing.TB, remotes []Remote, args ...string) served {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	stderr := &syncWriter{}
 	done := make(chan int, 1)
 	go func() {
-		code := runContext(ctx, time.Now(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr, nil)
+		code := runContext(ctx, time.Now(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr, remotes)
 		pw.CloseWithError(io.EOF)
 		done <- code
 	}()

@@ -12,9 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -314,4 +317,37 @@ func TestServeAnswersAnUnchangedViewWithNotModified(t *testing.T) {
 	etag := first.Header.Get("ETag")
 	require.NotEmpty(t, etag)
 	assert.Equal(t, http.StatusNotModified, get(etag).StatusCode)
+}
+
+// A store whose storage fails gets a page with the storage's error, and
+// the server goes on serving.
+func TestServeReportsAStorageErrorAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 4)
+	var failing atomic.Bool
+	remote := Remote{Scheme: "test", Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
+		dir := filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(strings.TrimPrefix(loc, "test://root"), "/")))
+		b, err := dirstore.Open(dir, dirstore.ReadOnly())
+		if err != nil {
+			return nil, err
+		}
+		return backendtest.Inject(b, func(op backendtest.Op) error {
+			if failing.Load() && op.Kind == backendtest.OpOpen {
+				return errors.New("connection reset by peer")
+			}
+			return nil
+		}), nil
+	}}
+	s := startServeWith(t, []Remote{remote}, "test://root")
+	q := "api/checkpoint?session=" + url.QueryEscape(run) + "&file=step_00000004.json"
+	var ck checkpointJSON
+	require.Equal(t, 200, s.get(t, q, &ck))
+	failing.Store(true)
+	var e struct{ Error, Kind string }
+	assert.Equal(t, http.StatusBadGateway, s.get(t, "api/checkpoint?session="+url.QueryEscape(run)+"&file=step_00000002.json", &e))
+	assert.Equal(t, "storage", e.Kind)
+	assert.Contains(t, e.Error, "connection reset by peer")
+	assert.Contains(t, e.Error, "step_00000002.json")
+	failing.Store(false)
+	require.Equal(t, 200, s.get(t, q, &ck))
 }

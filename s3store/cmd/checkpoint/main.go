@@ -9,6 +9,7 @@
 //	checkpoint show s3://bucket/runs/42 latest --state | jq .
 //	checkpoint verify s3://bucket/runs/42
 //	checkpoint diff s3://bucket/runs/42 100 latest
+//	checkpoint serve s3://bucket/runs
 //
 // Wherever the other takes a directory, this one takes s3://BUCKET/PREFIX
 // too: the store that s3store.New(client, BUCKET, PREFIX) opens. The client

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -315,4 +319,77 @@ func TestCommandsReadAndRekeyAnEncryptedStoreInS3(t *testing.T) {
 	// The old key alone no longer reads the store: ls says which key it wants.
 	r = run(t, "ls", "--identity", oldFile, loc)
 	require.Contains(t, r.stderr, checkpoint.KeyID(newKey.Recipient()))
+}
+
+// serve on s3:// reads a root of sessions in S3 through the same API as a
+// directory: the sessions, a timeline, a checkpoint's state and a diff.
+func TestServeBrowsesARootOfSessionsInS3(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := withBucket(t)
+	b, err := s3store.New(client, bucket, "campaigns")
+	require.NoError(t, err)
+	root, err := checkpoint.OpenSessionsBackend(b)
+	require.NoError(t, err)
+	defer root.Close()
+	s, err := root.New(ctx, map[string]string{"players": "3"})
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[game](root, s.ID)
+	require.NoError(t, err)
+	for turn := 1; turn <= 3; turn++ {
+		_, err := st.Save(ctx, int64(turn), game{Turn: turn, HP: 10 - turn})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+
+	sctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		done <- cli.RunContext(sctx, []string{"serve", "s3://" + bucket + "/campaigns"}, pw, &stderr, s3Remote())
+		pw.Close()
+	}()
+	defer func() { cancel(); <-done }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	go io.Copy(io.Discard, pr)
+	u, err := url.Parse(strings.TrimSpace(strings.TrimPrefix(line, "checkpoint serve: ")))
+	require.NoError(t, err)
+	token := u.Query().Get("token")
+	get := func(p string, v any) int {
+		resp, err := http.Get(u.Scheme + "://" + u.Host + "/" + p + "&token=" + token)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+		return resp.StatusCode
+	}
+	var sessions struct {
+		Sessions []struct{ Key, ID string }
+	}
+	require.Equal(t, 200, get("api/sessions?", &sessions))
+	require.Len(t, sessions.Sessions, 1)
+	require.Equal(t, s.ID, sessions.Sessions[0].ID)
+	key := url.QueryEscape(sessions.Sessions[0].Key)
+	var tl struct {
+		Location    string
+		Checkpoints []struct{ File string }
+	}
+	require.Equal(t, 200, get("api/timeline?session="+key, &tl))
+	require.Len(t, tl.Checkpoints, 3)
+	require.Equal(t, "s3://"+bucket+"/campaigns/"+s.ID+"/", tl.Location)
+	var node struct {
+		Children []struct {
+			Key   string
+			Value json.RawMessage
+		}
+	}
+	require.Equal(t, 200, get("api/node?session="+key+"&file="+tl.Checkpoints[2].File+"&path=", &node))
+	require.Equal(t, "turn", node.Children[0].Key)
+	require.JSONEq(t, "3", string(node.Children[0].Value))
+	var diff struct{ Changes []struct{ JQ string } }
+	require.Equal(t, 200, get("api/diff?a_session="+key+"&a_file="+tl.Checkpoints[0].File+"&b_session="+key+"&b_file="+tl.Checkpoints[2].File, &diff))
+	require.Len(t, diff.Changes, 2)
+	var e struct{ Error, Kind string }
+	require.Equal(t, 404, get("api/checkpoint?session="+key+"&file=step_00000009.json", &e))
+	require.Contains(t, e.Error, "s3://"+bucket+"/campaigns/"+s.ID+"/step_00000009.json")
 }
