@@ -73,6 +73,107 @@ type server struct {
 
 	root   *checkpoint.Sessions // read-only, for a root of sessions
 	states stateCache
+	checks checker
+	stop   context.CancelFunc // stops the checker
+	wg     sync.WaitGroup
+}
+
+// checker verifies in the background the checkpoints a timeline lists,
+// one store's batch at a time, so that the timeline marks every damaged
+// file, not only those whose header does not read. A file is never
+// modified (the rolling file is replaced, under another cacheKey), so a
+// verdict is kept for the server's life.
+type checker struct {
+	mu      sync.Mutex
+	results map[cacheKey]string // "" for a good file, else why it is bad
+	pending map[string]bool     // the stores with a batch queued or running
+	jobs    chan checkJob
+}
+
+type checkJob struct {
+	key   string
+	infos []checkpoint.Info
+}
+
+// verdict returns what the checker found of info, if it checked it.
+func (c *checker) verdict(info checkpoint.Info) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.results[keyOf(info)]
+	return r, ok
+}
+
+// record keeps the verdict on info: err is what reading it in full
+// returned. Only a verdict on the file itself is kept, never a failure to
+// reach it.
+func (c *checker) record(info checkpoint.Info, err error) {
+	var verdict string
+	switch {
+	case err == nil, errors.Is(err, checkpoint.ErrNewerSchema):
+	case keyProblem(err) != "":
+		verdict = keyProblem(err)
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		verdict = reason(err)
+	default:
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.results == nil {
+		c.results = make(map[cacheKey]string)
+	}
+	c.results[keyOf(info)] = verdict
+}
+
+// enqueue queues the check of infos of the store key, unless a batch of
+// that store is queued or running.
+func (c *checker) enqueue(key string, infos []checkpoint.Info) {
+	if len(infos) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[key] {
+		return
+	}
+	select {
+	case c.jobs <- checkJob{key: key, infos: infos}:
+		if c.pending == nil {
+			c.pending = make(map[string]bool)
+		}
+		c.pending[key] = true
+	default: // busy: the next request of the timeline asks again
+	}
+}
+
+// runChecks verifies the batches queued until ctx is done.
+func (s *server) runChecks(ctx context.Context) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case job := <-s.checks.jobs:
+			s.check(ctx, job)
+			s.checks.mu.Lock()
+			delete(s.checks.pending, job.key)
+			s.checks.mu.Unlock()
+		}
+	}
+}
+
+func (s *server) check(ctx context.Context, job checkJob) {
+	st, _, _, err := s.openStore(ctx, job.key)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	for _, info := range job.infos {
+		if ctx.Err() != nil {
+			return
+		}
+		s.checks.record(info, verifyCheckpoint(ctx, st, info))
+	}
 }
 
 // serve listens on addr, prints the page's URL on stdout and serves until
@@ -144,10 +245,17 @@ func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPA
 		}
 		s.root = root
 	}
+	s.checks.jobs = make(chan checkJob, 64)
+	ctx, s.stop = context.WithCancel(ctx)
+	s.wg.Add(1)
+	go s.runChecks(ctx)
 	return s, nil
 }
 
+// close stops the checker and closes what the server opened.
 func (s *server) close() {
+	s.stop()
+	s.wg.Wait()
 	if s.root != nil {
 		s.root.Close()
 	}
@@ -450,7 +558,10 @@ type ckptJSON struct {
 	Metrics     map[string]float64 `json:"metrics"`
 	Payload     checkpoint.Payload `json:"payload"`
 	Damaged     string             `json:"damaged"`
-	Prune       bool               `json:"prune"`
+	// Checked is set once the file was read in full in the background
+	// (or its header did not read): Damaged is then final.
+	Checked bool `json:"checked"`
+	Prune   bool `json:"prune"`
 }
 
 type timelineJSON struct {
@@ -533,17 +644,22 @@ func (s *server) timeline(r *http.Request) (any, error) {
 			prune[info.Name()] = true
 		}
 	}
+	var unchecked []checkpoint.Info
 	for _, info := range infos {
 		ck := ckptJSON{File: info.Name(), Step: info.Step, Kind: info.Kind, Size: info.Size, Compression: info.Compression,
 			Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload, Prune: prune[info.Name()]}
 		if info.Format == 0 {
-			ck.Damaged = herrs.reason(info.Location)
+			ck.Damaged, ck.Checked = herrs.reason(info.Location), true
 		} else {
 			t := info.Time.UTC()
 			ck.Time = &t
+			if ck.Damaged, ck.Checked = s.checks.verdict(info); !ck.Checked {
+				unchecked = append(unchecked, info)
+			}
 		}
 		out.Checkpoints = append(out.Checkpoints, ck)
 	}
+	s.checks.enqueue(key, unchecked)
 	if s.root != nil {
 		if sess, ok := s.sessionByKey(ctx, key); ok {
 			ws := newWebSession(sess)
@@ -593,11 +709,15 @@ func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
 	if info.Payload == checkpoint.PayloadBytes {
 		return loaded{info: info}, nil
 	}
-	ck := cacheKey{loc: info.Location, time: info.Time, size: info.Size, step: info.Step}
+	ck := keyOf(info)
 	if state, ok := s.states.get(ck); ok {
 		return loaded{info: info, state: state}, nil
 	}
+	listed := info
 	state, info, err := s.c.load(ctx, st, s.t.layout, selector{file: file})
+	if !errors.Is(err, checkpoint.ErrPayloadMismatch) {
+		s.checks.record(listed, err)
+	}
 	if err != nil {
 		return loaded{}, err
 	}
@@ -807,6 +927,11 @@ type cacheKey struct {
 	time time.Time
 	step int64
 	size int64
+}
+
+// keyOf returns the cacheKey of info.
+func keyOf(info checkpoint.Info) cacheKey {
+	return cacheKey{loc: info.Location, time: info.Time, size: info.Size, step: info.Step}
 }
 
 // stateCache keeps the states the page looked at most recently, so that

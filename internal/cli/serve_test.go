@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
@@ -302,6 +303,7 @@ func TestServeAnswersAnUnchangedViewWithNotModified(t *testing.T) {
 	t.Parallel()
 	root, run, _ := serveFixture(t, 2)
 	s := startServe(t, root)
+	waitChecked(t, s, run) // until then, the view changes as files are checked
 	get := func(etag string) *http.Response {
 		req, _ := http.NewRequest(http.MethodGet, s.Base+"api/timeline?session="+url.QueryEscape(run)+"&token="+s.Token, nil)
 		if etag != "" {
@@ -350,4 +352,39 @@ func TestServeReportsAStorageErrorAndKeepsServing(t *testing.T) {
 	assert.Contains(t, e.Error, "step_00000002.json")
 	failing.Store(false)
 	require.Equal(t, 200, s.get(t, q, &ck))
+}
+
+// The timeline marks a damaged file whose header reads once the server
+// has read it in full in the background: every file ends up checked.
+func TestServeTimelineMarksEveryDamagedCheckpointOnceChecked(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 8)
+	s := startServe(t, root)
+	tl := waitChecked(t, s, run)
+	for _, ck := range tl.Checkpoints {
+		if ck.Step == 3 {
+			assert.Contains(t, ck.Damaged, "checksum", "step 3 is damaged")
+		} else {
+			assert.Empty(t, ck.Damaged, "step %d is good", ck.Step)
+		}
+	}
+}
+
+// waitChecked requests the timeline of the store key until the server has
+// checked every checkpoint, and returns it.
+func waitChecked(t *testing.T, s served, key string) timelineJSON {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var tl timelineJSON
+		require.Equal(t, 200, s.get(t, "api/timeline?session="+url.QueryEscape(key), &tl))
+		all := true
+		for _, ck := range tl.Checkpoints {
+			all = all && ck.Checked
+		}
+		if all {
+			return tl
+		}
+		require.True(t, time.Now().Before(deadline), "the checkpoints were not all checked in 20 s")
+	}
 }

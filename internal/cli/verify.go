@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -138,15 +139,7 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 	}
 	defer st.Close()
 	for _, info := range infos {
-		_, _, err := st.LoadExact(ctx, info)
-		if errors.Is(err, checkpoint.ErrPayloadMismatch) {
-			// A byte payload: read to its end, which verifies it.
-			var r io.ReadCloser
-			if r, _, err = st.OpenPayloadExact(ctx, info); err == nil {
-				_, err = io.Copy(io.Discard, r)
-				r.Close()
-			}
-		}
+		err := verifyCheckpoint(ctx, st, info)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed or replaced by a writer since the listing
 		}
@@ -175,6 +168,21 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 		r.Notes = append(r.Notes, fileNote{Path: p, Session: session, Note: noteQuarantined})
 	}
 	return nil
+}
+
+// verifyCheckpoint reads the checkpoint info of st in full, which
+// verifies it: its checksum, header and state, or its byte payload.
+func verifyCheckpoint(ctx context.Context, st *checkpoint.Store[json.RawMessage], info checkpoint.Info) error {
+	_, _, err := st.LoadExact(ctx, info)
+	if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+		// A byte payload: read to its end, which verifies it.
+		var r io.ReadCloser
+		if r, _, err = st.OpenPayloadExact(ctx, info); err == nil {
+			_, err = io.Copy(io.Discard, r)
+			r.Close()
+		}
+	}
+	return err
 }
 
 // verifySessions verifies each session's metadata and store.
