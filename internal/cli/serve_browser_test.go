@@ -351,6 +351,41 @@ func TestServeForkOnlyWithWrite(t *testing.T) {
 	})
 }
 
+// TestServeStoreOpensAtItsTimeline serves a store that is not a root of
+// sessions: the page opens at its timeline, with no sessions page, a
+// gzipped state opens to its tree, and a byte payload to a note, with no
+// tree.
+func TestServeStoreOpensAtItsTimeline(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	dir := t.TempDir()
+	writeServeStore(t, dir)
+	srv := startServe(t, dir)
+
+	b := newBrowser(t)
+	b.open(srv.URL, "timeline")
+	assert.Equal(t, "#/timeline/", eval[string](b, `location.hash`))
+	assert.False(t, eval[bool](b, `(e => !!e && e.offsetParent !== null)(document.querySelector('a#nav-sessions'))`),
+		"no sessions page to go to")
+	assert.Equal(t, 4, b.count("#chart rect.point"))
+
+	b.click(`#checkpoints tr.checkpoint[data-file="step_00000001.json.gz"] a.open`)
+	b.waitView("checkpoint")
+	assert.Contains(t, b.text("#header"), "gzip")
+	b.waitVisible(node("#tree", "/players"))
+	assert.Zero(t, b.count("#payload"))
+
+	for _, file := range []string{"step_00000003.json", "step_00000004.json.gz"} {
+		b.goTo("#/checkpoint//" + file)
+		b.poll("the page of "+file, fmt.Sprintf(
+			`(v => v.dataset.view === 'checkpoint' && v.dataset.ready === '1' && document.querySelector('#payload') !== null && document.querySelector('#header').innerText.includes(%s))(document.querySelector('#view'))`,
+			jsString(file)))
+		b.shot(file)
+		assert.Contains(t, b.text("#payload"), "payload", "%s: the page says it holds a byte payload", file)
+		assert.Zero(t, b.count("#tree div.node"), "%s: a byte payload has no tree", file)
+	}
+}
+
 // sessionKeys returns the keys of the sessions page's rows, in order.
 func sessionKeys(b *browser) []string {
 	b.t.Helper()

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,4 +211,36 @@ func runGameloop(t *testing.T, exe string, args ...string) {
 	t.Helper()
 	out, err := exec.Command(exe, args...).CombinedOutput()
 	require.NoError(t, err, "gameloop %v:\n%s", args, out)
+}
+
+// payloadSize is the size of the byte payloads of writeServeStore.
+const payloadSize = 4096
+
+// writeServeStore writes a store (no sessions) into dir: steps 1 and 2
+// gzipped JSON states, step 3 a byte payload of payloadSize bytes as it is
+// and step 4 the same payload gzipped.
+func writeServeStore(t *testing.T, dir string) {
+	t.Helper()
+	ctx := context.Background()
+	payload := func(w io.Writer) error {
+		_, err := w.Write(bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, payloadSize/4))
+		return err
+	}
+	s, err := checkpoint.Open[serveState](dir, checkpoint.NoSync(), checkpoint.Gzip())
+	require.NoError(t, err)
+	for step := int64(1); step <= 2; step++ {
+		_, err := s.Save(ctx, step, serveStateAt(step))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	s, err = checkpoint.Open[serveState](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	_, err = s.SaveFrom(ctx, 3, payload)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s, err = checkpoint.Open[serveState](dir, checkpoint.NoSync(), checkpoint.Gzip())
+	require.NoError(t, err)
+	_, err = s.SaveFrom(ctx, 4, payload)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
 }
