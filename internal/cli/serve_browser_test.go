@@ -197,6 +197,10 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		assert.Equal(t, 2, b.count("#chart rect.point.damaged"), "two damaged files")
 		assert.Equal(t, 2, b.count("#checkpoints tr.checkpoint.damaged"))
 		b.shot("damaged")
+		b.goTo("#/checkpoint/" + brokenSession + "/step_00000099.json")
+		b.poll("#error says the checkpoint is missing", `(e => e && !e.hidden && e.offsetHeight > 0 && e.innerText.includes("step_00000099.json"))(document.querySelector('#error'))`)
+		b.shot("missing")
+		assert.NotEmpty(t, strings.TrimSpace(b.text("nav")), "the page around the error is there")
 		for _, file := range []string{damagedFile, headlessFile} {
 			b.goTo("#/checkpoint/" + brokenSession + "/" + file)
 			b.poll("#error names "+file, fmt.Sprintf(
@@ -232,6 +236,13 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.waitVisible(node("#tree-b", "/loot") + ".diff-added")
 		assert.Zero(t, b.count(node("#tree-a", "/loot")), "the added key is not in a")
 		b.shot("diff")
+
+		// Two sessions' checkpoints compare as well: step 2 of broken and
+		// step 3 of long differ in .turn, .players[0].hp and .loot.
+		b.goTo("#/diff/" + brokenSession + "/step_00000002.json/" + longSession + "/step_00000003.json")
+		b.poll("the diff of two sessions", `(v => v.dataset.view === 'diff' && v.dataset.ready === '1')(document.querySelector('#view')) && document.querySelector('#diff-list .change.removed[data-path=".loot"]') !== null`)
+		assert.Equal(t, 3, b.count("#diff-list .change"))
+		b.shot("diff of two sessions")
 	})
 
 	t.Run("MarkupInIDsMetaAndStatesRendersAsText", func(t *testing.T) {
@@ -267,10 +278,12 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 	})
 }
 
-// TestServeLivePageShowsANewTurnOfARunningGameloop serves a campaign the
-// gameloop example wrote, shows the session page and a timeline, and plays
-// two more turns while the page is open: they appear without a reload.
-func TestServeLivePageShowsANewTurnOfARunningGameloop(t *testing.T) {
+// TestServeLivePagesShowWhatARunningGameloopSaves serves a campaign the
+// gameloop example wrote and, while the sessions page and then a timeline
+// are open, runs the game again: a new session, then two new turns, appear
+// without a reload, and the checkpoint picked for a comparison stays
+// picked.
+func TestServeLivePagesShowWhatARunningGameloopSaves(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t)
 	exe := buildGameloop(t, t.TempDir())
@@ -282,16 +295,23 @@ func TestServeLivePageShowsANewTurnOfARunningGameloop(t *testing.T) {
 	b := newBrowser(t)
 	b.open(srv.URL, "sessions")
 	require.ElementsMatch(t, []string{"001", "002"}, sessionKeys(b))
+	// A reload would lose this mark.
+	b.do("mark the page", chromedp.Evaluate[chromedp.Void](`window.__notReloaded = true`))
+	runGameloop(t, exe, "-dir", campaign, "-new", "-turns", "1")
+	b.poll("session 003 appears", `document.querySelector('#sessions tr.session[data-key="003"]') !== null`)
+	assert.ElementsMatch(t, []string{"001", "002", "003"}, sessionKeys(b))
+	b.shot("new session")
+
 	b.click(rowOf("001") + " a.open")
 	b.waitView("timeline")
 	require.Equal(t, 5, b.count("#chart rect.point"))
-
-	// A reload would lose this mark.
-	b.do("mark the page", chromedp.Evaluate[chromedp.Void](`window.__notReloaded = true`))
+	b.click(`#checkpoints tr.checkpoint[data-file="turn_002.json"] input.pick-a`)
 	runGameloop(t, exe, "-dir", campaign, "-session", "001", "-turns", "2")
 	b.poll("turns 6 and 7 appear", `document.querySelectorAll('#chart rect.point').length === 7 && document.querySelector('#chart rect.point[data-step="7"]') !== null`)
 	assert.True(t, eval[bool](b, `window.__notReloaded === true`), "the page updated without a reload")
-	b.shot("live")
+	assert.True(t, eval[bool](b, `document.querySelector('#checkpoints tr.checkpoint[data-file="turn_002.json"] input.pick-a').checked`),
+		"the checkpoint picked before the update is still picked")
+	b.shot("new turns")
 
 	b.click(`#chart rect.point[data-step="7"]`)
 	b.waitView("checkpoint")
@@ -352,7 +372,8 @@ func TestServeForkOnlyWithWrite(t *testing.T) {
 }
 
 // TestServeStoreOpensAtItsTimeline serves a store that is not a root of
-// sessions: the page opens at its timeline, with no sessions page, a
+// sessions, which a writer holds open: the page opens at its timeline,
+// with no sessions page, a
 // gzipped state opens to its tree, and a byte payload to a note, with no
 // tree.
 func TestServeStoreOpensAtItsTimeline(t *testing.T) {
@@ -360,6 +381,10 @@ func TestServeStoreOpensAtItsTimeline(t *testing.T) {
 	chromiumPath(t)
 	dir := t.TempDir()
 	writeServeStore(t, dir)
+	// A writer holds the store throughout: reads still work.
+	writer, err := checkpoint.Open[serveState](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	t.Cleanup(func() { writer.Close() })
 	srv := startServe(t, dir)
 
 	b := newBrowser(t)
