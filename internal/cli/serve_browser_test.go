@@ -242,6 +242,9 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.goTo("#/diff/" + brokenSession + "/step_00000002.json/" + longSession + "/step_00000003.json")
 		b.poll("the diff of two sessions", `(v => v.dataset.view === 'diff' && v.dataset.ready === '1')(document.querySelector('#view')) && document.querySelector('#diff-list .change.removed[data-path=".loot"]') !== null`)
 		assert.Equal(t, 3, b.count("#diff-list .change"))
+		b.click(`#diff-list .change[data-path=".loot"]`)
+		b.waitVisible(node("#tree-a", "/loot") + ".diff-removed")
+		assert.Zero(t, b.count(node("#tree-b", "/loot")), "the removed key is not in b")
 		b.shot("diff of two sessions")
 	})
 
