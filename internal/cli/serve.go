@@ -73,9 +73,40 @@ type server struct {
 
 	root   *checkpoint.Sessions // read-only, for a root of sessions
 	states stateCache
+	stores storeCache
 	checks checker
 	stop   context.CancelFunc // stops the checker
 	wg     sync.WaitGroup
+
+	// busy counts the API requests being answered: the checker waits
+	// while there are any, so that it never slows the page down.
+	busyMu sync.Mutex
+	busy   int
+	idle   *sync.Cond
+}
+
+// enter and leave bracket an API request.
+func (s *server) enter() {
+	s.busyMu.Lock()
+	s.busy++
+	s.busyMu.Unlock()
+}
+
+func (s *server) leave() {
+	s.busyMu.Lock()
+	if s.busy--; s.busy == 0 {
+		s.idle.Broadcast()
+	}
+	s.busyMu.Unlock()
+}
+
+// waitIdle waits until no API request is being answered, or ctx is done.
+func (s *server) waitIdle(ctx context.Context) {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	for s.busy > 0 && ctx.Err() == nil {
+		s.idle.Wait()
+	}
 }
 
 // checker verifies in the background the checkpoints a timeline lists,
@@ -163,12 +194,13 @@ func (s *server) runChecks(ctx context.Context) {
 }
 
 func (s *server) check(ctx context.Context, job checkJob) {
-	st, _, _, err := s.openStore(ctx, job.key)
+	st, _, _, release, err := s.openStore(ctx, job.key)
 	if err != nil {
 		return
 	}
-	defer st.Close()
+	defer release()
 	for _, info := range job.infos {
+		s.waitIdle(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -246,7 +278,14 @@ func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPA
 		s.root = root
 	}
 	s.checks.jobs = make(chan checkJob, 64)
+	s.idle = sync.NewCond(&s.busyMu)
 	ctx, s.stop = context.WithCancel(ctx)
+	// A waitIdle wakes up when ctx is done.
+	context.AfterFunc(ctx, func() {
+		s.busyMu.Lock()
+		s.idle.Broadcast()
+		s.busyMu.Unlock()
+	})
 	s.wg.Add(1)
 	go s.runChecks(ctx)
 	return s, nil
@@ -256,6 +295,7 @@ func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPA
 func (s *server) close() {
 	s.stop()
 	s.wg.Wait()
+	s.stores.closeAll()
 	if s.root != nil {
 		s.root.Close()
 	}
@@ -388,7 +428,9 @@ func classify(err error) (int, string) {
 // nothing changed.
 func (s *server) api(h func(*http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.enter()
 		v, err := h(r)
+		s.leave()
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		if err != nil {
 			code, kind := classify(err)
@@ -531,19 +573,145 @@ func (h *headerErrors) reason(p string) string {
 }
 
 // openStore opens the store named by key read-only, with rules (retention
-// options for a dry run), and lists it.
-func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], []checkpoint.Info, *headerErrors, error) {
+// options for a dry run), and lists it. release gives the store back: a
+// store opened without rules is kept open for the next request (its List
+// then reads only the headers of files new or changed since), one with
+// rules is closed.
+func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.Option) (st *checkpoint.Store[json.RawMessage], infos []checkpoint.Info, herrs *headerErrors, release func(), err error) {
 	dir, err := s.storeDir(key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	herrs := &headerErrors{}
-	opts := s.t.options(append([]checkpoint.Option{checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(herrs))}, rules...)...)
-	st, infos, err := openAnySchema(ctx, s.t, dir, -1, opts...)
+	open := func() (*checkpoint.Store[json.RawMessage], []checkpoint.Info, *headerErrors, error) {
+		herrs := &headerErrors{}
+		opts := s.t.options(append([]checkpoint.Option{checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(herrs))}, rules...)...)
+		st, infos, err := openAnySchema(ctx, s.t, dir, -1, opts...)
+		return st, infos, herrs, err
+	}
+	if len(rules) > 0 {
+		st, infos, herrs, err := open()
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		return st, infos, herrs, func() { st.Close() }, nil
+	}
+	if e := s.stores.acquire(key); e != nil {
+		infos, err := e.st.List(ctx)
+		if err == nil && maxSchemaOf(infos) <= e.schema {
+			return e.st, infos, e.herrs, func() { s.stores.release(e) }, nil
+		}
+		// A file of a newer schema than the store was opened to read (or
+		// a failure): open it afresh.
+		s.stores.drop(e)
+	}
+	st, infos, herrs, err = open()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return st, infos, herrs, nil
+	e := s.stores.add(key, &openStore{st: st, herrs: herrs, schema: maxSchemaOf(infos)})
+	return st, infos, herrs, func() { s.stores.release(e) }, nil
+}
+
+// maxSchemaOf returns the highest schema of infos, as openAnySchema
+// opens a store to read.
+func maxSchemaOf(infos []checkpoint.Info) int {
+	m := 0
+	for _, info := range infos {
+		m = max(m, min(info.Schema, maxSchema))
+	}
+	return m
+}
+
+// openStore is a store the server keeps open between requests.
+type openStore struct {
+	key     string
+	st      *checkpoint.Store[json.RawMessage]
+	herrs   *headerErrors
+	schema  int // the highest schema it reads
+	refs    int // requests using it
+	dropped bool
+}
+
+// storeCache keeps the stores the page looked at most recently open, at
+// most maxOpenStores of them; one dropped while a request uses it is
+// closed when that request is done.
+type storeCache struct {
+	mu   sync.Mutex
+	open []*openStore // the most recently used last
+}
+
+const maxOpenStores = 16
+
+func (c *storeCache) acquire(key string) *openStore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.open {
+		if e.key == key {
+			c.open = append(append(c.open[:i:i], c.open[i+1:]...), e)
+			e.refs++
+			return e
+		}
+	}
+	return nil
+}
+
+// add adds e, acquired, unless a store of its key was added meanwhile:
+// then e is closed and that one is acquired.
+func (c *storeCache) add(key string, e *openStore) *openStore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.key, e.refs = key, 1
+	for _, o := range c.open {
+		if o.key == key {
+			e.st.Close()
+			o.refs++
+			return o
+		}
+	}
+	c.open = append(c.open, e)
+	for len(c.open) > maxOpenStores {
+		c.dropLocked(c.open[0])
+	}
+	return e
+}
+
+func (c *storeCache) release(e *openStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.refs--; e.refs == 0 && e.dropped {
+		e.st.Close()
+	}
+}
+
+// drop releases e and removes it from the cache.
+func (c *storeCache) drop(e *openStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked(e)
+	if e.refs--; e.refs == 0 {
+		e.st.Close()
+	}
+}
+
+func (c *storeCache) dropLocked(e *openStore) {
+	if !e.dropped {
+		e.dropped = true
+		c.open = slices.DeleteFunc(c.open, func(o *openStore) bool { return o == e })
+		if e.refs == 0 {
+			e.st.Close()
+		}
+	}
+}
+
+// closeAll closes every store; no request may use one any more.
+func (c *storeCache) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.open {
+		e.dropped = true
+		e.st.Close()
+	}
+	c.open = nil
 }
 
 // ckptJSON is a checkpoint as the timeline sends it.
@@ -628,11 +796,11 @@ func (s *server) timeline(r *http.Request) (any, error) {
 		out.RulesError = rerr.Error()
 	}
 	out.Rules = desc
-	st, infos, herrs, err := s.openStore(ctx, key, rules...)
+	st, infos, herrs, release, err := s.openStore(ctx, key, rules...)
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer release()
 	out.Location = st.Location()
 	prune := map[string]bool{}
 	if len(rules) > 0 {
@@ -695,11 +863,11 @@ func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
 	if file == "" {
 		return loaded{}, badRequest("no file given")
 	}
-	st, infos, _, err := s.openStore(ctx, key)
+	st, infos, _, release, err := s.openStore(ctx, key)
 	if err != nil {
 		return loaded{}, err
 	}
-	defer st.Close()
+	defer release()
 	i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Name() == file })
 	if i < 0 {
 		return loaded{}, &checkpoint.Error{Op: "serve", Path: joinName(st.Location(), file),
@@ -753,7 +921,10 @@ type checkpointJSON struct {
 	Payload     checkpoint.Payload `json:"payload"`
 	PayloadSize int64              `json:"payload_size"`
 	Error       *errorJSON         `json:"error"`
-	State       *jsonNode          `json:"state"`
+	// StateSize is the size in bytes of the state's JSON, decompressed
+	// (0 for a byte payload).
+	StateSize int       `json:"state_size"`
+	State     *jsonNode `json:"state"`
 }
 
 func (s *server) checkpoint(r *http.Request) (any, error) {
@@ -774,7 +945,7 @@ func (s *server) checkpoint(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.State = &n
+		out.State, out.StateSize = &n, len(l.state)
 	}
 	return out, nil
 }

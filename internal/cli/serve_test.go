@@ -388,3 +388,27 @@ func waitChecked(t *testing.T, s served, key string) timelineJSON {
 		require.True(t, time.Now().Before(deadline), "the checkpoints were not all checked in 20 s")
 	}
 }
+
+// An encrypted root is served with --identity; without it the timeline
+// lists the files and opening one says which key it needs.
+func TestServeReadsAnEncryptedRootWithItsIdentity(t *testing.T) {
+	t.Parallel()
+	k := newKey(t)
+	root := encryptedSessions(t, k)
+
+	s := startServe(t, "--identity", k.file, root)
+	var ck checkpointJSON
+	require.Equal(t, 200, s.get(t, "api/checkpoint?session=a&file=step_00000002.json", &ck))
+	require.NotNil(t, ck.State)
+	var ch children
+	require.Equal(t, 200, s.get(t, "api/node?session=a&file=step_00000002.json&path=", &ch))
+	require.Len(t, ch.Children, 1)
+	assert.JSONEq(t, "2", string(ch.Children[0].Value))
+
+	none := startServe(t, root)
+	var e struct{ Error, Kind string }
+	assert.Equal(t, http.StatusUnprocessableEntity, none.get(t, "api/checkpoint?session=a&file=step_00000002.json", &e))
+	assert.Equal(t, "no_key", e.Kind)
+	assert.Contains(t, e.Error, k.kid)
+	assert.Contains(t, e.Error, "--identity")
+}
