@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -25,14 +26,20 @@ import (
 // that saves a screenshot of every page it is asked to.
 
 // browserTimeout bounds each browser test, from its browser's start to
-// its last check.
-const browserTimeout = 60 * time.Second
+// its last check; stepTimeout bounds one step (a wait, a click), leaving
+// time to save a screenshot and the page's state when one fails.
+const (
+	browserTimeout = 60 * time.Second
+	stepTimeout    = 20 * time.Second
+)
 
 // chromiumPath returns the Chromium the browser tests drive:
 // $CHECKPOINT_CHROMIUM, else /usr/bin/chromium (Debian's chromium
 // package, which .ci/run installs), else chromium on the PATH. Without one
-// the test is skipped, except in CI (CI=true), where it fails: there a
-// missing browser must not pass for a tested page.
+// the test is skipped, except in CI (CI=true) on Linux, where it fails:
+// there .ci/run installs the browser, and a missing one must not pass for
+// a tested page. Elsewhere (the Windows test binaries under Wine, the
+// other platforms) CI installs none.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
 	if p := os.Getenv("CHECKPOINT_CHROMIUM"); p != "" {
@@ -48,7 +55,7 @@ func chromiumPath(t *testing.T) string {
 		return p
 	}
 	const why = "no Chromium: neither $CHECKPOINT_CHROMIUM, /usr/bin/chromium nor chromium on the PATH (apt-get install chromium)"
-	if os.Getenv("CI") == "true" {
+	if os.Getenv("CI") == "true" && runtime.GOOS == "linux" {
 		t.Fatal(why + "; CI=true needs the browser tests to run")
 	}
 	t.Skip(why)
@@ -131,10 +138,27 @@ func newBrowser(t *testing.T) *browser {
 // what the test was doing.
 func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	if err := chromedp.Do(b.ctx, actions...); err != nil {
-		b.shot("failed")
-		b.t.Fatalf("%s: %v", what, err)
+	ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fail(what, err)
 	}
+}
+
+// fail saves a screenshot and logs what the page shows, then fails the
+// test with what it was doing and err.
+func (b *browser) fail(what string, err error) {
+	b.t.Helper()
+	b.shot("failed")
+	state, serr := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify({
+		hash: location.hash,
+		view: document.querySelector('#view') && document.querySelector('#view').dataset,
+		error: document.querySelector('#error') && document.querySelector('#error').innerText,
+		text: document.body.innerText.slice(0, 2000)})`))
+	if serr != nil {
+		state = serr.Error()
+	}
+	b.t.Fatalf("%s: %v\npage: %s", what, err, state)
 }
 
 // open navigates to u and waits until the view named view has rendered
@@ -189,12 +213,11 @@ func (b *browser) count(sel string) int {
 }
 
 // poll waits until the JavaScript expression expr is truthy in the page;
-// what says what the test waits for. Waiting ends with the test's timeout.
+// what says what the test waits for. Waiting ends after stepTimeout.
 func (b *browser) poll(what, expr string) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(0))); err != nil {
-		b.shot("failed")
-		b.t.Fatalf("wait until %s (%s): %v", what, expr, err)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(stepTimeout))); err != nil {
+		b.fail(fmt.Sprintf("wait until %s (%s)", what, expr), err)
 	}
 }
 
