@@ -608,8 +608,10 @@ func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
+	// add closes st if a concurrent request added a store of key first:
+	// use the one it returns.
 	e := s.stores.add(key, &openStore{st: st, herrs: herrs, schema: maxSchemaOf(infos)})
-	return st, infos, herrs, func() { s.stores.release(e) }, nil
+	return e.st, infos, e.herrs, func() { s.stores.release(e) }, nil
 }
 
 // maxSchemaOf returns the highest schema of infos, as openAnySchema
