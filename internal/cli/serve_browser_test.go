@@ -40,7 +40,10 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.open(srv.URL, "sessions")
 		require.ElementsMatch(t, []string{longSession, brokenSession, xssStored, orphanSession}, sessionKeys(b),
 			"one row per session of the root")
-		assert.Contains(t, digits(b.text(rowOf(longSession))), "3000", "the long session's row shows its 3,000 checkpoints")
+		long := b.text(rowOf(longSession))
+		assert.Contains(t, digits(long), "3000", "the long session's row shows its 3,000 checkpoints")
+		assert.Contains(t, long, "final", "and the kind of its newest")
+		assert.Contains(t, long, "score", "and its newest metrics")
 		assert.Equal(t, xssSessionID, b.text(rowOf(xssStored)+" .sid"), "the ID is shown as the text it is")
 
 		// The damaged session is marked and says why; the others are not.
@@ -179,6 +182,7 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.click(`#checkpoints tr.checkpoint[data-file="` + errorFile + `"] a.open`)
 		b.waitView("checkpoint")
 		assert.Contains(t, b.text("#error-record .message"), panicMessage)
+		assert.Contains(t, eval[string](b, `document.querySelector('#error-record .types').textContent`), "string", "the panic value's type")
 		stack := eval[string](b, `document.querySelector('#error-record pre.stack, #error-record .stack').textContent`)
 		assert.Contains(t, stack, "goroutine")
 		assert.Contains(t, stack, "SaveOnPanic")
@@ -258,6 +262,7 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		}
 		b.open(srv.URL, "sessions")
 		assert.Equal(t, xssSessionID, b.text(rowOf(xssStored)+" .sid"))
+		assertShows(t, b.text(rowOf(xssStored)), xssValue, "the session's meta value is shown as text")
 		noXSS("sessions")
 
 		b.click(rowOf(xssStored) + " a.open")
