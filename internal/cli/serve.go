@@ -71,12 +71,15 @@ type server struct {
 	origin string // http://HOST:PORT, the only Origin a POST may come from
 	hosts  []string
 
-	root   *checkpoint.Sessions // read-only, for a root of sessions
-	states stateCache
-	stores storeCache
-	checks checker
-	stop   context.CancelFunc // stops the checker
-	wg     sync.WaitGroup
+	root *checkpoint.Sessions // read-only, for a root of sessions
+	// known are the sessions of root as last listed, by stored name.
+	knownMu sync.Mutex
+	known   map[string]checkpoint.Session
+	states  stateCache
+	stores  storeCache
+	checks  checker
+	stop    context.CancelFunc // stops the checker
+	wg      sync.WaitGroup
 
 	// busy counts the API requests being answered: the checker waits
 	// while there are any, so that it never slows the page down.
@@ -503,6 +506,7 @@ func (s *server) sessions(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.remember(list)
 	out := make([]webSession, 0, len(list))
 	for _, sess := range list {
 		out = append(out, newWebSession(sess))
@@ -511,18 +515,54 @@ func (s *server) sessions(r *http.Request) (any, error) {
 }
 
 // storeDir returns the store the API names by key: "" for the target
-// itself when it is a store, a session's stored name in a root.
-func (s *server) storeDir(key string) (string, error) {
+// itself when it is a store; in a root, the store of a session the root
+// lists (never another directory or a symbolic link in the root, which
+// the root does not list as a session).
+func (s *server) storeDir(ctx context.Context, key string) (string, error) {
 	if !s.t.sessions {
 		if key != "" {
 			return "", badRequest("%s is a store, not a root of sessions: no session %q", s.t.dir, key)
 		}
 		return s.t.dir, nil
 	}
-	if !ckptnames.IsSessionName(key) || strings.ContainsAny(key, `/\`) || key == "." || key == ".." {
+	if _, ok := s.lookupSession(ctx, key); !ok {
 		return "", &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("%s: no session stored as %q", s.t.dir, key)}
 	}
 	return joinName(s.t.dir, key), nil
+}
+
+// lookupSession returns the session of the root stored as key, as the
+// root last listed it; a key not in that listing lists the root again.
+func (s *server) lookupSession(ctx context.Context, key string) (checkpoint.Session, bool) {
+	s.knownMu.Lock()
+	sess, ok := s.known[key]
+	s.knownMu.Unlock()
+	if ok {
+		return sess, true
+	}
+	if !ckptnames.IsSessionName(key) {
+		return checkpoint.Session{}, false
+	}
+	list, err := s.root.List(ctx)
+	if err != nil {
+		return checkpoint.Session{}, false
+	}
+	s.remember(list)
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	sess, ok = s.known[key]
+	return sess, ok
+}
+
+// remember keeps list, a listing of the root, for lookupSession.
+func (s *server) remember(list []checkpoint.Session) {
+	known := make(map[string]checkpoint.Session, len(list))
+	for _, sess := range list {
+		known[storedName(sess.Dir)] = sess
+	}
+	s.knownMu.Lock()
+	s.known = known
+	s.knownMu.Unlock()
 }
 
 // headerErrors is a slog.Handler that records, by path, the errors of the
@@ -578,7 +618,7 @@ func (h *headerErrors) reason(p string) string {
 // then reads only the headers of files new or changed since), one with
 // rules is closed.
 func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.Option) (st *checkpoint.Store[json.RawMessage], infos []checkpoint.Info, herrs *headerErrors, release func(), err error) {
-	dir, err := s.storeDir(key)
+	dir, err := s.storeDir(ctx, key)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -839,18 +879,20 @@ func (s *server) timeline(r *http.Request) (any, error) {
 	return out, nil
 }
 
-// sessionByKey returns the session stored as key.
+// sessionByKey returns the session stored as key, read afresh.
 func (s *server) sessionByKey(ctx context.Context, key string) (checkpoint.Session, bool) {
-	list, err := s.root.List(ctx)
-	if err != nil {
-		return checkpoint.Session{}, false
+	sess, ok := s.lookupSession(ctx, key)
+	if !ok || sess.ID == "" {
+		return sess, ok // a damaged session without an ID is as listed
 	}
-	for _, sess := range list {
-		if storedName(sess.Dir) == key {
-			return sess, true
+	fresh, err := s.root.Get(ctx, sess.ID)
+	if fresh.Dir == "" || storedName(fresh.Dir) != key {
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return checkpoint.Session{}, false
 		}
+		return sess, true
 	}
-	return checkpoint.Session{}, false
+	return fresh, true
 }
 
 // loaded is one checkpoint's header and state, loaded whole and verified.
@@ -1067,6 +1109,9 @@ func (s *server) fork(r *http.Request) (any, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		return nil, badRequest("fork: the request does not decode: %v", err)
+	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return nil, badRequest("fork: the request holds more than one JSON object")
 	}
 	if req.Step == nil {
 		return nil, badRequest("fork: no step given")
