@@ -44,7 +44,7 @@
 
   function query(params) {
     const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') q.set(k, v);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) q.set(k, v);
     return q.toString();
   }
 
@@ -197,7 +197,7 @@
     let { data, etag } = await api('sessions');
     stale(gen);
     const cols = [['id', 'ID'], ['created', 'Created'], ['active', 'Last active'], ['checkpoints', 'Checkpoints'],
-      ['size', 'Size'], [null, 'Last step'], ['last_kind', 'Newest kind'], [null, 'Metrics'], [null, 'Notes']];
+      ['size', 'Size'], [null, 'Last step'], ['last_kind', 'Newest kind'], [null, 'Metrics'], [null, 'Meta and notes']];
     const head = el('tr', {}, cols.map(([key, label]) => key
       ? el('th', { 'data-sort': key, tabindex: 0, onclick: () => sortBy(key), onkeydown: (ev) => { if (ev.key === 'Enter') sortBy(key); } }, label)
       : el('th', {}, label)));
@@ -241,7 +241,7 @@
 
   function sessionRow(s) {
     const notes = [];
-    if (s.parent) notes.push(el('span', { class: 'parent' }, `forked from ${s.parent}`, s.parent_step !== null ? ` at step ${s.parent_step}` : ''));
+    if (s.parent) notes.push(el('span', { class: 'parent' }, `forked from ${s.parent}`, s.parent_step != null ? ` at step ${s.parent_step}` : ''));
     if (s.error) notes.push(el('span', { class: 'problem' }, s.error));
     if (s.meta && Object.keys(s.meta).length) notes.push(el('span', { class: 'meta mono' }, fmtMap(s.meta)));
     return el('tr', { class: 'session' + (s.error ? ' damaged' : ''), 'data-key': s.key },
@@ -387,9 +387,10 @@
     const s0 = list[0].step;
     const s1 = list[list.length - 1].step;
     const span = Math.max(1, s1 - s0);
-    const x = (step) => m.l + (list.length === 1 ? pw / 2 : ((step - s0) / span) * pw);
-    const maxSize = list.reduce((mx, c) => Math.max(mx, c.size), 1);
     const bw = Math.max(1, Math.min(24, (pw / Math.max(list.length, span + 1)) * 0.8));
+    const pad = bw / 2 + 2; // keeps the first and last bars inside the axes
+    const x = (step) => m.l + pad + (list.length === 1 ? (pw - 2 * pad) / 2 : ((step - s0) / span) * (pw - 2 * pad));
+    const maxSize = list.reduce((mx, c) => Math.max(mx, c.size), 1);
     const gaps = list.map((_, i) => interval(list, i));
     const maxGap = gaps.reduce((mx, g) => (g === null ? mx : Math.max(mx, g)), 0);
 
@@ -402,9 +403,11 @@
         svgEl('text', { x: m.l - 6, y: y + 4, class: 'tick left' }, fmtSize(Math.round((maxSize * k) / 4))));
       if (maxGap > 0) axes.append(svgEl('text', { x: m.l + pw + 6, y: y + 4, class: 'tick right' }, fmtDur((maxGap * k) / 4)));
     }
-    const stepTicks = Math.min(8, span);
-    for (let k = 0; k <= stepTicks; k++) {
-      const step = Math.round(s0 + (span * k) / Math.max(1, stepTicks));
+    // Step ticks at a round interval (1, 2 or 5 times a power of ten).
+    const raw = Math.max(1, span / 8);
+    const pow = 10 ** Math.floor(Math.log10(raw));
+    const every = [1, 2, 5, 10].map((f) => f * pow).find((t) => t >= raw);
+    for (let step = Math.ceil(s0 / every) * every; step <= s1; step += every) {
       axes.append(svgEl('text', { x: x(step), y: m.t + ph + 14, class: 'tick bottom' }, step));
     }
     axes.append(svgEl('text', { x: m.l + pw / 2, y: H - 2, class: 'axis-label' }, 'step'));
@@ -412,7 +415,7 @@
 
     const bars = svgEl('g', { class: 'bars' });
     for (const c of list) {
-      const h = Math.max(2, (c.size / maxSize) * ph);
+      const h = Math.max(c.damaged ? 10 : 2, (c.size / maxSize) * ph); // a damaged file stays visible
       const cls = ['point', 'kind-' + c.kind];
       if (c.damaged) cls.push('damaged');
       if (c.prune) cls.push('prune');
@@ -458,7 +461,7 @@
     }
     const rows = [['file', c.file], ['step', c.step], ['kind', c.kind], ['saved', fmtTime(c.time)], ['size', `${fmtSize(c.size)} (${c.size} bytes)`],
       ['compression', c.compression || 'none'], ['format', c.format], ['checksum', c.checksum], ['schema', c.schema],
-      ['payload', `${c.payload}, ${fmtSize(c.payload_size)}`]];
+      ['payload', c.payload_size ? `${c.payload}, ${fmtSize(c.payload_size)}` : c.payload]];
     for (const [k, v] of Object.entries(c.meta || {})) rows.push([`meta ${k}`, typeof v === 'string' ? v : JSON.stringify(v), 'meta']);
     for (const [k, v] of Object.entries(c.metrics || {})) rows.push([`metric ${k}`, String(v), 'metric']);
     parts.push(el('dl', { id: 'header' }, rows.map(([k, v, cls]) => [el('dt', { class: cls }, k), el('dd', { class: cls }, v)])));
@@ -541,7 +544,7 @@
         const cnt = n.count;
         row.append(el('span', { class: 'summary' }, n.type === 'object' ? `{${cnt} key${cnt === 1 ? '' : 's'}}` : `[${cnt} item${cnt === 1 ? '' : 's'}]`));
       } else {
-        row.append(el('span', { class: 'value' }, fmtScalar(n.value, n.type)));
+        row.append(el('span', { class: 'value', title: 'click to show all of it', onclick: (ev) => ev.currentTarget.classList.toggle('full') }, fmtScalar(n.value, n.type)));
         if (n.truncated) row.append(el('span', { class: 'tag' }, 'cut'));
       }
       row.append(el('code', { class: 'path', tabindex: 0, title: 'jq path (click to copy)', onclick: copy }, jq));
@@ -602,6 +605,7 @@
     }
 
     function child(d, ptr) {
+      if (!d.cpKids) return null;
       for (const c of d.cpKids.children) if (c.getAttribute('data-path') === ptr) return c;
       return null;
     }
