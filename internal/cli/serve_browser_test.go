@@ -210,7 +210,7 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 			b.poll("#error names "+file, fmt.Sprintf(
 				`(e => e && !e.hidden && e.offsetHeight > 0 && e.innerText.includes(%s))(document.querySelector('#error'))`, jsString(file)))
 			b.shot(file)
-			assert.Contains(t, b.text("#error"), "checksum", "the error says what is wrong with %s", file)
+			assert.Contains(t, b.text("#error"), "corrupt", "the error says what is wrong with %s", file)
 			assert.NotEmpty(t, strings.TrimSpace(b.text("nav")), "the page around the error is there")
 			assert.Zero(t, b.count(`#tree div.node`), "no state is shown for %s", file)
 		}
