@@ -203,13 +203,13 @@ func (b *browser) waitVisible(sel string) {
 func (b *browser) text(sel string) string {
 	b.t.Helper()
 	b.waitVisible(sel)
-	return eval[string](b, fmt.Sprintf(`document.querySelector(%s).innerText`, jsString(sel)))
+	return evalJS[string](b, fmt.Sprintf(`document.querySelector(%s).innerText`, jsString(sel)))
 }
 
 // count returns how many elements match sel now.
 func (b *browser) count(sel string) int {
 	b.t.Helper()
-	return eval[int](b, fmt.Sprintf(`document.querySelectorAll(%s).length`, jsString(sel)))
+	return evalJS[int](b, fmt.Sprintf(`document.querySelectorAll(%s).length`, jsString(sel)))
 }
 
 // poll waits until the JavaScript expression expr is truthy in the page;
@@ -221,9 +221,9 @@ func (b *browser) poll(what, expr string) {
 	}
 }
 
-// eval evaluates the JavaScript expression expr in b's page and decodes
+// evalJS evaluates the JavaScript expression expr in b's page and decodes
 // its value into a T.
-func eval[T any](b *browser, expr string) T {
+func evalJS[T any](b *browser, expr string) T {
 	b.t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[T](expr))
 	if err != nil {
@@ -282,19 +282,19 @@ func jsString(s string) string {
 	return b.String()
 }
 
-// route returns the URL of the page of srv at the hash route r
+// pageURL returns the URL of the page of srv at the hash route r
 // ("#/timeline/long").
-func route(srv served, r string) string { return srv.URL + r }
+func pageURL(srv served, r string) string { return srv.URL + r }
 
-// A response is what a plain HTTP request to the server got.
-type response struct {
+// A plainResponse is what a plain HTTP request to the server got.
+type plainResponse struct {
 	code   int
 	header http.Header
 	body   string
 }
 
 // kind returns the "kind" of the JSON error in the body.
-func (r response) kind(t *testing.T) string {
+func (r plainResponse) kind(t *testing.T) string {
 	t.Helper()
 	var e struct {
 		Error string `json:"error"`
@@ -308,7 +308,7 @@ func (r response) kind(t *testing.T) string {
 // rawGet requests path (relative to the server's root, with its query)
 // with header and Host (req.Host; "" keeps the server's own), and nothing
 // else: no token unless path or header has it.
-func rawGet(t *testing.T, s served, path, host string, header http.Header) response {
+func rawGet(t *testing.T, s served, path, host string, header http.Header) plainResponse {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.Base+path, nil)
 	require.NoError(t, err)
@@ -318,12 +318,12 @@ func rawGet(t *testing.T, s served, path, host string, header http.Header) respo
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	return do(t, req)
+	return sendRequest(t, req)
 }
 
 // postJSON sends body as JSON to the API call path, with the token,
 // header and, if csrf, the CSRF header api/info gives, as the page does.
-func postJSON(t *testing.T, s served, path, body string, csrf bool, header http.Header) response {
+func postJSON(t *testing.T, s served, path, body string, csrf bool, header http.Header) plainResponse {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.Base+path+"?token="+url.QueryEscape(s.Token), strings.NewReader(body))
 	require.NoError(t, err)
@@ -341,11 +341,11 @@ func postJSON(t *testing.T, s served, path, body string, csrf bool, header http.
 		require.NotEmpty(t, v.CSRF, "api/info gives the CSRF token: %s", info.body)
 		req.Header.Set("X-Checkpoint-CSRF", v.CSRF)
 	}
-	return do(t, req)
+	return sendRequest(t, req)
 }
 
-// do sends req, following no redirect, and reads the whole response.
-func do(t *testing.T, req *http.Request) response {
+// sendRequest sends req, following no redirect, and reads the whole response.
+func sendRequest(t *testing.T, req *http.Request) plainResponse {
 	t.Helper()
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(req)
@@ -353,7 +353,7 @@ func do(t *testing.T, req *http.Request) response {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return response{code: resp.StatusCode, header: resp.Header, body: string(body)}
+	return plainResponse{code: resp.StatusCode, header: resp.Header, body: string(body)}
 }
 
 // decodeHashKey returns the session key of a route #/timeline/KEY.

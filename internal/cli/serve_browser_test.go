@@ -41,7 +41,7 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		require.ElementsMatch(t, []string{longSession, brokenSession, xssStored, orphanSession}, sessionKeys(b),
 			"one row per session of the root")
 		long := b.text(rowOf(longSession))
-		assert.Contains(t, digits(long), "3000", "the long session's row shows its 3,000 checkpoints")
+		assert.Contains(t, withoutSeparators(long), "3000", "the long session's row shows its 3,000 checkpoints")
 		assert.Contains(t, long, "final", "and the kind of its newest")
 		assert.Contains(t, long, "score", "and its newest metrics")
 		assert.Equal(t, xssSessionID, b.text(rowOf(xssStored)+" .sid"), "the ID is shown as the text it is")
@@ -76,15 +76,15 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 	t.Run("TimelineDrawsEveryCheckpointAndWhatAPruneWouldRemove", func(t *testing.T) {
 		t.Parallel()
 		b := newBrowser(t)
-		b.open(route(srv, "#/timeline/"+longSession), "timeline")
+		b.open(pageURL(srv, "#/timeline/"+longSession), "timeline")
 		assert.Equal(t, longSteps, b.count("#chart rect.point"), "one point per checkpoint")
 		assert.Equal(t, longSteps-2, b.count(`#chart rect.point[data-kind="step"]`))
 		assert.Equal(t, 1, b.count(`#chart rect.point[data-kind="rolling"][data-step="2999"]`))
 		assert.Equal(t, 1, b.count(`#chart rect.point[data-kind="final"][data-step="3000"]`))
 		assert.Zero(t, b.count("#chart rect.point.damaged"))
 		assert.Zero(t, b.count("#chart rect.point.prune"), "no rules, nothing to prune")
-		title := eval[string](b, `document.querySelector('#chart rect.point[data-step="3000"] title').textContent`)
-		assert.Contains(t, digits(title), "3000")
+		title := evalJS[string](b, `document.querySelector('#chart rect.point[data-step="3000"] title').textContent`)
+		assert.Contains(t, withoutSeparators(title), "3000")
 		assert.Contains(t, title, "final")
 		assert.Positive(t, b.count("#chart path#intervals, #chart .interval"), "the time between saves is drawn")
 		b.waitVisible("#legend")
@@ -128,35 +128,35 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 	t.Run("CheckpointShowsHeaderAndTreeLoadsChildrenAndFindsAKey", func(t *testing.T) {
 		t.Parallel()
 		b := newBrowser(t)
-		b.open(route(srv, "#/checkpoint/"+longSession+"/step_00003000.final.json"), "checkpoint")
+		b.open(pageURL(srv, "#/checkpoint/"+longSession+"/step_00003000.final.json"), "checkpoint")
 		header := b.text("#header")
 		for _, want := range []string{"final", "outcome", "won", "score", "96"} {
 			assert.Contains(t, header, want)
 		}
-		assert.Contains(t, digits(header), "3000")
+		assert.Contains(t, withoutSeparators(header), "3000")
 		assert.Zero(t, b.count("#error-record"), "a clean checkpoint has no error record")
 
 		// The first level is there; a click on a toggle loads the next.
-		b.waitVisible(node("#tree", "/players"))
-		assert.Contains(t, b.text(node("#tree", "/players")+" .summary"), "2")
-		b.click(node("#tree", "/players") + " .toggle")
-		b.waitVisible(node("#tree", "/players/0"))
-		b.click(node("#tree", "/players/0") + " .toggle")
-		b.waitVisible(node("#tree", "/players/0/hp"))
-		assert.Contains(t, b.text(node("#tree", "/players/0/name")+" .value"), "ana")
-		assert.Equal(t, ".players[0].hp", eval[string](b,
-			fmt.Sprintf(`document.querySelector(%s).textContent`, jsString(node("#tree", "/players/0/hp")+" .path"))),
+		b.waitVisible(treeNode("#tree", "/players"))
+		assert.Contains(t, b.text(treeNode("#tree", "/players")+" .summary"), "2")
+		b.click(treeNode("#tree", "/players") + " .toggle")
+		b.waitVisible(treeNode("#tree", "/players/0"))
+		b.click(treeNode("#tree", "/players/0") + " .toggle")
+		b.waitVisible(treeNode("#tree", "/players/0/hp"))
+		assert.Contains(t, b.text(treeNode("#tree", "/players/0/name")+" .value"), "ana")
+		assert.Equal(t, ".players[0].hp", evalJS[string](b,
+			fmt.Sprintf(`document.querySelector(%s).textContent`, jsString(treeNode("#tree", "/players/0/hp")+" .path"))),
 			"each node carries its jq path")
 		b.shot("expanded")
 
 		// 1,200 children come 500 at a time.
-		b.click(node("#tree", "/history") + " .toggle")
-		b.waitVisible(node("#tree", "/history/499"))
+		b.click(treeNode("#tree", "/history") + " .toggle")
+		b.waitVisible(treeNode("#tree", "/history/499"))
 		assert.Equal(t, 500, b.count(`#tree div.node[data-path^="/history/"]`))
 		b.click("#tree button.more")
-		b.waitVisible(node("#tree", "/history/999"))
+		b.waitVisible(treeNode("#tree", "/history/999"))
 		b.click("#tree button.more")
-		b.waitVisible(node("#tree", "/history/1199"))
+		b.waitVisible(treeNode("#tree", "/history/1199"))
 		assert.Equal(t, 1200, b.count(`#tree div.node[data-path^="/history/"]`))
 		assert.Zero(t, b.count("#tree button.more"), "no more button after the last child")
 
@@ -167,32 +167,32 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.waitVisible(fmt.Sprintf(`#search-results .result[data-path=%q]`, door))
 		b.shot("search")
 		b.click(fmt.Sprintf(`#search-results .result[data-path=%q]`, door))
-		b.waitVisible(node("#tree", door) + ".hit")
-		assertShows(t, b.text(node("#tree", door)+" .value"), secretValue, "the found value")
+		b.waitVisible(treeNode("#tree", door) + ".hit")
+		assertShows(t, b.text(treeNode("#tree", door)+" .value"), secretValue, "the found value")
 		b.shot("found")
 	})
 
 	t.Run("ErrorCheckpointShowsItsMessageAndStack", func(t *testing.T) {
 		t.Parallel()
 		b := newBrowser(t)
-		b.open(route(srv, "#/timeline/"+brokenSession), "timeline")
+		b.open(pageURL(srv, "#/timeline/"+brokenSession), "timeline")
 		assert.Equal(t, 7, b.count("#chart rect.point"))
 		assert.Equal(t, 1, b.count(`#chart rect.point[data-kind="error"][data-step="7"]`))
 		assert.Equal(t, 1, b.count(`#checkpoints tr.checkpoint.kind-error[data-file="`+errorFile+`"]`))
 		b.click(`#checkpoints tr.checkpoint[data-file="` + errorFile + `"] a.open`)
 		b.waitView("checkpoint")
 		assert.Contains(t, b.text("#error-record .message"), panicMessage)
-		assert.Contains(t, eval[string](b, `document.querySelector('#error-record .types').textContent`), "string", "the panic value's type")
-		stack := eval[string](b, `document.querySelector('#error-record pre.stack, #error-record .stack').textContent`)
+		assert.Contains(t, evalJS[string](b, `document.querySelector('#error-record .types').textContent`), "string", "the panic value's type")
+		stack := evalJS[string](b, `document.querySelector('#error-record pre.stack, #error-record .stack').textContent`)
 		assert.Contains(t, stack, "goroutine")
 		assert.Contains(t, stack, "SaveOnPanic")
-		b.waitVisible(node("#tree", "/players"))
+		b.waitVisible(treeNode("#tree", "/players"))
 	})
 
 	t.Run("DamagedFilesAreMarkedAndOpenToAClearError", func(t *testing.T) {
 		t.Parallel()
 		b := newBrowser(t)
-		b.open(route(srv, "#/timeline/"+brokenSession), "timeline")
+		b.open(pageURL(srv, "#/timeline/"+brokenSession), "timeline")
 		assert.Equal(t, 1, b.count(`#chart rect.point.damaged[data-file="`+headlessFile+`"]`), "the unreadable header is marked")
 		assert.Equal(t, 1, b.count(`#checkpoints tr.checkpoint.damaged[data-file="`+headlessFile+`"]`))
 		// The server checks each file in full in the background: the
@@ -219,7 +219,7 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 	t.Run("CompareShowsTheChangedPathsInBothTrees", func(t *testing.T) {
 		t.Parallel()
 		b := newBrowser(t)
-		b.open(route(srv, "#/timeline/"+brokenSession), "timeline")
+		b.open(pageURL(srv, "#/timeline/"+brokenSession), "timeline")
 		b.click(`#checkpoints tr.checkpoint[data-file="step_00000001.json"] input.pick-a`)
 		b.click(`#checkpoints tr.checkpoint[data-file="step_00000002.json"] input.pick-b`)
 		b.click("#compare")
@@ -233,12 +233,12 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 			assert.Contains(t, b.text(sel), c.path, "the change shows its path")
 		}
 		b.click(`#diff-list .change[data-path=".players[0].hp"]`)
-		b.waitVisible(node("#tree-a", "/players/0/hp") + ".diff-changed")
-		b.waitVisible(node("#tree-b", "/players/0/hp") + ".diff-changed")
-		assert.Equal(t, 1, b.count(node("#tree-b", "/players")+".diff-inside"))
+		b.waitVisible(treeNode("#tree-a", "/players/0/hp") + ".diff-changed")
+		b.waitVisible(treeNode("#tree-b", "/players/0/hp") + ".diff-changed")
+		assert.Equal(t, 1, b.count(treeNode("#tree-b", "/players")+".diff-inside"))
 		b.click(`#diff-list .change[data-path=".loot"]`)
-		b.waitVisible(node("#tree-b", "/loot") + ".diff-added")
-		assert.Zero(t, b.count(node("#tree-a", "/loot")), "the added key is not in a")
+		b.waitVisible(treeNode("#tree-b", "/loot") + ".diff-added")
+		assert.Zero(t, b.count(treeNode("#tree-a", "/loot")), "the added key is not in a")
 		b.shot("diff")
 
 		// Two sessions' checkpoints compare as well: step 2 of broken and
@@ -247,8 +247,8 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.poll("the diff of two sessions", `(v => v.dataset.view === 'diff' && v.dataset.ready === '1')(document.querySelector('#view')) && document.querySelector('#diff-list .change.removed[data-path=".loot"]') !== null`)
 		assert.Equal(t, 3, b.count("#diff-list .change"))
 		b.click(`#diff-list .change[data-path=".loot"]`)
-		b.waitVisible(node("#tree-a", "/loot") + ".diff-removed")
-		assert.Zero(t, b.count(node("#tree-b", "/loot")), "the removed key is not in b")
+		b.waitVisible(treeNode("#tree-a", "/loot") + ".diff-removed")
+		assert.Zero(t, b.count(treeNode("#tree-b", "/loot")), "the removed key is not in b")
 		b.shot("diff of two sessions")
 	})
 
@@ -257,7 +257,7 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b := newBrowser(t)
 		noXSS := func(page string) {
 			t.Helper()
-			assert.Equal(t, "undefined", eval[string](b, `typeof window.__xss`), "a payload ran on the %s page", page)
+			assert.Equal(t, "undefined", evalJS[string](b, `typeof window.__xss`), "a payload ran on the %s page", page)
 			assert.Zero(t, b.count(`img[src="x"], script:not([src])`), "a payload became markup on the %s page", page)
 		}
 		b.open(srv.URL, "sessions")
@@ -274,9 +274,9 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 		b.click(`#checkpoints tr.checkpoint[data-file="step_00000002.json"] a.open`)
 		b.waitView("checkpoint")
 		assertShows(t, b.text("#header"), xssValue, "the meta value is shown as text")
-		b.waitVisible(node("#tree", "/note"))
-		assertShows(t, b.text(node("#tree", "/note")+" .value"), xssValue, "the state value is shown as text")
-		assert.Equal(t, 1, eval[int](b, fmt.Sprintf(
+		b.waitVisible(treeNode("#tree", "/note"))
+		assertShows(t, b.text(treeNode("#tree", "/note")+" .value"), xssValue, "the state value is shown as text")
+		assert.Equal(t, 1, evalJS[int](b, fmt.Sprintf(
 			`[...document.querySelectorAll('#tree div.node')].filter(n => n.dataset.path === %s && n.querySelector('.key').textContent.includes(%s)).length`,
 			jsString("/"+xssStateKey), jsString(xssStateKey))), "the key is shown as text")
 		b.do("search", chromedp.SendKeys(chromedp.CSS("#search"), "onerror"), chromedp.Click(chromedp.CSS("#search-go")))
@@ -316,16 +316,16 @@ func TestServeLivePagesShowWhatARunningGameloopSaves(t *testing.T) {
 	b.click(`#checkpoints tr.checkpoint[data-file="turn_002.json"] input.pick-a`)
 	runGameloop(t, exe, "-dir", campaign, "-session", "001", "-turns", "2")
 	b.poll("turns 6 and 7 appear", `document.querySelectorAll('#chart rect.point').length === 7 && document.querySelector('#chart rect.point[data-step="7"]') !== null`)
-	assert.True(t, eval[bool](b, `window.__notReloaded === true`), "the page updated without a reload")
-	assert.True(t, eval[bool](b, `document.querySelector('#checkpoints tr.checkpoint[data-file="turn_002.json"] input.pick-a').checked`),
+	assert.True(t, evalJS[bool](b, `window.__notReloaded === true`), "the page updated without a reload")
+	assert.True(t, evalJS[bool](b, `document.querySelector('#checkpoints tr.checkpoint[data-file="turn_002.json"] input.pick-a').checked`),
 		"the checkpoint picked before the update is still picked")
 	b.shot("new turns")
 
 	b.click(`#chart rect.point[data-step="7"]`)
 	b.waitView("checkpoint")
-	b.waitVisible(node("#tree", "/characters"))
-	b.click(node("#tree", "/characters") + " .toggle")
-	b.waitVisible(node("#tree", "/characters/brynja"))
+	b.waitVisible(treeNode("#tree", "/characters"))
+	b.click(treeNode("#tree", "/characters") + " .toggle")
+	b.waitVisible(treeNode("#tree", "/characters/brynja"))
 }
 
 // TestServeForkOnlyWithWrite forks a session from a checkpoint's page when
@@ -341,7 +341,7 @@ func TestServeForkOnlyWithWrite(t *testing.T) {
 	t.Run("WithoutWrite", func(t *testing.T) {
 		srv := startServe(t, dir)
 		b := newBrowser(t)
-		b.open(route(srv, page), "checkpoint")
+		b.open(pageURL(srv, page), "checkpoint")
 		assert.Zero(t, b.count("#fork"), "no fork button without --write")
 		resp := postJSON(t, srv, "api/fork", `{"session":"source","step":3}`, true, nil)
 		assert.Equal(t, 403, resp.code, resp.body)
@@ -358,12 +358,12 @@ func TestServeForkOnlyWithWrite(t *testing.T) {
 		assert.Len(t, listSessions(t, dir), 1, "nothing was written")
 
 		b := newBrowser(t)
-		b.open(route(srv, page), "checkpoint")
+		b.open(pageURL(srv, page), "checkpoint")
 		b.click("#fork")
 		b.poll("the new session's timeline", `location.hash.startsWith('#/timeline/') && location.hash !== '#/timeline/source'`)
 		b.waitView("timeline")
 		assert.Equal(t, 3, b.count("#chart rect.point"), "the fork holds steps 1 to 3")
-		key, err := decodeHashKey(eval[string](b, `location.hash`))
+		key, err := decodeHashKey(evalJS[string](b, `location.hash`))
 		require.NoError(t, err)
 
 		sessions := listSessions(t, dir)
@@ -397,15 +397,15 @@ func TestServeStoreOpensAtItsTimeline(t *testing.T) {
 
 	b := newBrowser(t)
 	b.open(srv.URL, "timeline")
-	assert.Equal(t, "#/timeline/", eval[string](b, `location.hash`))
-	assert.False(t, eval[bool](b, `(e => !!e && e.offsetParent !== null)(document.querySelector('a#nav-sessions'))`),
+	assert.Equal(t, "#/timeline/", evalJS[string](b, `location.hash`))
+	assert.False(t, evalJS[bool](b, `(e => !!e && e.offsetParent !== null)(document.querySelector('a#nav-sessions'))`),
 		"no sessions page to go to")
 	assert.Equal(t, 4, b.count("#chart rect.point"))
 
 	b.click(`#checkpoints tr.checkpoint[data-file="step_00000001.json.gz"] a.open`)
 	b.waitView("checkpoint")
 	assert.Contains(t, b.text("#header"), "gzip")
-	b.waitVisible(node("#tree", "/players"))
+	b.waitVisible(treeNode("#tree", "/players"))
 	assert.Zero(t, b.count("#payload"))
 
 	for _, file := range []string{"step_00000003.json", "step_00000004.json.gz"} {
@@ -422,7 +422,7 @@ func TestServeStoreOpensAtItsTimeline(t *testing.T) {
 // sessionKeys returns the keys of the sessions page's rows, in order.
 func sessionKeys(b *browser) []string {
 	b.t.Helper()
-	return eval[[]string](b, `[...document.querySelectorAll('#sessions tr.session')].map(r => r.dataset.key)`)
+	return evalJS[[]string](b, `[...document.querySelectorAll('#sessions tr.session')].map(r => r.dataset.key)`)
 }
 
 // waitSessionOrder waits until the sessions page's rows are in one of the
@@ -444,9 +444,9 @@ func waitSessionOrder(b *browser, orders ...[]string) {
 // rowOf is the selector of the sessions page's row of the session key.
 func rowOf(key string) string { return fmt.Sprintf(`#sessions tr.session[data-key=%q]`, key) }
 
-// node is the selector of the tree node at the JSON pointer path in the
+// treeNode is the selector of the tree node at the JSON pointer path in the
 // tree tree ("#tree", "#tree-a").
-func node(tree, path string) string { return fmt.Sprintf(`%s div.node[data-path=%q]`, tree, path) }
+func treeNode(tree, path string) string { return fmt.Sprintf(`%s div.node[data-path=%q]`, tree, path) }
 
 // assertShows asserts that text, what a person sees, holds value as it is
 // or as a JSON string (quoted, its quotes escaped), the two ways a page may
@@ -462,8 +462,9 @@ func assertShows(t *testing.T, text, value, what string) {
 	}
 }
 
-// digits removes the thousands separators a page may put in numbers.
-func digits(s string) string {
+// withoutSeparators removes the thousands separators a page may put in
+// numbers.
+func withoutSeparators(s string) string {
 	return strings.NewReplacer(",", "", "\u00a0", "", "\u202f", "").Replace(s)
 }
 
