@@ -279,7 +279,7 @@
       field('keep_one_per', 'keep one per', 'text', '1d'),
       field('prune_kinds', 'prune kinds too', 'text', 'final,error'),
       el('button', { type: 'submit' }, 'Show what a prune removes'),
-      el('button', { type: 'button', onclick: () => { form.reset(); for (const i of form.querySelectorAll('input')) i.value = ''; applyRules(); } }, 'Clear'),
+      el('button', { type: 'button', onclick: () => { for (const i of form.querySelectorAll('input')) i.value = ''; applyRules(); } }, 'Clear'),
       el('div', { class: 'verdict' }, pruneCount, rulesText));
     const table = el('table', { id: 'checkpoints' });
     const more = el('button', { id: 'more', type: 'button', hidden: true, onclick: () => { ui.shown[key] = (ui.shown[key] || ROWS) + ROWS; drawTable(); } });
@@ -703,7 +703,6 @@
     }
     document.getElementById('location').textContent = info.location;
     document.getElementById('nav-sessions').hidden = info.root !== 'sessions';
-    if (info.write) document.body.classList.add('writable');
     window.addEventListener('hashchange', route);
     route();
     let busy = false;
