@@ -920,7 +920,14 @@ func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
 	}
 	info := infos[i]
 	if info.Payload == checkpoint.PayloadBytes {
-		return loaded{info: info}, nil
+		// Opening the payload reads its header again, and the size of a
+		// plain one (List does not give it).
+		r, opened, err := st.OpenPayloadExact(ctx, info)
+		if err != nil {
+			return loaded{}, err
+		}
+		r.Close()
+		return loaded{info: opened}, nil
 	}
 	ck := keyOf(info)
 	if state, ok := s.states.get(ck); ok {

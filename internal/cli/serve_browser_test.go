@@ -415,6 +415,10 @@ func TestServeStoreOpensAtItsTimeline(t *testing.T) {
 			jsString(file)))
 		b.shot(file)
 		assert.Contains(t, b.text("#payload"), "payload", "%s: the page says it holds a byte payload", file)
+		if file == "step_00000003.json" {
+			// A plain payload's size is in its header.
+			assert.Contains(t, b.text("#payload"), fmt.Sprintf("(%d bytes)", payloadSize), "%s: the page gives its size", file)
+		}
 		assert.Zero(t, b.count("#tree div.node"), "%s: a byte payload has no tree", file)
 	}
 }
