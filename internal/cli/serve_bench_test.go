@@ -79,7 +79,7 @@ func BenchmarkServeNodeOf100MBState(b *testing.B) {
 	dir := b.TempDir()
 	st, err := checkpoint.Open[map[string]any](dir, checkpoint.NoSync())
 	require.NoError(b, err)
-	entities := make([]any, 0, 500_000)
+	entities := make([]any, 0, 780_000)
 	for i := range cap(entities) {
 		entities = append(entities, map[string]any{"id": i, "name": fmt.Sprintf("entity-%d", i), "pos": []float64{float64(i), 1.5, -2.25}, "tags": []string{"npc", "idle"}, "hp": 100, "inventory": map[string]int{"gold": i % 97, "arrows": 12}})
 	}
