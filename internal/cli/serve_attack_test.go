@@ -1,0 +1,455 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests of this file attack checkpoint serve's promises (the contract
+// in issue 25): each is named after the promise it checks.
+
+// attackClient never follows a redirect and never shares connections with
+// another test, so that a redirect is seen as such and a test can close
+// its idle connections.
+func attackClient() *http.Client {
+	return &http.Client{
+		Transport:     &http.Transport{DisableKeepAlives: true},
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// reply is an answer as a test sees it; err is set when the connection
+// failed (a handler's panic closes it: io.EOF).
+type reply struct {
+	code   int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+func (r reply) String() string {
+	if r.err != nil {
+		return "error " + r.err.Error()
+	}
+	b := r.body
+	if len(b) > 300 {
+		b = b[:300]
+	}
+	return fmt.Sprintf("%d %s", r.code, b)
+}
+
+// attackReq sends req with the cookie token when withToken.
+func (s served) do(t testing.TB, c *http.Client, req *http.Request, withToken bool) reply {
+	t.Helper()
+	if withToken {
+		req.AddCookie(&http.Cookie{Name: "checkpoint_token_" + portOf(t, s.Base), Value: s.Token})
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return reply{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return reply{code: resp.StatusCode, header: resp.Header, body: b, err: err}
+}
+
+// call requests method on the raw path p (not cleaned: as written) with the
+// token.
+func (s served) call(t testing.TB, method, p string, body io.Reader, hdr map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, s.Base, body)
+	require.NoError(t, err)
+	req.URL.Opaque = "//" + req.URL.Host + "/" + strings.TrimPrefix(p, "/")
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		req.URL.Opaque = "//" + req.URL.Host + "/" + strings.TrimPrefix(p[:i], "/")
+		req.URL.RawQuery = p[i+1:]
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	return s.do(t, attackClient(), req, true)
+}
+
+// rawHTTP sends a request written by hand and returns the status line.
+func rawHTTP(t testing.TB, base, request string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.WriteString(conn, request)
+	require.NoError(t, err)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	require.NoError(t, err, "no answer to %q", request)
+	return strings.TrimSpace(line)
+}
+
+// assertNoCORS fails if an answer carries any Access-Control-Allow-* header.
+func assertNoCORS(t testing.TB, h http.Header, what string) {
+	t.Helper()
+	for k := range h {
+		assert.False(t, strings.HasPrefix(strings.ToLower(k), "access-control-"), "%s: CORS header %s: %s", what, k, h.Get(k))
+	}
+}
+
+var allRoutes = []string{"", "api/info", "api/sessions", "api/timeline?session=run", "api/checkpoint?session=run&file=step_00000002.json",
+	"api/node?session=run&file=step_00000002.json&path=", "api/search?session=run&file=step_00000002.json&q=a",
+	"api/diff?a_session=run&a_file=step_00000001.json&b_session=run&b_file=step_00000002.json", "api/fork", "static/app.js", "static/app.css"}
+
+func TestAttackEveryRouteAndMethodNeedsTheToken(t *testing.T) {
+	t.Parallel()
+	root, _, _ := serveFixture(t, 2)
+	s := startServe(t, root)
+	port := portOf(t, s.Base)
+	c := attackClient()
+	secret := "chess" // the session's meta: must never show without the token
+	for _, p := range allRoutes {
+		for _, m := range []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"} {
+			type variant struct {
+				name  string
+				query string
+				ck    *http.Cookie
+			}
+			for _, v := range []variant{
+				{"no token", "", nil},
+				{"empty token", "token=", nil},
+				{"Token spelled Token", "Token=" + s.Token, nil},
+				{"token spelled access_token", "access_token=" + s.Token, nil},
+				{"token in an upper-case name", "TOKEN=" + s.Token, nil},
+				{"token cut short", "token=" + s.Token[:len(s.Token)-1], nil},
+				{"token with a suffix", "token=" + s.Token + "x", nil},
+				{"empty cookie", "", &http.Cookie{Name: "checkpoint_token_" + port, Value: ""}},
+				{"cookie of another port", "", &http.Cookie{Name: "checkpoint_token_1" + port, Value: s.Token}},
+				{"cookie without a port", "", &http.Cookie{Name: "checkpoint_token", Value: s.Token}},
+				{"cookie named token", "", &http.Cookie{Name: "token", Value: s.Token}},
+			} {
+				u := s.Base + p
+				if v.query != "" {
+					if strings.Contains(u, "?") {
+						u += "&" + v.query
+					} else {
+						u += "?" + v.query
+					}
+				}
+				req, err := http.NewRequest(m, u, nil)
+				require.NoError(t, err)
+				if m == "OPTIONS" {
+					req.Header.Set("Origin", "http://evil.example")
+					req.Header.Set("Access-Control-Request-Method", "POST")
+					req.Header.Set("Access-Control-Request-Headers", "x-checkpoint-csrf, content-type")
+				}
+				if v.ck != nil {
+					req.AddCookie(v.ck)
+				}
+				r := s.do(t, c, req, false)
+				require.NoError(t, r.err, "%s /%s (%s)", m, p, v.name)
+				assert.Equal(t, http.StatusForbidden, r.code, "%s /%s (%s): %s", m, p, v.name, r)
+				assert.NotContains(t, string(r.body), secret, "%s /%s (%s) shows data", m, p, v.name)
+				assert.Empty(t, r.header.Values("Set-Cookie"), "%s /%s (%s) sets a cookie", m, p, v.name)
+				assertNoCORS(t, r.header, m+" /"+p)
+			}
+		}
+	}
+	// Path tricks, without the token: refused before any routing.
+	tricks := []string{"//api/info", "/api/../api/info", "/./api/info", "/static/../serve.go", "/static/..%2fserve.go",
+		"/%2e%2e/serve.go", "/static/%2e%2e/serve.go", "/static/index.html", "/API/INFO", "/Api/Sessions", "/api/info/", "/index.html", "/web/index.html"}
+	for _, p := range tricks {
+		req, err := http.NewRequest("GET", s.Base, nil)
+		require.NoError(t, err)
+		req.URL.Opaque = "//" + req.URL.Host + p
+		r := s.do(t, c, req, false)
+		require.NoError(t, r.err, p)
+		assert.Equal(t, http.StatusForbidden, r.code, "GET %s without a token: %s", p, r)
+	}
+	// With the token, a trick reaches no file but the page's own.
+	for _, p := range tricks {
+		r := s.call(t, "GET", p, nil, nil)
+		require.NoError(t, r.err, p)
+		assert.NotEqual(t, http.StatusOK, r.code, "GET %s: %s", p, r)
+		assert.NotContains(t, string(r.body), "package cli", "GET %s serves Go source", p)
+	}
+	// HEAD and OPTIONS with the token: no CORS, never a body of data on OPTIONS.
+	for _, p := range allRoutes {
+		for _, m := range []string{"HEAD", "OPTIONS"} {
+			r := s.call(t, m, p, nil, map[string]string{"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"})
+			require.NoError(t, r.err)
+			assertNoCORS(t, r.header, m+" /"+p+" with the token")
+			assert.Less(t, r.code, 500, "%s /%s: %s", m, p, r)
+		}
+	}
+}
+
+func TestAttackHostCheckRefusesRebindingNames(t *testing.T) {
+	t.Parallel()
+	root, _, _ := serveFixture(t, 1)
+	s := startServe(t, root)
+	port := portOf(t, s.Base)
+	c := attackClient()
+	get := func(host string) reply {
+		req, err := http.NewRequest("GET", s.Base+"api/info?token="+s.Token, nil)
+		require.NoError(t, err)
+		req.Host = host
+		return s.do(t, c, req, false)
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "[::1]:" + port, "LOCALHOST:" + port} {
+		r := get(host)
+		assert.Equal(t, http.StatusOK, r.code, "Host %s: %s", host, r)
+	}
+	for _, host := range []string{
+		"127.0.0.1.evil:" + port, "127.0.0.1.evil.example:" + port, "localhost.:" + port, "localhost.evil:" + port,
+		"evil.localhost:" + port, "127.0.0.1", "localhost", "127.0.0.1:1" + port, "127.0.0.1:" + port + ".evil",
+		"127.1:" + port, "2130706433:" + port, "[::ffff:127.0.0.1]:" + port, "[0:0:0:0:0:0:0:1]:" + port,
+		"::1:" + port, "[::1]", "0.0.0.0:" + port, "127.0.0.1:" + port + "@evil", "evil.example",
+	} {
+		r := get(host)
+		if r.err != nil {
+			continue // the client refused to send it: nothing reached the server
+		}
+		assert.Equal(t, http.StatusForbidden, r.code, "Host %q: %s", host, r)
+		assert.NotContains(t, string(r.body), "csrf", "Host %q: %s", host, r)
+	}
+	// No Host at all (HTTP/1.0), and two of them.
+	line := rawHTTP(t, s.Base, "GET /api/info?token="+s.Token+" HTTP/1.0\r\n\r\n")
+	assert.Contains(t, line, " 403 ", "HTTP/1.0 without a Host")
+	line = rawHTTP(t, s.Base, "GET /api/info?token="+s.Token+" HTTP/1.1\r\nHost: evil.example\r\nHost: 127.0.0.1:"+port+"\r\nConnection: close\r\n\r\n")
+	assert.NotContains(t, line, " 200 ", "two Host headers")
+	// An absolute URI whose host is the server's but a Host header of another name.
+	line = rawHTTP(t, s.Base, "GET http://127.0.0.1:"+port+"/api/info?token="+s.Token+" HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+	t.Logf("absolute URI with Host evil.example: %s", line)
+}
+
+// treeHash returns every entry under dir: its name, mode, size and the
+// hash of its bytes (a symlink: its target; a FIFO is never opened).
+func treeHash(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		desc := fi.Mode().String()
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(b)
+			desc += fmt.Sprintf(" %d %s", len(b), hex.EncodeToString(sum[:]))
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			desc += " -> " + target
+		}
+		out[rel] = desc
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// assertSameTree fails with the differences if before and after differ.
+func assertSameTree(t testing.TB, before, after map[string]string, what string) {
+	t.Helper()
+	var diffs []string
+	for k, v := range before {
+		if w, ok := after[k]; !ok {
+			diffs = append(diffs, "removed "+k)
+		} else if w != v {
+			diffs = append(diffs, "changed "+k+": "+v+" -> "+w)
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			diffs = append(diffs, "added "+k)
+		}
+	}
+	sort.Strings(diffs)
+	assert.Empty(t, diffs, "%s: the tree changed", what)
+}
+
+// hostileRoot is serveFixture's root (a damaged file at step 3) plus a
+// session whose session.json is garbage, a truncated checkpoint, a stray
+// temporary file, and a session a writer holds open (its claim taken). It
+// returns the root, run's key and a func that closes the writer.
+func hostileRoot(t *testing.T) (root, run string, keys []string) {
+	t.Helper()
+	ctx := context.Background()
+	root, run, xss := serveFixture(t, 4)
+	r, err := checkpoint.OpenSessions(root, checkpoint.NoSync())
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	broken, err := r.Create(ctx, "broken", nil)
+	require.NoError(t, err)
+	bst, err := checkpoint.OpenSessionStore[map[string]int](r, broken.ID)
+	require.NoError(t, err)
+	_, err = bst.Save(ctx, 1, map[string]int{"a": 1})
+	require.NoError(t, err)
+	_, err = bst.Save(ctx, 2, map[string]int{"a": 2})
+	require.NoError(t, err)
+	require.NoError(t, bst.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(broken.Dir, "session.json"), []byte("{not json"), 0o644))
+	p := filepath.Join(broken.Dir, "step_00000002.json")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, b[:len(b)/2], 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(broken.Dir, ".step_00000003.json.tmp123"), []byte("half"), 0o644))
+
+	live, err := r.Create(ctx, "live", nil)
+	require.NoError(t, err)
+	lst, err := checkpoint.OpenSessionStore[map[string]int](r, live.ID, checkpoint.NoSync())
+	require.NoError(t, err)
+	_, err = lst.Save(ctx, 1, map[string]int{"a": 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { lst.Close() })
+	return root, run, []string{run, xss, storedName(broken.Dir), storedName(live.Dir)}
+}
+
+// readEverything requests every read API of every store keys names, and
+// fork (which must be refused or, with write, be the only write); it
+// fails on a 5xx or a broken connection.
+func readEverything(t *testing.T, s served, keys []string) {
+	t.Helper()
+	c := attackClient()
+	get := func(p string) reply {
+		req, err := http.NewRequest("GET", s.Base+p, nil)
+		require.NoError(t, err)
+		r := s.do(t, c, req, true)
+		require.NoError(t, r.err, "GET %s", p)
+		assert.Less(t, r.code, 500, "GET %s: %s", p, r)
+		return r
+	}
+	get("api/info")
+	get("api/sessions")
+	get("")
+	get("static/app.js")
+	for _, key := range keys {
+		k := url.QueryEscape(key)
+		var tl timelineJSON
+		r := get("api/timeline?session=" + k)
+		if r.code != 200 {
+			continue
+		}
+		require.NoError(t, json.Unmarshal(r.body, &tl))
+		get("api/timeline?keep_last=1&keep_every=2&prune_kinds=final,error&session=" + k)
+		var prev string
+		for _, ck := range tl.Checkpoints {
+			f := url.QueryEscape(ck.File)
+			q := "session=" + k + "&file=" + f
+			get("api/checkpoint?" + q)
+			get("api/node?" + q + "&path=")
+			get("api/search?" + q + "&q=a")
+			if prev != "" {
+				get("api/diff?a_session=" + k + "&a_file=" + prev + "&b_session=" + k + "&b_file=" + f)
+			}
+			prev = f
+		}
+		if len(tl.Checkpoints) > 0 {
+			waitChecked(t, s, key)
+		}
+	}
+}
+
+func TestAttackReadAPIsNeverWriteWithoutWrite(t *testing.T) {
+	t.Parallel()
+	root, run, keys := hostileRoot(t)
+	before := treeHash(t, root)
+	t.Cleanup(func() { assertSameTree(t, before, treeHash(t, root), "after the server stopped") })
+	s := startServe(t, root)
+	readEverything(t, s, keys)
+	var info infoJSON
+	require.Equal(t, 200, s.get(t, "api/info", &info))
+	r := s.call(t, "POST", "api/fork", strings.NewReader(`{"session":"`+run+`","step":2}`),
+		map[string]string{"Content-Type": "application/json", "X-Checkpoint-CSRF": info.CSRF})
+	assert.Equal(t, http.StatusForbidden, r.code, "%s", r)
+	assertSameTree(t, before, treeHash(t, root), "after every read API")
+}
+
+func TestAttackReadAPIsNeverWriteToAStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := checkpoint.Open[map[string]int](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer st.Close() // held open: the store is locked by a writer
+	for i := 1; i <= 4; i++ {
+		_, err = st.Save(ctx, int64(i), map[string]int{"a": i})
+		require.NoError(t, err)
+	}
+	p := filepath.Join(dir, "step_00000002.json")
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	b[len(b)-5] ^= 1
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000003.json"), []byte("garbage"), 0o644))
+	before := treeHash(t, dir)
+	t.Cleanup(func() { assertSameTree(t, before, treeHash(t, dir), "after the server stopped") })
+	s := startServe(t, "--write", dir)
+	readEverything(t, s, []string{""})
+	tl := waitChecked(t, s, "")
+	damaged := 0
+	for _, ck := range tl.Checkpoints {
+		if ck.Damaged != "" {
+			damaged++
+		}
+	}
+	assert.Equal(t, 2, damaged, "%+v", tl.Checkpoints)
+	assertSameTree(t, before, treeHash(t, dir), "after every read API")
+}
+
+func TestAttackWithWriteOnlyAForkWrites(t *testing.T) {
+	t.Parallel()
+	root, run, keys := hostileRoot(t)
+	before := treeHash(t, root)
+	s := startServe(t, "--write", root)
+	readEverything(t, s, keys)
+	assertSameTree(t, before, treeHash(t, root), "--write, after every read API")
+	var info infoJSON
+	require.Equal(t, 200, s.get(t, "api/info", &info))
+	r := s.call(t, "POST", "api/fork", strings.NewReader(`{"session":"`+run+`","step":2}`),
+		map[string]string{"Content-Type": "application/json", "X-Checkpoint-CSRF": info.CSRF})
+	require.Equal(t, http.StatusOK, r.code, "%s", r)
+	after := treeHash(t, root)
+	tops := map[string]bool{}
+	for k, v := range after {
+		if old, ok := before[k]; ok {
+			if old != v && k != "." {
+				// A directory's mode is all the tree keeps of it.
+				assert.Equal(t, old, v, "the fork changed %s", k)
+			}
+			continue
+		}
+		tops[strings.SplitN(k, string(filepath.Separator), 2)[0]] = true
+	}
+	for k := range before {
+		_, ok := after[k]
+		assert.True(t, ok, "the fork removed %s", k)
+	}
+	assert.Len(t, tops, 1, "a fork adds one session directory: %v", tops)
+}
