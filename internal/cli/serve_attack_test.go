@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -452,4 +453,281 @@ func TestAttackWithWriteOnlyAForkWrites(t *testing.T) {
 		assert.True(t, ok, "the fork removed %s", k)
 	}
 	assert.Len(t, tops, 1, "a fork adds one session directory: %v", tops)
+}
+
+// validKinds are the error kinds of the contract.
+var validKinds = map[string]bool{"not_found": true, "damaged": true, "no_key": true, "locked": true, "bad_request": true, "forbidden": true, "storage": true}
+
+// assertJSONError fails unless r is an error answer of the contract: a
+// 4xx (or a documented 5xx), JSON with a kind, nosniff.
+func assertJSONError(t testing.TB, r reply, what string) {
+	t.Helper()
+	if !assert.NoError(t, r.err, what) {
+		return
+	}
+	assert.GreaterOrEqual(t, r.code, 400, "%s: %s", what, r)
+	assert.True(t, strings.HasPrefix(r.header.Get("Content-Type"), "application/json"), "%s: Content-Type %q: %s", what, r.header.Get("Content-Type"), r)
+	assert.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"), what)
+	var e struct{ Error, Kind string }
+	if assert.NoError(t, json.Unmarshal(r.body, &e), "%s: %s", what, r) {
+		assert.True(t, validKinds[e.Kind], "%s: kind %q", what, e.Kind)
+		assert.NotEmpty(t, e.Error, what)
+	}
+}
+
+func TestAttackSessionKeysAndFileNamesCannotEscapeTheRoot(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 3)
+	other, orun, _ := serveFixture(t, 2) // another root: nothing of it may be read
+	s := startServe(t, root)
+	okFile := "step_00000002.json"
+	keys := []string{"..", ".", "../" + filepath.Base(other) + "/" + orun, "/", other, filepath.Join(other, orun), "run/../" + run,
+		run + "/", "/" + run, run + "\x00", "\x00", `..\` + run, `a\b`, "%2e%2e", "..%2f" + run, "~", "~root", "CON", run + "/..",
+		"." + run, run + "/step_00000002.json", strings.Repeat("a", 5000), "\xff\xfe", "session.json"}
+	for _, key := range keys {
+		for _, p := range []string{"api/timeline?session=", "api/checkpoint?file=" + okFile + "&session=", "api/node?file=" + okFile + "&path=&session=",
+			"api/search?q=a&file=" + okFile + "&session=", "api/diff?a_session=" + url.QueryEscape(run) + "&a_file=" + okFile + "&b_file=" + okFile + "&b_session="} {
+			r := s.call(t, "GET", p+url.QueryEscape(key), nil, nil)
+			assertJSONError(t, r, fmt.Sprintf("%s%q", p, key))
+			assert.NotContains(t, string(r.body), `"checkpoints"`, "%s%q", p, key)
+		}
+	}
+	files := []string{"../session.json", "session.json", "/etc/passwd", "../../" + filepath.Base(other) + "/" + orun + "/" + okFile,
+		filepath.Join(other, orun, okFile), okFile + "/../" + okFile, "./" + okFile, okFile + "\x00", okFile + "\x00.txt", `..\` + okFile,
+		"..", ".", "", "/", okFile + "/", "STEP_00000002.JSON", "step_00000002.json.tmp", "%2e%2e%2fsession.json", "\xff"}
+	for _, f := range files {
+		for _, p := range []string{"api/checkpoint", "api/node", "api/search"} {
+			r := s.call(t, "GET", p+"?q=a&session="+url.QueryEscape(run)+"&file="+url.QueryEscape(f), nil, nil)
+			assertJSONError(t, r, fmt.Sprintf("%s file %q", p, f))
+		}
+	}
+}
+
+func TestAttackSymlinksOutOfTheRootAreNotFollowedSilently(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 2)
+	other, orun, _ := serveFixture(t, 2)
+	// A session directory that is a symlink to a store of another root,
+	// and a checkpoint file that is a symlink to a file of it.
+	require.NoError(t, os.Symlink(filepath.Join(other, orun), filepath.Join(root, "linked")))
+	require.NoError(t, os.Symlink(filepath.Join(other, orun, "step_00000001.json"), filepath.Join(root, run, "step_00000005.json")))
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(root, run, "step_00000006.json")))
+	before, beforeOther := treeHash(t, root), treeHash(t, other)
+	s := startServe(t, root)
+	var sessions struct{ Sessions []webSession }
+	require.Equal(t, 200, s.get(t, "api/sessions", &sessions))
+	for _, ws := range sessions.Sessions {
+		t.Logf("session %q id %q error %q", ws.Key, ws.ID, ws.Error)
+	}
+	for _, ws := range sessions.Sessions {
+		assert.NotEqual(t, "linked", ws.Key, "a symlink is listed as a session")
+	}
+	tl := waitChecked(t, s, run)
+	for _, ck := range tl.Checkpoints {
+		t.Logf("%s step %d damaged %q", ck.File, ck.Step, ck.Damaged)
+	}
+	r := s.call(t, "GET", "api/checkpoint?session="+url.QueryEscape(run)+"&file=step_00000006.json", nil, nil)
+	assert.NotContains(t, string(r.body), "root:", "/etc/passwd's text in an answer: %s", r)
+	assertSameTree(t, before, treeHash(t, root), "root")
+	assertSameTree(t, beforeOther, treeHash(t, other), "the symlinks' targets")
+}
+
+// A FIFO or a directory named like a checkpoint never hangs a request, the
+// background checker, or the server's stop.
+func TestAttackAFIFONamedLikeACheckpointNeverHangsTheServer(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := checkpoint.Open[map[string]int](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	for i := 1; i <= 3; i++ {
+		_, err = st.Save(context.Background(), int64(i), map[string]int{"a": i})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	if err := syscall.Mkfifo(filepath.Join(dir, "step_00000005.json"), 0o644); err != nil {
+		t.Skipf("no FIFO: %v", err)
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000006.json"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000006.json", "x"), []byte("x"), 0o644))
+	before := treeHash(t, dir)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s, stopped := startServeCtx(t, ctx, dir)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c := attackClient()
+		c.Timeout = 3 * time.Second
+		for _, p := range []string{"api/timeline?session=", "api/checkpoint?session=&file=step_00000005.json", "api/node?session=&file=step_00000005.json",
+			"api/checkpoint?session=&file=step_00000006.json", "api/checkpoint?session=&file=step_00000002.json",
+			"api/diff?a_session=&a_file=step_00000005.json&b_session=&b_file=step_00000002.json"} {
+			req, _ := http.NewRequest("GET", s.Base+p, nil)
+			r := s.do(t, c, req, true)
+			assert.NoError(t, r.err, "GET %s (a FIFO in the store)", p)
+			if r.err == nil {
+				assert.Less(t, r.code, 500, "GET %s: %s", p, r)
+			}
+		}
+		tl := waitChecked(t, s, "")
+		for _, ck := range tl.Checkpoints {
+			t.Logf("%s damaged %q", ck.File, ck.Damaged)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("requests on a store with a FIFO hang")
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server does not stop: its checker hangs on the FIFO")
+	}
+	assertSameTree(t, before, treeHash(t, dir), "a store with a FIFO")
+}
+
+// startServeCtx is startServe until ctx is done; stopped is closed once
+// the command returned.
+func startServeCtx(t testing.TB, ctx context.Context, args ...string) (served, <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	stderr := &syncWriter{}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		runContext(ctx, time.Now(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr, nil)
+		pw.CloseWithError(io.EOF)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	go io.Copy(io.Discard, pr)
+	require.NoError(t, err, "serve printed no URL; stderr: %s", stderr)
+	raw, ok := strings.CutPrefix(strings.TrimSpace(line), "checkpoint serve: ")
+	require.True(t, ok, "serve printed %q", line)
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	return served{URL: raw, Base: u.Scheme + "://" + u.Host + "/", Token: u.Query().Get("token"), stderr: stderr}, stopped
+}
+
+func TestAttackForkRefusesForgedRequests(t *testing.T) {
+	t.Parallel()
+	root, run, keys := hostileRoot(t)
+	broken := keys[2]
+	other, orun, _ := serveFixture(t, 2)
+	s := startServe(t, "--write", root)
+	var info infoJSON
+	require.Equal(t, 200, s.get(t, "api/info", &info))
+	before := treeHash(t, root)
+	good := `{"session":"` + run + `","step":2}`
+	js := "application/json"
+	type forged struct {
+		name    string
+		body    string
+		hdr     map[string]string
+		code    int // 0: any 4xx
+		withTok bool
+	}
+	big := `{"session":"` + run + `","step":2,"meta":{"x":"` + strings.Repeat("a", 10<<20) + `"}}`
+	cases := []forged{
+		{"no CSRF header", good, map[string]string{"Content-Type": js}, 403, true},
+		{"an empty CSRF header", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": ""}, 403, true},
+		{"a wrong CSRF header", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF + "x"}, 403, true},
+		{"the token as CSRF", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": s.Token}, 403, true},
+		{"CSRF in the query only", good, map[string]string{"Content-Type": js}, 403, true},
+		{"form-encoded", "session=" + run + "&step=2", map[string]string{"Content-Type": "application/x-www-form-urlencoded", "X-Checkpoint-CSRF": info.CSRF}, 403, true},
+		{"text/plain", good, map[string]string{"Content-Type": "text/plain", "X-Checkpoint-CSRF": info.CSRF}, 403, true},
+		{"multipart", good, map[string]string{"Content-Type": "multipart/form-data; boundary=x", "X-Checkpoint-CSRF": info.CSRF}, 403, true},
+		{"no Content-Type", good, map[string]string{"X-Checkpoint-CSRF": info.CSRF}, 403, true},
+		{"another Origin", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF, "Origin": "http://evil.example"}, 403, true},
+		{"Origin null", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF, "Origin": "null"}, 403, true},
+		{"an Origin of another port", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF, "Origin": "http://127.0.0.1:1"}, 403, true},
+		{"no token", good, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 403, false},
+		{"a body of 10 MB", big, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"unknown fields", `{"session":"` + run + `","step":2,"evil":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"not JSON", `{"session":`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"an empty body", ``, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"null", `null`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"no step", `{"session":"` + run + `"}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"a negative step", `{"session":"` + run + `","step":-1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 0, true},
+		{"a huge step", `{"session":"` + run + `","step":99999999999999999999999}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"a fractional step", `{"session":"` + run + `","step":1.5}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"a string step", `{"session":"` + run + `","step":"2"}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+		{"a step with no checkpoint", `{"session":"` + run + `","step":77}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
+		{"a path to another root", `{"session":"` + filepath.Join(other, orun) + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
+		{"a traversal", `{"session":"../` + filepath.Base(other) + `/` + orun + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
+		{"a damaged session", `{"session":"` + broken + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 422, true},
+		{"a session by its ID, not its key", `{"session":"` + xssID + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
+		{"the damaged step", `{"session":"` + run + `","step":3}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 0, true},
+		{"meta not strings", `{"session":"` + run + `","step":2,"meta":{"a":1}}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
+	}
+	c := attackClient()
+	for _, f := range cases {
+		for _, m := range []string{"POST", "PUT"} {
+			req, err := http.NewRequest(m, s.Base+"api/fork", strings.NewReader(f.body))
+			require.NoError(t, err)
+			for k, v := range f.hdr {
+				req.Header.Set(k, v)
+			}
+			if f.name == "CSRF in the query only" {
+				req.URL.RawQuery = "csrf=" + url.QueryEscape(info.CSRF) + "&X-Checkpoint-CSRF=" + url.QueryEscape(info.CSRF)
+			}
+			r := s.do(t, c, req, f.withTok)
+			require.NoError(t, r.err, f.name)
+			assertNoCORS(t, r.header, f.name)
+			if m == "PUT" {
+				assert.GreaterOrEqual(t, r.code, 400, "PUT api/fork (%s): %s", f.name, r)
+				continue
+			}
+			if f.withTok {
+				assertJSONError(t, r, f.name)
+			}
+			if f.code != 0 {
+				assert.Equal(t, f.code, r.code, "%s: %s", f.name, r)
+			} else {
+				assert.True(t, r.code >= 400 && r.code < 500, "%s: %s", f.name, r)
+			}
+		}
+	}
+	assertSameTree(t, before, treeHash(t, root), "after forged forks")
+	// A preflight from another origin gets no CORS answer.
+	r := s.call(t, "OPTIONS", "api/fork", nil, map[string]string{"Origin": "http://evil.example", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "x-checkpoint-csrf"})
+	assertNoCORS(t, r.header, "OPTIONS api/fork")
+	assert.NotEqual(t, http.StatusOK, r.code, "%s", r)
+}
+
+// The sessions layer never takes a symlink in a root for a session (it is
+// not listed); the API must not read the store it points to either.
+func TestAttackASymlinkedSessionDirIsNotServed(t *testing.T) {
+	t.Skip("BUG: storeDir joins any session-like key to the root and opens it, following a symlink to a store outside the root that api/sessions does not list")
+	t.Parallel()
+	root, _, _ := serveFixture(t, 2)
+	other, orun, _ := serveFixture(t, 2)
+	require.NoError(t, os.Symlink(filepath.Join(other, orun), filepath.Join(root, "linked")))
+	s := startServe(t, root)
+	for _, p := range []string{"api/timeline?session=linked", "api/checkpoint?session=linked&file=step_00000001.json"} {
+		r := s.call(t, "GET", p, nil, nil)
+		assertJSONError(t, r, p)
+		assert.Equal(t, http.StatusNotFound, r.code, "GET %s reads a store outside the root through a symlink: %s", p, r)
+	}
+}
+
+func TestAttackForkRefusesABodyWithTrailingData(t *testing.T) {
+	t.Skip("BUG: fork decodes only the body's first JSON value: a body with trailing data (two objects, garbage) forks")
+	t.Parallel()
+	root, run, _ := serveFixture(t, 2)
+	s := startServe(t, "--write", root)
+	var info infoJSON
+	require.Equal(t, 200, s.get(t, "api/info", &info))
+	before := treeHash(t, root)
+	for _, body := range []string{`{"session":"` + run + `","step":2}{"session":"x"}`, `{"session":"` + run + `","step":2} garbage`} {
+		r := s.call(t, "POST", "api/fork", strings.NewReader(body), map[string]string{"Content-Type": "application/json", "X-Checkpoint-CSRF": info.CSRF})
+		assertJSONError(t, r, body)
+		assert.Equal(t, http.StatusBadRequest, r.code, "%s: %s", body, r)
+	}
+	assertSameTree(t, before, treeHash(t, root), "after forks with trailing data")
 }
