@@ -677,6 +677,11 @@ func TestAttackForkRefusesForgedRequests(t *testing.T) {
 				req.URL.RawQuery = "csrf=" + url.QueryEscape(info.CSRF) + "&X-Checkpoint-CSRF=" + url.QueryEscape(info.CSRF)
 			}
 			r := s.do(t, c, req, f.withTok)
+			if r.err != nil && f.body == big {
+				// The server answered before reading 10 MB and closed
+				// the connection: a refusal too (the tree is checked below).
+				continue
+			}
 			require.NoError(t, r.err, f.name)
 			assertNoCORS(t, r.header, f.name)
 			if m == "PUT" {
