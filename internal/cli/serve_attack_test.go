@@ -736,3 +736,163 @@ func TestAttackForkRefusesABodyWithTrailingData(t *testing.T) {
 	}
 	assertSameTree(t, before, treeHash(t, root), "after forks with trailing data")
 }
+
+// rawStateStore saves states into a store and returns its directory and
+// the file of each state, by name.
+func rawStateStore(t testing.TB, states map[string][]byte, order []string) (string, map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := checkpoint.Open[json.RawMessage](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer st.Close()
+	files := map[string]string{}
+	for i, name := range order {
+		info, err := st.Save(context.Background(), int64(i+1), json.RawMessage(states[name]))
+		if err != nil {
+			t.Logf("state %s does not save: %v", name, err)
+			continue
+		}
+		files[name] = info.Name()
+	}
+	return dir, files
+}
+
+func TestAttackHostileStatesGetAnAnswerNotAPanic(t *testing.T) {
+	t.Parallel()
+	deep := func(n int, open, close string) []byte {
+		return []byte(strings.Repeat(open, n) + "1" + strings.Repeat(close, n))
+	}
+	states := map[string][]byte{
+		"plain":     []byte(`{"a":1,"b":[1,2,3],"c":{"d":"x"}}`),
+		"deep100k":  deep(100000, "[", "]"),
+		"deep2k":    deep(2000, "[", "]"),
+		"deepobj2k": deep(2000, `{"a/~":`, "}"),
+		"hugestr":   []byte(`{"s":"` + strings.Repeat("é", 300000) + `","t":"` + strings.Repeat("a", 2001) + `"}`),
+		"keys":      []byte("{\"a/b\":1,\"~\":2,\"~1\":3,\"\":4,\"\xff\xfe\":5,\"dup\":1,\"dup\":2,\"big\":1e999,\"neg\":-1e999,\"tiny\":1e-999,\"n\":123456789012345678901234567890,\"s\":\"\xff\",\"esc\":\"\\ud800\",\"nul\":\"a\\u0000b\"}"),
+		"scalar":    []byte(`"just a string"`),
+		"null":      []byte(`null`),
+		"wide":      []byte(`[` + strings.TrimSuffix(strings.Repeat(`0,`, 20000), ",") + `]`),
+	}
+	order := []string{"plain", "deep100k", "deep2k", "deepobj2k", "hugestr", "keys", "scalar", "null", "wide"}
+	dir, files := rawStateStore(t, states, order)
+	s := startServe(t, dir)
+	c := attackClient()
+	get := func(p string) reply {
+		req, err := http.NewRequest("GET", s.Base+p, nil)
+		require.NoError(t, err)
+		start := time.Now()
+		r := s.do(t, c, req, true)
+		if d := time.Since(start); d > time.Second {
+			t.Logf("GET %.200s took %v", p, d)
+		}
+		require.NoError(t, r.err, "GET %s: the connection broke (a panic?)", p)
+		assert.Less(t, r.code, 500, "GET %s: %s", p, r)
+		if r.code >= 400 {
+			assertJSONError(t, r, p)
+		}
+		return r
+	}
+	q := func(name string) string { return "session=&file=" + url.QueryEscape(files[name]) }
+	for _, name := range order {
+		f, ok := files[name]
+		if !ok {
+			continue
+		}
+		get("api/checkpoint?" + q(name))
+		for _, ptr := range []string{"", "/", "//", "~", "/~", "/~2", "/~1", "/~0", "/01", "/-", "/0/", "/0", "/99999999999999999999", "/-1",
+			"/+1", "/1e0", "/ 1", "/a/b", "/a~1b", "/\xff\xfe", "/" + strings.Repeat("0/", 500) + "0", "/" + strings.Repeat("a~1~0/", 500)} {
+			get("api/node?" + q(name) + "&path=" + url.QueryEscape(ptr))
+		}
+		for _, o := range []string{"offset=-1", "offset=x", "offset=99999999999999999999", "offset=9223372036854775807", "limit=0", "limit=-1", "limit=5001", "limit=9223372036854775807", "offset=1&limit=1"} {
+			get("api/node?" + q(name) + "&path=&" + o)
+		}
+		for _, needle := range []string{"a", "1", "~", "/", "\xff", "é", "\x00", "null", strings.Repeat("a", 2001)} {
+			get("api/search?" + q(name) + "&q=" + url.QueryEscape(needle))
+		}
+		for _, other := range []string{"plain", "keys", name} {
+			if strings.HasPrefix(name, "deep") && strings.HasPrefix(other, "deep") {
+				continue // TestAttackDiffOfNestedArraysAnswersInTime
+			}
+			if g, ok := files[other]; ok {
+				get("api/diff?a_session=&a_file=" + url.QueryEscape(f) + "&b_session=&b_file=" + url.QueryEscape(g))
+			}
+		}
+	}
+}
+
+// Every path an answer names (a child's, a search result's, a diff's)
+// opens with api/node.
+func TestAttackEveryPathTheAPIReturnsOpens(t *testing.T) {
+	t.Parallel()
+	states := map[string][]byte{
+		"a": []byte("{\"a/b\":{\"x\":1},\"~\":[1],\"~1\":{\"y\":2},\"\":{\"z\":3},\"\xff\xfe\":{\"w\":4},\"sp ace\":{\"v\":5}}"),
+		"b": []byte("{\"a/b\":{\"x\":2},\"~\":[2],\"~1\":{\"y\":3},\"\":{\"z\":4},\"\xff\xfe\":{\"w\":5},\"sp ace\":{\"v\":6}}"),
+	}
+	dir, files := rawStateStore(t, states, []string{"a", "b"})
+	require.Len(t, files, 2)
+	s := startServe(t, dir)
+	open := func(file, ptr, from string) {
+		var ch children
+		r := s.call(t, "GET", "api/node?session=&file="+url.QueryEscape(file)+"&path="+url.QueryEscape(ptr), nil, nil)
+		require.NoError(t, r.err)
+		if assert.Equal(t, 200, r.code, "the path %q that %s returned does not open: %s", ptr, from, r) {
+			require.NoError(t, json.Unmarshal(r.body, &ch))
+			assert.Equal(t, ptr, ch.Path)
+		}
+	}
+	var root children
+	require.Equal(t, 200, s.get(t, "api/node?session=&file="+url.QueryEscape(files["a"])+"&path=", &root))
+	for _, ch := range root.Children {
+		open(files["a"], ch.Path, "api/node")
+	}
+	var found searchResults
+	for _, needle := range []string{"x", "y", "z", "w", "v", "1"} {
+		require.Equal(t, 200, s.get(t, "api/search?session=&file="+url.QueryEscape(files["a"])+"&q="+needle, &found))
+		for _, res := range found.Results {
+			open(files["a"], res.Path, "api/search")
+		}
+	}
+	var d struct{ Changes []change }
+	require.Equal(t, 200, s.get(t, "api/diff?a_session=&a_file="+url.QueryEscape(files["a"])+"&b_session=&b_file="+url.QueryEscape(files["b"]), &d))
+	assert.Len(t, d.Changes, 6)
+	for _, c := range d.Changes {
+		open(files["a"], *c.APath, "api/diff (a_path)")
+		open(files["b"], *c.BPath, "api/diff (b_path)")
+	}
+}
+
+func TestAttackNodePagingPastTheEndHasNoMore(t *testing.T) {
+	t.Skip("BUG: childrenAt's offset+limit overflows for an offset near MaxInt: more is true past the end (offset=9223372036854775807)")
+	t.Parallel()
+	dir, files := rawStateStore(t, map[string][]byte{"a": []byte(`[1,2,3]`)}, []string{"a"})
+	s := startServe(t, dir)
+	for _, o := range []string{"offset=3", "offset=1000", "offset=9223372036854775000", "offset=9223372036854775807"} {
+		var ch children
+		r := s.call(t, "GET", "api/node?session=&file="+files["a"]+"&path=&"+o, nil, nil)
+		require.NoError(t, r.err)
+		if r.code != 200 {
+			assertJSONError(t, r, o)
+			continue
+		}
+		require.NoError(t, json.Unmarshal(r.body, &ch))
+		assert.Empty(t, ch.Children, o)
+		assert.False(t, ch.More, "%s: more past the end, the page would ask for ever: %s", o, r)
+	}
+}
+
+// A diff of two states of nested arrays (a matrix of 20 dimensions) that
+// differ in one leaf answers in time.
+func TestAttackDiffOfNestedArraysAnswersInTime(t *testing.T) {
+	t.Skip("BUG: diffChanges (go-cmp's slice edit script) is exponential in array nesting: 10 levels 90 ms, 20 levels > 20 s of CPU, not stopped when the request is cancelled; checkpoint diff has it too")
+	t.Parallel()
+	nested := func(leaf string) []byte { return []byte(strings.Repeat("[", 20) + leaf + strings.Repeat("]", 20)) }
+	dir, files := rawStateStore(t, map[string][]byte{"a": nested("1"), "b": nested("2")}, []string{"a", "b"})
+	s := startServe(t, dir)
+	c := attackClient()
+	c.Timeout = 3 * time.Second
+	req, err := http.NewRequest("GET", s.Base+"api/diff?a_session=&a_file="+files["a"]+"&b_session=&b_file="+files["b"], nil)
+	require.NoError(t, err)
+	r := s.do(t, c, req, true)
+	require.NoError(t, r.err, "a diff of two 20-deep arrays")
+	assert.Equal(t, 200, r.code, "%s", r)
+}
