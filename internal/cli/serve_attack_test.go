@@ -14,8 +14,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -956,5 +958,102 @@ func TestAttackUnknownAPIRoutesAnswerJSON(t *testing.T) {
 	for _, c := range []struct{ m, p string }{{"GET", "api/nope"}, {"GET", "api/fork"}, {"POST", "api/info"}, {"DELETE", "api/sessions"}} {
 		r := s.call(t, c.m, c.p, nil, nil)
 		assertJSONError(t, r, c.m+" "+c.p)
+	}
+}
+
+// Not parallel: it counts the process's goroutines.
+func TestAttackConcurrentReadsWhileAWriterSavesAndPrunesAndNoGoroutineLeaks(t *testing.T) {
+	before := runtime.NumGoroutine()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := checkpoint.Open[map[string]any](dir, checkpoint.NoSync(), checkpoint.KeepLast(3))
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, map[string]any{"step": 1, "list": []int{1}})
+	require.NoError(t, err)
+
+	sctx, stop := context.WithCancel(ctx)
+	s, stopped := startServeCtx(t, sctx, dir)
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	writerDone := make(chan struct{})
+	quit := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for i := int64(2); ; i++ {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if _, err := st.Save(ctx, i, map[string]any{"step": i, "list": []int64{i, i * 2}}); err != nil {
+				t.Errorf("save %d: %v", i, err)
+				return
+			}
+		}
+	}()
+
+	var mu sync.Mutex
+	codes := map[string]int{}
+	var bad []string
+	note := func(p string, r reply) {
+		mu.Lock()
+		defer mu.Unlock()
+		key := fmt.Sprint(r.code)
+		if r.err != nil {
+			key = "error"
+		}
+		codes[key]++
+		if r.err != nil || r.code >= 500 || r.code == http.StatusUnprocessableEntity {
+			bad = append(bad, fmt.Sprintf("GET %s: %s", p, r))
+		}
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 6; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				get := func(p string) reply {
+					req, _ := http.NewRequest("GET", s.Base+p, nil)
+					r := s.do(t, c, req, true)
+					note(p, r)
+					return r
+				}
+				r := get("api/timeline?session=&keep_last=2")
+				var tl timelineJSON
+				if r.code != 200 || json.Unmarshal(r.body, &tl) != nil || len(tl.Checkpoints) == 0 {
+					continue
+				}
+				first, last := tl.Checkpoints[0].File, tl.Checkpoints[len(tl.Checkpoints)-1].File
+				get("api/checkpoint?session=&file=" + last)
+				get("api/node?session=&path=/list&file=" + first)
+				get("api/search?session=&q=1&file=" + last)
+				get("api/diff?a_session=&b_session=&a_file=" + first + "&b_file=" + last)
+			}
+		}()
+	}
+	wg.Wait()
+	close(quit)
+	<-writerDone
+	require.NoError(t, st.Close())
+	t.Logf("answers: %v", codes)
+	assert.Empty(t, bad, "errors other than not_found while a writer saves and prunes")
+
+	stop()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server did not stop")
+	}
+	tr.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling the count: nothing to wait on
+	}
+	if n := runtime.NumGoroutine(); n > before+3 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Errorf("%d goroutines before the server, %d after it stopped:\n%s", before, n, buf)
 	}
 }
