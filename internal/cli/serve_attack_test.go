@@ -1123,3 +1123,42 @@ func TestAttackA50MBStateAnswersWithoutAMemoryBlowUp(t *testing.T) {
 	t.Logf("Sys %d MB -> %d MB", start>>20, ms.Sys>>20)
 	assert.Less(t, ms.Sys-min(ms.Sys, start), uint64(1<<30), "the heap grew by more than 1 GB for a 50 MB state")
 }
+
+func TestAttackRetentionRulesOfAnyValueGetAnAnswer(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 4)
+	s := startServe(t, root)
+	for _, rule := range []string{"keep_last=0", "keep_last=-1", "keep_last=99999999999999999999", "keep_last=2147483649", "keep_every=0", "keep_every=-3",
+		"keep_every=9223372036854775807", "keep_within=0s", "keep_within=-1h", "keep_within=9999999999h", "keep_within=1ns", "keep_within=x",
+		"keep_one_per=0s", "keep_one_per=-1s", "keep_one_per=1ns", "keep_one_per=9999999999h", "keep_one_per=x", "prune_kinds=", "prune_kinds=bogus",
+		"prune_kinds=final,error,step,rolling", "prune_kinds=,,,", "keep_last=1&keep_every=1&keep_within=1ns&keep_one_per=1ns&prune_kinds=error"} {
+		r := s.call(t, "GET", "api/timeline?session="+url.QueryEscape(run)+"&"+rule, nil, nil)
+		require.NoError(t, r.err, "%s: the connection broke (a panic?)", rule)
+		assert.Less(t, r.code, 500, "%s: %s", rule, r)
+		if r.code >= 400 {
+			assertJSONError(t, r, rule)
+		}
+	}
+}
+
+func TestAttackTheTokenCookieIsHttpOnlyStrictAndPortBound(t *testing.T) {
+	t.Parallel()
+	root, _, _ := serveFixture(t, 1)
+	s := startServe(t, root)
+	req, err := http.NewRequest("GET", s.URL, nil)
+	require.NoError(t, err)
+	resp, err := attackClient().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	cookies := resp.Cookies()
+	require.Len(t, cookies, 1)
+	ck := cookies[0]
+	assert.Equal(t, "checkpoint_token_"+portOf(t, s.Base), ck.Name)
+	assert.True(t, ck.HttpOnly, "HttpOnly")
+	assert.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	assert.Equal(t, "/", ck.Path)
+	assert.Empty(t, ck.Domain, "a Domain would send it to other hosts")
+	assert.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"), "the URL's token must not leak in a Referer")
+	assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+}
