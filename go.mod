@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	filippo.io/age v1.3.2
+	github.com/chromedp/chromedp v0.23.0
 	github.com/go-json-experiment/json v1.27.2
 	github.com/google/go-cmp v0.7.0
 	github.com/google/renameio/v2 v2.0.2
@@ -15,5 +16,6 @@ require (
 
 require (
 	filippo.io/hpke v0.4.0 // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

@@ -71,11 +71,45 @@ type server struct {
 	origin string // http://HOST:PORT, the only Origin a POST may come from
 	hosts  []string
 
-	root   *checkpoint.Sessions // read-only, for a root of sessions
-	states stateCache
-	checks checker
-	stop   context.CancelFunc // stops the checker
-	wg     sync.WaitGroup
+	root *checkpoint.Sessions // read-only, for a root of sessions
+	// known are the sessions of root as last listed, by stored name.
+	knownMu sync.Mutex
+	known   map[string]checkpoint.Session
+	states  stateCache
+	stores  storeCache
+	checks  checker
+	stop    context.CancelFunc // stops the checker
+	wg      sync.WaitGroup
+
+	// busy counts the API requests being answered: the checker waits
+	// while there are any, so that it never slows the page down.
+	busyMu sync.Mutex
+	busy   int
+	idle   *sync.Cond
+}
+
+// enter and leave bracket an API request.
+func (s *server) enter() {
+	s.busyMu.Lock()
+	s.busy++
+	s.busyMu.Unlock()
+}
+
+func (s *server) leave() {
+	s.busyMu.Lock()
+	if s.busy--; s.busy == 0 {
+		s.idle.Broadcast()
+	}
+	s.busyMu.Unlock()
+}
+
+// waitIdle waits until no API request is being answered, or ctx is done.
+func (s *server) waitIdle(ctx context.Context) {
+	s.busyMu.Lock()
+	defer s.busyMu.Unlock()
+	for s.busy > 0 && ctx.Err() == nil {
+		s.idle.Wait()
+	}
 }
 
 // checker verifies in the background the checkpoints a timeline lists,
@@ -163,12 +197,13 @@ func (s *server) runChecks(ctx context.Context) {
 }
 
 func (s *server) check(ctx context.Context, job checkJob) {
-	st, _, _, err := s.openStore(ctx, job.key)
+	st, _, _, release, err := s.openStore(ctx, job.key)
 	if err != nil {
 		return
 	}
-	defer st.Close()
+	defer release()
 	for _, info := range job.infos {
+		s.waitIdle(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -246,7 +281,14 @@ func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPA
 		s.root = root
 	}
 	s.checks.jobs = make(chan checkJob, 64)
+	s.idle = sync.NewCond(&s.busyMu)
 	ctx, s.stop = context.WithCancel(ctx)
+	// A waitIdle wakes up when ctx is done.
+	context.AfterFunc(ctx, func() {
+		s.busyMu.Lock()
+		s.idle.Broadcast()
+		s.busyMu.Unlock()
+	})
 	s.wg.Add(1)
 	go s.runChecks(ctx)
 	return s, nil
@@ -256,6 +298,7 @@ func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPA
 func (s *server) close() {
 	s.stop()
 	s.wg.Wait()
+	s.stores.closeAll()
 	if s.root != nil {
 		s.root.Close()
 	}
@@ -377,6 +420,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, "no_key"
 	case errors.Is(err, checkpoint.ErrCorrupt):
 		return http.StatusUnprocessableEntity, "damaged"
+	case errors.Is(err, checkpoint.ErrNewerSchema):
+		return http.StatusUnprocessableEntity, "newer_schema"
 	case errors.Is(err, checkpoint.ErrLocked):
 		return http.StatusConflict, "locked"
 	}
@@ -388,7 +433,9 @@ func classify(err error) (int, string) {
 // nothing changed.
 func (s *server) api(h func(*http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.enter()
 		v, err := h(r)
+		s.leave()
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		if err != nil {
 			code, kind := classify(err)
@@ -461,6 +508,7 @@ func (s *server) sessions(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.remember(list)
 	out := make([]webSession, 0, len(list))
 	for _, sess := range list {
 		out = append(out, newWebSession(sess))
@@ -469,18 +517,54 @@ func (s *server) sessions(r *http.Request) (any, error) {
 }
 
 // storeDir returns the store the API names by key: "" for the target
-// itself when it is a store, a session's stored name in a root.
-func (s *server) storeDir(key string) (string, error) {
+// itself when it is a store; in a root, the store of a session the root
+// lists (never another directory or a symbolic link in the root, which
+// the root does not list as a session).
+func (s *server) storeDir(ctx context.Context, key string) (string, error) {
 	if !s.t.sessions {
 		if key != "" {
 			return "", badRequest("%s is a store, not a root of sessions: no session %q", s.t.dir, key)
 		}
 		return s.t.dir, nil
 	}
-	if !ckptnames.IsSessionName(key) || strings.ContainsAny(key, `/\`) || key == "." || key == ".." {
+	if _, ok := s.lookupSession(ctx, key); !ok {
 		return "", &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("%s: no session stored as %q", s.t.dir, key)}
 	}
 	return joinName(s.t.dir, key), nil
+}
+
+// lookupSession returns the session of the root stored as key, as the
+// root last listed it; a key not in that listing lists the root again.
+func (s *server) lookupSession(ctx context.Context, key string) (checkpoint.Session, bool) {
+	s.knownMu.Lock()
+	sess, ok := s.known[key]
+	s.knownMu.Unlock()
+	if ok {
+		return sess, true
+	}
+	if !ckptnames.IsSessionName(key) {
+		return checkpoint.Session{}, false
+	}
+	list, err := s.root.List(ctx)
+	if err != nil {
+		return checkpoint.Session{}, false
+	}
+	s.remember(list)
+	s.knownMu.Lock()
+	defer s.knownMu.Unlock()
+	sess, ok = s.known[key]
+	return sess, ok
+}
+
+// remember keeps list, a listing of the root, for lookupSession.
+func (s *server) remember(list []checkpoint.Session) {
+	known := make(map[string]checkpoint.Session, len(list))
+	for _, sess := range list {
+		known[storedName(sess.Dir)] = sess
+	}
+	s.knownMu.Lock()
+	s.known = known
+	s.knownMu.Unlock()
 }
 
 // headerErrors is a slog.Handler that records, by path, the errors of the
@@ -531,19 +615,146 @@ func (h *headerErrors) reason(p string) string {
 }
 
 // openStore opens the store named by key read-only, with rules (retention
-// options for a dry run), and lists it.
-func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.Option) (*checkpoint.Store[json.RawMessage], []checkpoint.Info, *headerErrors, error) {
-	dir, err := s.storeDir(key)
+// options for a dry run), and lists it. release gives the store back: a
+// store opened without rules is kept open for the next request (its List
+// then reads only the headers of files new or changed since), one with
+// rules is closed.
+func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.Option) (st *checkpoint.Store[json.RawMessage], infos []checkpoint.Info, herrs *headerErrors, release func(), err error) {
+	dir, err := s.storeDir(ctx, key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	herrs := &headerErrors{}
-	opts := s.t.options(append([]checkpoint.Option{checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(herrs))}, rules...)...)
-	st, infos, err := openAnySchema(ctx, s.t, dir, -1, opts...)
+	open := func() (*checkpoint.Store[json.RawMessage], []checkpoint.Info, *headerErrors, error) {
+		herrs := &headerErrors{}
+		opts := s.t.options(append([]checkpoint.Option{checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(herrs))}, rules...)...)
+		st, infos, err := openAnySchema(ctx, s.t, dir, -1, opts...)
+		return st, infos, herrs, err
+	}
+	if len(rules) > 0 {
+		st, infos, herrs, err := open()
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		return st, infos, herrs, func() { st.Close() }, nil
+	}
+	if e := s.stores.acquire(key); e != nil {
+		infos, err := e.st.List(ctx)
+		if err == nil && maxSchemaOf(infos) <= e.schema {
+			return e.st, infos, e.herrs, func() { s.stores.release(e) }, nil
+		}
+		// A file of a newer schema than the store was opened to read (or
+		// a failure): open it afresh.
+		s.stores.drop(e)
+	}
+	st, infos, herrs, err = open()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return st, infos, herrs, nil
+	// Another request may have opened the store meanwhile: add keeps one.
+	e := s.stores.add(key, &openStore{st: st, herrs: herrs, schema: maxSchemaOf(infos)})
+	return e.st, infos, e.herrs, func() { s.stores.release(e) }, nil
+}
+
+// maxSchemaOf returns the highest schema of infos, as openAnySchema
+// opens a store to read.
+func maxSchemaOf(infos []checkpoint.Info) int {
+	m := 0
+	for _, info := range infos {
+		m = max(m, min(info.Schema, maxSchema))
+	}
+	return m
+}
+
+// openStore is a store the server keeps open between requests.
+type openStore struct {
+	key     string
+	st      *checkpoint.Store[json.RawMessage]
+	herrs   *headerErrors
+	schema  int // the highest schema it reads
+	refs    int // requests using it
+	dropped bool
+}
+
+// storeCache keeps the stores the page looked at most recently open, at
+// most maxOpenStores of them; one dropped while a request uses it is
+// closed when that request is done.
+type storeCache struct {
+	mu   sync.Mutex
+	open []*openStore // the most recently used last
+}
+
+const maxOpenStores = 16
+
+func (c *storeCache) acquire(key string) *openStore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, e := range c.open {
+		if e.key == key {
+			c.open = append(append(c.open[:i:i], c.open[i+1:]...), e)
+			e.refs++
+			return e
+		}
+	}
+	return nil
+}
+
+// add adds e, acquired, unless a store of its key was added meanwhile:
+// then e is closed and that one is acquired.
+func (c *storeCache) add(key string, e *openStore) *openStore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.key, e.refs = key, 1
+	for _, o := range c.open {
+		if o.key == key {
+			e.st.Close()
+			o.refs++
+			return o
+		}
+	}
+	c.open = append(c.open, e)
+	for len(c.open) > maxOpenStores {
+		c.dropLocked(c.open[0])
+	}
+	return e
+}
+
+func (c *storeCache) release(e *openStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.refs--; e.refs == 0 && e.dropped {
+		e.st.Close()
+	}
+}
+
+// drop releases e and removes it from the cache.
+func (c *storeCache) drop(e *openStore) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked(e)
+	if e.refs--; e.refs == 0 {
+		e.st.Close()
+	}
+}
+
+func (c *storeCache) dropLocked(e *openStore) {
+	if !e.dropped {
+		e.dropped = true
+		c.open = slices.DeleteFunc(c.open, func(o *openStore) bool { return o == e })
+		if e.refs == 0 {
+			e.st.Close()
+		}
+	}
+}
+
+// closeAll closes every store; no request may use one any more.
+func (c *storeCache) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.open {
+		e.dropped = true
+		e.st.Close()
+	}
+	c.open = nil
 }
 
 // ckptJSON is a checkpoint as the timeline sends it.
@@ -628,11 +839,11 @@ func (s *server) timeline(r *http.Request) (any, error) {
 		out.RulesError = rerr.Error()
 	}
 	out.Rules = desc
-	st, infos, herrs, err := s.openStore(ctx, key, rules...)
+	st, infos, herrs, release, err := s.openStore(ctx, key, rules...)
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer release()
 	out.Location = st.Location()
 	prune := map[string]bool{}
 	if len(rules) > 0 {
@@ -669,18 +880,20 @@ func (s *server) timeline(r *http.Request) (any, error) {
 	return out, nil
 }
 
-// sessionByKey returns the session stored as key.
+// sessionByKey returns the session stored as key, read afresh.
 func (s *server) sessionByKey(ctx context.Context, key string) (checkpoint.Session, bool) {
-	list, err := s.root.List(ctx)
-	if err != nil {
-		return checkpoint.Session{}, false
+	sess, ok := s.lookupSession(ctx, key)
+	if !ok || sess.ID == "" {
+		return sess, ok // a damaged session without an ID is as listed
 	}
-	for _, sess := range list {
-		if storedName(sess.Dir) == key {
-			return sess, true
+	fresh, err := s.root.Get(ctx, sess.ID)
+	if fresh.Dir == "" || storedName(fresh.Dir) != key {
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			return checkpoint.Session{}, false
 		}
+		return sess, true
 	}
-	return checkpoint.Session{}, false
+	return fresh, true
 }
 
 // loaded is one checkpoint's header and state, loaded whole and verified.
@@ -695,11 +908,11 @@ func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
 	if file == "" {
 		return loaded{}, badRequest("no file given")
 	}
-	st, infos, _, err := s.openStore(ctx, key)
+	st, infos, _, release, err := s.openStore(ctx, key)
 	if err != nil {
 		return loaded{}, err
 	}
-	defer st.Close()
+	defer release()
 	i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Name() == file })
 	if i < 0 {
 		return loaded{}, &checkpoint.Error{Op: "serve", Path: joinName(st.Location(), file),
@@ -707,7 +920,14 @@ func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
 	}
 	info := infos[i]
 	if info.Payload == checkpoint.PayloadBytes {
-		return loaded{info: info}, nil
+		// Opening the payload reads its header again, and the size of a
+		// plain one (List does not give it).
+		r, opened, err := st.OpenPayloadExact(ctx, info)
+		if err != nil {
+			return loaded{}, err
+		}
+		r.Close()
+		return loaded{info: opened}, nil
 	}
 	ck := keyOf(info)
 	if state, ok := s.states.get(ck); ok {
@@ -753,7 +973,10 @@ type checkpointJSON struct {
 	Payload     checkpoint.Payload `json:"payload"`
 	PayloadSize int64              `json:"payload_size"`
 	Error       *errorJSON         `json:"error"`
-	State       *jsonNode          `json:"state"`
+	// StateSize is the size in bytes of the state's JSON, decompressed
+	// (0 for a byte payload).
+	StateSize int       `json:"state_size"`
+	State     *jsonNode `json:"state"`
 }
 
 func (s *server) checkpoint(r *http.Request) (any, error) {
@@ -774,7 +997,7 @@ func (s *server) checkpoint(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.State = &n
+		out.State, out.StateSize = &n, len(l.state)
 	}
 	return out, nil
 }
@@ -895,6 +1118,9 @@ func (s *server) fork(r *http.Request) (any, error) {
 	if err := dec.Decode(&req); err != nil {
 		return nil, badRequest("fork: the request does not decode: %v", err)
 	}
+	if err := dec.Decode(&struct{}{}); err != io.EOF {
+		return nil, badRequest("fork: the request holds more than one JSON object")
+	}
 	if req.Step == nil {
 		return nil, badRequest("fork: no step given")
 	}
@@ -908,7 +1134,19 @@ func (s *server) fork(r *http.Request) (any, error) {
 	}
 	// The root is opened for writing only for the fork: Fork takes the
 	// claim it needs and releases it.
-	root, err := s.t.openSessions(ctx, s.t.options()...)
+	// The root reads the states of the session's schemas as they are, as
+	// every store the server opens does: a fork loads the checkpoint it
+	// starts from.
+	_, infos, _, release, err := s.openStore(ctx, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	release()
+	opts := s.t.options()
+	if upTo := maxSchemaOf(infos); upTo > 0 {
+		opts = append(opts, readSchemas(upTo))
+	}
+	root, err := s.t.openSessions(ctx, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,9 @@ func locate(state []byte, ptr string) ([]byte, error) {
 			}
 			want = n
 		}
-		found := false
+		// An object's member is its last of that name, as encoding/json
+		// decodes it (and as diff's paths mean).
+		var next []byte
 		for i := 0; dec.PeekKind() != '}' && dec.PeekKind() != ']'; i++ {
 			match := i == want
 			if kind == '{' {
@@ -94,7 +96,9 @@ func locate(state []byte, ptr string) ([]byte, error) {
 				if err != nil {
 					return nil, damagedState(err)
 				}
-				match = name.String() == tok
+				// A name of invalid UTF-8 is sent, and so named, with
+				// U+FFFD for its bad bytes, as encoding/json decodes it.
+				match = strings.ToValidUTF8(name.String(), "\uFFFD") == tok
 			}
 			if !match {
 				if err := dec.SkipValue(); err != nil {
@@ -107,11 +111,12 @@ func locate(state []byte, ptr string) ([]byte, error) {
 				return nil, damagedState(err)
 			}
 			end := int(dec.InputOffset())
-			cur = cur[end-len(v) : end]
-			found = true
-			break
+			next = cur[end-len(v) : end]
+			if kind == '[' {
+				break
+			}
 		}
-		if !found {
+		if cur = next; cur == nil {
 			return nil, errNoNode(ptr, fmt.Sprintf("no member %q", tok))
 		}
 	}

@@ -388,3 +388,65 @@ func waitChecked(t *testing.T, s served, key string) timelineJSON {
 		require.True(t, time.Now().Before(deadline), "the checkpoints were not all checked in 20 s")
 	}
 }
+
+// An encrypted root is served with --identity; without it the timeline
+// lists the files and opening one says which key it needs.
+func TestServeReadsAnEncryptedRootWithItsIdentity(t *testing.T) {
+	t.Parallel()
+	k := newKey(t)
+	root := encryptedSessions(t, k)
+
+	s := startServe(t, "--identity", k.file, root)
+	var ck checkpointJSON
+	require.Equal(t, 200, s.get(t, "api/checkpoint?session=a&file=step_00000002.json", &ck))
+	require.NotNil(t, ck.State)
+	var ch children
+	require.Equal(t, 200, s.get(t, "api/node?session=a&file=step_00000002.json&path=", &ch))
+	require.Len(t, ch.Children, 1)
+	assert.JSONEq(t, "2", string(ch.Children[0].Value))
+
+	none := startServe(t, root)
+	var e struct{ Error, Kind string }
+	assert.Equal(t, http.StatusUnprocessableEntity, none.get(t, "api/checkpoint?session=a&file=step_00000002.json", &e))
+	assert.Equal(t, "no_key", e.Kind)
+	assert.Contains(t, e.Error, k.kid)
+	assert.Contains(t, e.Error, "--identity")
+}
+
+// A session saved at a schema (WithSchema) forks: the fork reads its
+// states as they were saved, as every read of the server does.
+func TestServeForksASessionSavedAtASchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	r, err := checkpoint.OpenSessions(root, checkpoint.NoSync(), readSchemas(2))
+	require.NoError(t, err)
+	sess, err := r.Create(ctx, "game", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[json.RawMessage](r, sess.ID)
+	require.NoError(t, err)
+	for i := 1; i <= 3; i++ {
+		_, err := st.Save(ctx, int64(i), json.RawMessage(fmt.Sprintf(`{"turn":%d}`, i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	require.NoError(t, r.Close())
+
+	s := startServe(t, "--write", root)
+	var info infoJSON
+	require.Equal(t, 200, s.get(t, "api/info", &info))
+	req, err := http.NewRequest(http.MethodPost, s.Base+"api/fork?token="+s.Token, strings.NewReader(`{"session":"game","step":2}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Checkpoint-CSRF", info.CSRF)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	var out struct{ Session webSession }
+	require.NoError(t, json.Unmarshal(body, &out))
+	var tl timelineJSON
+	require.Equal(t, 200, s.get(t, "api/timeline?session="+url.QueryEscape(out.Session.Key), &tl))
+	require.Len(t, tl.Checkpoints, 2, "the fork holds steps 1 and 2")
+}

@@ -273,13 +273,20 @@ func openAnySchema(ctx context.Context, t target, dir string, upTo int, opts ...
 		return st, infos, nil
 	}
 	st.Close()
+	st, err = t.open(ctx, dir, append(opts, readSchemas(upTo))...)
+	return st, infos, err
+}
+
+// readSchemas is WithSchema(upTo) with migrations that return their
+// input: a store opened with it reads the states of every schema up to
+// upTo as they were saved.
+func readSchemas(upTo int) checkpoint.Option {
 	keep := func(state json.RawMessage) (json.RawMessage, error) { return state, nil }
 	chain := make([]checkpoint.Migration, upTo)
 	for i := range chain {
 		chain[i] = checkpoint.Migration{From: i, Migrate: keep}
 	}
-	st, err = t.open(ctx, dir, append(opts, checkpoint.WithSchema(upTo, chain...))...)
-	return st, infos, err
+	return checkpoint.WithSchema(upTo, chain...)
 }
 
 // parseLayout parses --layout: PREFIX/DIGITS or PREFIX (Digits 0).
