@@ -710,7 +710,6 @@ func TestAttackForkRefusesForgedRequests(t *testing.T) {
 // The sessions layer never takes a symlink in a root for a session (it is
 // not listed); the API must not read the store it points to either.
 func TestAttackASymlinkedSessionDirIsNotServed(t *testing.T) {
-	t.Skip("BUG: storeDir joins any session-like key to the root and opens it, following a symlink to a store outside the root that api/sessions does not list")
 	t.Parallel()
 	root, _, _ := serveFixture(t, 2)
 	other, orun, _ := serveFixture(t, 2)
@@ -724,7 +723,6 @@ func TestAttackASymlinkedSessionDirIsNotServed(t *testing.T) {
 }
 
 func TestAttackForkRefusesABodyWithTrailingData(t *testing.T) {
-	t.Skip("BUG: fork decodes only the body's first JSON value: a body with trailing data (two objects, garbage) forks")
 	t.Parallel()
 	root, run, _ := serveFixture(t, 2)
 	s := startServe(t, "--write", root)
