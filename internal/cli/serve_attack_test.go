@@ -1160,3 +1160,24 @@ func TestAttackTheTokenCookieIsHttpOnlyStrictAndPortBound(t *testing.T) {
 	assert.Equal(t, "no-referrer", resp.Header.Get("Referrer-Policy"), "the URL's token must not leak in a Referer")
 	assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
 }
+
+// A session removed (or replaced) on disk while the server keeps its store
+// open: the next answers say so, with no 5xx and no stale checkpoint.
+func TestAttackASessionRemovedWhileCachedIsNotServedStale(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 3)
+	s := startServe(t, root)
+	k := url.QueryEscape(run)
+	var tl timelineJSON
+	require.Equal(t, 200, s.get(t, "api/timeline?session="+k, &tl))
+	require.NotEmpty(t, tl.Checkpoints)
+	require.Equal(t, 200, s.get(t, "api/checkpoint?session="+k+"&file=step_00000002.json", nil))
+	require.NoError(t, os.RemoveAll(filepath.Join(root, run)))
+	for _, p := range []string{"api/timeline?session=" + k, "api/checkpoint?session=" + k + "&file=step_00000001.json",
+		"api/node?session=" + k + "&file=step_00000001.json&path=", "api/sessions", "api/timeline?session=" + k} {
+		r := s.call(t, "GET", p, nil, nil)
+		require.NoError(t, r.err, p)
+		assert.Less(t, r.code, 500, "%s: %s", p, r)
+		assert.NotContains(t, string(r.body), `"step":1`, "%s: a removed session's checkpoint: %s", p, r)
+	}
+}
