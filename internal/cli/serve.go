@@ -317,7 +317,23 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /api/search", s.api(s.search))
 	mux.HandleFunc("GET /api/diff", s.api(s.diff))
 	mux.HandleFunc("POST /api/fork", s.api(s.fork))
+	mux.HandleFunc("/api/", s.api(s.noRoute))
 	return s.guard(mux)
+}
+
+// apiRoutes are the API's paths and the method each takes.
+var apiRoutes = map[string]string{
+	"/api/info": "GET", "/api/sessions": "GET", "/api/timeline": "GET", "/api/checkpoint": "GET",
+	"/api/node": "GET", "/api/search": "GET", "/api/diff": "GET", "/api/fork": "POST",
+}
+
+// noRoute answers a request to no API route, or with the wrong method,
+// with an API error.
+func (s *server) noRoute(r *http.Request) (any, error) {
+	if m, ok := apiRoutes[r.URL.Path]; ok {
+		return nil, &apiError{status: http.StatusMethodNotAllowed, kind: "bad_request", err: fmt.Errorf("%s takes %s, not %s", r.URL.Path, m, r.Method)}
+	}
+	return nil, &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("no API route %s", r.URL.Path)}
 }
 
 // guard sets the security headers of every response and lets through only
@@ -1100,8 +1116,8 @@ func (s *server) fork(r *http.Request) (any, error) {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Checkpoint-CSRF")), []byte(s.csrf)) != 1 {
 		return nil, forbidden("a fork needs the page's CSRF token (X-Checkpoint-CSRF)")
 	}
-	if o := r.Header.Get("Origin"); o != "" && o != s.origin {
-		return nil, forbidden("a fork must come from " + s.origin + ", not " + o)
+	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.hosts, strings.TrimPrefix(strings.ToLower(o), "http://")) {
+		return nil, forbidden("a fork must come from the page of this server (" + s.origin + "), not " + o)
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		return nil, forbidden("a fork's body must be application/json")

@@ -866,7 +866,6 @@ func TestAttackEveryPathTheAPIReturnsOpens(t *testing.T) {
 }
 
 func TestAttackNodePagingPastTheEndHasNoMore(t *testing.T) {
-	t.Skip("BUG: childrenAt's offset+limit overflows for an offset near MaxInt: more is true past the end (offset=9223372036854775807)")
 	t.Parallel()
 	dir, files := rawStateStore(t, map[string][]byte{"a": []byte(`[1,2,3]`)}, []string{"a"})
 	s := startServe(t, dir)
@@ -953,7 +952,6 @@ func TestAttackErrorsAreJSONWithAKindAndNeverHTML(t *testing.T) {
 // Errors of an API route that does not exist or a wrong method are the
 // API's JSON errors too (the contract: every error of the API is JSON).
 func TestAttackUnknownAPIRoutesAnswerJSON(t *testing.T) {
-	t.Skip("BUG: an unknown api/ route (404) or a wrong method (GET api/fork, POST api/info: 405) gets the mux's text/plain page, not {\"error\",\"kind\"}")
 	t.Parallel()
 	root, _, _ := serveFixture(t, 1)
 	s := startServe(t, root)
@@ -1064,7 +1062,6 @@ func TestAttackConcurrentReadsWhileAWriterSavesAndPrunesAndNoGoroutineLeaks(t *t
 // The page may be opened at any host name the server answers (localhost,
 // [::1]): its fork then comes from that origin, which is the server's own.
 func TestAttackForkFromThePageAtLocalhostIsAccepted(t *testing.T) {
-	t.Skip("BUG: fork accepts only the Origin http://127.0.0.1:PORT: a page opened at http://localhost:PORT (a Host the guard accepts) cannot fork (403)")
 	t.Parallel()
 	root, run, _ := serveFixture(t, 2)
 	s := startServe(t, "--write", root)

@@ -222,6 +222,10 @@ func childrenAt(state []byte, ptr string, offset, limit int) (children, error) {
 	if self.Count == nil {
 		return out, nil // a scalar
 	}
+	// offset and limit are at most the state's length from here: their
+	// sum cannot overflow.
+	offset = min(offset, *self.Count)
+	limit = min(limit, *self.Count)
 	dec := newDecoder(v)
 	open, _ := dec.ReadToken()
 	esc := strings.NewReplacer("~", "~0", "/", "~1")
@@ -251,7 +255,7 @@ func childrenAt(state []byte, ptr string, offset, limit int) (children, error) {
 		child.Key = &key
 		out.Children = append(out.Children, child)
 	}
-	out.More = *self.Count > offset+limit
+	out.More = *self.Count-offset > limit
 	return out, nil
 }
 
