@@ -729,11 +729,13 @@ func TestDiffStates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, diffStates(decode(tt.a), decode(tt.b)))
+			lines, exact := diffStates(decode(tt.a), decode(tt.b))
+			require.True(t, exact)
+			require.Equal(t, tt.want, lines)
 		})
 	}
 	long := `"` + strings.Repeat("é", 100) + `"`
-	got := diffStates(decode(`{"a":1}`), decode(`{"a":1,"b":`+long+`}`))
+	got, _ := diffStates(decode(`{"a":1}`), decode(`{"a":1,"b":`+long+`}`))
 	require.Len(t, got, 1)
 	require.True(t, strings.HasPrefix(got[0], `+ .b: "éé`))
 	require.True(t, strings.HasSuffix(got[0], "é... (202 bytes)"), got[0])

@@ -1091,7 +1091,7 @@ func (s *server) diff(r *http.Request) (any, error) {
 		}
 		sides[i] = diffSide{Session: key, File: l.info.Name(), Step: l.info.Step, Kind: l.info.Kind}
 	}
-	changes := diffChanges(states[0], states[1])
+	changes, exact := diffChanges(states[0], states[1])
 	truncated := len(changes) > maxDiffChanges
 	if truncated {
 		changes = changes[:maxDiffChanges]
@@ -1099,7 +1099,7 @@ func (s *server) diff(r *http.Request) (any, error) {
 	if changes == nil {
 		changes = []change{}
 	}
-	return map[string]any{"a": sides[0], "b": sides[1], "changes": changes, "truncated": truncated}, nil
+	return map[string]any{"a": sides[0], "b": sides[1], "changes": changes, "truncated": truncated, "exact": exact}, nil
 }
 
 // forkRequest is the body of a POST to api/fork.

@@ -670,6 +670,7 @@
     view.replaceChildren(el('h1', {}, 'Diff'),
       el('p', { class: 'sides' }, el('a', { href: checkpointHref(d.a.session, d.a.file) }, side(d.a, 'A')), el('br'), el('a', { href: checkpointHref(d.b.session, d.b.file) }, side(d.b, 'B'))),
       el('p', { id: 'diff-summary' }, total === 0 ? 'no differences' : `${count.changed} changed, ${count.added} added, ${count.removed} removed${d.truncated ? ' (list truncated)' : ''}`),
+      d.exact === false ? el('p', { id: 'diff-approx', class: 'note' }, 'These states are too big, or their arrays too deeply nested, for an edit script: arrays are compared index by index, so an element inserted in the middle shows as changes to the elements after it.') : null,
       list,
       el('div', { class: 'trees' },
         el('div', {}, el('h2', {}, 'A'), a.state ? treeA : el('p', { class: 'payload' }, 'byte payload')),
