@@ -88,7 +88,11 @@
 //	+ .inventory[3]: "rope"
 //	- .whispers: ["the bells ring for someone still alive"]
 //
-// Two equal states print one line that says so.
+// Two equal states print one line that says so. Array elements are matched
+// by an edit script, so an element inserted in the middle is one addition;
+// for states too big for one, or whose arrays nest too deep (its cost grows
+// exponentially with that depth), arrays are compared index by index
+// instead, and a note on stderr says so.
 //
 // prune applies retention rules, as the library's KeepLast, KeepMultiplesOf,
 // KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
