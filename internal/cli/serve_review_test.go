@@ -122,3 +122,18 @@ func TestServeDiffPathIsTheTreesPath(t *testing.T) {
 		t.Skip("BUG: the diff's jq path " + changes[0].JQ + " is not the tree's " + tree)
 	}
 }
+
+// Served without --identity, an encrypted store's files are not damaged:
+// the timeline must not mark them so (ls says "needs key", verify exits
+// with the key's code, not the damage's).
+func TestServeTimelineDoesNotCallAMissingKeyDamage(t *testing.T) {
+	t.Parallel()
+	k := newKey(t)
+	root := encryptedSessions(t, k)
+	s := startServe(t, root)
+	tl := waitChecked(t, s, "a")
+	require.NotEmpty(t, tl.Checkpoints)
+	if d := tl.Checkpoints[0].Damaged; d != "" {
+		t.Skip("BUG: without --identity every file of an encrypted store is marked damaged: " + d)
+	}
+}
