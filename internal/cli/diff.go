@@ -269,13 +269,17 @@ func jqPath(b []byte) string {
 	return string(b)
 }
 
-// jqKey returns the jq segment of an object key: .key, or .["odd key"].
+// jqKey returns the jq segment of an object key: .key, or ["odd key"]
+// (jqPath puts a dot before one that begins a path).
 func jqKey(key string) string {
 	if identifier.MatchString(key) {
 		return "." + key
 	}
-	k, _ := json.Marshal(key)
-	return ".[" + string(safeJSON(k)) + "]"
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // <, > and & are printed as they are
+	enc.Encode(key)
+	return "[" + string(safeJSON(bytes.TrimSuffix(b.Bytes(), []byte("\n")))) + "]"
 }
 
 // pointerToken escapes an object key as a JSON Pointer token.

@@ -119,7 +119,7 @@ func (s *server) waitIdle(ctx context.Context) {
 // verdict is kept for the server's life.
 type checker struct {
 	mu      sync.Mutex
-	results map[cacheKey]string // "" for a good file, else why it is bad
+	results map[cacheKey]verdict
 	pending map[string]bool     // the stores with a batch queued or running
 	jobs    chan checkJob
 }
@@ -129,8 +129,16 @@ type checkJob struct {
 	infos []checkpoint.Info
 }
 
+// A verdict is what reading a file in full found: nothing (a good file),
+// damage, or no key to read it with (see keyProblem), which is no damage.
+type verdict struct {
+	damaged, noKey string
+}
+
+func (v verdict) good() bool { return v == verdict{} }
+
 // verdict returns what the checker found of info, if it checked it.
-func (c *checker) verdict(info checkpoint.Info) (string, bool) {
+func (c *checker) verdict(info checkpoint.Info) (verdict, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.results[keyOf(info)]
@@ -141,22 +149,22 @@ func (c *checker) verdict(info checkpoint.Info) (string, bool) {
 // returned. Only a verdict on the file itself is kept, never a failure to
 // reach it.
 func (c *checker) record(info checkpoint.Info, err error) {
-	var verdict string
+	var v verdict
 	switch {
 	case err == nil, errors.Is(err, checkpoint.ErrNewerSchema):
 	case keyProblem(err) != "":
-		verdict = keyProblem(err)
+		v.noKey = keyProblem(err)
 	case errors.Is(err, checkpoint.ErrCorrupt):
-		verdict = reason(err)
+		v.damaged = reason(err)
 	default:
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.results == nil {
-		c.results = make(map[cacheKey]string)
+		c.results = make(map[cacheKey]verdict)
 	}
-	c.results[keyOf(info)] = verdict
+	c.results[keyOf(info)] = v
 }
 
 // enqueue queues the check of infos of the store key, unless a batch of
@@ -449,9 +457,11 @@ func classify(err error) (int, string) {
 // nothing changed.
 func (s *server) api(h func(*http.Request) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s.enter()
-		v, err := h(r)
-		s.leave()
+		v, err := func() (any, error) {
+			s.enter()
+			defer s.leave()
+			return h(r)
+		}()
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		if err != nil {
 			code, kind := classify(err)
@@ -543,7 +553,9 @@ func (s *server) storeDir(ctx context.Context, key string) (string, error) {
 		}
 		return s.t.dir, nil
 	}
-	if _, ok := s.lookupSession(ctx, key); !ok {
+	if _, ok, err := s.lookupSession(ctx, key); err != nil {
+		return "", err
+	} else if !ok {
 		return "", &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("%s: no session stored as %q", s.t.dir, key)}
 	}
 	return joinName(s.t.dir, key), nil
@@ -551,25 +563,25 @@ func (s *server) storeDir(ctx context.Context, key string) (string, error) {
 
 // lookupSession returns the session of the root stored as key, as the
 // root last listed it; a key not in that listing lists the root again.
-func (s *server) lookupSession(ctx context.Context, key string) (checkpoint.Session, bool) {
+func (s *server) lookupSession(ctx context.Context, key string) (checkpoint.Session, bool, error) {
 	s.knownMu.Lock()
 	sess, ok := s.known[key]
 	s.knownMu.Unlock()
 	if ok {
-		return sess, true
+		return sess, true, nil
 	}
 	if !ckptnames.IsSessionName(key) {
-		return checkpoint.Session{}, false
+		return checkpoint.Session{}, false, nil
 	}
 	list, err := s.root.List(ctx)
 	if err != nil {
-		return checkpoint.Session{}, false
+		return checkpoint.Session{}, false, err
 	}
 	s.remember(list)
 	s.knownMu.Lock()
 	defer s.knownMu.Unlock()
 	sess, ok = s.known[key]
-	return sess, ok
+	return sess, ok, nil
 }
 
 // remember keeps list, a listing of the root, for lookupSession.
@@ -618,16 +630,17 @@ func (h *headerErrors) Handle(_ context.Context, rec slog.Record) error {
 func (h *headerErrors) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *headerErrors) WithGroup(string) slog.Handler      { return h }
 
-func (h *headerErrors) reason(p string) string {
+// verdict says why the header of the file at p did not read.
+func (h *headerErrors) verdict(p string) verdict {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.byPath[p]; err != nil {
 		if k := keyProblem(err); k != "" {
-			return k
+			return verdict{noKey: k}
 		}
-		return reason(err)
+		return verdict{damaged: reason(err)}
 	}
-	return "unreadable header"
+	return verdict{damaged: "unreadable header"}
 }
 
 // openStore opens the store named by key read-only, with rules (retention
@@ -655,11 +668,15 @@ func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.
 	}
 	if e := s.stores.acquire(key); e != nil {
 		infos, err := e.st.List(ctx)
+		if err != nil && ctx.Err() != nil {
+			s.stores.release(e) // the request went away, not the store
+			return nil, nil, nil, nil, err
+		}
 		if err == nil && maxSchemaOf(infos) <= e.schema {
 			return e.st, infos, e.herrs, func() { s.stores.release(e) }, nil
 		}
-		// A file of a newer schema than the store was opened to read (or
-		// a failure): open it afresh.
+		// A file of a newer schema than the store was opened to read, or
+		// a store that fails (removed, say): open it afresh.
 		s.stores.drop(e)
 	}
 	st, infos, herrs, err = open()
@@ -785,8 +802,11 @@ type ckptJSON struct {
 	Metrics     map[string]float64 `json:"metrics"`
 	Payload     checkpoint.Payload `json:"payload"`
 	Damaged     string             `json:"damaged"`
+	// NoKey says why no identity given opens the file (or why a
+	// plaintext file is not read with identities): it is not damage.
+	NoKey string `json:"no_key"`
 	// Checked is set once the file was read in full in the background
-	// (or its header did not read): Damaged is then final.
+	// (or its header did not read): Damaged and NoKey are then final.
 	Checked bool `json:"checked"`
 	Prune   bool `json:"prune"`
 }
@@ -875,20 +895,26 @@ func (s *server) timeline(r *http.Request) (any, error) {
 	for _, info := range infos {
 		ck := ckptJSON{File: info.Name(), Step: info.Step, Kind: info.Kind, Size: info.Size, Compression: info.Compression,
 			Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload, Prune: prune[info.Name()]}
+		var v verdict
 		if info.Format == 0 {
-			ck.Damaged, ck.Checked = herrs.reason(info.Location), true
+			v, ck.Checked = herrs.verdict(info.Location), true
 		} else {
 			t := info.Time.UTC()
 			ck.Time = &t
-			if ck.Damaged, ck.Checked = s.checks.verdict(info); !ck.Checked {
+			if v, ck.Checked = s.checks.verdict(info); !ck.Checked {
 				unchecked = append(unchecked, info)
 			}
 		}
+		ck.Damaged, ck.NoKey = v.damaged, v.noKey
 		out.Checkpoints = append(out.Checkpoints, ck)
 	}
 	s.checks.enqueue(key, unchecked)
 	if s.root != nil {
-		if sess, ok := s.sessionByKey(ctx, key); ok {
+		sess, ok, err := s.sessionByKey(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			ws := newWebSession(sess)
 			out.Session = &ws
 		}
@@ -897,19 +923,19 @@ func (s *server) timeline(r *http.Request) (any, error) {
 }
 
 // sessionByKey returns the session stored as key, read afresh.
-func (s *server) sessionByKey(ctx context.Context, key string) (checkpoint.Session, bool) {
-	sess, ok := s.lookupSession(ctx, key)
-	if !ok || sess.ID == "" {
-		return sess, ok // a damaged session without an ID is as listed
+func (s *server) sessionByKey(ctx context.Context, key string) (checkpoint.Session, bool, error) {
+	sess, ok, err := s.lookupSession(ctx, key)
+	if err != nil || !ok || sess.ID == "" {
+		return sess, ok, err // a damaged session without an ID is as listed
 	}
 	fresh, err := s.root.Get(ctx, sess.ID)
 	if fresh.Dir == "" || storedName(fresh.Dir) != key {
 		if errors.Is(err, checkpoint.ErrNotFound) {
-			return checkpoint.Session{}, false
+			return checkpoint.Session{}, false, nil
 		}
-		return sess, true
+		return sess, true, nil
 	}
-	return fresh, true
+	return fresh, true, nil
 }
 
 // loaded is one checkpoint's header and state, loaded whole and verified.
@@ -936,32 +962,53 @@ func (s *server) load(ctx context.Context, key, file string) (loaded, error) {
 	}
 	info := infos[i]
 	if info.Payload == checkpoint.PayloadBytes {
-		// Opening the payload reads its header again, and the size of a
-		// plain one (List does not give it).
-		r, opened, err := st.OpenPayloadExact(ctx, info)
+		return s.loadPayload(ctx, st, info)
+	}
+	// One load of a file at a time: the diff page asks for a diff and its
+	// two checkpoints at once.
+	ck := keyOf(info)
+	state, leader, err := s.states.join(ck)
+	for !leader && err != nil && ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The request that loaded it went away: load it for this one.
+		state, leader, err = s.states.join(ck)
+	}
+	if !leader {
 		if err != nil {
 			return loaded{}, err
 		}
-		r.Close()
-		return loaded{info: opened}, nil
-	}
-	ck := keyOf(info)
-	if state, ok := s.states.get(ck); ok {
 		return loaded{info: info, state: state}, nil
 	}
 	listed := info
-	state, info, err := s.c.load(ctx, st, s.t.layout, selector{file: file})
+	state, info, err = s.c.load(ctx, st, s.t.layout, selector{file: file})
 	if !errors.Is(err, checkpoint.ErrPayloadMismatch) {
 		s.checks.record(listed, err)
 	}
+	s.states.done(ck, state, err)
 	if err != nil {
 		return loaded{}, err
 	}
-	if info.Payload == checkpoint.PayloadBytes {
-		return loaded{info: info}, nil
-	}
-	s.states.put(ck, state)
 	return loaded{info: info, state: state}, nil
+}
+
+// loadPayload verifies the byte payload info of st, reading it to its end
+// unless the checker already did, and returns its header as opening it
+// gives it (with the size of a plain one, which List does not give).
+func (s *server) loadPayload(ctx context.Context, st *checkpoint.Store[json.RawMessage], info checkpoint.Info) (loaded, error) {
+	if v, ok := s.checks.verdict(info); !ok {
+		err := verifyCheckpoint(ctx, st, info)
+		s.checks.record(info, err)
+		if err != nil {
+			return loaded{}, err
+		}
+	} else if !v.good() {
+		return loaded{}, verifyCheckpoint(ctx, st, info) // the error itself, again
+	}
+	r, opened, err := st.OpenPayloadExact(ctx, info)
+	if err != nil {
+		return loaded{}, err
+	}
+	r.Close()
+	return loaded{info: opened}, nil
 }
 
 type errorJSON struct {
@@ -1141,7 +1188,10 @@ func (s *server) fork(r *http.Request) (any, error) {
 		return nil, badRequest("fork: no step given")
 	}
 	ctx := r.Context()
-	from, ok := s.sessionByKey(ctx, req.Session)
+	from, ok, err := s.sessionByKey(ctx, req.Session)
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
 		return nil, &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("fork: no session stored as %q in %s", req.Session, s.t.dir)}
 	}
@@ -1193,6 +1243,15 @@ func keyOf(info checkpoint.Info) cacheKey {
 type stateCache struct {
 	mu      sync.Mutex
 	entries []cacheEntry // the most recent last
+	loading map[cacheKey]*stateLoad
+}
+
+// stateLoad is a load under way, which other requests of the file wait
+// for.
+type stateLoad struct {
+	done  chan struct{}
+	state json.RawMessage
+	err   error
 }
 
 type cacheEntry struct {
@@ -1204,21 +1263,46 @@ type cacheEntry struct {
 // kept.
 const stateCacheBytes = 512 << 20
 
-func (c *stateCache) get(k cacheKey) (json.RawMessage, bool) {
+// join returns the state of k if the cache holds it, or waits for the
+// load of k under way and returns its outcome; if neither, the caller is
+// the leader (leader is true) and must call done with its outcome.
+func (c *stateCache) join(k cacheKey) (state json.RawMessage, leader bool, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for i, e := range c.entries {
 		if e.key == k {
 			c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
-			return e.state, true
+			c.mu.Unlock()
+			return e.state, false, nil
 		}
 	}
-	return nil, false
+	if l, ok := c.loading[k]; ok {
+		c.mu.Unlock()
+		<-l.done
+		return l.state, false, l.err
+	}
+	if c.loading == nil {
+		c.loading = make(map[cacheKey]*stateLoad)
+	}
+	c.loading[k] = &stateLoad{done: make(chan struct{})}
+	c.mu.Unlock()
+	return nil, true, nil
 }
 
-func (c *stateCache) put(k cacheKey, state json.RawMessage) {
+// done ends the load of k that join made the caller lead: the ones waiting
+// get its outcome, and a state loaded is kept.
+func (c *stateCache) done(k cacheKey, state json.RawMessage, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	l := c.loading[k]
+	delete(c.loading, k)
+	if err == nil {
+		c.putLocked(k, state)
+	}
+	c.mu.Unlock()
+	l.state, l.err = state, err
+	close(l.done)
+}
+
+func (c *stateCache) putLocked(k cacheKey, state json.RawMessage) {
 	c.entries = slices.DeleteFunc(c.entries, func(e cacheEntry) bool { return e.key == k })
 	c.entries = append(c.entries, cacheEntry{k, state})
 	total := 0

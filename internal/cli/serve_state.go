@@ -23,6 +23,7 @@ import (
 type jsonNode struct {
 	Key   *string `json:"key,omitempty"` // a child's object key or array index
 	Path  string  `json:"path"`          // its JSON Pointer
+	JQ    string  `json:"jq"`            // its path in jq syntax, as diff prints it
 	Type  string  `json:"type"`          // object, array, string, number, bool or null
 	Count *int    `json:"count,omitempty"`
 	// Value is a scalar's JSON value; a string longer than maxValueChars
@@ -58,31 +59,38 @@ func errNoNode(ptr, why string) error {
 	return &apiError{status: http.StatusNotFound, kind: "not_found", err: fmt.Errorf("no node %q in the state: %s", ptr, why)}
 }
 
-// locate returns the bytes of the value at ptr in state.
-func locate(state []byte, ptr string) ([]byte, error) {
+// locate returns the bytes of the value at ptr in state, and its path in
+// jq syntax (before jqPath).
+func locate(state []byte, ptr string) (_ []byte, jq string, _ error) {
 	cur := bytes.TrimSpace(state)
 	if ptr == "" {
-		return cur, nil
+		return cur, "", nil
 	}
 	if ptr[0] != '/' {
-		return nil, badRequest("path %q: a JSON Pointer starts with /", ptr)
+		return nil, "", badRequest("path %q: a JSON Pointer starts with /", ptr)
 	}
+	var path strings.Builder
 	unesc := strings.NewReplacer("~1", "/", "~0", "~")
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = unesc.Replace(tok)
 		dec := newDecoder(cur)
 		kind := dec.PeekKind()
 		if kind != '{' && kind != '[' {
-			return nil, errNoNode(ptr, "a scalar has no children")
+			return nil, "", errNoNode(ptr, "a scalar has no children")
 		}
 		if _, err := dec.ReadToken(); err != nil {
-			return nil, damagedState(err)
+			return nil, "", damagedState(err)
 		}
 		want := -1
+		if kind == '{' {
+			path.WriteString(jqKey(tok))
+		} else {
+			path.WriteString("[" + tok + "]")
+		}
 		if kind == '[' {
 			n, err := strconv.Atoi(tok)
 			if err != nil || n < 0 || strconv.Itoa(n) != tok {
-				return nil, errNoNode(ptr, fmt.Sprintf("%q is not an array index", tok))
+				return nil, "", errNoNode(ptr, fmt.Sprintf("%q is not an array index", tok))
 			}
 			want = n
 		}
@@ -94,7 +102,7 @@ func locate(state []byte, ptr string) ([]byte, error) {
 			if kind == '{' {
 				name, err := dec.ReadToken()
 				if err != nil {
-					return nil, damagedState(err)
+					return nil, "", damagedState(err)
 				}
 				// A name of invalid UTF-8 is sent, and so named, with
 				// U+FFFD for its bad bytes, as encoding/json decodes it.
@@ -102,13 +110,13 @@ func locate(state []byte, ptr string) ([]byte, error) {
 			}
 			if !match {
 				if err := dec.SkipValue(); err != nil {
-					return nil, damagedState(err)
+					return nil, "", damagedState(err)
 				}
 				continue
 			}
 			v, err := dec.ReadValue()
 			if err != nil {
-				return nil, damagedState(err)
+				return nil, "", damagedState(err)
 			}
 			end := int(dec.InputOffset())
 			next = cur[end-len(v) : end]
@@ -117,10 +125,10 @@ func locate(state []byte, ptr string) ([]byte, error) {
 			}
 		}
 		if cur = next; cur == nil {
-			return nil, errNoNode(ptr, fmt.Sprintf("no member %q", tok))
+			return nil, "", errNoNode(ptr, fmt.Sprintf("no member %q", tok))
 		}
 	}
-	return cur, nil
+	return cur, path.String(), nil
 }
 
 // damagedState reports a state that does not scan: it was verified when it
@@ -131,11 +139,13 @@ func damagedState(err error) error {
 
 // nodeAt describes the value at ptr in state.
 func nodeAt(state []byte, ptr string) (jsonNode, error) {
-	v, err := locate(state, ptr)
+	v, jq, err := locate(state, ptr)
 	if err != nil {
 		return jsonNode{}, err
 	}
-	return describe(v, ptr)
+	n, err := describe(v, ptr)
+	n.JQ = jqPath([]byte(jq))
+	return n, err
 }
 
 // describe describes the value v whose path is ptr.
@@ -210,7 +220,7 @@ func countChildren(v []byte) (int, error) {
 // childrenAt returns the children of the node at ptr from offset, at most
 // limit of them, in the order they are written.
 func childrenAt(state []byte, ptr string, offset, limit int) (children, error) {
-	v, err := locate(state, ptr)
+	v, jq, err := locate(state, ptr)
 	if err != nil {
 		return children{}, err
 	}
@@ -218,6 +228,7 @@ func childrenAt(state []byte, ptr string, offset, limit int) (children, error) {
 	if err != nil {
 		return children{}, err
 	}
+	self.JQ = jqPath([]byte(jq))
 	out := children{jsonNode: self, Offset: offset, Children: []jsonNode{}}
 	if self.Count == nil {
 		return out, nil // a scalar
@@ -253,6 +264,11 @@ func childrenAt(state []byte, ptr string, offset, limit int) (children, error) {
 			return out, err
 		}
 		child.Key = &key
+		if open.Kind() == '{' {
+			child.JQ = jqPath([]byte(jq + jqKey(key)))
+		} else {
+			child.JQ = jqPath([]byte(jq + "[" + key + "]"))
+		}
 		out.Children = append(out.Children, child)
 	}
 	out.More = *self.Count-offset > limit
@@ -266,14 +282,32 @@ type searchResults struct {
 }
 
 // searchState returns the nodes of state, in document order, whose key or
-// scalar value contains q, ignoring case: at most limit of them.
+// scalar value contains q, ignoring case: at most limit of them. A node
+// whose key matches is a result, and so are the matches inside it.
 func searchState(ctx context.Context, state []byte, q string, limit int) (searchResults, error) {
 	out := searchResults{Results: []jsonNode{}}
 	needle := strings.ToLower(q)
 	dec := newDecoder(state)
-	for {
-		if len(out.Results)%64 == 0 && ctx.Err() != nil {
+	// open are the containers whose key matched, not yet closed: each is
+	// described once its end is known.
+	type pending struct {
+		result, depth int
+		start         int64
+	}
+	var open []pending
+	add := func(n jsonNode, key string) {
+		n.Key = &key
+		n.JQ = jqOf(dec)
+		out.Results = append(out.Results, n)
+	}
+	for i := 0; ; i++ {
+		if i%1024 == 0 && ctx.Err() != nil {
 			return out, ctx.Err()
+		}
+		if len(out.Results) > limit && len(open) == 0 {
+			// One more than limit was found: enough to say there are more.
+			out.Results, out.Truncated = out.Results[:limit], true
+			return out, nil
 		}
 		kind := dec.PeekKind()
 		if kind == 0 {
@@ -287,38 +321,55 @@ func searchState(ctx context.Context, state []byte, q string, limit int) (search
 			if err != nil {
 				return out, damagedState(err)
 			}
-			name := tok.String() // the token is valid until the next read
-			if !strings.Contains(strings.ToLower(name), needle) {
+			name := strings.ToValidUTF8(tok.String(), "\uFFFD") // the token is valid until the next read
+			if len(out.Results) > limit || !strings.Contains(strings.ToLower(name), needle) {
 				continue
 			}
 			ptr := string(dec.StackPointer())
+			if vk := dec.PeekKind(); vk == '{' || vk == '[' {
+				// Described at its end; matches inside it follow it.
+				add(jsonNode{Path: ptr}, name)
+				if _, err := dec.ReadToken(); err != nil {
+					return out, damagedState(err)
+				}
+				open = append(open, pending{result: len(out.Results) - 1, depth: dec.StackDepth(), start: dec.InputOffset() - 1})
+				continue
+			}
 			v, err := dec.ReadValue()
 			if err != nil {
 				return out, damagedState(err)
 			}
-			// The name matched: the node is its value. Its own
-			// children are not searched (the page expands to it).
 			node, err := describe(v, ptr)
 			if err != nil {
 				return out, err
 			}
-			key := strings.ToValidUTF8(name, "\uFFFD")
-			node.Key = &key
-			if out.Results = append(out.Results, node); len(out.Results) > limit {
-				out.Results, out.Truncated = out.Results[:limit], true
-				return out, nil
-			}
+			add(node, name)
 			continue
 		}
 		if kind == '{' || kind == '[' || kind == '}' || kind == ']' {
+			closing := kind == '}' || kind == ']'
 			if _, err := dec.ReadToken(); err != nil {
 				return out, damagedState(err)
+			}
+			if closing && len(open) > 0 && open[len(open)-1].depth == depth {
+				p := open[len(open)-1]
+				open = open[:len(open)-1]
+				r := &out.Results[p.result]
+				node, err := describe(state[p.start:dec.InputOffset()], r.Path)
+				if err != nil {
+					return out, err
+				}
+				node.Key, node.JQ = r.Key, r.JQ
+				*r = node
 			}
 			continue
 		}
 		v, err := dec.ReadValue()
 		if err != nil {
 			return out, damagedState(err)
+		}
+		if len(out.Results) > limit {
+			continue
 		}
 		text := string(v)
 		if kind == '"' {
@@ -335,14 +386,29 @@ func searchState(ctx context.Context, state []byte, q string, limit int) (search
 		if err != nil {
 			return out, err
 		}
-		if ptr != "" {
-			key := strings.ToValidUTF8(ptr.LastToken(), "\uFFFD")
-			node.Key = &key
-		}
-		if out.Results = append(out.Results, node); len(out.Results) > limit {
-			out.Results, out.Truncated = out.Results[:limit], true
-			return out, nil
+		add(node, strings.ToValidUTF8(ptr.LastToken(), "\uFFFD"))
+		if ptr == "" {
+			out.Results[len(out.Results)-1].Key = nil
 		}
 	}
+	if len(out.Results) > limit {
+		out.Results, out.Truncated = out.Results[:limit], true
+	}
 	return out, nil
+}
+
+// jqOf returns the path of the value dec read last (or whose name it read
+// last), in jq syntax, as diff prints it.
+func jqOf(dec *jsontext.Decoder) string {
+	var b strings.Builder
+	depth := 1
+	for tok := range dec.StackPointer().Tokens() {
+		if kind, _ := dec.StackIndex(depth); kind == '[' {
+			b.WriteString("[" + tok + "]")
+		} else {
+			b.WriteString(jqKey(strings.ToValidUTF8(tok, "\uFFFD")))
+		}
+		depth++
+	}
+	return jqPath([]byte(b.String()))
 }

@@ -110,13 +110,6 @@
     return m ? Object.entries(m).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join('  ') : '';
   }
 
-  // jq paths: built one step at a time as the tree is walked, so an object
-  // key made of digits is never mistaken for an array index.
-  function jqChild(parent, key, inArray) {
-    const step = inArray ? `[${key}]` : /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
-    if (parent === '.') return step.startsWith('.') ? step : '.' + step;
-    return parent + step;
-  }
   function ptrChild(parent, key) {
     return parent + '/' + String(key).replace(/~/g, '~0').replace(/\//g, '~1');
   }
@@ -350,6 +343,7 @@
     const c = list[i];
     const cls = ['checkpoint', 'kind-' + c.kind];
     if (c.damaged) cls.push('damaged');
+    if (c.no_key) cls.push('nokey');
     if (c.prune) cls.push('prune');
     const pick = (side) => el('input', {
       type: 'radio', name: 'pick-' + side, class: 'pick-' + side, value: c.file, 'aria-label': `${side.toUpperCase()}: ${c.file}`,
@@ -366,7 +360,7 @@
       el('td', { class: 'num', title: `${c.size} bytes` }, fmtSize(c.size), c.compression ? ` ${c.compression}` : ''),
       el('td', {}, c.payload),
       el('td', { class: 'mono' }, fmtMap(c.metrics)),
-      el('td', { class: 'problem' }, c.damaged));
+      el('td', { class: c.damaged ? 'problem' : 'note-key' }, c.damaged || c.no_key));
   }
 
   // drawChart draws a bar per checkpoint (x: step, height: size, colour:
@@ -418,11 +412,12 @@
       const h = Math.max(c.damaged ? 10 : 2, (c.size / maxSize) * ph); // a damaged file stays visible
       const cls = ['point', 'kind-' + c.kind];
       if (c.damaged) cls.push('damaged');
+      if (c.no_key) cls.push('nokey');
       if (c.prune) cls.push('prune');
       bars.append(svgEl('rect', {
         class: cls.join(' '), x: (x(c.step) - bw / 2).toFixed(2), y: (m.t + ph - h).toFixed(2), width: bw.toFixed(2), height: h.toFixed(2),
         'data-file': c.file, 'data-step': c.step, 'data-kind': c.kind,
-      }, svgEl('title', {}, `step ${c.step}, ${c.kind}, ${fmtSize(c.size)}${c.damaged ? ', damaged: ' + c.damaged : ''}${c.prune ? ', a prune would remove it' : ''}`)));
+      }, svgEl('title', {}, `step ${c.step}, ${c.kind}, ${fmtSize(c.size)}${c.damaged ? ', damaged: ' + c.damaged : ''}${c.no_key ? ', not read: ' + c.no_key : ''}${c.prune ? ', a prune would remove it' : ''}`)));
     }
     bars.addEventListener('click', (ev) => {
       const file = ev.target.closest && ev.target.closest('rect.point');
@@ -445,7 +440,7 @@
   function drawLegend(legend) {
     const swatch = (cls, label) => el('span', { class: 'item' }, el('span', { class: 'swatch ' + cls }), label);
     legend.replaceChildren(...KINDS.map((k) => swatch('kind-' + k, k)),
-      swatch('damaged', 'damaged'), swatch('prune', 'a prune would remove'), swatch('interval', 'time since previous save (right axis)'));
+      swatch('damaged', 'damaged'), swatch('nokey', 'needs a key (not damaged)'), swatch('prune', 'a prune would remove'), swatch('interval', 'time since previous save (right axis)'));
   }
 
   // ---- checkpoint ----
@@ -524,7 +519,7 @@
   // makeTree draws a lazily loaded state tree into box. ctx.marks maps a
   // JSON Pointer to the classes its node gets (the diff's highlights).
   function makeTree(box, ctx, rootNode) {
-    const root = nodeEl(rootNode, null, '.', false);
+    const root = nodeEl(rootNode, null, rootNode.jq, false); // jq paths come from the server, spelled as diff spells them
     box.replaceChildren(root);
 
     function nodeEl(n, key, jq, inArray) {
@@ -532,7 +527,6 @@
       const d = el('div', { class: 'node t-' + n.type, 'data-path': n.path });
       for (const c of ctx.marks[n.path] || []) d.classList.add(c);
       d.cpNode = n;
-      d.cpJq = jq;
       const row = el('div', { class: 'row' });
       if (container) {
         row.append(el('button', { type: 'button', class: 'toggle', 'aria-expanded': 'false', 'aria-label': 'expand ' + jq, onclick: () => toggle(d).catch((e) => showError(e.message)) }, '▸'));
@@ -592,7 +586,7 @@
       const old = d.cpKids.querySelector(':scope > button.more');
       if (old) old.remove();
       const arr = n.type === 'array';
-      d.cpKids.append(...data.children.map((ch) => nodeEl(ch, ch.key, jqChild(d.cpJq, ch.key, arr), arr)));
+      d.cpKids.append(...data.children.map((ch) => nodeEl(ch, ch.key, ch.jq, arr)));
       d.cpLoaded += data.children.length;
       d.cpMore = data.more && data.children.length > 0;
       if (d.cpMore) {
