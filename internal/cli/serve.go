@@ -120,7 +120,7 @@ func (s *server) waitIdle(ctx context.Context) {
 type checker struct {
 	mu      sync.Mutex
 	results map[cacheKey]verdict
-	pending map[string]bool     // the stores with a batch queued or running
+	pending map[string]bool // the stores with a batch queued or running
 	jobs    chan checkJob
 }
 
