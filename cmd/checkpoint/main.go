@@ -145,11 +145,13 @@
 // unreachable store is an error on the page naming the file and reason.
 //
 // The server listens on 127.0.0.1 and a free port unless --addr says
-// otherwise (another host than a loopback address is noted on stderr:
-// the token is then all that keeps others out). Every request must carry
-// the random token of the printed URL (the page keeps it in a cookie
-// scoped to the port): without it the answer is 403 and nothing read.
-// Requests naming another host (DNS rebinding) are refused, no response
+// otherwise (an address that is not loopback is noted on stderr: the
+// token is then what keeps others out). Every request must carry the
+// random token of the printed URL (the page keeps it in a cookie scoped
+// to the port): without it the answer is 403 and nothing read. A request
+// must name the server by localhost, an IP address (a loopback one unless
+// the server listens beyond loopback) or the host name given to --addr;
+// one naming another host (DNS rebinding) is refused. No response
 // allows cross-origin reads, a fork is a POST that needs the page's CSRF
 // token from its own origin, and the page renders everything read from
 // disk as text (its Content-Security-Policy runs no script but its own).

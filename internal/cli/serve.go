@@ -69,7 +69,12 @@ type server struct {
 	csrf   string // required by every POST, in X-Checkpoint-CSRF
 	cookie string // the cookie's name, unique to the port
 	origin string // http://HOST:PORT, the only Origin a POST may come from
-	hosts  []string
+	// The Host a request may name (see allowedHost): the port, whether
+	// any IP address goes (a server not on loopback), and the host name
+	// of --addr, if it was given one.
+	port  string
+	anyIP bool
+	name  string
 
 	root *checkpoint.Sessions // read-only, for a root of sessions
 	// known are the sessions of root as last listed, by stored name.
@@ -229,7 +234,7 @@ func (c *cli) serve(ctx context.Context, t target, addr string, write bool) erro
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	s, err := newServer(ctx, c, t, write, ln.Addr().(*net.TCPAddr))
+	s, err := newServer(ctx, c, t, write, addr, ln.Addr().(*net.TCPAddr))
 	if err != nil {
 		ln.Close()
 		return err
@@ -242,7 +247,7 @@ func (c *cli) serve(ctx context.Context, t target, addr string, write bool) erro
 	}
 	host := ln.Addr().(*net.TCPAddr)
 	if host.IP.IsUnspecified() {
-		c.notef("listening on every interface (%s): anyone who can reach this machine and has the URL's token can read these checkpoints", ln.Addr())
+		c.notef("listening on every interface (%s): anyone who can reach this machine and has the URL's token can read these checkpoints (at http://IP:%d/ and the token)", ln.Addr(), host.Port)
 	} else if !host.IP.IsLoopback() {
 		c.notef("listening on %s, not on a loopback address: anyone who can reach it and has the URL's token can read these checkpoints", ln.Addr())
 	}
@@ -264,7 +269,7 @@ func (c *cli) serve(ctx context.Context, t target, addr string, write bool) erro
 	}
 }
 
-func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPAddr) (*server, error) {
+func newServer(ctx context.Context, c *cli, t target, write bool, given string, addr *net.TCPAddr) (*server, error) {
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, err
@@ -280,7 +285,10 @@ func newServer(ctx context.Context, c *cli, t target, write bool, addr *net.TCPA
 		host = "127.0.0.1"
 	}
 	s.origin = "http://" + net.JoinHostPort(host, port)
-	s.hosts = []string{net.JoinHostPort("127.0.0.1", port), net.JoinHostPort("localhost", port), net.JoinHostPort("::1", port), net.JoinHostPort(host, port)}
+	s.port, s.anyIP = port, !addr.IP.IsLoopback()
+	if h, _, err := net.SplitHostPort(given); err == nil && net.ParseIP(h) == nil {
+		s.name = strings.ToLower(h) // --addr myhost:8080: the name the user chose
+	}
 	if t.sessions {
 		root, err := t.openSessions(ctx, t.options(checkpoint.ReadOnly())...)
 		if err != nil {
@@ -356,7 +364,7 @@ func (s *server) guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		if !slices.Contains(s.hosts, strings.ToLower(r.Host)) {
+		if !s.allowedHost(r.Host) {
 			// DNS rebinding: a page of another site whose name now
 			// resolves to this machine.
 			refuse(w, http.StatusForbidden, "this server answers only requests to "+s.origin)
@@ -371,6 +379,25 @@ func (s *server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// allowedHost reports whether a request may name hostport as its Host (or
+// come from a page of that origin): the server's port, and localhost, a
+// loopback address, the host name --addr gave, or, for a server not on
+// loopback, any IP address. Never another name: a page of another site
+// whose name was made to resolve to this machine (DNS rebinding) is
+// refused.
+func (s *server) allowedHost(hostport string) bool {
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil || p != s.port {
+		return false
+	}
+	h = strings.ToLower(h)
+	if h == "localhost" || s.name != "" && h == s.name {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && (s.anyIP || ip.IsLoopback())
 }
 
 // authorized reports whether r carries the token, in its URL or cookie.
@@ -1163,7 +1190,7 @@ func (s *server) fork(r *http.Request) (any, error) {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Checkpoint-CSRF")), []byte(s.csrf)) != 1 {
 		return nil, forbidden("a fork needs the page's CSRF token (X-Checkpoint-CSRF)")
 	}
-	if o := r.Header.Get("Origin"); o != "" && !slices.Contains(s.hosts, strings.TrimPrefix(strings.ToLower(o), "http://")) {
+	if o := r.Header.Get("Origin"); o != "" && !(strings.HasPrefix(strings.ToLower(o), "http://") && s.allowedHost(o[len("http://"):])) {
 		return nil, forbidden("a fork must come from the page of this server (" + s.origin + "), not " + o)
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {

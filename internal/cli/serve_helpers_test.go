@@ -33,12 +33,17 @@ func startServe(t testing.TB, args ...string) served {
 // startServeWith is startServe with remotes, for locations SCHEME://...
 func startServeWith(t testing.TB, remotes []Remote, args ...string) served {
 	t.Helper()
+	return startServeOn(t, "127.0.0.1:0", remotes, args...)
+}
+
+func startServeOn(t testing.TB, addr string, remotes []Remote, args ...string) served {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	stderr := &syncWriter{}
 	done := make(chan int, 1)
 	go func() {
-		code := runContext(ctx, time.Now(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr, remotes)
+		code := runContext(ctx, time.Now(), append([]string{"serve", "--addr", addr}, args...), pw, stderr, remotes)
 		pw.CloseWithError(io.EOF)
 		done <- code
 	}()

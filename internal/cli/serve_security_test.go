@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -81,4 +83,36 @@ func TestServeAnswersNoPathWithoutItsTokenOrFromAnotherHost(t *testing.T) {
 	}
 	wrongCookie := rawGet(t, srv, "api/sessions", "", http.Header{"Cookie": {c.Name + "=" + wrong}})
 	assert.Equal(t, http.StatusForbidden, wrongCookie.code)
+}
+
+// A server on another address than loopback (--addr) is reached by IP
+// address, or by the host name --addr gave it, never by another name; one
+// on loopback by loopback addresses and localhost only. (newServer only:
+// no test listens beyond loopback.)
+func TestServeHostCheckOnAndOffLoopback(t *testing.T) {
+	t.Parallel()
+	root, _, _ := serveFixture(t, 1)
+	ctx := context.Background()
+	check := func(given string, ip net.IP, ok, refused []string) {
+		tgt, err := (&cli{cmd: "serve", getenv: func(string) string { return "" }}).resolve(ctx, root, "")
+		require.NoError(t, err)
+		s, err := newServer(ctx, &cli{cmd: "serve"}, tgt, false, given, &net.TCPAddr{IP: ip, Port: 4711})
+		require.NoError(t, err)
+		defer s.close()
+		for _, h := range ok {
+			assert.True(t, s.allowedHost(h), "--addr %s: Host %s refused", given, h)
+		}
+		for _, h := range refused {
+			assert.False(t, s.allowedHost(h), "--addr %s: Host %s allowed", given, h)
+		}
+	}
+	check("0.0.0.0:4711", net.IPv4zero,
+		[]string{"127.0.0.1:4711", "10.1.2.3:4711", "[fd00::1]:4711", "localhost:4711"},
+		[]string{"evil.example:4711", "10.1.2.3:4712", "10.1.2.3", "myhost:4711"})
+	check("myhost:4711", net.IPv4(192, 168, 1, 9),
+		[]string{"MyHost:4711", "192.168.1.9:4711", "127.0.0.1:4711"},
+		[]string{"evil.example:4711", "myhost.evil:4711"})
+	check("127.0.0.1:0", net.IPv4(127, 0, 0, 1),
+		[]string{"127.0.0.1:4711", "[::1]:4711", "localhost:4711"},
+		[]string{"10.1.2.3:4711", "evil.example:4711", "127.0.0.1:80"})
 }

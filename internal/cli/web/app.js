@@ -13,7 +13,20 @@
   let info = null;
   let current = null; // {refresh} of the view on screen
   let generation = 0; // bumped on every route change; stale answers are dropped
-  const ui = { sort: { key: 'active', desc: true }, rules: {}, pick: { a: null, b: null }, shown: {} };
+  const ui = { sort: { key: 'active', desc: true }, rules: {}, pick: loadPicks(), shown: {} };
+  // The A/B picks of a diff outlive a reload and a move to another
+  // session's timeline: sessionStorage, this tab only.
+  function loadPicks() {
+    try {
+      const p = JSON.parse(sessionStorage.getItem('checkpoint-picks') || 'null');
+      const ok = (x) => x === null || (x && typeof x.key === 'string' && typeof x.file === 'string');
+      if (p && ok(p.a) && ok(p.b)) return { a: p.a, b: p.b };
+    } catch (e) { /* storage off or bad data: start afresh */ }
+    return { a: null, b: null };
+  }
+  function savePicks() {
+    try { sessionStorage.setItem('checkpoint-picks', JSON.stringify(ui.pick)); } catch (e) { /* storage off */ }
+  }
 
   // el builds an element: attrs sets attributes (class, data-*, …) or, for
   // keys starting with "on", listeners; children are nodes or text.
@@ -283,7 +296,7 @@
       if (a && b) go('diff', a.key, a.file, b.key, b.file);
     } }, 'Compare A with B');
     view.replaceChildren(title, summary, chart, legend, form,
-      el('div', { class: 'picker' }, el('span', {}, 'A: '), pickA, el('span', {}, ' B: '), pickB, compare),
+      el('div', { class: 'picker', id: 'picks' }, el('span', {}, 'A: '), pickA, el('span', {}, ' B: '), pickB, compare),
       table, more);
 
     async function load(withEtag) {
@@ -348,7 +361,7 @@
     const pick = (side) => el('input', {
       type: 'radio', name: 'pick-' + side, class: 'pick-' + side, value: c.file, 'aria-label': `${side.toUpperCase()}: ${c.file}`,
       checked: !!(ui.pick[side] && ui.pick[side].key === key && ui.pick[side].file === c.file),
-      onchange: () => { ui.pick[side] = { key, file: c.file }; onPick(); },
+      onchange: () => { ui.pick[side] = { key, file: c.file }; savePicks(); onPick(); },
     });
     return el('tr', { class: cls.join(' '), 'data-file': c.file },
       el('td', {}, pick('a')), el('td', {}, pick('b')),
