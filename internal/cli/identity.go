@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 
 	agelib "filippo.io/age"
 
@@ -231,17 +233,18 @@ func sessionKeyErrors(list []checkpoint.Session) []error {
 	return errs
 }
 
-// keyErrors is a slog.Handler that records, from a store's Warn records
-// (an unreadable checkpoint header, logged by List), the errors that are
-// ErrNoKey or ErrPlaintext, by the path of the file.
-type keyErrors struct {
+// headerErrors is a slog.Handler that records, from a store's Warn
+// records (an unreadable checkpoint header, logged by List), the error of
+// each file by its path. It is safe for concurrent use.
+type headerErrors struct {
+	mu     sync.Mutex
 	byPath map[string]error
-	order  []error
+	keys   []error // the errors that are ErrNoKey or ErrPlaintext, in the order met
 }
 
-func (k *keyErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *headerErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 
-func (k *keyErrors) Handle(_ context.Context, rec slog.Record) error {
+func (h *headerErrors) Handle(_ context.Context, rec slog.Record) error {
 	var path string
 	var err error
 	rec.Attrs(func(a slog.Attr) bool {
@@ -253,21 +256,35 @@ func (k *keyErrors) Handle(_ context.Context, rec slog.Record) error {
 		}
 		return true
 	})
-	if err == nil || keyProblem(err) == "" || path == "" {
+	if err == nil || path == "" {
 		return nil
 	}
-	if k.byPath == nil {
-		k.byPath = make(map[string]error)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byPath == nil {
+		h.byPath = make(map[string]error)
 	}
-	if _, seen := k.byPath[path]; !seen {
-		k.byPath[path] = err
-		k.order = append(k.order, fmt.Errorf("%s: %w", path, err))
+	if _, seen := h.byPath[path]; !seen && keyProblem(err) != "" {
+		h.keys = append(h.keys, fmt.Errorf("%s: %w", path, err))
 	}
+	h.byPath[path] = err
 	return nil
 }
 
-func (k *keyErrors) WithAttrs([]slog.Attr) slog.Handler { return k }
-func (k *keyErrors) WithGroup(string) slog.Handler      { return k }
+func (h *headerErrors) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *headerErrors) WithGroup(string) slog.Handler      { return h }
 
-// all returns the errors recorded, in the order met.
-func (k *keyErrors) all() []error { return k.order }
+// of returns the error of the file at path, if its header did not read.
+func (h *headerErrors) of(path string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.byPath[path]
+}
+
+// keyErrs returns the files no identity given opens, or that are
+// plaintext, with their errors, in the order met.
+func (h *headerErrors) keyErrs() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.keys)
+}

@@ -43,7 +43,7 @@ var lsCommand = command{
 }
 
 func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
-	keyErrs := &keyErrors{}
+	keyErrs := &headerErrors{}
 	st, err := t.open(ctx, t.dir, t.options(checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(keyErrs)))...)
 	if err != nil {
 		return err
@@ -57,10 +57,10 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		if infos == nil {
 			infos = []checkpoint.Info{}
 		}
-		defer c.noteKeyErrors(keyErrs.all())
+		defer c.noteKeyErrors(keyErrs.keyErrs())
 		return c.printJSON(infos)
 	}
-	defer c.noteKeyErrors(keyErrs.all())
+	defer c.noteKeyErrors(keyErrs.keyErrs())
 	if len(infos) == 0 {
 		c.noCheckpoints(ctx, c.stdout, "%s\n", t)
 		return nil
@@ -83,7 +83,7 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		when, meta := c.when(info.Time), formatMeta(info.Meta)
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
-			if err := keyErrs.byPath[info.Location]; err != nil {
+			if err := keyErrs.of(info.Location); keyProblem(err) != "" {
 				meta = "(" + keyProblem(err) + ")"
 			}
 		}

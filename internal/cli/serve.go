@@ -622,46 +622,9 @@ func (s *server) remember(list []checkpoint.Session) {
 	s.knownMu.Unlock()
 }
 
-// headerErrors is a slog.Handler that records, by path, the errors of the
-// checkpoint headers a List could not read (the store logs them at Warn).
-type headerErrors struct {
-	mu     sync.Mutex
-	byPath map[string]error
-}
-
-func (h *headerErrors) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-
-func (h *headerErrors) Handle(_ context.Context, rec slog.Record) error {
-	var p string
-	var err error
-	rec.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "path":
-			p = a.Value.String()
-		case "error":
-			err, _ = a.Value.Any().(error)
-		}
-		return true
-	})
-	if p != "" && err != nil {
-		h.mu.Lock()
-		if h.byPath == nil {
-			h.byPath = make(map[string]error)
-		}
-		h.byPath[p] = err
-		h.mu.Unlock()
-	}
-	return nil
-}
-
-func (h *headerErrors) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *headerErrors) WithGroup(string) slog.Handler      { return h }
-
 // verdict says why the header of the file at p did not read.
 func (h *headerErrors) verdict(p string) verdict {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if err := h.byPath[p]; err != nil {
+	if err := h.of(p); err != nil {
 		if k := keyProblem(err); k != "" {
 			return verdict{noKey: k}
 		}
@@ -817,18 +780,28 @@ func (c *storeCache) closeAll() {
 	c.open = nil
 }
 
-// ckptJSON is a checkpoint as the timeline sends it.
-type ckptJSON struct {
+// headerJSON is what the API sends of every checkpoint, from its header.
+type headerJSON struct {
 	File        string             `json:"file"`
 	Step        int64              `json:"step"`
 	Kind        checkpoint.Kind    `json:"kind"`
-	Time        *time.Time         `json:"time"`
 	Size        int64              `json:"size"`
 	Compression string             `json:"compression"`
 	Meta        map[string]string  `json:"meta"`
 	Metrics     map[string]float64 `json:"metrics"`
 	Payload     checkpoint.Payload `json:"payload"`
-	Damaged     string             `json:"damaged"`
+}
+
+func newHeaderJSON(info checkpoint.Info) headerJSON {
+	return headerJSON{File: info.Name(), Step: info.Step, Kind: info.Kind, Size: info.Size, Compression: info.Compression,
+		Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload}
+}
+
+// ckptJSON is a checkpoint as the timeline sends it.
+type ckptJSON struct {
+	headerJSON
+	Time    *time.Time `json:"time"` // nil if the header does not read
+	Damaged string     `json:"damaged"`
 	// NoKey says why no identity given opens the file (or why a
 	// plaintext file is not read with identities): it is not damage.
 	NoKey string `json:"no_key"`
@@ -920,8 +893,7 @@ func (s *server) timeline(r *http.Request) (any, error) {
 	}
 	var unchecked []checkpoint.Info
 	for _, info := range infos {
-		ck := ckptJSON{File: info.Name(), Step: info.Step, Kind: info.Kind, Size: info.Size, Compression: info.Compression,
-			Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload, Prune: prune[info.Name()]}
+		ck := ckptJSON{headerJSON: newHeaderJSON(info), Prune: prune[info.Name()]}
 		var v verdict
 		if info.Format == 0 {
 			v, ck.Checked = herrs.verdict(info.Location), true
@@ -1048,21 +1020,14 @@ type errorJSON struct {
 }
 
 type checkpointJSON struct {
-	File        string             `json:"file"`
-	Location    string             `json:"location"`
-	Step        int64              `json:"step"`
-	Kind        checkpoint.Kind    `json:"kind"`
-	Time        time.Time          `json:"time"`
-	Size        int64              `json:"size"`
-	Compression string             `json:"compression"`
-	Format      int                `json:"format"`
-	Checksum    string             `json:"checksum"`
-	Schema      int                `json:"schema"`
-	Meta        map[string]string  `json:"meta"`
-	Metrics     map[string]float64 `json:"metrics"`
-	Payload     checkpoint.Payload `json:"payload"`
-	PayloadSize int64              `json:"payload_size"`
-	Error       *errorJSON         `json:"error"`
+	headerJSON
+	Location    string     `json:"location"`
+	Time        time.Time  `json:"time"`
+	Format      int        `json:"format"`
+	Checksum    string     `json:"checksum"`
+	Schema      int        `json:"schema"`
+	PayloadSize int64      `json:"payload_size"`
+	Error       *errorJSON `json:"error"`
 	// StateSize is the size in bytes of the state's JSON, decompressed
 	// (0 for a byte payload).
 	StateSize int       `json:"state_size"`
@@ -1076,9 +1041,8 @@ func (s *server) checkpoint(r *http.Request) (any, error) {
 		return nil, err
 	}
 	info := l.info
-	out := checkpointJSON{File: info.Name(), Location: info.Location, Step: info.Step, Kind: info.Kind, Time: info.Time.UTC(), Size: info.Size,
-		Compression: info.Compression, Format: info.Format, Checksum: checksumName(info.Format), Schema: info.Schema,
-		Meta: info.Meta, Metrics: info.Metrics, Payload: info.Payload, PayloadSize: info.PayloadSize}
+	out := checkpointJSON{headerJSON: newHeaderJSON(info), Location: info.Location, Time: info.Time.UTC(),
+		Format: info.Format, Checksum: checksumName(info.Format), Schema: info.Schema, PayloadSize: info.PayloadSize}
 	if e := info.Error; e != nil {
 		out.Error = &errorJSON{Message: e.Message, Types: e.Types, Step: e.Step, Time: e.Time.UTC(), Panic: e.Panic, Stack: e.Stack}
 	}
