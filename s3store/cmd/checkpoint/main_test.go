@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,7 +201,9 @@ func TestParseLocation(t *testing.T) {
 	}
 }
 
-func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
+// sessionsInS3 makes a root of sessions at s3://BUCKET/campaigns holding
+// one session of turns 1 to turns, and returns the bucket and the session.
+func sessionsInS3(t *testing.T, turns int) (string, checkpoint.Session) {
 	ctx := context.Background()
 	client, bucket := withBucket(t)
 	b, err := s3store.New(client, bucket, "campaigns")
@@ -212,11 +215,16 @@ func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
 	require.NoError(t, err)
 	st, err := checkpoint.OpenSessionStore[game](root, s.ID)
 	require.NoError(t, err)
-	for turn := 1; turn <= 2; turn++ {
-		_, err := st.Save(ctx, int64(turn), game{Turn: turn})
+	for turn := 1; turn <= turns; turn++ {
+		_, err := st.Save(ctx, int64(turn), game{Turn: turn, HP: 10 - turn})
 		require.NoError(t, err)
 	}
 	require.NoError(t, st.Close())
+	return bucket, s
+}
+
+func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
+	bucket, s := sessionsInS3(t, 2)
 
 	loc := "s3://" + bucket + "/campaigns"
 	r := run(t, "ls", loc)
@@ -324,29 +332,13 @@ func TestCommandsReadAndRekeyAnEncryptedStoreInS3(t *testing.T) {
 // serve on s3:// reads a root of sessions in S3 through the same API as a
 // directory: the sessions, a timeline, a checkpoint's state and a diff.
 func TestServeBrowsesARootOfSessionsInS3(t *testing.T) {
-	ctx := context.Background()
-	client, bucket := withBucket(t)
-	b, err := s3store.New(client, bucket, "campaigns")
-	require.NoError(t, err)
-	root, err := checkpoint.OpenSessionsBackend(b)
-	require.NoError(t, err)
-	defer root.Close()
-	s, err := root.New(ctx, map[string]string{"players": "3"})
-	require.NoError(t, err)
-	st, err := checkpoint.OpenSessionStore[game](root, s.ID)
-	require.NoError(t, err)
-	for turn := 1; turn <= 3; turn++ {
-		_, err := st.Save(ctx, int64(turn), game{Turn: turn, HP: 10 - turn})
-		require.NoError(t, err)
-	}
-	require.NoError(t, st.Close())
-
-	sctx, cancel := context.WithCancel(ctx)
+	bucket, s := sessionsInS3(t, 3)
+	sctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
-	var stderr bytes.Buffer
+	stderr := new(lockedBuffer)
 	go func() {
-		done <- cli.RunContext(sctx, []string{"serve", "s3://" + bucket + "/campaigns"}, pw, &stderr, s3Remote())
+		done <- cli.RunContext(sctx, []string{"serve", "s3://" + bucket + "/campaigns"}, pw, stderr, s3Remote())
 		pw.Close()
 	}()
 	defer func() { cancel(); <-done }()
@@ -392,4 +384,23 @@ func TestServeBrowsesARootOfSessionsInS3(t *testing.T) {
 	var e struct{ Error, Kind string }
 	require.Equal(t, 404, get("api/checkpoint?session="+key+"&file=step_00000009.json", &e))
 	require.Contains(t, e.Error, "s3://"+bucket+"/campaigns/"+s.ID+"/step_00000009.json")
+}
+
+// lockedBuffer is a bytes.Buffer written by one goroutine and read by
+// another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
