@@ -226,6 +226,19 @@ func TestServeForksOnlyWithWriteAndTheCSRFToken(t *testing.T) {
 	var sessions struct{ Sessions []webSession }
 	require.Equal(t, 200, rw.get(t, "api/sessions", &sessions))
 	assert.Len(t, sessions.Sessions, 3)
+
+	// The root's claim was taken for the fork only: with the server
+	// running, a program creates a session and writes the forked one.
+	r, err := checkpoint.OpenSessions(root, checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Create(context.Background(), "after-the-fork", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[map[string]any](r, sess["id"].(string))
+	require.NoError(t, err, "the fork's store is not held by the server")
+	_, err = st.Save(context.Background(), 3, map[string]any{"turn": 3})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
 	code, _ = post(rw, info.CSRF, "", `{"session":"`+run+`","step":77}`)
 	assert.Equal(t, http.StatusNotFound, code, "a fork from a step with no checkpoint")
 }
