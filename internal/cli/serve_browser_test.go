@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -65,6 +66,44 @@ func TestServePagesOfARootInABrowser(t *testing.T) {
 			waitSessionOrder(b, reversed)
 		} else {
 			waitSessionOrder(b, byCount)
+		}
+
+		// Every sortable column sorts: the rows' values of that column are
+		// in order, one way or the other (a value a damaged session lacks
+		// left out).
+		var api struct{ Sessions []webSession }
+		require.Equal(t, 200, srv.get(t, "api/sessions", &api))
+		byKey := map[string]webSession{}
+		for _, ws := range api.Sessions {
+			byKey[ws.Key] = ws
+		}
+		value := map[string]func(webSession) (string, bool){
+			"id":          func(w webSession) (string, bool) { return w.ID, w.ID != "" },
+			"created":     func(w webSession) (string, bool) { return timeKey(w.Created), w.Created != nil },
+			"active":      func(w webSession) (string, bool) { return timeKey(&w.Active), true },
+			"checkpoints": func(w webSession) (string, bool) { return fmt.Sprintf("%020d", w.Checkpoints), true },
+			"size":        func(w webSession) (string, bool) { return fmt.Sprintf("%020d", w.Size), true },
+			"last_kind":   func(w webSession) (string, bool) { return string(w.LastKind), w.LastKind != "" },
+		}
+		for col, of := range value {
+			before := sessionKeys(b)
+			b.click(`#sessions th[data-sort="` + col + `"]`)
+			// The page sorts in the click's handler; the rows are read
+			// again until they are in order or the deadline passes.
+			var vals []string
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				vals = vals[:0]
+				for _, k := range sessionKeys(b) {
+					if v, ok := of(byKey[k]); ok {
+						vals = append(vals, v)
+					}
+				}
+				sorted := slices.IsSorted(vals) || slices.IsSortedFunc(vals, func(x, y string) int { return strings.Compare(y, x) })
+				if sorted || time.Now().After(deadline) {
+					assert.True(t, sorted, "sorted by %s: %q (before the click: %q)", col, vals, before)
+					break
+				}
+			}
 		}
 
 		// A row opens the session's timeline.
@@ -496,4 +535,55 @@ func listSessions(t *testing.T, dir string) []checkpoint.Session {
 	list, err := root.List(context.Background())
 	require.NoError(t, err)
 	return list
+}
+
+// timeKey returns t in a form that sorts as t does.
+func timeKey(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000000Z")
+}
+
+// TestServeABigStateOpensANodeAtATime: a state of megabytes opens at once
+// and its big array shows a page of children; the page never holds the
+// state (what it received is a small part of it), and search finds the
+// last element.
+func TestServeABigStateOpensANodeAtATime(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	dir := t.TempDir()
+	const n = 150_000
+	entities := make([]map[string]any, n)
+	for i := range entities {
+		entities[i] = map[string]any{"id": i, "name": fmt.Sprintf("entity-%d", i), "hp": 100}
+	}
+	st, err := checkpoint.Open[map[string]any](dir, checkpoint.NoSync())
+	require.NoError(t, err)
+	info, err := st.Save(context.Background(), 1, map[string]any{"turn": 1, "entities": entities})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.Greater(t, info.Size, int64(5<<20), "a state of megabytes")
+	srv := startServe(t, dir)
+
+	b := newBrowser(t)
+	b.open(srv.URL+"#/checkpoint//"+info.Name(), "checkpoint")
+	assert.Contains(t, b.text(treeNode("#tree", "/entities")+" .summary"), "150")
+	b.click(treeNode("#tree", "/entities") + " .toggle")
+	b.waitVisible(treeNode("#tree", "/entities/499"))
+	assert.Equal(t, 500, b.count(`#tree div.node[data-path^="/entities/"]`))
+	assert.Equal(t, 1, b.count("#tree button.more"))
+	received := evalJS[float64](b, `performance.getEntriesByType('resource').filter(e => e.name.includes('/api/')).reduce((s, e) => s + e.decodedBodySize, 0)`)
+	assert.Less(t, received, float64(info.Size)/20, "the page received %v bytes of a state of %d", received, info.Size)
+
+	last := fmt.Sprintf("/entities/%d/name", n-1)
+	b.do("search", chromedp.SendKeys(chromedp.CSS("#search"), fmt.Sprintf("entity-%d", n-1)), chromedp.Click(chromedp.CSS("#search-go")))
+	b.waitVisible(fmt.Sprintf(`#search-results .result[data-path=%q]`, last))
+	b.click(fmt.Sprintf(`#search-results .result[data-path=%q]`, last))
+	b.waitVisible(treeNode("#tree", last) + ".hit")
+	assert.LessOrEqual(t, b.count(`#tree div.node[data-path^="/entities/"]`), 2000, "the page holds a page or two of the array, not the array")
+	b.shot("big state")
+	// The elements before the one found are a click away.
+	b.click("#tree button.earlier")
+	b.waitVisible(treeNode("#tree", fmt.Sprintf("/entities/%d", (n-1)/500*500-1)))
 }

@@ -587,10 +587,44 @@
       if (!d.cpKids) {
         d.cpKids = el('div', { class: 'children' });
         d.append(d.cpKids);
-        d.cpLoaded = 0;
+        d.cpStart = d.cpLoaded = 0; // the children shown: [cpStart, cpLoaded)
         d.cpLoading = loadPage(d);
       }
       await d.cpLoading;
+    }
+
+    // jumpTo shows the page of an array's children that holds index i, in
+    // place of those shown: revealing element 149,999 loads one page, not
+    // 300. A button above it shows the earlier ones.
+    async function jumpTo(d, i) {
+      await d.cpLoading;
+      d.cpKids.replaceChildren();
+      d.cpStart = d.cpLoaded = Math.floor(i / PAGE) * PAGE;
+      d.cpLoading = loadPage(d);
+      await d.cpLoading;
+      earlierButton(d);
+    }
+
+    function earlierButton(d) {
+      const old = d.cpKids.querySelector(':scope > button.earlier');
+      if (old) old.remove();
+      if (d.cpStart <= 0) return;
+      d.cpKids.prepend(el('button', { type: 'button', class: 'earlier', onclick: (ev) => {
+        ev.target.disabled = true;
+        d.cpLoading = loadEarlier(d);
+        d.cpLoading.catch((e) => { ev.target.disabled = false; showError(e.message); });
+      } }, `Show ${Math.min(PAGE, d.cpStart)} earlier of ${d.cpNode.count}`));
+    }
+
+    async function loadEarlier(d) {
+      const n = d.cpNode;
+      const from = Math.max(0, d.cpStart - PAGE);
+      const { data } = await api('node', { session: ctx.session, file: ctx.file, path: n.path, offset: from, limit: d.cpStart - from });
+      const arr = n.type === 'array';
+      const first = d.cpKids.querySelector(':scope > .node');
+      for (const ch of data.children) d.cpKids.insertBefore(nodeEl(ch, ch.key, ch.jq, arr), first);
+      d.cpStart = from;
+      earlierButton(d);
     }
 
     async function loadPage(d) {
@@ -624,6 +658,11 @@
       for (const p of ptrPrefixes(ptr)) {
         await expand(d);
         let c = child(d, p);
+        const i = d.cpNode.type === 'array' ? Number(p.slice(p.lastIndexOf('/') + 1)) : NaN;
+        if (!c && Number.isInteger(i) && (i < d.cpStart || i >= d.cpLoaded + PAGE)) {
+          await jumpTo(d, i);
+          c = child(d, p);
+        }
         while (!c && d.cpMore) {
           d.cpLoading = loadPage(d);
           await d.cpLoading;
