@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/gocheckpoint/checkpoint"
