@@ -338,7 +338,7 @@ func TestServeBrowsesARootOfSessionsInS3(t *testing.T) {
 	done := make(chan int, 1)
 	stderr := new(lockedBuffer)
 	go func() {
-		done <- cli.RunContext(sctx, []string{"serve", "s3://" + bucket + "/campaigns"}, pw, stderr, s3Remote())
+		done <- cli.RunContext(sctx, []string{"serve", "--write", "s3://" + bucket + "/campaigns"}, pw, stderr, s3Remote())
 		pw.Close()
 	}()
 	defer func() { cancel(); <-done }()
@@ -384,6 +384,31 @@ func TestServeBrowsesARootOfSessionsInS3(t *testing.T) {
 	var e struct{ Error, Kind string }
 	require.Equal(t, 404, get("api/checkpoint?session="+key+"&file=step_00000009.json", &e))
 	require.Contains(t, e.Error, "s3://"+bucket+"/campaigns/"+s.ID+"/step_00000009.json")
+
+	// A fork from step 2 (with --write), under the root's lease in S3.
+	var info struct{ CSRF string }
+	require.Equal(t, 200, get("api/info?", &info))
+	req, err := http.NewRequest(http.MethodPost, u.Scheme+"://"+u.Host+"/api/fork?token="+token, strings.NewReader(`{"session":"`+sessions.Sessions[0].Key+`","step":2}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Checkpoint-CSRF", info.CSRF)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var forked struct {
+		Session struct {
+			Key, Parent string
+			ParentStep  int64 `json:"parent_step"`
+			Checkpoints int
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&forked))
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, s.ID, forked.Session.Parent)
+	require.Equal(t, int64(2), forked.Session.ParentStep)
+	require.Equal(t, 2, forked.Session.Checkpoints)
+	require.Equal(t, 200, get("api/sessions?", &sessions))
+	require.Len(t, sessions.Sessions, 2)
 }
 
 // lockedBuffer is a bytes.Buffer written by one goroutine and read by
