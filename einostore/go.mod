@@ -3,7 +3,7 @@ module github.com/gocheckpoint/checkpoint/einostore
 go 1.26.0
 
 require (
-	github.com/gocheckpoint/checkpoint v0.0.0-20261127023907-d9fa22952cee
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127053652-f2c1224d2e0d
 	github.com/stretchr/testify v1.12.1
 )
 

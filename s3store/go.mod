@@ -9,7 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
-	github.com/gocheckpoint/checkpoint v0.0.0-20261127023907-d9fa22952cee
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127053652-f2c1224d2e0d
 	github.com/stretchr/testify v1.12.1
 )
 
