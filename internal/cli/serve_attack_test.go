@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -548,7 +547,7 @@ func TestAttackAFIFONamedLikeACheckpointNeverHangsTheServer(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, st.Close())
-	if err := syscall.Mkfifo(filepath.Join(dir, "step_00000005.json"), 0o644); err != nil {
+	if err := mkfifo(filepath.Join(dir, "step_00000005.json")); err != nil {
 		t.Skipf("no FIFO: %v", err)
 	}
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "step_00000006.json"), 0o755))
