@@ -35,7 +35,8 @@ const (
 
 // chromiumPath returns the Chromium the browser tests drive:
 // $CHECKPOINT_CHROMIUM, else /usr/bin/chromium (Debian's chromium
-// package, which .ci/run installs), else chromium on the PATH. Without one
+// package, which .ci/run installs), else chromium on the PATH (on Windows
+// only $CHECKPOINT_CHROMIUM). Without one
 // the test is skipped, except in CI (CI=true) on Linux, where it fails:
 // there .ci/run installs the browser, and a missing one must not pass for
 // a tested page. Elsewhere (the Windows test binaries under Wine, the
@@ -48,11 +49,15 @@ func chromiumPath(t *testing.T) string {
 		}
 		return p
 	}
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
+	// Not on Windows: under Wine, /usr/bin/chromium is the Linux browser,
+	// which a Windows test binary cannot drive.
+	if runtime.GOOS != "windows" {
+		if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+			return "/usr/bin/chromium"
+		}
+		if p, err := exec.LookPath("chromium"); err == nil {
+			return p
+		}
 	}
 	const why = "no Chromium: neither $CHECKPOINT_CHROMIUM, /usr/bin/chromium nor chromium on the PATH (apt-get install chromium)"
 	if os.Getenv("CI") == "true" && runtime.GOOS == "linux" {

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -649,7 +650,7 @@ func (s *server) openStore(ctx context.Context, key string, rules ...checkpoint.
 		st, infos, err := openAnySchema(ctx, s.t, dir, -1, opts...)
 		return st, infos, herrs, err
 	}
-	if len(rules) > 0 {
+	if len(rules) > 0 || !keepStoresOpen {
 		st, infos, herrs, err := open()
 		if err != nil {
 			return nil, nil, nil, nil, err
@@ -707,6 +708,11 @@ type storeCache struct {
 }
 
 const maxOpenStores = 16
+
+// keepStoresOpen: on Windows a store kept open would keep its directory
+// from being removed (checkpoint sessions rm beside the server) or
+// renamed; there every request opens the stores it reads.
+const keepStoresOpen = runtime.GOOS != "windows"
 
 func (c *storeCache) acquire(key string) *openStore {
 	c.mu.Lock()

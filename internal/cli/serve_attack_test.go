@@ -661,7 +661,7 @@ func TestAttackForkRefusesForgedRequests(t *testing.T) {
 		{"a fractional step", `{"session":"` + run + `","step":1.5}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
 		{"a string step", `{"session":"` + run + `","step":"2"}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 400, true},
 		{"a step with no checkpoint", `{"session":"` + run + `","step":77}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
-		{"a path to another root", `{"session":"` + filepath.Join(other, orun) + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
+		{"a path to another root", `{"session":` + jsonString(filepath.Join(other, orun)) + `,"step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
 		{"a traversal", `{"session":"../` + filepath.Base(other) + `/` + orun + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
 		{"a damaged session", `{"session":"` + broken + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 422, true},
 		{"a session by its ID, not its key", `{"session":"` + xssID + `","step":1}`, map[string]string{"Content-Type": js, "X-Checkpoint-CSRF": info.CSRF}, 404, true},
@@ -1177,6 +1177,7 @@ func TestAttackASessionRemovedWhileCachedIsNotServedStale(t *testing.T) {
 	require.Equal(t, 200, s.get(t, "api/timeline?session="+k, &tl))
 	require.NotEmpty(t, tl.Checkpoints)
 	require.Equal(t, 200, s.get(t, "api/checkpoint?session="+k+"&file=step_00000002.json", nil))
+	waitChecked(t, s, run) // the background checker done with the session's files
 	require.NoError(t, os.RemoveAll(filepath.Join(root, run)))
 	for _, p := range []string{"api/timeline?session=" + k, "api/checkpoint?session=" + k + "&file=step_00000001.json",
 		"api/node?session=" + k + "&file=step_00000001.json&path=", "api/sessions", "api/timeline?session=" + k} {
@@ -1185,4 +1186,10 @@ func TestAttackASessionRemovedWhileCachedIsNotServedStale(t *testing.T) {
 		assert.Less(t, r.code, 500, "%s: %s", p, r)
 		assert.NotContains(t, string(r.body), `"step":1`, "%s: a removed session's checkpoint: %s", p, r)
 	}
+}
+
+// jsonString returns s as a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
