@@ -590,33 +590,6 @@ func TestAttackAFIFONamedLikeACheckpointNeverHangsTheServer(t *testing.T) {
 	assertSameTree(t, before, treeHash(t, dir), "a store with a FIFO")
 }
 
-// startServeCtx is startServe until ctx is done; stopped is closed once
-// the command returned.
-func startServeCtx(t testing.TB, ctx context.Context, args ...string) (served, <-chan struct{}) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	stderr := &syncWriter{}
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		runContext(ctx, time.Now(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr, nil)
-		pw.CloseWithError(io.EOF)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	go io.Copy(io.Discard, pr)
-	require.NoError(t, err, "serve printed no URL; stderr: %s", stderr)
-	raw, ok := strings.CutPrefix(strings.TrimSpace(line), "checkpoint serve: ")
-	require.True(t, ok, "serve printed %q", line)
-	u, err := url.Parse(raw)
-	require.NoError(t, err)
-	return served{URL: raw, Base: u.Scheme + "://" + u.Host + "/", Token: u.Query().Get("token"), stderr: stderr}, stopped
-}
-
 func TestAttackForkRefusesForgedRequests(t *testing.T) {
 	t.Parallel()
 	root, run, keys := hostileRoot(t)

@@ -4,14 +4,21 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,23 +40,31 @@ func startServe(t testing.TB, args ...string) served {
 // startServeWith is startServe with remotes, for locations SCHEME://...
 func startServeWith(t testing.TB, remotes []Remote, args ...string) served {
 	t.Helper()
-	return startServeOn(t, "127.0.0.1:0", remotes, args...)
+	s, _ := startServeCtxWith(t, context.Background(), remotes, args...)
+	return s
 }
 
-func startServeOn(t testing.TB, addr string, remotes []Remote, args ...string) served {
+// startServeCtx is startServe that also stops when ctx is done; stopped is
+// closed once the command has returned.
+func startServeCtx(t testing.TB, ctx context.Context, args ...string) (s served, stopped <-chan struct{}) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	return startServeCtxWith(t, ctx, nil, args...)
+}
+
+func startServeCtxWith(t testing.TB, ctx context.Context, remotes []Remote, args ...string) (served, <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
 	pr, pw := io.Pipe()
 	stderr := &syncWriter{}
-	done := make(chan int, 1)
+	stopped := make(chan struct{})
 	go func() {
-		code := runContext(ctx, time.Now(), append([]string{"serve", "--addr", addr}, args...), pw, stderr, remotes)
+		defer close(stopped)
+		runContext(ctx, time.Now(), append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), pw, stderr, remotes)
 		pw.CloseWithError(io.EOF)
-		done <- code
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		<-stopped
 	})
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	go io.Copy(io.Discard, pr)
@@ -58,7 +73,26 @@ func startServeOn(t testing.TB, addr string, remotes []Remote, args ...string) s
 	require.True(t, ok, "serve printed %q", line)
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
-	return served{URL: raw, Base: u.Scheme + "://" + u.Host + "/", Token: u.Query().Get("token"), stderr: stderr}
+	return served{URL: raw, Base: u.Scheme + "://" + u.Host + "/", Token: u.Query().Get("token"), stderr: stderr}, stopped
+}
+
+// failingRemote is a Remote of scheme "test" whose test://root/NAME is the
+// directory root/NAME, read-only, whose operations of the kinds given fail
+// with a reset connection while failing is set.
+func failingRemote(root string, failing *atomic.Bool, kinds ...backendtest.OpKind) Remote {
+	return Remote{Scheme: "test", Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
+		dir := filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(strings.TrimPrefix(loc, "test://root"), "/")))
+		b, err := dirstore.Open(dir, dirstore.ReadOnly())
+		if err != nil {
+			return nil, err
+		}
+		return backendtest.Inject(b, func(op backendtest.Op) error {
+			if failing.Load() && slices.Contains(kinds, op.Kind) {
+				return errors.New("connection reset by peer")
+			}
+			return nil
+		}), nil
+	}}
 }
 
 // syncWriter serialises writes to w, and reads of what was written.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/backendtest"
-	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -292,19 +291,7 @@ func TestServeReportsAStorageErrorAndKeepsServing(t *testing.T) {
 	t.Parallel()
 	root, run, _ := serveFixture(t, 4)
 	var failing atomic.Bool
-	remote := Remote{Scheme: "test", Open: func(ctx context.Context, loc string) (checkpoint.Backend, error) {
-		dir := filepath.Join(root, filepath.FromSlash(strings.TrimSuffix(strings.TrimPrefix(loc, "test://root"), "/")))
-		b, err := dirstore.Open(dir, dirstore.ReadOnly())
-		if err != nil {
-			return nil, err
-		}
-		return backendtest.Inject(b, func(op backendtest.Op) error {
-			if failing.Load() && op.Kind == backendtest.OpOpen {
-				return errors.New("connection reset by peer")
-			}
-			return nil
-		}), nil
-	}}
+	remote := failingRemote(root, &failing, backendtest.OpOpen)
 	s := startServeWith(t, []Remote{remote}, "test://root")
 	q := "api/checkpoint?session=" + url.QueryEscape(run) + "&file=step_00000004.json"
 	var ck checkpointJSON
