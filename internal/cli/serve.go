@@ -69,7 +69,7 @@ type server struct {
 	token  string // required by every request, in ?token= or the cookie
 	csrf   string // required by every POST, in X-Checkpoint-CSRF
 	cookie string // the cookie's name, unique to the port
-	origin string // http://HOST:PORT, the only Origin a POST may come from
+	origin string // http://HOST:PORT, the address the printed URL names
 	// The Host a request may name (see allowedHost): the port, whether
 	// any IP address goes (a server not on loopback), and the host name
 	// of --addr, if it was given one.
@@ -819,7 +819,7 @@ type ckptJSON struct {
 
 type timelineJSON struct {
 	Location    string      `json:"location"`
-	Session     *webSession `json:"session"`
+	Session     *webSession `json:"session"` // as the root last listed it; nil for a store
 	Checkpoints []ckptJSON  `json:"checkpoints"`
 	Rules       string      `json:"rules"`
 	RulesError  string      `json:"rules_error"`
@@ -915,7 +915,9 @@ func (s *server) timeline(r *http.Request) (any, error) {
 	}
 	s.checks.enqueue(key, unchecked)
 	if s.root != nil {
-		sess, ok, err := s.sessionByKey(ctx, key)
+		// The session as the root last listed it: the page shows its ID
+		// and error; the checkpoints are the ones just listed.
+		sess, ok, err := s.lookupSession(ctx, key)
 		if err != nil {
 			return nil, err
 		}
@@ -925,22 +927,6 @@ func (s *server) timeline(r *http.Request) (any, error) {
 		}
 	}
 	return out, nil
-}
-
-// sessionByKey returns the session stored as key, read afresh.
-func (s *server) sessionByKey(ctx context.Context, key string) (checkpoint.Session, bool, error) {
-	sess, ok, err := s.lookupSession(ctx, key)
-	if err != nil || !ok || sess.ID == "" {
-		return sess, ok, err // a damaged session without an ID is as listed
-	}
-	fresh, err := s.root.Get(ctx, sess.ID)
-	if fresh.Dir == "" || storedName(fresh.Dir) != key {
-		if errors.Is(err, checkpoint.ErrNotFound) {
-			return checkpoint.Session{}, false, nil
-		}
-		return sess, true, nil
-	}
-	return fresh, true, nil
 }
 
 // loaded is one checkpoint's header and state, loaded whole and verified.
@@ -1185,7 +1171,7 @@ func (s *server) fork(r *http.Request) (any, error) {
 		return nil, badRequest("fork: no step given")
 	}
 	ctx := r.Context()
-	from, ok, err := s.sessionByKey(ctx, req.Session)
+	from, ok, err := s.lookupSession(ctx, req.Session)
 	if err != nil {
 		return nil, err
 	}
