@@ -3,8 +3,13 @@ package format
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 )
 
 // BenchmarkParseHeader measures parsing the header that every file of a
@@ -72,4 +77,47 @@ func BenchmarkDecodeHeaderJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkEncodeState measures encoding the benchmark's states (see
+// benchkit.World) into a reused buffer: encoding/json, which EncodeState
+// uses, against the candidate encoder, go-json-experiment's with
+// encoding/json's options (see encodeOptions), and EncodeState itself,
+// with its pooled buffers.
+func BenchmarkEncodeState(b *testing.B) {
+	for _, size := range []int{10 << 10, 100 << 10, 1 << 20} {
+		w := benchkit.NewWorld(size)
+		var buf bytes.Buffer
+		b.Run(fmt.Sprintf("encoding-json/%dKB", size>>10), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				if err := json.NewEncoder(&buf).Encode(w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(buf.Len()))
+		})
+		b.Run(fmt.Sprintf("jsonv2-v1options/%dKB", size>>10), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				if err := jsonv2.MarshalWrite(&buf, w, encodeOptions); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(int64(buf.Len()))
+		})
+		c := NewCodec(CompressNone, 1<<30)
+		b.Run(fmt.Sprintf("EncodeState/%dKB", size>>10), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := c.EncodeState(w)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.PutBuffer(out)
+			}
+		})
+	}
 }
