@@ -48,7 +48,7 @@ func (s *Store[T]) Append(ctx context.Context, state T, opts ...SaveOption) (Inf
 	}
 	// The state is encoded before the step is known: the largest step
 	// gives the longest header for the read limit's check.
-	j, err := s.prepare(ctx, "append", math.MaxInt64, KindStep, state, sc, nil)
+	j, err := s.prepare(ctx, "append", math.MaxInt64, KindStep, state, sc, nil, s.async != nil)
 	if err != nil {
 		return Info{}, s.failed(unstepped(err, s.dir))
 	}

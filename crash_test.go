@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -53,6 +54,10 @@ const (
 	crashGzip        crashMode = "gzip"
 	crashAsyncZstd   crashMode = "async-zstd"
 	crashAsyncNoSync crashMode = "async-gzip-nosync"
+	// The streamed modes save states large enough that a save encodes
+	// them into the file as it writes it (see format.Codec.Streamed).
+	crashStreamed     crashMode = "streamed"
+	crashStreamedGzip crashMode = "streamed-gzip"
 )
 
 func (m crashMode) async() bool { return m == crashAsyncZstd || m == crashAsyncNoSync }
@@ -84,10 +89,19 @@ func newCrashState(step int64) crashState {
 	return crashState{Step: step, Pad: strings.Repeat(strconv.FormatInt(step, 36)+"-", 16<<10)}
 }
 
+// state is the state the child of mode saves at step: newCrashState's, or
+// one of more than 640 KB in the streamed modes.
+func (m crashMode) state(step int64) crashState {
+	if m == crashStreamed || m == crashStreamedGzip {
+		return crashState{Step: step, Pad: strings.Repeat(strconv.FormatInt(step, 36)+"-", 320<<10)}
+	}
+	return newCrashState(step)
+}
+
 func crashOptions(mode crashMode) []Option {
 	opts := []Option{WithLayout("c", 6), SaveEvery(3), WithRolling(), KeepLast(crashKeep), KeepMultiplesOf(crashEvery)}
 	switch mode {
-	case crashGzip:
+	case crashGzip, crashStreamedGzip:
 		opts = append(opts, Gzip())
 	case crashAsyncZstd:
 		opts = append(opts, Zstd(), Async(crashQueue))
@@ -110,9 +124,12 @@ func crashChild(c *killtest.Child) int {
 	}
 	next := resumeStep(ctx, s, fail)
 	for ; ; next++ {
-		st := newCrashState(next)
+		st := mode.state(next)
 		if _, _, err := s.Tick(ctx, next, st); err != nil {
 			fail(4, err)
+		}
+		if (mode == crashStreamed || mode == crashStreamedGzip) && !s.codec.Streamed(reflect.TypeFor[crashState]()) {
+			fail(8, errors.New("a save of a large state is not streamed"))
 		}
 		if next%7 == 0 {
 			if _, err := s.SaveError(ctx, next, st, errors.New("simulated failure")); err != nil {
@@ -153,6 +170,14 @@ func TestKill9DuringSavesLosesNothing(t *testing.T) {
 func TestKill9AsyncPublishedCheckpointsStayWhole(t *testing.T) {
 	t.Parallel()
 	testKill9(t, func(kill int) crashMode { return []crashMode{crashAsyncZstd, crashAsyncNoSync}[kill%2] })
+}
+
+// TestKill9DuringStreamedSavesLosesNothing does the same to a process whose
+// states are large enough to be encoded into the file as it is written
+// (plain and gzip).
+func TestKill9DuringStreamedSavesLosesNothing(t *testing.T) {
+	t.Parallel()
+	testKill9(t, func(kill int) crashMode { return []crashMode{crashStreamed, crashStreamedGzip}[kill%2] })
 }
 
 func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
@@ -243,7 +268,7 @@ func testKill9(t *testing.T, modeOf func(kill int) crashMode) {
 		require.NoError(t, err)
 		require.Equal(t, info.Step, got.Step)
 		if info.Step > 0 {
-			require.Equal(t, newCrashState(info.Step), got)
+			require.Equal(t, mode.state(info.Step), got)
 		}
 		require.GreaterOrEqual(t, info.Step, lastAck-lost, "kill %d: lost more than the saves still queued", kill)
 		maxLost = max(maxLost, lastAck-info.Step)

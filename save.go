@@ -67,6 +67,9 @@ type saveJob struct {
 	metrics map[string]float64
 	rec     *ErrorRecord
 	state   *bytes.Buffer // from s.codec; returned to it once published
+	// value is the state itself where the write encodes it (see
+	// prepare); state is then nil.
+	value any
 	// payload writes a byte payload (SaveFrom) instead of state. It is
 	// called at most once.
 	payload func(io.Writer) error
@@ -77,11 +80,12 @@ type saveJob struct {
 // reports it to the hooks once the store's locks are released. With Async,
 // step and rolling checkpoints are queued instead.
 func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord) (Info, error) {
-	j, err := s.prepare(ctx, op, step, kind, state, sc, rec)
+	queued := s.async != nil && (kind == KindStep || kind == KindRolling)
+	j, err := s.prepare(ctx, op, step, kind, state, sc, rec, queued)
 	if err != nil {
 		return Info{}, s.failed(err)
 	}
-	if s.async != nil && (kind == KindStep || kind == KindRolling) {
+	if queued {
 		return s.enqueue(ctx, j)
 	}
 	r := s.saveNow(ctx, j)
@@ -91,13 +95,22 @@ func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, s
 
 // prepare checks a save's arguments and encodes its state, before any lock
 // is taken: the caller's MarshalJSON may be slow, or may even use the store.
-func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord) (*saveJob, error) {
+// A large state of a type whose encoding runs none of the host's code is
+// not encoded here, unless the save is queued: the write encodes it into
+// the file (see format.Codec.WriteStateEnvelope), and no buffer holds it.
+func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord, queued bool) (*saveJob, error) {
 	j, err := s.prepareJob(ctx, op, step, kind, sc, rec)
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*saveJob, error) {
 		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
+	}
+	if !queued && s.codec.Streamed(reflect.TypeFor[T]()) {
+		// Such a type encodes as null only where it is nil and so
+		// loads back, and the read limit is checked as it is written.
+		j.value = state
+		return j, nil
 	}
 	if j.state, err = s.codec.EncodeState(state); err != nil {
 		return fail(err)
@@ -209,6 +222,9 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	}
 	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
 	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
+	if j.state == nil && j.payload == nil {
+		write = func(w io.Writer) error { return s.codec.WriteStateEnvelope(w, h, j.value) }
+	}
 	payloadSize := int64(0)
 	if j.payload != nil {
 		h.Format = format.PayloadVersion

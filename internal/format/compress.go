@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math"
 	"runtime"
@@ -135,11 +136,12 @@ const MaxZstdWindow = 8 << 20
 //
 // A codec is safe for concurrent use.
 type Codec struct {
-	comp      Compression                  // what new checkpoints are written with
-	MaxRead   int64                        // the most decompressed bytes a read accepts
-	lastState atomic.Int64                 // the size of the last state encoded
-	noStream  atomic.Bool                  // loads read the whole file first (see LoadState)
-	plain     atomic.Pointer[plainVerdict] // the last state type judged (see Streams)
+	comp      Compression                     // what new checkpoints are written with
+	MaxRead   int64                           // the most decompressed bytes a read accepts
+	lastState atomic.Int64                    // the size of the last state encoded
+	noStream  atomic.Bool                     // loads read the whole file first (see LoadState)
+	plain     atomic.Pointer[plainVerdict]    // the last state type judged (see Streams)
+	parallel  atomic.Pointer[parallelVerdict] // the last state type judged (see Parallel)
 
 	buffers spares[*bytes.Buffer] // encoded states, whole files read
 	writers spares[*bufio.Writer]
@@ -219,12 +221,10 @@ func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 	} else {
 		buf = c.getBuffer()
 	}
-	enc := json.NewEncoder(buf)
-	if err := enc.Encode(v); err != nil {
+	if err := c.encodeState(buf, v); err != nil {
 		c.PutBuffer(buf)
-		return nil, fmt.Errorf("%w: encode state: %w", ErrInvalid, err)
+		return nil, err
 	}
-	buf.Truncate(buf.Len() - 1) // Encode ends the value with a newline
 	c.lastState.Store(int64(buf.Len()))
 	return buf, nil
 }
@@ -232,14 +232,10 @@ func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 // WriteEnvelope writes a whole checkpoint to w, compressed as the codec
 // says. The state is hashed and written where it lies: it is not copied.
 func (c *Codec) WriteEnvelope(w io.Writer, h Header, state []byte) error {
-	head, err := json.Marshal(h)
+	head, err := envelopeHead(h)
 	if err != nil {
-		return fmt.Errorf("encode header: %w", err)
+		return err
 	}
-	// Reopen the header object to append the state and the trailer.
-	head = append(head[:len(head)-1], `,"state":`...)
-	// The header's format says which checksum closes the envelope: a store
-	// writes format 2; tests still write format 1 to prove it loads.
 	t := TrailerOf(h.Format)
 	sum := t.Sum()
 	sum.Write(head)
@@ -254,6 +250,69 @@ func (c *Codec) WriteEnvelope(w io.Writer, h Header, state []byte) error {
 	return c.compressTo(w, int64(len(head)+len(state)+len(tail)), func(zw io.Writer) error {
 		return writeParts(zw, [][]byte{head, state, tail})
 	})
+}
+
+// WriteStateEnvelope writes a whole checkpoint of the state v to w, as
+// WriteEnvelope writes one of v's encoding, but encodes v as it writes:
+// no buffer holds the state's bytes, which are hashed on their way out (a
+// zstd frame so declares no content size). v's type must be one that
+// Parallel admits, whose encoding runs none of the host's code: the store
+// calls this under its write lock. An encoding error is ErrInvalid, as
+// from EncodeState, and so is a state larger than a load of this codec
+// reads (see CheckFits), found once that many bytes are written; either
+// ends the write, whose file the backend then does not publish.
+func (c *Codec) WriteStateEnvelope(w io.Writer, h Header, v any) error {
+	head, err := envelopeHead(h)
+	if err != nil {
+		return err
+	}
+	t := TrailerOf(h.Format)
+	return c.compressTo(w, -1, func(zw io.Writer) error {
+		hw := hashWriter{w: zw, sum: t.Sum(), limit: c.MaxRead, h: h, c: c}
+		if _, err := hw.Write(head); err != nil {
+			return err
+		}
+		hw.n = 0 // the state's bytes count from here
+		if err := c.encodeState(&hw, v); err != nil {
+			return err
+		}
+		if err := c.CheckFits(h, int(hw.n)); err != nil {
+			return err
+		}
+		c.lastState.Store(hw.n)
+		var tb [maxTrailerLen]byte
+		_, err := zw.Write(AppendTrailer(tb[:0], t, hw.sum))
+		return err
+	})
+}
+
+// envelopeHead returns the envelope's bytes up to the state: the header
+// object, reopened for the state's key.
+func envelopeHead(h Header) ([]byte, error) {
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode header: %w", err)
+	}
+	return append(head[:len(head)-1], `,"state":`...), nil
+}
+
+// hashWriter hashes what it writes to w and counts it; past limit bytes
+// it refuses to write more, with CheckFits' error for h.
+type hashWriter struct {
+	w     io.Writer
+	sum   hash.Hash
+	n     int64
+	limit int64
+	h     Header
+	c     *Codec
+}
+
+func (hw *hashWriter) Write(b []byte) (int, error) {
+	if hw.n += int64(len(b)); hw.n > hw.limit {
+		return 0, hw.c.CheckFits(hw.h, int(min(hw.n, math.MaxInt)))
+	}
+	hw.sum.Write(b)
+	return hw.w.Write(b)
 }
 
 func newGzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }

@@ -2,7 +2,6 @@ package format
 
 import (
 	"bytes"
-	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,128 +11,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
-// A faster encoder for a Save's state must write the bytes json.Marshal
-// writes (they are what the checksum covers) and fail where it fails. The
-// candidate measured so far, github.com/go-json-experiment/json with
-// encoding/json's options, is not faster on the benchmark's states
-// (BenchmarkEncodeState), so EncodeState still uses encoding/json. These
-// targets are what a faster path must pass: FuzzEncodeStateIsEncodingJSON
-// compares EncodeState with json.Marshal over generated types and values;
-// FuzzAlikeTypesEncodeAsEncodingJSON proves the candidate on the types
-// encodesAlike admits.
-
-// encodeOptions are the candidate's options: encoding/json's (HTML
-// characters, U+2028 and U+2029 escaped, invalid UTF-8 replaced, map keys
-// sorted, nil slices and maps as null).
-var encodeOptions = jsonv1.DefaultOptionsV1()
-
-var (
-	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
-	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
-	jsonv2To      = reflect.TypeFor[jsonv2.MarshalerTo]()
-)
-
-// encodesAlike reports whether the candidate writes every value of t that
-// it encodes as the same bytes as json.Marshal, which is what
-// FuzzAlikeTypesEncodeAsEncodingJSON proves. Alike are booleans, integers
-// (not uintptr), floats, strings, and pointers, slices, arrays, maps with
-// string or integer keys, and structs of such types, where no type (nor a
-// pointer to it) has a MarshalJSON, MarshalText or MarshalJSONTo method:
-// those run the host's code, whose output encoding/json reformats, and
-// which it calls by rules of its own (a pointer receiver's only on an
-// addressable value). A field's tag may give a name of the characters
-// encoding/json accepts and the options omitempty, omitzero and string
-// (not on a string, which json.Marshal quotes twice);
-// an embedded field must be a struct, without a tag. Not alike:
-// interfaces (their dynamic types are not known from t), json.Number and
-// json.RawMessage (the candidate has types of its own for them), uintptr,
-// an unexported field with a tag, an embedded pointer, and what
-// encoding/json refuses (channels, functions, complex numbers). seen
-// holds the types being judged: a type that refers to itself is judged by
-// its other parts.
-func encodesAlike(t reflect.Type, seen map[reflect.Type]bool) bool {
-	if seen[t] {
-		return true
-	}
-	seen[t] = true
-	if t == jsonNumber || t == jsonRawMessage {
-		return false
-	}
-	for _, m := range [...]reflect.Type{jsonMarshaler, textMarshaler, jsonv2To} {
-		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
-			return false
-		}
-	}
-	switch t.Kind() {
-	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
-		reflect.Float32, reflect.Float64, reflect.String:
-		return true
-	case reflect.Pointer, reflect.Slice, reflect.Array:
-		return encodesAlike(t.Elem(), seen)
-	case reflect.Map:
-		switch t.Key().Kind() {
-		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			return encodesAlike(t.Key(), seen) && encodesAlike(t.Elem(), seen)
-		}
-		return false
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if !alikeField(t.Field(i), seen) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// alikeField reports whether the struct field f encodes alike (see
-// encodesAlike).
-func alikeField(f reflect.StructField, seen map[reflect.Type]bool) bool {
-	tag, tagged := f.Tag.Lookup("json")
-	switch {
-	case tag == "-":
-		return true // ignored by both
-	case f.Anonymous:
-		return !tagged && f.Type.Kind() == reflect.Struct && encodesAlike(f.Type, seen)
-	case !f.IsExported():
-		return !tagged // ignored by both; the candidate refuses a tag there
-	}
-	name, opts, _ := strings.Cut(tag, ",")
-	if name != "" && !validTagName(name) {
-		return false
-	}
-	if opts != "" {
-		for o := range strings.SplitSeq(opts, ",") {
-			switch {
-			case o == "string" && quotesString(f.Type):
-				// json.Marshal writes invalid UTF-8 in the quoted
-				// string as an escape of an escape: it decodes to
-				// another value than the candidate's U+FFFD would.
-				return false
-			case o != "omitempty" && o != "omitzero" && o != "string":
-				return false
-			}
-		}
-	}
-	return encodesAlike(f.Type, seen)
-}
-
-// quotesString reports whether a field of type t with the option
-// ",string" holds a string that encoding/json quotes again.
-func quotesString(t reflect.Type) bool {
-	if t.Kind() == reflect.Pointer && t.Name() == "" {
-		t = t.Elem()
-	}
-	return t.Kind() == reflect.String
-}
+// EncodeState must write the bytes json.Marshal writes (they are what the
+// checksum covers) and fail where it fails: on one goroutine, and cut into
+// parts encoded on several (encode.go). FuzzEncodeStateIsEncodingJSON
+// compares the two over generated types and values.
 
 // Types with marshal methods, on value and pointer receivers. Their
 // output is not compact and holds HTML characters and U+2028, which
@@ -332,7 +215,11 @@ func fill(v reflect.Value, src *[]byte, depth int) {
 		if b%5 == 0 || depth >= 8 {
 			return // nil
 		}
-		s := reflect.MakeSlice(v.Type(), b%4, b%4)
+		n := int(b % 4)
+		if b%16 == 15 {
+			n = splitMin + 1 // a slice the parallel encoder cuts into runs
+		}
+		s := reflect.MakeSlice(v.Type(), n, n)
 		for i := range s.Len() {
 			fill(s.Index(i), src, depth+1)
 		}
@@ -400,8 +287,23 @@ func FuzzEncodeStateIsEncodingJSON(f *testing.F) {
 		typ := encType(&spec, 0)
 		v := reflect.New(typ)
 		fill(v.Elem(), &values, 0)
-		for _, state := range []any{v.Elem().Interface(), v.Interface()} {
+		// The value, a pointer to it, and containers the parallel
+		// encoder always cuts: a slice of more than splitMin of it, and
+		// a map of it under keys that sort and escape.
+		many := reflect.MakeSlice(reflect.SliceOf(typ), splitMin+1, splitMin+1)
+		keyed := reflect.MakeMap(reflect.MapOf(reflect.TypeFor[string](), typ))
+		for i := range many.Len() {
+			many.Index(i).Set(v.Elem())
+		}
+		for _, k := range []string{"b", "<a>", "\xff", "a"} {
+			keyed.SetMapIndex(reflect.ValueOf(k), v.Elem())
+		}
+		for _, state := range []any{v.Elem().Interface(), v.Interface(), many.Interface(), keyed.Interface()} {
 			want, werr := json.Marshal(state)
+			// As if the last state was large: a state of a type that
+			// runs none of the host's code is cut into parts as small
+			// as they come, and encoded on every core.
+			c.lastState.Store(MaxPooled)
 			got, err := c.EncodeState(state)
 			if werr != nil {
 				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), werr.Error()) {
@@ -418,89 +320,4 @@ func FuzzEncodeStateIsEncodingJSON(f *testing.F) {
 			c.PutBuffer(got)
 		}
 	})
-}
-
-// FuzzAlikeTypesEncodeAsEncodingJSON proves the candidate on the types
-// encodesAlike admits: where json.Marshal fails, it fails (where it fails
-// and json.Marshal does not, a save would fall back to json.Marshal), and
-// where it encodes a value, its bytes are json.Marshal's, except in one
-// way no type can be kept from: a string of invalid UTF-8, which
-// json.Marshal writes with the escape \ufffd and the candidate with the
-// character U+FFFD itself. There encoding/json decodes both to the same
-// value. The types and values are FuzzEncodeStateIsEncodingJSON's.
-func FuzzAlikeTypesEncodeAsEncodingJSON(f *testing.F) {
-	for _, s := range encSeeds() {
-		f.Add(s[0], s[1])
-	}
-	f.Fuzz(func(t *testing.T, spec, values []byte) {
-		typ := encType(&spec, 0)
-		if !encodesAlike(typ, make(map[reflect.Type]bool)) {
-			return
-		}
-		v := reflect.New(typ)
-		fill(v.Elem(), &values, 0)
-		for _, state := range []any{v.Elem().Interface(), v.Interface()} {
-			want, werr := json.Marshal(state)
-			var got bytes.Buffer
-			err := jsonv2.MarshalWrite(&got, state, encodeOptions)
-			switch {
-			case werr != nil && err == nil:
-				t.Fatalf("%v %#v: the candidate wrote %s, json.Marshal failed: %v", typ, state, got.Bytes(), werr)
-			case werr == nil && err == nil && !bytes.Equal(got.Bytes(), want):
-				// The one difference: json.Marshal writes invalid UTF-8
-				// as the escape \ufffd, the candidate as the character.
-				// encoding/json decodes both to the same value.
-				if !bytes.Contains(want, []byte(`\ufffd`)) {
-					t.Fatalf("%v %#v: the candidate wrote\n%q\njson.Marshal\n%q", typ, state, got.Bytes(), want)
-				}
-				for _, dst := range []func() any{func() any { return new(any) }, func() any { return reflect.New(typ).Interface() }} {
-					a, b := dst(), dst()
-					aerr, berr := json.Unmarshal(got.Bytes(), a), json.Unmarshal(want, b)
-					if (aerr == nil) != (berr == nil) || !reflect.DeepEqual(a, b) {
-						t.Fatalf("%v: encoding/json decodes the candidate's\n%q\nto %#v (%v), json.Marshal's\n%q\nto %#v (%v)", typ, got.Bytes(), a, aerr, want, b, berr)
-					}
-				}
-			}
-		}
-	})
-}
-
-// TestEncodesAlikeRefusesWhatItCannotProve checks the candidate's gate on
-// the types it must refuse: marshal methods on either receiver, also deep
-// inside, interfaces, json.Number and json.RawMessage, TextMarshaler map
-// keys, embedded pointers, a string quoted by ",string", and tag options
-// it does not know.
-func TestEncodesAlikeRefusesWhatItCannotProve(t *testing.T) {
-	for _, tc := range []struct {
-		typ   reflect.Type
-		alike bool
-	}{
-		{reflect.TypeFor[struct {
-			A int              `json:"a,omitempty"`
-			B *int64           `json:",string"`
-			C map[int8]float64 `json:"-"`
-			D map[string]*[2]uint
-			e chan int
-		}](), true},
-		{reflect.TypeFor[valueJSON](), false},
-		{reflect.TypeFor[ptrJSON](), false},
-		{reflect.TypeFor[[]struct{ X *ptrText }](), false},
-		{reflect.TypeFor[map[string]valueText](), false},
-		{reflect.TypeFor[map[textKey]int](), false},
-		{reflect.TypeFor[time.Time](), false},
-		{reflect.TypeFor[[]any](), false},
-		{reflect.TypeFor[json.Number](), false},
-		{reflect.TypeFor[map[string]json.RawMessage](), false},
-		{reflect.TypeFor[EmbedsLowerPointer](), false},
-		{reflect.TypeFor[struct {
-			X int `json:",inline"`
-		}](), false},
-		{reflect.StructOf([]reflect.StructField{{Name: "S", Type: reflect.TypeFor[string](), Tag: `json:",string"`}}), false},
-		{reflect.TypeFor[uintptr](), false},
-		{reflect.TypeFor[complex128](), false},
-	} {
-		if got := encodesAlike(tc.typ, make(map[reflect.Type]bool)); got != tc.alike {
-			t.Errorf("encodesAlike(%v) = %v, want %v", tc.typ, got, tc.alike)
-		}
-	}
 }
