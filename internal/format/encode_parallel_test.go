@@ -22,7 +22,6 @@ type (
 		ID      string            `json:"id"`
 		Skipped int               `json:"-"`
 		hidden  int               //nolint:unused // encoding/json skips it
-		Dash    int               `json:"-,"`
 		Empty   []int             `json:"empty,omitempty"`
 		Zero    int               `json:",omitempty"`
 		NilPtr  *parallelRow      `json:"nil_ptr"`
@@ -47,7 +46,7 @@ type (
 )
 
 func newParallelDoc(rows int) parallelDoc {
-	d := parallelDoc{ID: "<doc>&\u2028", Skipped: 7, hidden: 8, Dash: 9, Stamp: time.Date(2026, 11, 27, 8, 0, 0, 5, time.UTC),
+	d := parallelDoc{ID: "<doc>&\u2028", Skipped: 7, hidden: 8, Stamp: time.Date(2026, 11, 27, 8, 0, 0, 5, time.UTC),
 		Raw: json.RawMessage(` { "r" : [1, 2] } `), Bytes: []byte("bytes\xff"), Num: "12.50", ByName: map[string]parRow{}}
 	for i := range rows {
 		r := parallelRow{Name: fmt.Sprintf("row-%d\xff<", i), Tags: []string{"a", "b"}, X: float64(i) / 3}
