@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,7 +20,8 @@ import (
 // TestParallelCompressionIsAStandardFile checks that a checkpoint
 // compressed in pieces on several goroutines is one standard file, read
 // back whole by this package and by other readers (the standard library's
-// gzip, a zstd decoder of default options), and that the pieces cost
+// gzip, a zstd decoder of default options, the gzip and zstd commands
+// where they are installed), and that the pieces cost
 // little in size against one goroutine's compression.
 func TestParallelCompressionIsAStandardFile(t *testing.T) {
 	t.Parallel()
@@ -86,6 +90,18 @@ func TestParallelCompressionIsAStandardFile(t *testing.T) {
 				}
 				if !bytes.Equal(other, whole.Bytes()) {
 					t.Fatalf("%s: another reader reads %d bytes, not the %d of the checkpoint", name, len(other), whole.Len())
+				}
+				// And the command-line tool, where it is installed.
+				tool := map[Compression]string{CompressGzip: "gzip", CompressZstd: "zstd"}[comp]
+				if _, err := exec.LookPath(tool); err == nil {
+					path := filepath.Join(t.TempDir(), "file")
+					if err := os.WriteFile(path, file, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					out, err := exec.Command(tool, "-dc", path).Output()
+					if err != nil || !bytes.Equal(out, whole.Bytes()) {
+						t.Fatalf("%s: %s -dc: %v, %d bytes of %d", name, tool, err, len(out), whole.Len())
+					}
 				}
 			}
 		}
