@@ -48,6 +48,18 @@ const splitMin = 8
 // finds whole: the parts that matter are near the top.
 const maxWalkDepth = 6
 
+// maxItems bounds the values the walk gives encoding/json one by one: past
+// it, what is left is encoded in larger values (each value handed over
+// costs a call of encoding/json's).
+const maxItems = 512
+
+// maxEncoders bounds the goroutines that encode one state.
+const maxEncoders = 8
+
+// encoders is how many goroutines encode a state: one per core, at most
+// maxEncoders.
+func encoders() int { return min(runtime.GOMAXPROCS(0), maxEncoders) }
+
 var (
 	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
 	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
@@ -256,7 +268,7 @@ func (w *walker) value(v reflect.Value) {
 // whole where encoding/json's rules are not the walk's (see planOf).
 func (w *walker) walk(v reflect.Value, depth int) {
 	p := planOf(v.Type())
-	if !p.walk || depth > maxWalkDepth {
+	if !p.walk || depth > maxWalkDepth || len(w.items) >= maxItems {
 		w.value(v)
 		return
 	}
@@ -284,7 +296,9 @@ func (w *walker) walk(v reflect.Value, depth int) {
 		}
 		w.literal("}")
 	case reflect.Map:
-		if v.IsNil() || v.Len() == 0 || v.Len() > splitMin && !containerElem(v.Type().Elem()) {
+		if v.IsNil() || v.Len() == 0 || v.Len() > splitMin {
+			// A large map is encoded whole: its members one by one
+			// would cost more than they gain.
 			w.value(v)
 			return
 		}
@@ -344,7 +358,7 @@ func (w *walker) parts(size int64) []part {
 	if w.weight == 0 {
 		return nil // all punctuation: an empty struct
 	}
-	want := min(max(int(size/partBytes), 2*runtime.GOMAXPROCS(0)), w.weight)
+	want := min(max(int(size/partBytes), 2*encoders()), w.weight)
 	per := max(1, (w.weight+want-1)/want)
 	parts := make([]part, 0, want+1)
 	var cur []item
@@ -454,7 +468,7 @@ type partPanic struct{ v any }
 func (p *partPanic) Error() string { return fmt.Sprint("panic encoding a state: ", p.v) }
 
 // encodeParallel writes the encoding of v, a value of a parallelType of
-// about size bytes, to dst: parts encoded on up to GOMAXPROCS goroutines,
+// about size bytes, to dst: parts encoded on a goroutine per core (see encoders),
 // written in order, at most a few parts ahead of the writing. It returns
 // false, having written nothing, where v does not cut into parts.
 func encodeParallel(dst io.Writer, v reflect.Value, size int64) (bool, error) {
@@ -467,7 +481,7 @@ func encodeParallel(dst io.Writer, v reflect.Value, size int64) (bool, error) {
 	for i := range parts {
 		parts[i].ready = make(chan struct{})
 	}
-	procs := runtime.GOMAXPROCS(0)
+	procs := encoders()
 	slots := make(chan struct{}, 2*procs) // parts claimed and not yet written
 	quit := make(chan struct{})
 	var next atomic.Int64
@@ -637,7 +651,7 @@ func (c *Codec) Streamed(t reflect.Type) bool {
 // enough to gain from it. An error of encoding/json's is ErrInvalid; an
 // error of dst is returned as it is.
 func (c *Codec) encodeState(dst io.Writer, v any) error {
-	if last := c.lastState.Load(); last >= parallelMin && runtime.GOMAXPROCS(0) > 1 && c.Parallel(reflect.TypeOf(v)) {
+	if last := c.lastState.Load(); last >= parallelMin && encoders() > 1 && c.Parallel(reflect.TypeOf(v)) {
 		done, err := encodeParallel(dst, reflect.ValueOf(v), last)
 		if done {
 			return c.encodeFailed(v, err)
