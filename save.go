@@ -34,7 +34,11 @@ import (
 // type that cannot be nil (a struct whose MarshalJSON returns null), or a
 // checkpoint larger than the read limit (WithMaxReadSize: the state and
 // its envelope, before compression, as a load counts them), which no load
-// could read back, is ErrInvalid, and no file is written. If a retention
+// could read back, is ErrInvalid, and no file is written. (A large state
+// of a type whose encoding runs none of the host's code, no MarshalJSON
+// or MarshalText, no interface, is encoded into the file as it is written;
+// such a save finds a NaN or the read limit while it writes, and then
+// removes its temporary file: see the README.) If a retention
 // rule is configured (KeepLast), old checkpoints are pruned after the new
 // one is durable; a pruning failure is logged and reported to
 // Hooks.OnError, not returned.
