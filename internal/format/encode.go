@@ -629,18 +629,26 @@ func (c *Codec) Parallel(t reflect.Type) bool {
 	return p.ok
 }
 
-// streamMin is the size of the last state from which a save encodes its
-// state as it writes it (see Streamed).
+// streamMin is the size of the last state from which a gzip save encodes
+// its state as it writes it (see Streamed); below it, the state is
+// encoded into a buffer and compressed in pieces on several cores.
 const streamMin = 512 << 10
 
 // Streamed reports whether a save is to encode a state of type t as it
 // writes it (WriteStateEnvelope) rather than into a buffer first
-// (EncodeState): where t is a type Parallel admits, and the last state
-// was large (for zstd, larger than ZstdWindow: a frame of no declared
-// size is decoded with a window of that size).
+// (EncodeState): where t is a type Parallel admits and the last state was
+// large enough, which is for a plain file parallelMin (the file's writes
+// then overlap the encoding), for gzip streamMin, and for zstd ZstdWindow
+// (a frame of no declared size is decoded with a window of that size).
 func (c *Codec) Streamed(t reflect.Type) bool {
-	last := c.lastState.Load()
-	if last < streamMin || c.comp == CompressZstd && last < ZstdWindow {
+	least := int64(parallelMin)
+	switch c.comp {
+	case CompressGzip:
+		least = streamMin
+	case CompressZstd:
+		least = ZstdWindow
+	}
+	if c.lastState.Load() < least {
 		return false
 	}
 	return c.Parallel(t)
