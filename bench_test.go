@@ -3,11 +3,14 @@ package checkpoint_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
 	"hash/fnv"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -221,4 +224,108 @@ func BenchmarkAppend(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchWorld is a typed state of about 10 KB of JSON, decoded into
+// structs as a host's state is.
+type benchWorld struct {
+	Turn   int64        `json:"turn"`
+	Agents []benchAgent `json:"agents"`
+}
+
+type benchAgent struct {
+	Name   string         `json:"name"`
+	HP     int            `json:"hp"`
+	Goals  []string       `json:"goals"`
+	Memory string         `json:"memory"`
+	Items  map[string]int `json:"items"`
+}
+
+func newBenchWorld() benchWorld {
+	var w benchWorld
+	for i := 0; i < 20; i++ {
+		w.Agents = append(w.Agents, benchAgent{
+			Name:   fmt.Sprintf("agent_%02d", i),
+			HP:     i,
+			Goals:  []string{"explore", "trade", "rest"},
+			Memory: strings.Repeat("remembered things ", 20),
+			Items:  map[string]int{"gold": i, "rope": 2},
+		})
+	}
+	return w
+}
+
+// BenchmarkLatestOfTenThousand measures Latest on a directory of 10,000
+// checkpoints of a 10 KB state, beside the naive reader a user would write
+// (read the names, decode the newest file's state with encoding/json, no
+// checksum): issue 28's target is that Latest costs no more.
+//
+//	go test -run '^$' -bench LatestOfTenThousand -cpuprofile /tmp/latest.prof .
+func BenchmarkLatestOfTenThousand(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	w, err := checkpoint.Open[benchWorld](dir, checkpoint.NoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	state := newBenchWorld()
+	const files = 10000
+	for i := 0; i < files; i++ {
+		state.Turn = int64(i)
+		if _, err := w.Save(ctx, int64(i), state); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.Close()
+	s, err := checkpoint.Open[benchWorld](dir, checkpoint.ReadOnly())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.Run("Latest", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, _, err := s.Latest(ctx)
+			if err != nil || v.Turn != files-1 {
+				b.Fatal(v.Turn, err)
+			}
+		}
+	})
+	b.Run("naive", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v, err := naiveLatest(dir)
+			if err != nil || v.Turn != files-1 {
+				b.Fatal(v.Turn, err)
+			}
+		}
+	})
+}
+
+// naiveLatest reads the newest checkpoint of dir as a user would by hand.
+func naiveLatest(dir string) (benchWorld, error) {
+	var v struct {
+		State benchWorld `json:"state"`
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return v.State, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return v.State, err
+	}
+	newest := ""
+	for _, name := range names {
+		if strings.HasPrefix(name, "step_") && strings.HasSuffix(name, ".json") && name > newest {
+			newest = name
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, newest))
+	if err != nil {
+		return v.State, err
+	}
+	err = json.Unmarshal(data, &v)
+	return v.State, err
 }

@@ -53,10 +53,20 @@ type named struct {
 // names lists the directory's checkpoint files whose names pass keep (all,
 // if keep is nil), by their names alone (see eachName).
 func (s *Store[T]) names(ctx context.Context, keep func(fileName) bool) (ns, dropped []named, err error) {
-	dropped, err = s.eachName(ctx, keep, func(n int) { ns = make([]named, 0, n) }, func(o Object, fn fileName, unknown error) {
+	objs, err := s.b.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, dropped = s.namesIn(ctx, objs, keep)
+	return ns, dropped, nil
+}
+
+// namesIn is names of the listing objs.
+func (s *Store[T]) namesIn(ctx context.Context, objs []Object, keep func(fileName) bool) (ns, dropped []named) {
+	dropped = s.eachListed(ctx, objs, keep, func(n int) { ns = make([]named, 0, n) }, func(o Object, fn fileName, unknown error) {
 		ns = append(ns, named{name: o.Name, fn: fn, obj: o, unknown: unknown})
 	})
-	return ns, dropped, err
+	return ns, dropped
 }
 
 // scan lists the directory's checkpoint files whose names pass keep (all, if
@@ -104,28 +114,45 @@ func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size 
 	if err != nil {
 		return nil, err
 	}
+	return s.eachListed(ctx, objs, keep, size, found), nil
+}
+
+// eachListed is eachName of the listing objs.
+func (s *Store[T]) eachListed(ctx context.Context, objs []Object, keep func(fileName) bool, size func(n int), found func(o Object, fn fileName, unknown error)) (dropped []named) {
 	size(len(objs))
 	for _, o := range objs {
-		name := o.Name
-		fn, ok := s.cfg.layout.parse(name)
+		fn, ok := s.cfg.layout.parse(o.Name)
 		if !ok || keep != nil && !keep(fn) {
 			continue
 		}
 		if fn.kind == KindRolling {
-			filled := s.fill(ctx, []entry{{name: name, fn: fn, obj: o}})
-			if len(filled) == 0 {
-				dropped = append(dropped, named{name: name, fn: fn, obj: o})
-				continue // removed meanwhile, or not a regular file
-			}
-			fn.step = filled[0].h.Step
-			if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
-				found(o, fn, err)
+			n, ok := s.rollingNamed(ctx, o, fn)
+			if !ok {
+				dropped = append(dropped, n)
 				continue
 			}
+			found(o, n.fn, n.unknown)
+			continue
 		}
 		found(o, fn, nil)
 	}
-	return dropped, nil
+	return dropped
+}
+
+// rollingNamed returns the rolling file o, of the name fn, with its step
+// read from its header (see eachName), or false if no regular file was
+// there to read.
+func (s *Store[T]) rollingNamed(ctx context.Context, o Object, fn fileName) (named, bool) {
+	n := named{name: o.Name, fn: fn, obj: o}
+	filled := s.fill(ctx, []entry{{name: o.Name, fn: fn, obj: o}})
+	if len(filled) == 0 {
+		return n, false // removed meanwhile, or not a regular file
+	}
+	n.fn.step = filled[0].h.Step
+	if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+		n.unknown = err
+	}
+	return n, true
 }
 
 // stepEntries returns the filled entries whose step is step. A rolling file

@@ -89,6 +89,15 @@ func ParseName(prefix string, digits int, name string) (FileName, bool) {
 	return FileName{Step: n.step, Kind: n.kind, Attempt: n.attempt, Comp: n.comp}, ok
 }
 
+// StepBound is stepBound of name in the layout (prefix, digits), of name
+// as a string and as bytes: Latest's scan passes over a name by it.
+func StepBound(prefix string, digits int, name string) (fromString int64, okString bool, fromBytes int64, okBytes bool) {
+	l := layout{prefix: prefix, digits: digits}
+	fromString, okString = stepBound(l, name)
+	fromBytes, okBytes = stepBound(l, []byte(name))
+	return fromString, okString, fromBytes, okBytes
+}
+
 // FormatName is the file name of n in the layout (prefix, digits).
 func FormatName(prefix string, digits int, n FileName) string {
 	return layout{prefix: prefix, digits: digits}.format(fileName{step: n.Step, kind: n.Kind, attempt: n.Attempt, comp: n.Comp})

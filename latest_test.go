@@ -202,3 +202,36 @@ func writeRaw(t *testing.T, path, content string) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
 }
+
+// A directory of thousands of checkpoints, saved out of order, is read in
+// several batches of entries: Latest still finds the highest step, falls
+// back past it when it is damaged, and LatestClean passes over an error
+// checkpoint of a higher step.
+func TestLatestFindsTheNewestAmongThousandsOfCheckpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir)
+	const files = 1500 // 60 KB of directory entries: two reads of the scan's buffer
+	for i := int64(0); i < files; i++ {
+		step := i * 7919 % files // every step once, out of order
+		_, err := s.Save(ctx, step, int(step))
+		require.NoError(t, err)
+	}
+	v, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(files-1), info.Step)
+	require.Equal(t, files-1, v)
+
+	_, err = s.SaveError(ctx, files, files, fmt.Errorf("diverged"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("step_%08d.json", files-1)), []byte(`{"format":2,"st`), 0o644))
+	_, info, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, checkpoint.KindError, info.Kind)
+	require.Equal(t, int64(files), info.Step)
+	v, info, err = s.LatestClean(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(files-2), info.Step, "the damaged step is passed over")
+	require.Equal(t, files-2, v)
+}

@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,8 +133,18 @@ func FuzzParseName(f *testing.F) {
 			return
 		}
 		fn, ok := checkpoint.ParseName(prefix, digits, name)
+		// Latest's scan passes over a name whose bound is below a step
+		// it found: the bound of an accepted name is its step (any step
+		// for the rolling file), and never refuses one.
+		bound, boundOK, fromBytes, bytesOK := checkpoint.StepBound(prefix, digits, name)
+		if bound != fromBytes || boundOK != bytesOK {
+			t.Fatalf("stepBound(%q) = %d, %v, but of its bytes %d, %v", name, bound, boundOK, fromBytes, bytesOK)
+		}
 		if !ok {
 			return
+		}
+		if !boundOK || fn.Kind == checkpoint.KindRolling && bound != math.MaxInt64 || fn.Kind != checkpoint.KindRolling && bound != fn.Step {
+			t.Fatalf("parse(%q) = %+v, but stepBound says %d, %v", name, fn, bound, boundOK)
 		}
 		if got := checkpoint.FormatName(prefix, digits, fn); got != name {
 			t.Fatalf("parse(%q) = %+v, which formats as %q", name, fn, got)

@@ -182,6 +182,12 @@ const latestRelists = 64
 // (loadEntry) or a byte payload (LatestPayload). release, if not nil,
 // releases a result the walk does not return.
 //
+// It first tries the checkpoints of the newest step alone, found without
+// a list of every name (see newestNames): most calls end there. Where
+// none of them loads (and the walk would go on to older steps), or one
+// vanished, it walks the whole listing from the start: the answer and the
+// failures are those of a walk over one listing.
+//
 // A checkpoint that vanishes between the listing and its read was removed
 // by a writer (retention, Truncate, Delete): retention removes one only
 // once a newer one is durable, which the listing missed. So a walk that
@@ -189,8 +195,30 @@ const latestRelists = 64
 // with an older checkpoint or ErrNotFound (a fresh start) for a store that
 // never lacked a checkpoint.
 func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error), release func(R)) (R, Info, []error, error) {
+	var zero R
+	ns, dropped, objs, err := s.newestNames(ctx, want)
+	if err != nil {
+		return zero, Info{}, nil, opError(op, s.dir, err)
+	}
+	r, info, skipped, vanished, done, err := latestWalkNames(s, ctx, op, load, ns, dropped, true)
+	if done && (!vanished || ctx.Err() != nil) {
+		return r, info, skipped, err
+	}
+	if done && err == nil && release != nil {
+		release(r)
+	}
+	if vanished {
+		objs = nil // list again
+	}
 	for attempt := 1; ; attempt++ {
-		r, info, skipped, vanished, err := latestWalkOnce(s, ctx, op, want, load)
+		if objs == nil {
+			if objs, err = s.b.List(ctx); err != nil {
+				return zero, Info{}, nil, opError(op, s.dir, err)
+			}
+		}
+		ns, dropped := s.namesIn(ctx, objs, want)
+		objs = nil
+		r, info, skipped, vanished, _, err := latestWalkNames(s, ctx, op, load, ns, dropped, false)
 		if !vanished || attempt == latestRelists || ctx.Err() != nil {
 			return r, info, skipped, err
 		}
@@ -200,14 +228,14 @@ func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func
 	}
 }
 
-// latestWalkOnce is one walk of latestWalk, over one listing; vanished
+// latestWalkNames is one walk of latestWalk, over the names ns of one
+// listing (and the rolling names dropped from it: see eachName); vanished
 // says whether a checkpoint it listed was gone when it came to read it.
-func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error)) (_ R, _ Info, _ []error, vanished bool, _ error) {
+// With newest, it tries the newest step's checkpoints only: done says
+// whether it came to an answer (a checkpoint that loads, or an error that
+// ends the walk), where a walk of every name would go on to older steps.
+func latestWalkNames[T, R any](s *Store[T], ctx context.Context, op string, load func(context.Context, string, entry, bool) (R, Info, error), ns, dropped []named, newest bool) (_ R, _ Info, _ []error, vanished, done bool, _ error) {
 	var zero R
-	ns, dropped, err := s.names(ctx, want)
-	if err != nil {
-		return zero, Info{}, nil, false, opError(op, s.dir, err)
-	}
 	// Order by step from the names alone, then read headers only for the
 	// steps actually tried: most calls read one header and one file. The
 	// newest step is found without sorting; the others are sorted only if
@@ -219,7 +247,7 @@ func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want 
 		if n.unknown != nil {
 			// Not damage, and its step may be the newest: resuming from
 			// another would fork the history silently.
-			return zero, Info{}, nil, false, opError(op, s.path(n.name), n.unknown)
+			return zero, Info{}, nil, false, true, opError(op, s.path(n.name), n.unknown)
 		}
 	}
 	skipped := s.notRegularAmong(ctx, op, dropped, nil)
@@ -264,10 +292,10 @@ func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want 
 			// since the scan is still the newest checkpoint.
 			v, info, err := load(ctx, op, group[i], false)
 			if err == nil {
-				return v, info, skipped, vanished, nil
+				return v, info, skipped, vanished, true, nil
 			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return zero, Info{}, skipped, vanished, opError(op, s.dir, ctxErr)
+				return zero, Info{}, skipped, vanished, true, opError(op, s.dir, ctxErr)
 			}
 			if errors.Is(err, ErrNotFound) {
 				vanished = true // removed since the listing
@@ -276,9 +304,12 @@ func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want 
 			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
 				// Not damage, and resuming from an older step would
 				// fork the history silently.
-				return zero, Info{}, skipped, vanished, err
+				return zero, Info{}, skipped, vanished, true, err
 			}
 			skipped = append(skipped, err)
+		}
+		if newest {
+			return zero, Info{}, nil, vanished, false, nil
 		}
 		if !sorted {
 			slices.SortFunc(ns[:end], func(a, b named) int {
@@ -287,15 +318,18 @@ func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want 
 			sorted = true
 		}
 	}
+	if newest {
+		return zero, Info{}, nil, vanished, false, nil // no name
+	}
 	if len(skipped) == 0 {
 		if len(ns) == 0 {
 			if err := s.foreignLayout(ctx); err != nil {
-				return zero, Info{}, nil, vanished, opError(op, s.dir, err)
+				return zero, Info{}, nil, vanished, true, opError(op, s.dir, err)
 			}
 		}
-		return zero, Info{}, nil, vanished, opError(op, s.dir, ErrNotFound)
+		return zero, Info{}, nil, vanished, true, opError(op, s.dir, ErrNotFound)
 	}
-	return zero, Info{}, nil, vanished, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
+	return zero, Info{}, nil, vanished, true, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
 }
 
 // notRegularAmong returns an error wrapping ErrCorrupt, which says what is

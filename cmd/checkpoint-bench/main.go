@@ -29,6 +29,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -497,6 +498,20 @@ func (b *bench) bigDirectory() ([]row, error) {
 		return nil, err
 	}
 
+	// The naive reader must find what Latest finds, or the row compares
+	// two different things.
+	got, _, err := s.Latest(b.ctx)
+	if err != nil {
+		return nil, err
+	}
+	naive, err := naiveLatest(dir, "step_")
+	if err != nil {
+		return nil, err
+	}
+	if !reflect.DeepEqual(got, naive) {
+		return nil, fmt.Errorf("the naive reader decoded turn %d, Latest turn %d", naive.Turn, got.Turn)
+	}
+
 	n := max(3, b.cfg.samples/3)
 	ds, err := compare(n, 1,
 		func(int) error { _, err := s.List(b.ctx); return err },
@@ -504,11 +519,12 @@ func (b *bench) bigDirectory() ([]row, error) {
 		func(int) error { _, _, err := s.Load(b.ctx, int64(files/2)); return err },
 		func(int) error { return readNames(dir) },
 		func(int) error { _, err := s.Prune(b.ctx); return err },
+		func(int) error { _, err := naiveLatest(dir, "step_"); return err },
 	)
 	if err != nil {
 		return nil, err
 	}
-	list1, latest, load, names, prune := ds[0], ds[1], ds[2], ds[3], ds[4]
+	list1, latest, load, names, prune, naiveD := ds[0], ds[1], ds[2], ds[3], ds[4], ds[5]
 	listTarget := 20 * time.Millisecond
 	rows := []row{{
 		what:    "first List after Open, " + label,
@@ -531,6 +547,13 @@ func (b *bench) bigDirectory() ([]row, error) {
 		ratio:   fmt.Sprintf("%+.2f ms", float64(latest-load)/1e6),
 		target:  "≤ Load + 1 ms",
 		met:     yesNo(latest <= load+time.Millisecond),
+	}, {
+		what:    "Latest vs a naive reader, " + label,
+		result:  dur(latest),
+		against: "naive reader (read the names, decode the newest file with encoding/json, no checksum): " + dur(naiveD),
+		ratio:   fmt.Sprintf("%.2f", ratio(latest, naiveD)),
+		target:  "≤ 1.00",
+		met:     yesNo(latest <= naiveD),
 	}, {
 		what:    "Prune (KeepLast, nothing to remove), " + label,
 		result:  dur(prune),
@@ -571,6 +594,41 @@ func readNames(dir string) error {
 	defer d.Close()
 	_, err = d.Readdirnames(-1)
 	return err
+}
+
+// naiveLatest is the Latest a user would write by hand: read the
+// directory's names, take the greatest plain checkpoint name with prefix
+// (the steps are zero-padded, so it is the newest step), and decode the
+// file's state with encoding/json. It verifies no checksum, and knows no
+// error checkpoint, rolling file, compression or damaged file.
+func naiveLatest(dir, prefix string) (World, error) {
+	var v struct {
+		State World `json:"state"`
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return v.State, err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return v.State, err
+	}
+	newest := ""
+	for _, name := range names {
+		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, ".json") && name > newest {
+			newest = name
+		}
+	}
+	if newest == "" {
+		return v.State, fs.ErrNotExist
+	}
+	data, err := os.ReadFile(filepath.Join(dir, newest))
+	if err != nil {
+		return v.State, err
+	}
+	err = json.Unmarshal(data, &v)
+	return v.State, err
 }
 
 // allocations measures what a warm Save allocates, for the medium and large

@@ -30,6 +30,7 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| Load / Latest, zstd, 200 KB state |",
 		"| List, 300 checkpoints |",
 		"| Latest, 300 checkpoints |",
+		"| Latest vs a naive reader, 300 checkpoints |",
 		"| Prune (KeepLast, nothing to remove), 300 checkpoints |",
 		"| heap growth of a warm Save, zstd, 200 KB state |",
 		"| Async Save, 10 KB state, latency seen by the caller |",
