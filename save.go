@@ -171,10 +171,31 @@ func (s *Store[T]) saveNow(ctx context.Context, j *saveJob) saveReport {
 // publishLocked writes j's checkpoint and, after a step checkpoint, applies
 // the retention rules. The caller holds the write lock.
 func (s *Store[T]) publishLocked(j *saveJob) saveReport {
+	w := s.writeLocked(j, s.b.Create)
+	if w.err != nil {
+		return saveReport{err: w.err}
+	}
+	return s.finishLocked(j, w)
+}
+
+// written is what writeLocked published of a job: its name, its object and
+// header, or why it failed.
+type written struct {
+	name string
+	o    Object
+	h    header
+	err  error // the job's failure, an *Error naming its step and file
+}
+
+// writeLocked writes j's checkpoint: a rolling one with Replace, any other
+// with create (Backend.Create, or a GroupCommitter's CreateUncommitted)
+// under a free name. It changes nothing the store knows: finishLocked
+// does, once the checkpoint is durable. The caller holds the write lock.
+func (s *Store[T]) writeLocked(j *saveJob, create func(context.Context, string, func(io.Writer) error) (Object, error)) written {
 	fn := j.fn
 	name := s.cfg.layout.format(fn) // for messages until the name is settled
-	fail := func(err error) saveReport {
-		return saveReport{err: stepError(j.op, fn.step, s.path(name), err)}
+	fail := func(err error) written {
+		return written{name: name, err: stepError(j.op, fn.step, s.path(name), err)}
 	}
 	var err error
 	if fn.kind != KindRolling {
@@ -195,11 +216,20 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	if fn.kind == KindRolling {
 		o, err = s.replace(ctx, name, write)
 	} else {
-		name, o, err = s.create(ctx, fn, name, write)
+		name, o, err = s.create(ctx, fn, name, write, create)
 	}
 	if err != nil {
 		return fail(err)
 	}
+	return written{name: name, o: o, h: h}
+}
+
+// finishLocked records j's checkpoint, which writeLocked wrote as w and
+// which is now durable, and, after a step checkpoint, applies the
+// retention rules. The caller holds the write lock.
+func (s *Store[T]) finishLocked(j *saveJob, w written) saveReport {
+	fn, name, o, h := j.fn, w.name, w.o, w.h
+	ctx := j.ctx
 	s.cache(o, h)
 	if s.listed != nil {
 		s.listed[name] = o.Version
@@ -441,10 +471,11 @@ const maxTakenRetries = 3
 // since (another program's PUT, a paused writer's late one) is unknown
 // to it until a Create runs into it. Without this a damaged object there
 // would block its step forever, where the local directory, which freeName
-// stats, moves it aside. It returns the name published.
-func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error) (string, Object, error) {
+// stats, moves it aside. It returns the name published. create is
+// Backend.Create, or a GroupCommitter's CreateUncommitted.
+func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error, create func(context.Context, string, func(io.Writer) error) (Object, error)) (string, Object, error) {
 	for retried := 0; ; retried++ {
-		o, err := s.b.Create(ctx, name, write)
+		o, err := create(ctx, name, write)
 		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries {
 			return name, o, err
 		}
