@@ -348,12 +348,48 @@ func (s *Store[T]) publishBatchLocked(batch []*saveJob) []saveReport {
 		}
 		return rs
 	}
+	// The names first, in order; then the files of distinct names are
+	// written and synced at once (a file system such as ext4 folds
+	// concurrent fsyncs into one journal commit); then, in order, the
+	// rolling checkpoints, and the saves whose name was taken (a step
+	// queued twice, or a file put there meanwhile) as each would alone.
 	ws := make([]written, len(batch))
+	errs := make([]error, len(batch))
+	together := make(map[string]int, len(batch)) // name -> the job written together
+	for i, j := range batch {
+		ws[i] = s.nameLocked(j)
+		if _, taken := together[ws[i].name]; ws[i].err == nil && j.fn.kind != KindRolling && !taken {
+			together[ws[i].name] = i
+		}
+	}
+	var wg sync.WaitGroup
+	for _, i := range together {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws[i].o, errs[i] = gc.CreateUncommitted(batch[i].ctx, ws[i].name, ws[i].write)
+		}()
+	}
+	wg.Wait()
 	var names []string
 	for i, j := range batch {
-		ws[i] = s.writeLocked(j, gc.CreateUncommitted) // a rolling one is replaced
-		if ws[i].err == nil && j.fn.kind != KindRolling {
-			names = append(names, ws[i].name)
+		w := &ws[i]
+		if w.err != nil {
+			continue
+		}
+		if k, ok := together[w.name]; ok && k == i {
+			switch err := errs[i]; {
+			case err == nil:
+				names = append(names, w.name)
+				continue
+			case !errors.Is(err, ErrExists): // never written twice (see rule 9 of DESIGN.md)
+				w.err = stepError(j.op, j.fn.step, s.path(w.name), err)
+				continue
+			}
+		}
+		*w = s.createLocked(j, *w, gc.CreateUncommitted) // a rolling one is replaced
+		if w.err == nil && j.fn.kind != KindRolling {
+			names = append(names, w.name)
 		}
 	}
 	var commitErr error

@@ -181,10 +181,11 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 // written is what writeLocked published of a job: its name, its object and
 // header, or why it failed.
 type written struct {
-	name string
-	o    Object
-	h    header
-	err  error // the job's failure, an *Error naming its step and file
+	name  string
+	o     Object
+	h     header
+	write func(io.Writer) error // the envelope's bytes
+	err   error                 // the job's failure, an *Error naming its step and file
 }
 
 // writeLocked writes j's checkpoint: a rolling one with Replace, any other
@@ -192,15 +193,23 @@ type written struct {
 // under a free name. It changes nothing the store knows: finishLocked
 // does, once the checkpoint is durable. The caller holds the write lock.
 func (s *Store[T]) writeLocked(j *saveJob, create func(context.Context, string, func(io.Writer) error) (Object, error)) written {
+	w := s.nameLocked(j)
+	if w.err != nil {
+		return w
+	}
+	return s.createLocked(j, w, create)
+}
+
+// nameLocked settles the name (a free one: see freeName), the save time and
+// the header of j's checkpoint, and how to write it (w.write). The caller
+// holds the write lock.
+func (s *Store[T]) nameLocked(j *saveJob) written {
 	fn := j.fn
 	name := s.cfg.layout.format(fn) // for messages until the name is settled
-	fail := func(err error) written {
-		return written{name: name, err: stepError(j.op, fn.step, s.path(name), err)}
-	}
 	var err error
 	if fn.kind != KindRolling {
 		if name, err = s.freeName(j.ctx, fn); err != nil {
-			return fail(err)
+			return written{name: name, err: stepError(j.op, fn.step, s.path(name), err)}
 		}
 	}
 	if j.time.IsZero() {
@@ -210,18 +219,23 @@ func (s *Store[T]) writeLocked(j *saveJob, create func(context.Context, string, 
 		s.clockBehind(j.time, behind)
 	}
 	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
-	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
-	ctx := j.ctx
-	var o Object
-	if fn.kind == KindRolling {
-		o, err = s.replace(ctx, name, write)
+	return written{name: name, h: h, write: func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }}
+}
+
+// createLocked writes the checkpoint nameLocked settled as w: a rolling
+// one with Replace, any other with create, looking at the name again if
+// create finds it taken (see create). The caller holds the write lock.
+func (s *Store[T]) createLocked(j *saveJob, w written, create func(context.Context, string, func(io.Writer) error) (Object, error)) written {
+	var err error
+	if j.fn.kind == KindRolling {
+		w.o, err = s.replace(j.ctx, w.name, w.write)
 	} else {
-		name, o, err = s.create(ctx, fn, name, write, create)
+		w.name, w.o, err = s.create(j.ctx, j.fn, w.name, w.write, create)
 	}
 	if err != nil {
-		return fail(err)
+		w.err = stepError(j.op, j.fn.step, s.path(w.name), err)
 	}
-	return written{name: name, o: o, h: h}
+	return w
 }
 
 // finishLocked records j's checkpoint, which writeLocked wrote as w and
