@@ -56,6 +56,12 @@ func (s *Store[T]) Append(ctx context.Context, state T, opts ...SaveOption) (Inf
 		return s.appendQueued(ctx, j)
 	}
 	defer s.codec.PutBuffer(j.state)
+	return s.appendNow(ctx, j)
+}
+
+// appendNow publishes j, an Append's or AppendFrom's job, at the step
+// after the store's newest, under the write lock.
+func (s *Store[T]) appendNow(ctx context.Context, j *saveJob) (Info, error) {
 	if err := s.beginWrite(ctx); err != nil {
 		return Info{}, s.failed(opError("append", s.dir, err))
 	}
@@ -120,6 +126,9 @@ func (s *Store[T]) nextStepLocked(ctx context.Context, listOnly bool) (int64, er
 		}
 		var newest int64
 		for _, n := range ns {
+			if n.unknown != nil {
+				return 0, fmt.Errorf("the rolling file's step, which may be the newest: %w", n.unknown)
+			}
 			newest = max(newest, n.fn.step)
 		}
 		s.next.learn(newest, gen)

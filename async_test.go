@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -541,4 +542,23 @@ func TestAsyncFailuresKeptAreBounded(t *testing.T) {
 	require.ErrorIs(t, err, errFault)
 	require.True(t, strings.HasPrefix(err.Error(), "checkpoint: background save failed: steps 1, 2, 3, "), err.Error())
 	require.Contains(t, err.Error(), fmt.Sprintf(", %d and 36 more: ", checkpoint.MaxAsyncFailures))
+}
+
+// TestAsyncSaveFromOfAQueuedStepIsErrExists proves that SaveFrom on an
+// Async store publishes the saves queued before it first: a queued Save of
+// the same step wins, SaveFrom is ErrExists without calling its write
+// function, and the step loads the queued state.
+func TestAsyncSaveFromOfAQueuedStepIsErrExists(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openStore[[]byte](t, t.TempDir(), checkpoint.Async(8))
+	_, err := s.Save(ctx, 5, []byte("state"))
+	require.NoError(t, err)
+	called := 0
+	_, err = s.SaveFrom(ctx, 5, func(w io.Writer) error { called++; return nil })
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	require.Zero(t, called)
+	got, _, err := s.Load(ctx, 5)
+	require.NoError(t, err)
+	require.Equal(t, "state", string(got))
 }

@@ -56,6 +56,13 @@
 // a state saved by an earlier release in memory, and refuses one saved by a
 // newer release.
 //
+// A host that hands over bytes instead of a Go type (a raft snapshot, gob
+// a framework encoded) saves them with [Store.SaveFrom], streamed from an
+// [io.Writer] and stored as they are, and reads them back with
+// [Store.OpenPayload] or [Store.LatestPayload], an [io.ReadCloser] that
+// verifies the checksum as it streams: a byte payload has every promise of
+// a state's checkpoint, in a memory independent of its size.
+//
 // Every exported method is safe for concurrent use by multiple goroutines.
 // Errors name the operation, the step and the file, and wrap one of the
 // package's sentinel errors ([ErrNotFound], [ErrCorrupt], ...) so that
@@ -122,7 +129,9 @@ type Info struct {
 	// Deprecated: use Location; Path is a URL, not a path, on object
 	// storage. It is still set, and written to JSON as "path".
 	Path string `json:"path"`
-	// Size is the file's size in bytes on disk (compressed, if it is).
+	// Size is the file's size in bytes on disk (compressed, if it is); in
+	// an encrypted store (see Encrypt), the size of the bytes inside the
+	// encryption.
 	Size int64 `json:"size"`
 	// Compression names the compression: "gzip", "zstd", or "" for a plain
 	// file.
@@ -141,6 +150,17 @@ type Info struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Error is set on KindError checkpoints: what went wrong.
 	Error *ErrorRecord `json:"error,omitempty"`
+	// Payload says what the checkpoint holds, as its header tells:
+	// PayloadJSON (a state: Save, Load) or PayloadBytes (opaque bytes:
+	// SaveFrom, OpenPayload); "" when the header could not be read
+	// (Format 0).
+	Payload Payload `json:"payload,omitempty"`
+	// PayloadSize is the size in bytes of a byte payload, before
+	// compression, where it is known without reading the payload: set by
+	// SaveFrom and AppendFrom, and by OpenPayload and LatestPayload for a
+	// plain file; -1 otherwise (List, or a compressed file: its size shows
+	// only at its end). 0 for a JSON state.
+	PayloadSize int64 `json:"payload_size,omitempty"`
 }
 
 // Name returns the checkpoint's file name within its store's directory.

@@ -30,7 +30,7 @@ func TestCheckpointSavedDuringAListStaysKnownToRetention(t *testing.T) {
 	start := s.cacheGen
 	s.mu.Unlock()
 	var read []entry
-	_, err := s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName) {
+	_, err := s.eachName(ctx, nil, func(int) {}, func(o Object, fn fileName, _ error) {
 		read = append(read, entry{name: o.Name, fn: fn, obj: o})
 	})
 	require.NoError(t, err)

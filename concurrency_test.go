@@ -690,3 +690,149 @@ func testConcurrentUse(t *testing.T, opts ...checkpoint.Option) {
 		require.Equal(t, sampleState(info.Step), got)
 	}
 }
+
+// TestLatestBesideAPruningWriterNeverAnswersAFreshStart: a reader's Latest
+// and LatestPayload, while a writer of another process saves step after
+// step with KeepLast(1), always return a checkpoint at least as new as
+// the one saved before the call, never ErrNotFound (which a host takes
+// for a fresh start) nor an older step: a checkpoint that vanishes
+// between the reader's listing and its read was pruned after a newer one
+// was published, so the reader lists again.
+func TestLatestBesideAPruningWriterNeverAnswersAFreshStart(t *testing.T) {
+	t.Parallel()
+	for _, payload := range []bool{false, true} {
+		t.Run(map[bool]string{false: "state", true: "payload"}[payload], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			w := openStore[[]byte](t, dir, checkpoint.NoSync(), checkpoint.KeepLast(1))
+			save := func(step int64) {
+				var err error
+				if payload {
+					_, err = w.SaveFrom(ctx, step, func(wr io.Writer) error { _, err := wr.Write([]byte(strconv.FormatInt(step, 10))); return err })
+				} else {
+					_, err = w.Save(ctx, step, []byte(strconv.FormatInt(step, 10)))
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			save(1)
+			var published atomic.Int64
+			published.Store(1)
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for step := int64(2); ; step++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					save(step)
+					published.Store(step)
+				}
+			}()
+			r := openStore[[]byte](t, dir, checkpoint.ReadOnly())
+			for range 1500 {
+				before := published.Load()
+				var info checkpoint.Info
+				var err error
+				if payload {
+					var rc io.ReadCloser
+					if rc, info, err = r.LatestPayload(ctx); err == nil {
+						rc.Close()
+					}
+				} else {
+					_, info, err = r.Latest(ctx)
+				}
+				if err != nil {
+					t.Errorf("Latest beside a pruning writer: %v", err)
+					break
+				}
+				if info.Step < before {
+					t.Errorf("Latest returned step %d, older than step %d published before the call", info.Step, before)
+					break
+				}
+			}
+			close(stop)
+			<-done
+		})
+	}
+}
+
+// TestConcurrentSaveFromsOfOneStepPublishOne proves that of two SaveFrom
+// calls of one step at once (on an Async store, in every compression) one
+// succeeds and the other is ErrExists, and the file holds the winner's
+// payload.
+func TestConcurrentSaveFromsOfOneStepPublishOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		s := openStore[[]byte](t, t.TempDir(), append(comp, checkpoint.Async(4))...)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		payloads := make([][]byte, 2)
+		for g := range errs {
+			payloads[g] = payloadBytes(uint64(g+10), 100<<10)
+			wg.Go(func() {
+				_, errs[g] = s.SaveFrom(ctx, 5, writeAll(payloads[g]))
+			})
+		}
+		wg.Wait()
+		var winner []byte
+		for g, err := range errs {
+			if err == nil {
+				require.Nil(t, winner, "both saves of step 5 succeeded")
+				winner = payloads[g]
+				continue
+			}
+			require.ErrorIs(t, err, checkpoint.ErrExists)
+		}
+		require.NotNil(t, winner, "neither save of step 5 succeeded")
+		requirePayload(t, s, 5, winner)
+	})
+}
+
+// TestCloseDuringSaveFromIsAllOrNothing proves that a Close while a
+// SaveFrom's write streams lets the save either publish the whole payload
+// or fail leaving no checkpoint, and that no temporary file is left once
+// both returned.
+func TestCloseDuringSaveFromIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		dir := t.TempDir()
+		s, err := checkpoint.Open[[]byte](dir, append(comp, checkpoint.NoSync())...)
+		require.NoError(t, err)
+		started, release := make(chan struct{}), make(chan struct{})
+		res := make(chan error, 1)
+		go func() {
+			_, err := s.SaveFrom(context.Background(), 1, func(w io.Writer) error {
+				w.Write(payloadBytes(1, 50<<10))
+				close(started)
+				<-release
+				_, err := w.Write(payloadBytes(2, 50<<10))
+				return err
+			})
+			res <- err
+		}()
+		<-started
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close() }()
+		close(release)
+		saveErr := <-res
+		require.NoError(t, <-closed)
+		requireNoTemps(t, dir, "step_00000001.json", "step_00000001.json.gz", "step_00000001.json.zst")
+		r := openStore[[]byte](t, dir, append(comp, checkpoint.ReadOnly())...)
+		rd, _, err := r.OpenPayload(context.Background(), 1)
+		if saveErr != nil {
+			require.ErrorIs(t, err, checkpoint.ErrNotFound)
+			return
+		}
+		require.NoError(t, err)
+		b, err := readPayload(t, rd)
+		require.NoError(t, err)
+		require.Len(t, b, 100<<10)
+	})
+}

@@ -25,8 +25,8 @@ func TestFileOfANewerFormatIsNeverQuarantined(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	// A format 3 that ends with a trailer that formats 1 and 2 do not have.
-	future := []byte(`{"format":3,"step":1,"kind":"step","time":"2026-11-22T12:00:00Z","state":1,"digest":"blake3:00"}` + "\n")
+	// A format 4 (unknown: format 3 is the byte payload) that ends with a trailer that formats 1 and 2 do not have.
+	future := []byte(`{"format":4,"step":1,"kind":"step","time":"2026-11-22T12:00:00Z","state":1,"digest":"blake3:00"}` + "\n")
 	path := filepath.Join(dir, "step_00000001.json")
 	require.NoError(t, os.WriteFile(path, future, 0o644))
 	s := openStore[int](t, dir, checkpoint.NoSync())
@@ -539,7 +539,7 @@ var corruptions = map[string]func([]byte) []byte{
 		return envelopeBytes(format.Header{Format: 1, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`null`))
 	},
 	"future format version": func([]byte) []byte {
-		return envelopeBytes(format.Header{Format: 3, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{}`))
+		return envelopeBytes(format.Header{Format: 4, Step: 1, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{}`))
 	},
 	"header step differs from name": func([]byte) []byte {
 		return envelopeBytes(format.Header{Format: 1, Step: 2, Kind: checkpoint.KindStep, Time: time.Now()}, []byte(`{}`))

@@ -13,6 +13,61 @@ func (s *Store[T]) Delete(ctx context.Context, step int64) error {
 	return s.deleteWhere(ctx, "delete", step, func(Kind) bool { return true })
 }
 
+// DeleteExact removes exactly the checkpoint that info describes, as
+// returned by List, Save or SaveFrom, and syncs the directory; any other
+// checkpoint of its step (another kind, another compression) stays. Use it
+// where a step may hold checkpoints of other writers or kinds that Delete
+// would remove with it. If the file no longer holds that checkpoint (it was
+// removed, or holds one saved since), the result is ErrNotFound and
+// nothing is removed; info's file must be a checkpoint name of the store's
+// layout (else ErrInvalid). A checkpoint whose header could not be read
+// (Format 0 in List) is matched by its file name and size, as long as its
+// header still does not read.
+func (s *Store[T]) DeleteExact(ctx context.Context, info Info) error {
+	const op = "delete"
+	if err := checkStep(info.Step); err != nil {
+		return s.failed(stepError(op, info.Step, s.dir, err))
+	}
+	name := info.Name()
+	want, ok := s.cfg.layout.parse(name)
+	if !ok {
+		return s.failed(stepError(op, info.Step, info.Location, fmt.Errorf("%w: %q is not a checkpoint name of this store", ErrInvalid, name)))
+	}
+	if err := s.beginWrite(ctx); err != nil {
+		return s.failed(stepError(op, info.Step, s.dir, err))
+	}
+	err := func() error {
+		entries, err := s.scan(ctx, func(fn fileName) bool { return fn == want })
+		if err != nil {
+			return err
+		}
+		for _, e := range s.fill(ctx, entries) {
+			if e.name != name {
+				continue
+			}
+			same := e.hErr == nil && e.h.Step == info.Step && e.h.Time.Equal(info.Time)
+			if info.Format == 0 {
+				// A header that did not read: the file must still be
+				// that one, unreadable and of the size it had, not a
+				// checkpoint saved at its name since (a save moves a
+				// damaged file aside).
+				same = e.hErr != nil && e.obj.Size == info.Size
+			}
+			if !same {
+				break // the file holds another checkpoint now
+			}
+			return s.remove(ctx, name)
+		}
+		return ErrNotFound
+	}()
+	s.forgetRemoved() // Append lists the store again
+	s.endWrite()
+	if err != nil {
+		return s.failed(stepError(op, info.Step, s.path(name), err))
+	}
+	return nil
+}
+
 func (s *Store[T]) deleteWhere(ctx context.Context, op string, step int64, kind func(Kind) bool) error {
 	if err := checkStep(step); err != nil {
 		return s.failed(stepError(op, step, s.dir, err))

@@ -44,13 +44,17 @@ type named struct {
 	name string
 	fn   fileName
 	obj  Object // as listed
+	// unknown is set for a rolling file whose step cannot be known and may
+	// be newer than any other (encrypted to a key not given, or plaintext
+	// to an encrypting store): the error its header read gave.
+	unknown error
 }
 
 // names lists the directory's checkpoint files whose names pass keep (all,
 // if keep is nil), by their names alone (see eachName).
 func (s *Store[T]) names(ctx context.Context, keep func(fileName) bool) (ns, dropped []named, err error) {
-	dropped, err = s.eachName(ctx, keep, func(n int) { ns = make([]named, 0, n) }, func(o Object, fn fileName) {
-		ns = append(ns, named{name: o.Name, fn: fn, obj: o})
+	dropped, err = s.eachName(ctx, keep, func(n int) { ns = make([]named, 0, n) }, func(o Object, fn fileName, unknown error) {
+		ns = append(ns, named{name: o.Name, fn: fn, obj: o, unknown: unknown})
 	})
 	return ns, dropped, err
 }
@@ -69,7 +73,7 @@ func (s *Store[T]) scan(ctx context.Context, keep func(fileName) bool) ([]entry,
 	s.mu.Lock()
 	start := s.cacheGen // what was cached before the directory is read
 	s.mu.Unlock()
-	_, err := s.eachName(ctx, keep, presize, func(o Object, fn fileName) {
+	_, err := s.eachName(ctx, keep, presize, func(o Object, fn fileName, _ error) {
 		entries = append(entries, entry{name: o.Name, fn: fn, obj: o})
 	})
 	if err == nil && keep == nil {
@@ -88,12 +92,14 @@ func (s *Store[T]) scan(ctx context.Context, keep func(fileName) bool) ([]entry,
 // what it says. It stats nothing: fill stats entries, and drops those that
 // are not regular files. The rolling file's step is in its header, so
 // eachName reads it (an unreadable rolling file has no known step: it is
-// listed as step 0, Latest tries it last and reports its damage). A rolling
+// listed as step 0, Latest tries it last and reports its damage; one that
+// no key given opens, or a plaintext one to an encrypting store, is passed
+// with that error: its step may be the newest). A rolling
 // name whose header read found no regular file (removed since the listing,
 // or a directory, a symbolic link, a named pipe) is not passed to found but
 // returned in dropped, so that Latest can report what is there as damage
 // without listing the directory again.
-func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size func(n int), found func(o Object, fn fileName)) (dropped []named, err error) {
+func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size func(n int), found func(o Object, fn fileName, unknown error)) (dropped []named, err error) {
 	objs, err := s.b.List(ctx)
 	if err != nil {
 		return nil, err
@@ -112,8 +118,12 @@ func (s *Store[T]) eachName(ctx context.Context, keep func(fileName) bool, size 
 				continue // removed meanwhile, or not a regular file
 			}
 			fn.step = filled[0].h.Step
+			if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+				found(o, fn, err)
+				continue
+			}
 		}
-		found(o, fn)
+		found(o, fn, nil)
 	}
 	return dropped, nil
 }
@@ -446,7 +456,7 @@ func (s *Store[T]) header(ctx context.Context, e *entry) (header, error) {
 }
 
 func (s *Store[T]) readHeaderFile(ctx context.Context, name string, fn fileName) (header, Object, error) {
-	f, o, err := s.b.Open(ctx, name)
+	f, o, err := s.openStream(ctx, name)
 	if err != nil {
 		return header{}, Object{}, err
 	}

@@ -42,6 +42,13 @@ var (
 	// It is not damage: it is never moved aside, and Latest stops at it
 	// rather than resume from an older step.
 	ErrNewerSchema = format.ErrNewerSchema
+	// ErrPayloadMismatch: a checkpoint holds another payload than the call
+	// reads: a byte payload (SaveFrom) where Load or Latest decode a JSON
+	// state, or a JSON state where OpenPayload or LatestPayload read a
+	// byte payload. It is returned only for a checkpoint that verified: it
+	// is not damage, it is never moved aside, and Latest (LatestPayload)
+	// stops at it rather than resume from an older step.
+	ErrPayloadMismatch = format.ErrPayloadMismatch
 	// ErrMigration: a checkpoint's state could not be brought to the
 	// store's schema: a migration failed or returned invalid JSON, its
 	// output does not decode into the store's type, or no migration starts
@@ -59,6 +66,16 @@ var (
 	// it expected under its name (see Backend.Replace): another writer
 	// changed it. Nothing was written.
 	ErrConflict = storage.ErrConflict
+	// ErrNoKey: an encrypted file is encrypted to a key that none of the
+	// identities given to Encrypt opens; the error names the key by its
+	// key ID (see KeyID). It is not damage: the file is never moved
+	// aside, and Latest stops at it rather than resume from an older step.
+	ErrNoKey = format.ErrNoKey
+	// ErrPlaintext: an encrypting store (see Encrypt) found a file that is
+	// not encrypted. It is not damage: the file is never moved aside, and
+	// Latest stops at it rather than resume from an older step;
+	// ReadPlaintext reads such files, to re-encrypt a store.
+	ErrPlaintext = format.ErrPlaintext
 )
 
 // Error records a failed store operation, the step and the file it concerned,

@@ -368,3 +368,77 @@ func TestPermissionDeniedIsAnErrorNeverDamage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, v, "the file is as it was")
 }
+
+// On a full disk, Delete of a session fails cleanly (it writes its
+// tombstone before it removes anything): the session stays whole, listed
+// with every checkpoint, each of which loads, and no debris is left. Once
+// space is freed, Delete removes it.
+func TestDiskFullDeleteOfASessionLeavesItWhole(t *testing.T) {
+	skipUnlessLinux(t)
+	t.Parallel()
+	ctx := context.Background()
+	dir := tinyDisk(t, "size=1m")
+	r, err := checkpoint.OpenSessions(dir, checkpoint.WithLayout("c", 3))
+	require.NoError(t, err)
+	defer r.Close()
+	for _, id := range []string{"full", "other"} {
+		_, err := r.Create(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	other, err := checkpoint.OpenSessionStore[paddedState](r, "other")
+	require.NoError(t, err)
+	_, err = other.Save(ctx, 1, paddedState{Step: 1, Pad: randomText(1, 200<<10)})
+	require.NoError(t, err)
+	require.NoError(t, other.Close())
+	s, err := checkpoint.OpenSessionStore[paddedState](r, "full")
+	require.NoError(t, err)
+	saved := 0
+	for step := int64(1); step < 100; step++ {
+		if _, err := s.Save(ctx, step, paddedState{Step: step, Pad: randomText(step, 40<<10)}); err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			break
+		}
+		saved++
+	}
+	require.NoError(t, s.Close())
+	require.Greater(t, saved, 2)
+	// Fill what is left, byte by byte, so that not even a tombstone fits.
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	require.NoError(t, err)
+	for _, n := range []int{64 << 10, 4 << 10, 512, 1} {
+		for {
+			if _, err := filler.Write(make([]byte, n)); err != nil {
+				break
+			}
+		}
+	}
+	require.NoError(t, filler.Close())
+
+	err = r.Delete(ctx, "full")
+	require.Error(t, err)
+	require.ErrorIs(t, err, syscall.ENOSPC, "names the full disk")
+	got, err := r.Get(ctx, "full")
+	require.NoError(t, err, "the session stays, whole")
+	require.Equal(t, saved, got.Checkpoints)
+	require.Empty(t, got.Err)
+	for _, name := range dirNames(t, got.Dir) {
+		require.NotContains(t, name, checkpoint.TempMarker, "no debris")
+		require.NotEqual(t, ".session.delete", name, "no marker left")
+	}
+	s, err = checkpoint.OpenSessionStore[paddedState](r, "full", checkpoint.ReadOnly())
+	require.NoError(t, err)
+	infos, err := s.List(ctx)
+	require.NoError(t, err)
+	for _, info := range infos {
+		_, _, err := s.Load(ctx, info.Step)
+		require.NoError(t, err, "step %d loads", info.Step)
+	}
+	require.NoError(t, s.Close())
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "filler")))
+	require.NoError(t, r.Delete(ctx, "full"))
+	_, err = r.Get(ctx, "full")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	_, err = r.Get(ctx, "other")
+	require.NoError(t, err)
+}

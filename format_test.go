@@ -101,8 +101,15 @@ func TestWriteGoldenSessionsV1(t *testing.T) {
 
 func TestGoldenSessionsV1Load(t *testing.T) {
 	t.Parallel()
+	requireGoldenSessions(t, goldenSessionsDir)
+}
+
+// requireGoldenSessions proves that the root of sessions dir, opened with
+// opts, holds what goldenSessionsDir does.
+func requireGoldenSessions(t *testing.T, dir string, opts ...checkpoint.Option) {
+	t.Helper()
 	ctx := context.Background()
-	r := openSessions(t, goldenSessionsDir, checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly())
+	r := openSessions(t, dir, append([]checkpoint.Option{checkpoint.WithLayout("turn", 3), checkpoint.ReadOnly()}, opts...)...)
 	list, err := r.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 2)

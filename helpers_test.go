@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,4 +306,35 @@ func (c *manualClock) set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = t
+}
+
+// compressions are the store options of each compression, by name: none,
+// gzip and zstd.
+func compressions() map[string][]checkpoint.Option {
+	return map[string][]checkpoint.Option{"plain": nil, "gzip": {checkpoint.Gzip()}, "zstd": {checkpoint.Zstd()}}
+}
+
+// requireNoTemps fails if dir holds anything but the lock, the header
+// index and the names in want: no temporary file, no other checkpoint.
+func requireNoTemps(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	names := dirNames(t, dir)
+	for _, n := range names {
+		if n == ".checkpoint.lock" || strings.HasPrefix(n, ".checkpoint.index") || slices.Contains(want, n) {
+			continue
+		}
+		t.Errorf("unexpected %q in %v", n, names)
+	}
+}
+
+// eachCompression runs test as a parallel subtest for each compression,
+// with the store options that select it.
+func eachCompression(t *testing.T, test func(t *testing.T, comp []checkpoint.Option)) {
+	t.Helper()
+	for name, comp := range compressions() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, comp)
+		})
+	}
 }

@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -149,6 +150,80 @@ func TestDeleteRemovesEveryFileOfTheStep(t *testing.T) {
 	v, _, err := s.Load(ctx, 2)
 	require.NoError(t, err)
 	require.Equal(t, 222, v)
+}
+
+// TestDeleteExactRemovesOnlyTheCheckpointItNames: DeleteExact removes the
+// one file of its Info and leaves the step's other kinds; an Info whose
+// file now holds another checkpoint (saved since), or is gone, is
+// ErrNotFound and removes nothing; a name not of the layout is ErrInvalid.
+func TestDeleteExactRemovesOnlyTheCheckpointItNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	s := openStore[int](t, dir, checkpoint.WithLayout("turn", 3), checkpoint.WithClock(func() time.Time {
+		now = now.Add(time.Second)
+		return now
+	}))
+	payload, err := s.SaveFrom(ctx, 1, func(w io.Writer) error { _, err := w.Write([]byte("raw")); return err })
+	require.NoError(t, err)
+	step2, err := s.Save(ctx, 2, 2)
+	require.NoError(t, err)
+	errInfo, err := s.SaveError(ctx, 2, 22, errors.New("boom"))
+	require.NoError(t, err)
+
+	require.NoError(t, s.DeleteExact(ctx, step2))
+	require.Equal(t, []string{".checkpoint.lock", "turn_001.json", "turn_002.error.json"}, dirNames(t, dir))
+	require.ErrorIs(t, s.DeleteExact(ctx, step2), checkpoint.ErrNotFound, "a second DeleteExact of a removed checkpoint")
+	require.NoError(t, s.DeleteExact(ctx, errInfo))
+	require.Equal(t, []string{".checkpoint.lock", "turn_001.json"}, dirNames(t, dir))
+
+	// Step 2 saved again: the old Info names a checkpoint that is gone.
+	_, err = s.Save(ctx, 2, 222)
+	require.NoError(t, err)
+	err = s.DeleteExact(ctx, step2)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "DeleteExact of an Info whose file holds a newer checkpoint")
+	require.Contains(t, err.Error(), "turn_002.json")
+	v, _, err := s.Load(ctx, 2)
+	require.NoError(t, err)
+	require.Equal(t, 222, v)
+
+	require.NoError(t, s.DeleteExact(ctx, payload))
+	require.Equal(t, []string{".checkpoint.lock", "turn_002.json"}, dirNames(t, dir))
+
+	bad := step2
+	bad.Location = filepath.Join(dir, "notes.txt")
+	require.ErrorIs(t, s.DeleteExact(ctx, bad), checkpoint.ErrInvalid)
+}
+
+// TestDeleteExactOfAnUnreadableCheckpointNeverRemovesOneSavedSince: an
+// Info of a file whose header did not read (Format 0) removes that file
+// while it is still unreadable, but once a save has moved it aside and
+// published a good checkpoint at its name, DeleteExact of the old Info is
+// ErrNotFound and the good checkpoint stays.
+func TestDeleteExactOfAnUnreadableCheckpointNeverRemovesOneSavedSince(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[int](t, dir, checkpoint.NoSync())
+	damaged := func() checkpoint.Info {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "step_00000005.json"), []byte("not a checkpoint"), 0o644))
+		infos, err := s.List(ctx)
+		require.NoError(t, err)
+		require.Len(t, infos, 1)
+		require.Zero(t, infos[0].Format)
+		return infos[0]
+	}
+	require.NoError(t, s.DeleteExact(ctx, damaged()))
+	require.NotContains(t, dirNames(t, dir), "step_00000005.json")
+
+	stale := damaged()
+	_, err := s.Save(ctx, 5, 55) // moves the damaged file aside
+	require.NoError(t, err)
+	require.ErrorIs(t, s.DeleteExact(ctx, stale), checkpoint.ErrNotFound)
+	v, _, err := s.Load(ctx, 5)
+	require.NoError(t, err)
+	require.Equal(t, 55, v)
 }
 
 // TestOpenOnAFIFOFailsWithoutHanging: Open on a path that is a FIFO fails,

@@ -603,3 +603,102 @@ func TestZstdBombIsCorrupt(t *testing.T) {
 		})
 	}
 }
+
+// A session's Meta past what a reader of session.json takes (1 MiB) is
+// refused by SetMeta and Create with ErrInvalid, as a store's meta past
+// its bound is: the session stays as it was, and nothing is created.
+func TestHugeSessionMetaIsInvalidAndDamagesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir())
+	_, err := r.Create(ctx, "user:1", map[string]string{"turn": "1"})
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 1)
+	huge := map[string]string{"notes": strings.Repeat("x", 1<<20)}
+
+	err = r.SetMeta(ctx, "user:1", huge)
+	s, gerr := r.Get(ctx, "user:1")
+	require.NoError(t, gerr, "SetMeta (which returned %v) damaged the session", err)
+	require.Equal(t, map[string]string{"turn": "1"}, s.Meta, "the session's meta is unchanged")
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	st, err := checkpoint.OpenSessionStore[int](r, "user:1")
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	_, err = r.Create(ctx, "big", huge)
+	require.ErrorIs(t, err, checkpoint.ErrInvalid, "Create with meta no reader takes")
+	_, err = r.Get(ctx, "big")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound, "nothing created")
+	_, err = r.Create(ctx, "big", nil)
+	require.NoError(t, err, "the ID is free")
+}
+
+// TestPayloadOfExactlyTheReadLimitReadsBack proves that a payload of
+// exactly the store's read limit saves and reads back through OpenPayload
+// and LatestPayload in every compression, that Load and Latest of it are
+// ErrPayloadMismatch (not ErrCorrupt), and that one byte more is refused
+// at save with ErrInvalid.
+func TestPayloadOfExactlyTheReadLimitReadsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const limit = 100 << 10
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		s := openStore[[]byte](t, t.TempDir(), append(comp, checkpoint.WithMaxReadSize(limit))...)
+		payload := payloadBytes(3, limit)
+		_, err := s.SaveFrom(ctx, 1, writeAll(payload))
+		require.NoError(t, err)
+		requirePayload(t, s, 1, payload)
+		r, _, err := s.LatestPayload(ctx)
+		require.NoError(t, err)
+		b, err := readPayload(t, r)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(b, payload))
+		_, _, err = s.Load(ctx, 1)
+		require.ErrorIs(t, err, checkpoint.ErrPayloadMismatch)
+		_, _, err = s.Latest(ctx)
+		require.ErrorIs(t, err, checkpoint.ErrPayloadMismatch)
+		_, err = s.SaveFrom(ctx, 2, writeAll(append(payload, 1)))
+		require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	})
+}
+
+// TestPayloadOverAReadersLimitIsNeverMovedAside proves that a store of a
+// smaller read limit than the writer's reads an intact larger payload as
+// ErrCorrupt but never moves it aside nor replaces it: LatestPayload falls
+// back past it, a save of its step is ErrExists, and Prune leaves it as
+// it was.
+func TestPayloadOverAReadersLimitIsNeverMovedAside(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	eachCompression(t, func(t *testing.T, comp []checkpoint.Option) {
+		dir := t.TempDir()
+		w := openStore[[]byte](t, dir, comp...)
+		_, err := w.SaveFrom(ctx, 1, writeAll([]byte("small")))
+		require.NoError(t, err)
+		info, err := w.SaveFrom(ctx, 2, writeAll(payloadBytes(1, 50<<10)))
+		require.NoError(t, err)
+		before := mustRead(t, info.Location)
+		require.NoError(t, w.Close())
+
+		s := openStore[[]byte](t, dir, append(comp, checkpoint.WithMaxReadSize(10<<10))...)
+		r, _, err := s.OpenPayload(ctx, 2)
+		if err == nil {
+			_, err = readPayload(t, r)
+		}
+		require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+		r, got, err := s.LatestPayload(ctx)
+		if err == nil {
+			r.Close()
+			require.Equal(t, int64(1), got.Step)
+		}
+		_, _, err = s.Load(ctx, 2)
+		require.Error(t, err)
+		_, err = s.SaveFrom(ctx, 2, writeAll([]byte("other")))
+		require.ErrorIs(t, err, checkpoint.ErrExists)
+		_, err = s.Save(ctx, 2, []byte("x"))
+		require.ErrorIs(t, err, checkpoint.ErrExists)
+		_, err = s.Prune(ctx)
+		require.NoError(t, err)
+		requireUntouched(t, info.Location, before)
+	})
+}

@@ -23,7 +23,9 @@ import (
 // that fails verification reaches T's UnmarshalJSON or UnmarshalText
 // methods or a migration; a panic in them is recovered and fails the load
 // as a decode failure does (ErrCorrupt, or ErrMigration after a
-// migration), the error wrapping the panic's value.
+// migration), the error wrapping the panic's value. A byte payload
+// (SaveFrom) is read to its end and verified, and is then an error
+// wrapping ErrPayloadMismatch: OpenPayload reads it.
 func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 	return s.load(ctx, step, func() (T, Info, error) {
 		var zero T
@@ -43,7 +45,9 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // file: ErrNotFound (a fresh start), unless something that is not a
 // regular file (a directory, a named pipe, a symbolic link) has a name of
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
-// what is there.
+// what is there. Nor is a rolling file that no key given opens (ErrNoKey),
+// or that an encrypting store finds in plaintext (ErrPlaintext): it may
+// hold step, so the error is its own.
 func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	named, _, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
@@ -52,6 +56,15 @@ func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	for _, n := range named {
 		if o, err := s.b.Stat(ctx, n.name); err == nil && !o.Mode.IsRegular() {
 			return stepError("load", step, s.path(n.name), fmt.Errorf("%w: %w", ErrCorrupt, storage.NotRegular(n.name, o.Mode)))
+		}
+	}
+	rolling, err := s.scan(ctx, func(fn fileName) bool { return fn.kind == KindRolling })
+	if err != nil {
+		return stepError("load", step, s.dir, err)
+	}
+	for _, e := range s.fill(ctx, rolling) {
+		if errors.Is(e.hErr, ErrNoKey) || errors.Is(e.hErr, ErrPlaintext) {
+			return stepError("load", step, s.path(e.name), fmt.Errorf("the rolling file may hold the step: %w", e.hErr))
 		}
 	}
 	return stepError("load", step, s.dir, ErrNotFound)
@@ -117,7 +130,9 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // the first few). A checkpoint whose state T's own decoder panics on is
 // skipped like one that does not decode (see Load). A checkpoint of a newer
 // schema (ErrNewerSchema) or whose migration fails (ErrMigration) is not
-// skipped: Latest stops there and returns that error (see WithSchema). A
+// skipped: Latest stops there and returns that error (see WithSchema); so
+// does a byte payload that verifies (ErrPayloadMismatch: see
+// LatestPayload), where a damaged one is skipped as damage. A
 // store with no checkpoint is ErrNotFound: that, and only that, means a fresh
 // start, and it is never the answer beside the store's own saves. A directory
 // that holds checkpoints of another layout and none of the store's is
@@ -143,7 +158,7 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	}
 	v, info, skipped, err := func() (T, Info, []error, error) {
 		defer s.ops.Done() // as in load
-		return s.latestLocked(ctx, op, want)
+		return latestWalk(s, ctx, op, want, s.loadEntry, nil)
 	}()
 	for _, e := range skipped {
 		s.failed(e)
@@ -154,13 +169,44 @@ func (s *Store[T]) latest(ctx context.Context, op string, want func(fileName) bo
 	return v, info, nil
 }
 
-// latestLocked walks the checkpoints newest first and returns the first that
-// loads, with the failures it passed.
-func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileName) bool) (T, Info, []error, error) {
-	var zero T
+// latestRelists bounds how often a walk lists the store again after a
+// checkpoint it listed vanished (see latestWalk). Each new listing holds
+// a newer checkpoint, so only a writer that publishes and prunes faster
+// than a reader can list and open (tens of thousands of saves a second,
+// in a test) needs more than a few; past the bound, the walk answers from
+// its last listing.
+const latestRelists = 64
+
+// latestWalk walks the checkpoints of s newest first and returns the first
+// that load loads, with the failures it passed: Latest's walk, for a state
+// (loadEntry) or a byte payload (LatestPayload). release, if not nil,
+// releases a result the walk does not return.
+//
+// A checkpoint that vanishes between the listing and its read was removed
+// by a writer (retention, Truncate, Delete): retention removes one only
+// once a newer one is durable, which the listing missed. So a walk that
+// saw one vanish lists the store again and walks anew, rather than answer
+// with an older checkpoint or ErrNotFound (a fresh start) for a store that
+// never lacked a checkpoint.
+func latestWalk[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error), release func(R)) (R, Info, []error, error) {
+	for attempt := 1; ; attempt++ {
+		r, info, skipped, vanished, err := latestWalkOnce(s, ctx, op, want, load)
+		if !vanished || attempt == latestRelists || ctx.Err() != nil {
+			return r, info, skipped, err
+		}
+		if err == nil && release != nil {
+			release(r)
+		}
+	}
+}
+
+// latestWalkOnce is one walk of latestWalk, over one listing; vanished
+// says whether a checkpoint it listed was gone when it came to read it.
+func latestWalkOnce[T, R any](s *Store[T], ctx context.Context, op string, want func(fileName) bool, load func(context.Context, string, entry, bool) (R, Info, error)) (_ R, _ Info, _ []error, vanished bool, _ error) {
+	var zero R
 	ns, dropped, err := s.names(ctx, want)
 	if err != nil {
-		return zero, Info{}, nil, opError(op, s.dir, err)
+		return zero, Info{}, nil, false, opError(op, s.dir, err)
 	}
 	// Order by step from the names alone, then read headers only for the
 	// steps actually tried: most calls read one header and one file. The
@@ -169,6 +215,13 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 	// The walk dropped the rolling file's name if no regular file is
 	// there (its step is in its header): what is there is damage of no
 	// known step, reported whatever else loads, never skipped silently.
+	for _, n := range ns {
+		if n.unknown != nil {
+			// Not damage, and its step may be the newest: resuming from
+			// another would fork the history silently.
+			return zero, Info{}, nil, false, opError(op, s.path(n.name), n.unknown)
+		}
+	}
 	skipped := s.notRegularAmong(ctx, op, dropped, nil)
 	tried := len(skipped)
 	sorted := false
@@ -198,6 +251,9 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 				bad := s.notRegularAmong(ctx, op, ns[start:end], group)
 				tried += len(bad)
 				skipped = append(skipped, bad...)
+				if len(group)+len(bad) < end-start {
+					vanished = true // removed since the listing
+				}
 			}
 		}
 		end = start
@@ -206,20 +262,21 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 			tried++
 			// Not exact: a rolling file that moved on to a newer step
 			// since the scan is still the newest checkpoint.
-			v, info, err := s.loadEntry(ctx, op, group[i], false)
+			v, info, err := load(ctx, op, group[i], false)
 			if err == nil {
-				return v, info, skipped, nil
+				return v, info, skipped, vanished, nil
 			}
 			if ctxErr := ctx.Err(); ctxErr != nil {
-				return zero, Info{}, skipped, opError(op, s.dir, ctxErr)
+				return zero, Info{}, skipped, vanished, opError(op, s.dir, ctxErr)
 			}
 			if errors.Is(err, ErrNotFound) {
-				continue // removed since the scan
+				vanished = true // removed since the listing
+				continue
 			}
-			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) {
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
 				// Not damage, and resuming from an older step would
 				// fork the history silently.
-				return zero, Info{}, skipped, err
+				return zero, Info{}, skipped, vanished, err
 			}
 			skipped = append(skipped, err)
 		}
@@ -233,12 +290,12 @@ func (s *Store[T]) latestLocked(ctx context.Context, op string, want func(fileNa
 	if len(skipped) == 0 {
 		if len(ns) == 0 {
 			if err := s.foreignLayout(ctx); err != nil {
-				return zero, Info{}, nil, opError(op, s.dir, err)
+				return zero, Info{}, nil, vanished, opError(op, s.dir, err)
 			}
 		}
-		return zero, Info{}, nil, opError(op, s.dir, ErrNotFound)
+		return zero, Info{}, nil, vanished, opError(op, s.dir, ErrNotFound)
 	}
-	return zero, Info{}, nil, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
+	return zero, Info{}, nil, vanished, opError(op, s.dir, fmt.Errorf("none of the %d checkpoints loads: %w", tried, joinFew(skipped)))
 }
 
 // notRegularAmong returns an error wrapping ErrCorrupt, which says what is
@@ -353,31 +410,13 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	open := func() (io.ReadCloser, Object, error) {
-		f, o, err := s.b.Open(ctx, e.name)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			err = fmt.Errorf("%w: %w", ErrNotFound, err)
-		case errors.Is(err, storage.ErrNotRegular):
-			err = fmt.Errorf("%w: %w", ErrCorrupt, err)
-		}
-		return f, o, err
-	}
+	open := func() (io.ReadCloser, Object, error) { return s.openObject(ctx, e.name) }
 	f, o, err := open()
 	if err != nil {
 		return fail(err)
 	}
 	defer f.Close()
-	check := func(h header) error {
-		if err := e.fn.agrees(h); err != nil {
-			return err
-		}
-		known := e.hErr == nil && !e.h.Time.IsZero()
-		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
-			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
-		}
-		return nil
-	}
+	check := s.checkEntry(e, exact)
 	// Where a streamed read cannot conclude, the file is read again: that
 	// read's object is the one loaded.
 	reopen := func() (io.ReadCloser, int64, error) {
@@ -395,4 +434,84 @@ func (s *Store[T]) loadEntry(ctx context.Context, op string, e entry, exact bool
 	s.cache(o, h)
 	s.observe(h.Time)
 	return v, s.info(e.name, e.fn, o.Size, h), nil
+}
+
+// openObject opens the checkpoint file name for a load: a missing one is
+// ErrNotFound, something there that is not a regular file ErrCorrupt.
+func (s *Store[T]) openObject(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	f, o, err := s.openStream(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+	case errors.Is(err, storage.ErrNotRegular):
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return f, o, err
+}
+
+// checkEntry returns the check of the header of e's file that a load
+// makes: it agrees with the name, and with exact, a rolling file still
+// holds the step (and, if known, the save time) e says (otherwise
+// ErrNotFound).
+func (s *Store[T]) checkEntry(e entry, exact bool) func(header) error {
+	return func(h header) error {
+		if err := e.fn.agrees(h); err != nil {
+			return err
+		}
+		known := e.hErr == nil && !e.h.Time.IsZero()
+		if exact && (h.Step != e.h.Step || known && !h.Time.Equal(e.h.Time)) {
+			return fmt.Errorf("%w: the file now holds the checkpoint of step %d saved %s", ErrNotFound, h.Step, h.Time.Format(time.RFC3339Nano))
+		}
+		return nil
+	}
+}
+
+// openStream is b.Open of name whose stream's read errors are marked as
+// what they are (see readErrors): the codec calls an error of its reader
+// that is not an *fs.PathError damage, and a remote backend's read error
+// (a connection reset in the middle of a GET) proves nothing of the file.
+func (s *Store[T]) openStream(ctx context.Context, name string) (io.ReadCloser, Object, error) {
+	f, o, err := s.b.Open(ctx, name)
+	if err != nil {
+		return nil, o, err
+	}
+	r := readErrors{f: f, loc: s.path(name)}
+	if ra, ok := f.(io.ReaderAt); ok {
+		return readErrorsAt{r, ra}, o, nil
+	}
+	return r, o, nil
+}
+
+// readErrors is a backend's stream whose read errors, but io.EOF and those
+// that prove damage (an encrypted chunk that fails authentication), are
+// *fs.PathError: an error of the storage, never proof of damage.
+type readErrors struct {
+	f   io.ReadCloser
+	loc string
+}
+
+func (r readErrors) Read(p []byte) (int, error) {
+	n, err := r.f.Read(p)
+	return n, r.mark(err)
+}
+
+func (r readErrors) mark(err error) error {
+	var pe *fs.PathError
+	if err == nil || err == io.EOF || errors.As(err, &pe) || isDamage(err) {
+		return err
+	}
+	return &fs.PathError{Op: "read", Path: r.loc, Err: err}
+}
+
+func (r readErrors) Close() error { return r.f.Close() }
+
+// readErrorsAt is readErrors of a stream that reads at offsets too.
+type readErrorsAt struct {
+	readErrors
+	ra io.ReaderAt
+}
+
+func (r readErrorsAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.ra.ReadAt(p, off)
+	return n, r.mark(err)
 }

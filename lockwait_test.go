@@ -30,6 +30,7 @@ func openDirBackend(t *testing.T, dir string) checkpoint.Backend {
 	t.Helper()
 	b, err := dirstore.Open(dir, dirstore.NoSync())
 	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() }) // again, if a store owned it: Windows removes no open directory
 	return b
 }
 

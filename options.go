@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/sealed"
 	"log/slog"
 	"maps"
 	"math"
@@ -51,6 +52,10 @@ type config struct {
 	schema   schema
 	logger   *slog.Logger
 	now      func() time.Time // a seam for tests; time.Now otherwise
+
+	encrypt       *encryptKeys // Encrypt's keys; nil: plaintext
+	readPlaintext bool
+	sealKeys      *sealed.Keys // made from encrypt and readPlaintext by newConfig
 }
 
 func defaultConfig() config {
@@ -72,6 +77,10 @@ func newConfig(opts []Option) (config, error) {
 		}
 	}
 	if err := cfg.validate(); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.sealKeys, err = cfg.keys(); err != nil {
 		return cfg, err
 	}
 	cfg.maxRead = min(cfg.maxRead, maxReadCeiling)

@@ -727,7 +727,8 @@ func (s *Store[T]) spared(ctx context.Context, entries []entry, superseding bool
 // disqualifies it; anything else counts as loading (a permission error, a
 // cancelled ctx, and ErrNewerSchema or ErrMigration, where Latest stops):
 // pruning must not guess. Only a proven load supersedes an error
-// checkpoint.
+// checkpoint; a byte payload's ErrPayloadMismatch is one (loadEntry returns
+// it only once the payload has been read to its end and verified).
 func (s *Store[T]) loadable(ctx context.Context, e entry, now bool) (loads, proven, unchecked bool) {
 	if e.hErr != nil {
 		return false, false, false
@@ -739,7 +740,8 @@ func (s *Store[T]) loadable(ctx context.Context, e entry, now bool) (loads, prov
 	if errors.Is(err, errTooLarge) || errors.Is(err, errUnsupported) {
 		return false, false, true
 	}
-	return err == nil || !errors.Is(err, ErrCorrupt), err == nil, false
+	proven = err == nil || errors.Is(err, ErrPayloadMismatch)
+	return proven || !errors.Is(err, ErrCorrupt), proven, false
 }
 
 // errorWatch is what a writer knows of the error checkpoints that a clean

@@ -267,3 +267,33 @@ func TestKeepBestJudgesOnTheFilesMetricsNotTheIndexs(t *testing.T) {
 	require.Equal(t, map[string]float64{"loss": 1}, list[0].Metrics)
 	require.Equal(t, steps, list[1].Step)
 }
+
+// TestKeepBestKeepsTheNewestPayloadThatVerifies proves that when the
+// newest byte payload is damaged, KeepBest never prunes the newest payload
+// that verifies, the one LatestPayload resumes from, even when the metric
+// ranks it out.
+func TestKeepBestKeepsTheNewestPayloadThatVerifies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := openStore[[]byte](t, dir)
+	for step, loss := range map[int64]float64{1: 1, 2: 5, 3: 7} {
+		_, err := w.SaveFrom(ctx, step, writeAll(payloadBytes(uint64(step), 5000)), checkpoint.WithMetric("loss", loss))
+		require.NoError(t, err)
+	}
+	list, err := w.List(ctx)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	data := mustRead(t, list[2].Location)
+	data[len(data)/2] ^= 1
+	require.NoError(t, os.WriteFile(list[2].Location, data, 0o644))
+
+	s := openStore[[]byte](t, dir, checkpoint.KeepBest(1, "loss", checkpoint.Minimize))
+	_, err = s.Prune(ctx)
+	require.NoError(t, err)
+	require.FileExists(t, list[1].Location, "the newest payload that verifies was pruned")
+	r, info, err := s.LatestPayload(ctx)
+	require.NoError(t, err)
+	r.Close()
+	require.Equal(t, int64(2), info.Step)
+}

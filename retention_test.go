@@ -663,6 +663,28 @@ func TestCleanCheckpointSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
 	}
 }
 
+// TestPayloadSavedAfterAnErrorCheckpointSupersedesIt proves that a byte
+// payload is a clean checkpoint like any other: saved by SaveFrom after an
+// error checkpoint, of a later step, it supersedes it, and the store
+// removes the error checkpoint without any retention rule.
+func TestPayloadSavedAfterAnErrorCheckpointSupersedesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore[[]byte](t, dir)
+	ei, err := s.SaveError(ctx, 3, []byte("partial"), errors.New("boom"))
+	require.NoError(t, err)
+	_, err = s.SaveFrom(ctx, 4, writeAll(payloadBytes(4, 3000)))
+	require.NoError(t, err)
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"4s"}, kindsOf(list), "the payload's save superseded the error checkpoint")
+	_, err = s.Prune(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoFileExists(t, ei.Location)
+}
+
 func TestRollingFileSupersedesAnErrorCheckpointAtTheNextNumberedSave(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

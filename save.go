@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -66,7 +67,10 @@ type saveJob struct {
 	metrics map[string]float64
 	rec     *ErrorRecord
 	state   *bytes.Buffer // from s.codec; returned to it once published
-	time    time.Time     // the save time; zero until queued (Async) or written
+	// payload writes a byte payload (SaveFrom) instead of state. It is
+	// called at most once.
+	payload func(io.Writer) error
+	time    time.Time // the save time; zero until queued (Async) or written
 }
 
 // save writes a checkpoint of kind (the rolling file for KindRolling) and
@@ -88,6 +92,35 @@ func (s *Store[T]) save(ctx context.Context, op string, step int64, kind Kind, s
 // prepare checks a save's arguments and encodes its state, before any lock
 // is taken: the caller's MarshalJSON may be slow, or may even use the store.
 func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind, state T, sc saveConfig, rec *ErrorRecord) (*saveJob, error) {
+	j, err := s.prepareJob(ctx, op, step, kind, sc, rec)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*saveJob, error) {
+		return nil, stepError(op, step, s.path(s.cfg.layout.format(j.fn)), err)
+	}
+	if j.state, err = s.codec.EncodeState(state); err != nil {
+		return fail(err)
+	}
+	// null loads back only into a type that can be nil (a nil slice, map,
+	// pointer or interface saves as null): in a store of another type it
+	// could only be ErrCorrupt later.
+	if t := reflect.TypeFor[T](); isNull(j.state.Bytes()) && !nilable(t) {
+		s.codec.PutBuffer(j.state)
+		return fail(fmt.Errorf("%w: the state encodes as null, which a %v cannot load", ErrInvalid, t))
+	}
+	// A checkpoint no load could read is refused before anything is
+	// written (or queued): saved, it would only be ErrCorrupt later.
+	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
+	if err := s.codec.CheckFits(h, j.state.Len()); err != nil {
+		s.codec.PutBuffer(j.state)
+		return fail(err)
+	}
+	return j, nil
+}
+
+// prepareJob checks the arguments of a save, whatever its payload.
+func (s *Store[T]) prepareJob(ctx context.Context, op string, step int64, kind Kind, sc saveConfig, rec *ErrorRecord) (*saveJob, error) {
 	meta := sc.meta
 	j := &saveJob{ctx: ctx, op: op, fn: fileName{step: step, kind: kind, comp: s.codec.Compression()}, meta: meta, metrics: sc.metrics, rec: rec}
 	if kind == KindError {
@@ -115,24 +148,6 @@ func (s *Store[T]) prepare(ctx context.Context, op string, step int64, kind Kind
 		j.rec = boundedRecord(rec)
 	}
 	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	var err error
-	if j.state, err = s.codec.EncodeState(state); err != nil {
-		return fail(err)
-	}
-	// null loads back only into a type that can be nil (a nil slice, map,
-	// pointer or interface saves as null): in a store of another type it
-	// could only be ErrCorrupt later.
-	if t := reflect.TypeFor[T](); isNull(j.state.Bytes()) && !nilable(t) {
-		s.codec.PutBuffer(j.state)
-		return fail(fmt.Errorf("%w: the state encodes as null, which a %v cannot load", ErrInvalid, t))
-	}
-	// A checkpoint no load could read is refused before anything is
-	// written (or queued): saved, it would only be ErrCorrupt later.
-	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: step, Kind: kind, Meta: meta, Metrics: j.metrics, Error: j.rec}
-	if err := s.codec.CheckFits(h, j.state.Len()); err != nil {
-		s.codec.PutBuffer(j.state)
 		return fail(err)
 	}
 	return j, nil
@@ -186,6 +201,8 @@ type written struct {
 	h     header
 	write func(io.Writer) error // the envelope's bytes
 	err   error                 // the job's failure, an *Error naming its step and file
+
+	payloadSize *int64 // a byte payload's size, which write sets; nil for a state
 }
 
 // writeLocked writes j's checkpoint: a rolling one with Replace, any other
@@ -208,7 +225,11 @@ func (s *Store[T]) nameLocked(j *saveJob) written {
 	name := s.cfg.layout.format(fn) // for messages until the name is settled
 	var err error
 	if fn.kind != KindRolling {
-		if name, err = s.freeName(j.ctx, fn); err != nil {
+		// A byte payload's stream can be written once: the names are
+		// looked at, not trusted from a listing, so that an object put
+		// there since (damaged, to be moved aside) is found before the
+		// write rather than by a Create that could not be tried again.
+		if name, err = s.freeNameFor(j.ctx, fn, j.payload == nil); err != nil {
 			return written{name: name, err: stepError(j.op, fn.step, s.path(name), err)}
 		}
 	}
@@ -219,7 +240,27 @@ func (s *Store[T]) nameLocked(j *saveJob) written {
 		s.clockBehind(j.time, behind)
 	}
 	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
-	return written{name: name, h: h, write: func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }}
+	w := written{name: name, h: h, write: func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }}
+	if j.payload != nil {
+		w.h.Format = format.PayloadVersion
+		h := w.h
+		size := new(int64)
+		w.payloadSize = size
+		called := false
+		w.write = func(w io.Writer) error {
+			// The host's write streams once (a raft snapshot, a pipe): a
+			// backend that called this again would publish what a second
+			// call wrote, most often nothing, under a valid checksum.
+			if called {
+				return fmt.Errorf("%w: the backend called the write function of a byte payload twice, and a stream cannot be replayed", ErrInvalid)
+			}
+			called = true
+			var err error
+			*size, err = s.codec.WritePayload(w, h, j.payload)
+			return err
+		}
+	}
+	return w
 }
 
 // createLocked writes the checkpoint nameLocked settled as w: a rolling
@@ -228,9 +269,11 @@ func (s *Store[T]) nameLocked(j *saveJob) written {
 func (s *Store[T]) createLocked(j *saveJob, w written, create func(context.Context, string, func(io.Writer) error) (Object, error)) written {
 	var err error
 	if j.fn.kind == KindRolling {
-		w.o, err = s.replace(j.ctx, w.name, w.write)
+		if err = s.checkRollingKeys(j.ctx, j.fn); err == nil {
+			w.o, err = s.replace(j.ctx, w.name, w.write)
+		}
 	} else {
-		w.name, w.o, err = s.create(j.ctx, j.fn, w.name, w.write, create)
+		w.name, w.o, err = s.create(j.ctx, j.fn, w.name, w.write, create, j.payload == nil)
 	}
 	if err != nil {
 		w.err = stepError(j.op, j.fn.step, s.path(w.name), err)
@@ -251,6 +294,9 @@ func (s *Store[T]) finishLocked(j *saveJob, w written) saveReport {
 	s.errs.saved(fn.kind, h.Time)
 	s.next.saw(fn.step)
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
+	if w.payloadSize != nil {
+		r.info.PayloadSize = *w.payloadSize
+	}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so
 		// that the store keeps one.
@@ -436,8 +482,14 @@ func (s *Store[T]) afterErrorsOf(ctx context.Context, fn fileName) {
 // step (it is never replaced: both stay, and Load takes the one saved
 // last). An error checkpoint looks at every name.
 func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
+	return s.freeNameFor(ctx, fn, true)
+}
+
+// freeNameFor is freeName; without trust, it looks at every name of fn's
+// step and kind, whatever the writer listed or scanned.
+func (s *Store[T]) freeNameFor(ctx context.Context, fn fileName, trust bool) (string, error) {
 	var skip uint32 // bits of the compressions not looked at
-	if s.listed == nil && s.scanned && fn.kind != KindError {
+	if trust && s.listed == nil && s.scanned && fn.kind != KindError {
 		skip = ^s.comps.Load() &^ (1 << fn.comp)
 	}
 	for {
@@ -447,7 +499,7 @@ func (s *Store[T]) freeName(ctx context.Context, fn fileName) (string, error) {
 			alt := fn
 			alt.comp = c
 			n := s.cfg.layout.format(alt)
-			if _, ok := s.listed[n]; s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
+			if _, ok := s.listed[n]; trust && s.listed != nil && !ok || skip&(1<<c) != 0 { // see remote
 				continue
 			}
 			o, err := s.b.Stat(ctx, n)
@@ -486,11 +538,13 @@ const maxTakenRetries = 3
 // to it until a Create runs into it. Without this a damaged object there
 // would block its step forever, where the local directory, which freeName
 // stats, moves it aside. It returns the name published. create is
-// Backend.Create, or a GroupCommitter's CreateUncommitted.
-func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error, create func(context.Context, string, func(io.Writer) error) (Object, error)) (string, Object, error) {
+// Backend.Create, or a GroupCommitter's CreateUncommitted. Without again,
+// write can run only once (a byte payload's stream): the name found taken
+// is the error.
+func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error, create func(context.Context, string, func(io.Writer) error) (Object, error), again bool) (string, Object, error) {
 	for retried := 0; ; retried++ {
 		o, err := create(ctx, name, write)
-		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries {
+		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries || !again {
 			return name, o, err
 		}
 		if _, ok := s.listed[name]; s.listed != nil && !ok {
@@ -524,7 +578,7 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 	case !mode.IsRegular():
 		return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, storage.NotRegular(name, mode))
 	default:
-		f, o, err := s.b.Open(ctx, name)
+		f, o, err := s.openStream(ctx, name)
 		if errors.Is(err, storage.ErrNotRegular) { // replaced since the Stat
 			return fmt.Errorf("%w: %w (move it away to save this step)", ErrCorrupt, err)
 		}
@@ -562,4 +616,44 @@ func (s *Store[T]) quarantineIfDamaged(ctx context.Context, name string, fn file
 		return nil
 	}
 	return fmt.Errorf("%w: damaged, and %d damaged copies of it are already kept aside: remove some (%s*)", ErrExists, maxQuarantined, name+quarantineSuffix)
+}
+
+// checkRollingKeys returns an error wrapping ErrNoKey or ErrPlaintext if a
+// rolling file (of any compression) is one this store cannot read for want
+// of a key (encrypted to a key not given, or plaintext to an encrypting
+// store): it may hold a newer step than the store knows, and a rolling save
+// would replace or remove it unread. The check is made once per store: the
+// writer lock keeps any other writer from making such a file since. The
+// caller holds the write lock.
+func (s *Store[T]) checkRollingKeys(ctx context.Context, fn fileName) error {
+	if s.rollingKeyed {
+		return nil
+	}
+	for _, c := range compressions {
+		other := fn
+		other.comp = c
+		name := s.cfg.layout.format(other)
+		if err := s.keyedOut(ctx, name); err != nil {
+			return fmt.Errorf("the rolling file %s, which a rolling save would replace unread: %w", s.path(name), err)
+		}
+	}
+	s.rollingKeyed = true
+	return nil
+}
+
+// keyedOut returns the error wrapping ErrNoKey or ErrPlaintext that reading
+// name gives if this store cannot read it for want of a key, and nil
+// otherwise (a missing, readable or damaged file included).
+func (s *Store[T]) keyedOut(ctx context.Context, name string) error {
+	rc, _, err := s.b.Open(ctx, name)
+	if err != nil {
+		if errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+			return err
+		}
+		return nil
+	}
+	defer rc.Close()
+	var first [format.SealedLen]byte
+	n, _ := io.ReadFull(rc, first[:])
+	return format.Sealed(first[:n]) // an encrypted file to a store without Encrypt
 }

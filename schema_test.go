@@ -526,3 +526,26 @@ func TestAsyncSessionsAndForkCarryTheSchema(t *testing.T) {
 		require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
 	})
 }
+
+// TestPayloadOfANewerSchemaIsErrNewerSchema proves that SaveFrom records
+// the store's schema in the payload's header, and that a store of an
+// older schema (an older release) opening that payload gets
+// ErrNewerSchema, never its bytes.
+func TestPayloadOfANewerSchemaIsErrNewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	newer := openStore[[]byte](t, dir, checkpoint.WithSchema(2, checkpoint.Migration{From: 1, Migrate: func(b json.RawMessage) (json.RawMessage, error) { return b, nil }}))
+	info, err := newer.SaveFrom(ctx, 1, writeAll([]byte("v2 bytes")))
+	require.NoError(t, err)
+	require.NoError(t, newer.Close())
+	require.Equal(t, 2, info.Schema, "the payload saved by a store WithSchema(2) records its schema")
+
+	older := openStore[[]byte](t, dir, checkpoint.WithSchema(1))
+	r, _, err := older.OpenPayload(ctx, 1)
+	if err == nil {
+		b, _ := readPayload(t, r)
+		t.Fatalf("an older release read a newer release's payload %q with no ErrNewerSchema", b)
+	}
+	require.ErrorIs(t, err, checkpoint.ErrNewerSchema)
+}

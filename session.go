@@ -100,7 +100,9 @@ type Session struct {
 	Meta       map[string]string // the caller's fields, such as progress
 
 	Checkpoints int       // how many checkpoint files the session holds
+	Size        int64     // the sum of their sizes in bytes, as Info.Size counts them
 	LastStep    int64     // the step of the checkpoint saved last
+	LastKind    Kind      // the kind of that checkpoint; "" if none
 	LastSaved   time.Time // when that checkpoint was saved; zero if none
 	// LastMetrics are the metrics of that checkpoint (WithMetric); nil if
 	// it records none.
@@ -134,6 +136,12 @@ type sessionMeta struct {
 	Parent     string            `json:"parent,omitempty"`
 	ParentStep *int64            `json:"parent_step,omitempty"`
 	Meta       map[string]string `json:"meta,omitempty"`
+	// Maker is the token of the claim under which the session was made:
+	// it makes every creation's session.json its own, so that a creation
+	// whose Create failed with ErrExists tells its own retried Create
+	// (object storage) from another creation's identical metadata (one
+	// ID, one clock tick). Readers ignore it.
+	Maker string `json:"maker,omitempty"`
 }
 
 // OpenSessions opens the root of sessions in dir, creating it (durably) if
@@ -177,6 +185,7 @@ func OpenSessionsBackend(b Backend, opts ...Option) (*Sessions, error) {
 		}
 		return nil, err
 	}
+	b = cfg.seal(b)
 	return &Sessions{dir: b.Locate(""), b: b, cfg: cfg, opts: slices.Clone(opts)}, nil
 }
 
@@ -313,7 +322,9 @@ func (r *Sessions) Create(ctx context.Context, id string, meta map[string]string
 // session removed meanwhile is not brought back: that is ErrNotFound.
 // SetMeta also removes the temporary files of session.json that an
 // interrupted SetMeta left, once they are a minute old (a SetMeta under
-// way, in any process, has a younger one).
+// way, in any process, has a younger one). Metadata that would make
+// session.json larger than 1 MiB, more than a reader takes, is refused
+// with ErrInvalid (so is it by Create and Fork), and nothing changes.
 func (r *Sessions) SetMeta(ctx context.Context, id string, meta map[string]string) error {
 	fail := func(err error) error { return opError("set session meta", r.path(id), err) }
 	if err := r.writable(ctx, id); err != nil {
@@ -476,8 +487,11 @@ func openLiveSession[T any](ctx context.Context, r *Sessions, id string, all []O
 		}
 		// The lock is held: by a writer, or by a Delete that is about to
 		// hide the session.
-		_, _, merr := readMetaIn(ctx, view, id)
+		// The marker first: a Delete holding the lock removes its marker
+		// only after its tombstone, so if the marker is gone the session
+		// read next is gone too.
 		mark, serr := view.Stat(ctx, deleteMarker)
+		_, _, merr := readMetaIn(ctx, view, id)
 		view.Close()
 		if errors.Is(merr, ErrNotFound) {
 			return nil, opError("open session", r.path(id), merr)
@@ -727,9 +741,11 @@ func (s *Session) setMeta(m sessionMeta) {
 // setCheckpoints fills in what the session's checkpoint list says of it.
 func (s *Session) setCheckpoints(infos []Info) {
 	s.Checkpoints = len(infos)
+	s.Size = 0
 	for _, info := range infos {
+		s.Size += info.Size
 		if info.Format != 0 && !info.Time.Before(s.LastSaved) {
-			s.LastStep, s.LastSaved, s.LastMetrics = info.Step, info.Time, info.Metrics
+			s.LastStep, s.LastKind, s.LastSaved, s.LastMetrics = info.Step, info.Kind, info.Time, info.Metrics
 		}
 	}
 }

@@ -75,7 +75,9 @@ const (
 // A damaged session (one with checkpoints but no valid session.json, which
 // List shows with Err set) is removed as well, unless its session.json is
 // a directory that holds files, made by hand, whose files Delete leaves
-// alone (an error wrapping ErrCorrupt that names it). One whose ID is unknown
+// alone (an error wrapping ErrCorrupt that names it). A session that
+// holds any other directory (which no store writes, such as a user's
+// logs) is refused the same way, before anything changes. One whose ID is unknown
 // (List shows it with ID "") is removed by its stored name, the last
 // element of its Dir, given as id when no session has that ID: a healthy
 // session is never removed by its stored name.
@@ -86,17 +88,25 @@ const (
 // that point, what it left is out of sight and cannot be reused by Create
 // (which fails with ErrExists meanwhile); the next Delete of the same ID
 // removes it and returns nil, and so do RemoveStaging and PruneIdle. Once
-// Delete returns nil the ID is free to Create again.
+// Delete returns nil the ID is free to Create again. Since the tombstone
+// is written before anything is removed, Delete cannot free a disk that is
+// full to the last byte: it fails with the file system's error and the
+// session stays whole.
 func (r *Sessions) Delete(ctx context.Context, id string) error {
 	if err := r.writable(ctx, id); err != nil {
 		return opError("delete session", r.path(id), err)
 	}
+	where := r.path(id)
 	gone, err := r.delete(ctx, id, r.lookup(ctx, id), nil)
 	if errors.Is(err, ErrNotFound) && !gone && names.IsMapped(id) {
 		// id may be the stored name of a damaged session whose ID is
-		// unknown, which List shows by its Dir only.
-		if byName, nerr := r.delete(ctx, "", id, func(s Session) bool { return s.Err == nil }); byName {
-			err = nerr
+		// unknown, which List shows by its Dir only. One whose
+		// session.json names its ID, or that a transient error (not
+		// damage) keeps from being read whole, is kept: a healthy session
+		// is never removed by its stored name.
+		byName, nerr := r.delete(ctx, "", id, func(s Session) bool { return s.ID != "" || !errors.Is(s.Err, ErrCorrupt) })
+		if byName || (nerr != nil && !errors.Is(nerr, ErrNotFound)) {
+			err, where = nerr, r.b.Locate(id)
 		}
 	}
 	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrNotFound) {
@@ -105,7 +115,7 @@ func (r *Sessions) Delete(ctx context.Context, id string) error {
 		err = fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
 	if err != nil {
-		return opError("delete session", r.path(id), err)
+		return opError("delete session", where, err)
 	}
 	return nil
 }
@@ -215,6 +225,10 @@ func (r *Sessions) deleteLocked(ctx context.Context, sub Backend, id, name, vers
 			unmark()
 			return false, nil
 		}
+	}
+	if err := noDirectories(ctx, sub); err != nil {
+		unmark()
+		return false, err
 	}
 	if version == NoObject {
 		if err := removeNotRegular(ctx, sub, sessionFile); err != nil {
@@ -344,6 +358,34 @@ func removeNotRegular(ctx context.Context, b Backend, name string) error {
 		return fmt.Errorf("%w: %s is a directory that is not empty; remove it by hand: %w", ErrCorrupt, b.Locate(name), err)
 	}
 	return err
+}
+
+// noDirectories returns an error wrapping ErrCorrupt that names the first
+// directory in b (but session.json: see removeNotRegular), such as a
+// user's logs kept beside the checkpoints: no store writes one, and
+// Delete, which would hide the session and then fail on it, refuses
+// before it changes anything.
+func noDirectories(ctx context.Context, b Backend) error {
+	objs, err := b.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if o.Name == sessionFile || (o.Size >= 0 && o.Mode.IsRegular()) {
+			continue
+		}
+		st, err := b.Stat(ctx, o.Name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode.IsDir() {
+			return fmt.Errorf("%w: %s is a directory, which no store writes; move it out of the session first", ErrCorrupt, b.Locate(o.Name))
+		}
+	}
+	return nil
 }
 
 // removeObjects removes the objects of b whose names match.

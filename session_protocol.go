@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"io"
 	"io/fs"
 	"maps"
@@ -119,9 +120,16 @@ type sessionTombstone struct {
 // the session.json of a mapped ID records must be id (see checkID).
 func readMetaIn(ctx context.Context, sub Backend, id string) (sessionMeta, Object, error) {
 	rc, obj, err := sub.Open(ctx, sessionFile)
+	for attempt := 1; errors.Is(err, fs.ErrNotExist); attempt++ {
+		err = missingMeta(ctx, sub, id)
+		if !errors.Is(err, errMadeMeanwhile) || attempt == 3 {
+			return sessionMeta{}, obj, err
+		}
+		// Another call made the session between the two looks: read
+		// what it made.
+		rc, obj, err = sub.Open(ctx, sessionFile)
+	}
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return sessionMeta{}, obj, missingMeta(ctx, sub, id)
 	case errors.Is(err, storage.ErrNotRegular):
 		return sessionMeta{}, obj, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	case err != nil:
@@ -158,6 +166,11 @@ func checkID(recorded, id, name string) error {
 		if recorded != "" && !names.Legacy(recorded) {
 			return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
 		}
+		if id != "" && recorded != id && strings.EqualFold(recorded, id) {
+			// A case-insensitive file system (macOS, Windows) showed
+			// the directory of another ID for this one: id has none.
+			return fmt.Errorf("%w: no session %q: its directory %s holds the session %q (IDs that differ only in case share a directory on a case-insensitive file system)", ErrNotFound, id, name, recorded)
+		}
 		return nil
 	case names.SessionName(recorded) != name || recorded == "":
 		return fmt.Errorf("%w: %s records the session ID %q, which is not stored under the name %s (a directory copied or renamed there?)", ErrCorrupt, sessionFile, recorded, name)
@@ -167,8 +180,14 @@ func checkID(recorded, id, name string) error {
 	return nil
 }
 
+// errMadeMeanwhile says that a session.json missing at first is there at
+// a second look: another call made the session in between.
+var errMadeMeanwhile = errors.New("session.json was made meanwhile")
+
 // missingMeta tells why the child store sub of id has no session.json:
-// ErrNotFound if it is no session, ErrCorrupt if it is a damaged one.
+// ErrNotFound if it is no session, ErrCorrupt if it is a damaged one, and
+// errMadeMeanwhile (with ErrCorrupt, should the next look miss it again)
+// if its listing shows one after all.
 func missingMeta(ctx context.Context, sub Backend, id string) error {
 	if id == "" {
 		id = sub.Locate("")
@@ -182,6 +201,9 @@ func missingMeta(ctx context.Context, sub Backend, id string) error {
 	}
 	visible := false
 	for _, o := range objs {
+		if o.Name == sessionFile {
+			return fmt.Errorf("%w: %w", ErrCorrupt, errMadeMeanwhile)
+		}
 		if o.Name == claimName {
 			return fmt.Errorf("%w: no session %q (it is being made, or a crash interrupted its making)", ErrNotFound, id)
 		}
@@ -204,6 +226,9 @@ func decodeSessionMeta(f io.Reader) (sessionMeta, error) {
 	if len(data) > maxSessionFileSize {
 		return m, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, sessionFile, maxSessionFileSize)
 	}
+	if err := format.Sealed(data); err != nil {
+		return m, fmt.Errorf("%s: %w", sessionFile, err)
+	}
 	if err := json.Unmarshal(data, &m); err != nil {
 		return m, fmt.Errorf("%w: %s: %w", ErrCorrupt, sessionFile, err)
 	}
@@ -220,6 +245,10 @@ func encodeSessionMeta(m any) (func(io.Writer) error, error) {
 		return nil, fmt.Errorf("%w: encode %s: %w", ErrInvalid, sessionFile, err)
 	}
 	data = append(data, '\n')
+	if len(data) > maxSessionFileSize {
+		// No reader would take it: the session would read as damaged.
+		return nil, fmt.Errorf("%w: %s would be %d bytes, more than the %d a reader takes: the metadata is too large", ErrInvalid, sessionFile, len(data), maxSessionFileSize)
+	}
 	return func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
@@ -390,7 +419,9 @@ func (r *Sessions) fork(ctx context.Context, from string, step int64, meta map[s
 	}
 	st := r.readerOn(src)
 	defer st.Close()
-	if _, _, err := st.Load(ctx, step); err != nil {
+	// The step must verify, whatever it holds: Load reads a byte payload
+	// to its end and verifies it before it says ErrPayloadMismatch.
+	if _, _, err := st.Load(ctx, step); err != nil && !errors.Is(err, ErrPayloadMismatch) {
 		return Session{}, inner(err, st.dir)
 	}
 	infos, err := st.List(ctx)
@@ -487,6 +518,7 @@ func (r *Sessions) publish(ctx context.Context, id, name, op string, m sessionMe
 		}
 	}
 	r.stamp(&m, id)
+	m.Maker = token
 	write, err := encodeSessionMeta(m)
 	if err != nil {
 		return err
@@ -718,6 +750,11 @@ func readClaimObject(ctx context.Context, b Backend) (sessionClaim, Object, erro
 // then checkFork checks what dst holds.
 func (r *Sessions) forkInto(ctx context.Context, src Backend, infos []Info, id string, dst Backend, step int64) ([]string, error) {
 	linker, _ := storage.As[storage.Linker](dst)
+	if r.cfg.readPlaintext { // (only with Encrypt)
+		// A link keeps the bytes as they are: a plaintext checkpoint
+		// that ReadPlaintext reads is copied, so encrypted.
+		linker = nil
+	}
 	var made []string
 	for _, info := range infos {
 		if info.Step > step || info.Kind == KindRolling && info.Format == 0 {
@@ -796,6 +833,14 @@ func (r *Sessions) checkFork(ctx context.Context, id string, dst Backend, step i
 		}
 	}
 	_, info, err := st.Latest(ctx)
+	if errors.Is(err, ErrPayloadMismatch) {
+		// A byte payload: the newest that verifies (LatestPayload reads
+		// it to its end first).
+		var rc io.ReadCloser
+		if rc, info, err = st.LatestPayload(ctx); err == nil {
+			rc.Close()
+		}
+	}
 	if err != nil || info.Step != step {
 		return changed
 	}
@@ -876,7 +921,13 @@ func (r *Sessions) abandon(ctx context.Context, name string) (bool, error) {
 			return false, err
 		}
 		sub.Close() // finishDeleted opens it again, and a directory must be released before it goes
-		return r.finishDeleted(ctx, id)
+		done, err := r.finishDeleted(ctx, id)
+		if errors.Is(err, ErrLocked) {
+			// A Delete still running (or a writer checking the
+			// tombstone) holds it: nothing interrupted to finish.
+			return false, nil
+		}
+		return done, err
 	}
 	if _, err := sub.Stat(ctx, sessionFile); errors.Is(err, fs.ErrNotExist) {
 		c, err := readClaim(ctx, sub)

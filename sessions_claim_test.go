@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -443,4 +445,35 @@ func TestClaimOrTombstoneIsNoSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, listedIDs(t, local), "a tombstone is no session")
 	require.Empty(t, listedIDs(t, generic))
+}
+
+// TestCreationWhoseClaimWasTakenOverNeverSharesTheSession: a creation
+// whose claim another creation took over after its check, and whose
+// session.json would be byte for byte the other's (one ID, one clock
+// tick, no metadata: two News on a coarse clock), fails with ErrExists
+// instead of taking the other's session.json for its own: two calls
+// never return one session.
+func TestCreationWhoseClaimWasTakenOverNeverSharesTheSession(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, bt backendUnderTest) {
+		ctx := context.Background()
+		tick := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		bt.opts = append(slices.Clone(bt.opts), checkpoint.WithClock(func() time.Time { return tick }))
+		aAt, aGo := make(chan struct{}), make(chan struct{})
+		rA := bt.openGated(t, func(child, name string) error {
+			if child == "run" && name == "session.json" {
+				close(aAt)
+				<-aGo
+			}
+			return nil
+		})
+		rB := bt.openGated(t, func(string, string) error { return nil })
+		aDone := make(chan error, 1)
+		go func() { _, err := rA.Create(ctx, "run", nil); aDone <- err }()
+		<-aAt                                // A checked its claim and is about to publish
+		_, err := rB.Create(ctx, "run", nil) // B takes A's claim over and publishes
+		require.NoError(t, err)
+		close(aGo)
+		require.ErrorIs(t, <-aDone, checkpoint.ErrExists, "both creations returned session run")
+	})
 }

@@ -2,13 +2,17 @@ package checkpoint_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/backendtest/inject"
 	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/stretchr/testify/require"
 )
@@ -502,4 +506,198 @@ func TestOpenBesideTwoDeletesIsErrNotFound(t *testing.T) {
 	_, err = second.Get(ctx, "s")
 	require.ErrorIs(t, err, checkpoint.ErrNotFound, "the session is gone")
 	require.ErrorIs(t, openErr, checkpoint.ErrNotFound, "an opening beside the Delete that removed the session")
+}
+
+// Delete by a stored name never removes a healthy session, even when a
+// transient error (EIO, EMFILE, a 503 from object storage) keeps its
+// checkpoints from being listed while Delete judges it under its lock:
+// only a session whose session.json is damaged counts as of unknown ID.
+func TestDeleteByStoredNameKeepsAHealthySessionOnATransientListError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	healthy, err := r.Create(ctx, "user:1", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 3)
+
+	d, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	var mu sync.Mutex
+	locked, failed := false, false
+	r2, err := checkpoint.OpenSessionsBackend(inject.Wrap(d, func(op inject.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if op.Store != healthy.Dir {
+			return nil
+		}
+		if op.Kind == inject.Lock {
+			locked = true
+		}
+		if locked && !failed && op.Kind == inject.List {
+			failed = true
+			return errInjected // one transient failure, under the lock
+		}
+		return nil
+	}), checkpoint.NoSync(), checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	defer r2.Close()
+
+	err = r2.Delete(ctx, filepath.Base(healthy.Dir))
+	s, gerr := r.Get(ctx, "user:1")
+	require.NoError(t, gerr, "the healthy session user:1 was removed by its stored name (Delete returned %v)", err)
+	require.Equal(t, 3, s.Checkpoints)
+	require.Error(t, err, "a healthy session is not removed by its stored name")
+}
+
+// Delete of a damaged session of unknown ID by its stored name, while a
+// writer holds it (a Store opened on its directory to recover its
+// checkpoints), is ErrLocked, naming where the session is, and changes
+// nothing.
+func TestDeleteByStoredNameOfAHeldDamagedSessionIsErrLocked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	damaged, err := r.Create(ctx, "user:2", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:2", 1)
+	require.NoError(t, os.Remove(filepath.Join(damaged.Dir, "session.json")))
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, "", list[0].ID, "a damaged session of unknown ID")
+
+	st, err := checkpoint.Open[int](damaged.Dir, checkpoint.NoSync(), checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	defer st.Close()
+	err = r.Delete(ctx, filepath.Base(damaged.Dir))
+	require.ErrorIs(t, err, checkpoint.ErrLocked, "a writer holds the damaged session")
+	require.ErrorContains(t, err, damaged.Dir, "the error names where the session is (not the mapped name of its stored name)")
+	require.DirExists(t, damaged.Dir)
+}
+
+// Delete by its stored name of a damaged session whose session.json is a
+// directory holding files is ErrCorrupt, as by its ID, and leaves the
+// files.
+func TestDeleteByStoredNameOfASessionJSONDirectoryHoldingFilesIsErrCorrupt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	s, err := r.Create(ctx, "user:7", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:7", 1)
+	notAFile(t, r, "user:7", "dir")
+	kept := filepath.Join(s.Dir, "session.json", "notes.txt")
+	require.NoError(t, os.WriteFile(kept, []byte("mine"), 0o644))
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "", list[0].ID, "listed by its stored name")
+
+	err = r.Delete(ctx, filepath.Base(s.Dir))
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.ErrorContains(t, err, "session.json is a directory that is not empty")
+	require.FileExists(t, kept)
+}
+
+// wrapsASentinel reports whether err wraps one of the package's sentinel
+// errors, as every error of bad input must.
+func wrapsASentinel(err error) bool {
+	for _, s := range []error{checkpoint.ErrNotFound, checkpoint.ErrCorrupt, checkpoint.ErrExists, checkpoint.ErrLocked,
+		checkpoint.ErrReadOnly, checkpoint.ErrInvalid, checkpoint.ErrConflict} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// A session directory holding a directory of the user's (logs kept beside
+// the checkpoints) makes Delete refuse before it hides anything: an error
+// wrapping ErrCorrupt that names it, and the session stays whole, rather
+// than a session hidden for ever whose ID Create refuses.
+func TestDeleteOfASessionHoldingADirectoryFreesItsIDOrLeavesItWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	s, err := r.Create(ctx, "user:1", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "user:1", 2)
+	logs := filepath.Join(s.Dir, "logs", "events.txt")
+	require.NoError(t, os.MkdirAll(filepath.Dir(logs), 0o755))
+	require.NoError(t, os.WriteFile(logs, []byte("mine"), 0o644))
+	got, err := r.Get(ctx, "user:1")
+	require.NoError(t, err, "a healthy session")
+	require.Equal(t, 2, got.Checkpoints)
+
+	first := r.Delete(ctx, "user:1")
+	if first == nil {
+		_, err := r.Create(ctx, "user:1", nil)
+		require.NoError(t, err, "once Delete returned nil the ID is free")
+		return
+	}
+	got, err = r.Get(ctx, "user:1")
+	require.NoError(t, err, "a Delete that refuses leaves the session whole (it failed with %v, and the next Delete with %v)", first, r.Delete(ctx, "user:1"))
+	require.Equal(t, 2, got.Checkpoints)
+	require.ErrorIs(t, first, checkpoint.ErrCorrupt, "a Delete that fails on bad input says so with a sentinel")
+}
+
+// Delete and PruneIdle beside a session whose lock file is a directory
+// (made by hand) fail with an error wrapping a sentinel (ErrInvalid), and
+// the session stays whole.
+func TestDeleteOfASessionWhoseLockFileIsADirectoryWrapsASentinel(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir, checkpoint.WithLayout("turn", 3))
+	s, err := r.Create(ctx, "s", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, r, "s", 1)
+	lock := filepath.Join(s.Dir, dirstore.LockName)
+	require.NoError(t, os.Remove(lock))
+	require.NoError(t, os.MkdirAll(filepath.Join(lock, "x"), 0o755))
+
+	err = r.Delete(ctx, "s")
+	require.Error(t, err)
+	require.True(t, wrapsASentinel(err), "Delete's error wraps no sentinel: %v", err)
+	_, err = r.PruneIdle(ctx, 0)
+	require.True(t, err == nil || wrapsASentinel(err), "PruneIdle's error wraps no sentinel: %v", err)
+	_, err = r.Get(ctx, "s")
+	require.NoError(t, err, "the session stays whole")
+}
+
+// RemoveStaging and PruneIdle beside a running Delete (its tombstone
+// written, its lock held) leave that deletion to it, without an error:
+// nothing was interrupted.
+func TestRemoveStagingBesideARunningDeleteFailsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	other := openSessions(t, dir)
+	_, err := other.Create(ctx, "s", nil)
+	require.NoError(t, err)
+	playSessionSteps(t, other, "s", 2)
+	b, err := dirstore.Open(dir, dirstore.NoSync())
+	require.NoError(t, err)
+	var mu sync.Mutex
+	once := false
+	var stagingErr, pruneErr error
+	r, err := checkpoint.OpenSessionsBackend(inject.Wrap(b, func(op inject.Op) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if op.Kind == inject.Remove && op.Name != "session.json" && !strings.HasPrefix(op.Name, ".") && !once {
+			once = true // the Delete holds the lock, its tombstone written
+			_, stagingErr = other.RemoveStaging(ctx)
+			_, pruneErr = other.PruneIdle(ctx, 0)
+		}
+		return nil
+	}), checkpoint.NoSync())
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.Delete(ctx, "s"))
+	require.True(t, once)
+	require.NoError(t, pruneErr, "PruneIdle leaves a running deletion alone")
+	require.NoError(t, stagingErr, "RemoveStaging beside a running Delete")
 }

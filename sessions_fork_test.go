@@ -452,3 +452,32 @@ func TestForkNeverMixesTwoHistories(t *testing.T) {
 			"fork %s holds step 4 = %d and step 5 = %d: a history the parent never held", f.s.ID, v4, v5)
 	})
 }
+
+// TestForkOfAPayloadStepCopiesItsPayload proves that a session of byte
+// payloads forks at a payload's step: the fork's LatestPayload is that
+// step's payload, byte for byte.
+func TestForkOfAPayloadStepCopiesItsPayload(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := openSessions(t, t.TempDir())
+	src, err := r.New(ctx, nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[[]byte](r, src.ID)
+	require.NoError(t, err)
+	for step := int64(1); step <= 3; step++ {
+		_, err := st.SaveFrom(ctx, step, writeAll(payloadBytes(uint64(step), 1000)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	fork, err := r.Fork(ctx, src.ID, 2, nil)
+	require.NoError(t, err)
+	fs, err := checkpoint.OpenSessionStore[[]byte](r, fork.ID)
+	require.NoError(t, err)
+	defer fs.Close()
+	rd, info, err := fs.LatestPayload(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), info.Step)
+	b, err := readPayload(t, rd)
+	require.NoError(t, err)
+	require.Equal(t, payloadBytes(2, 1000), b)
+}

@@ -129,3 +129,30 @@ func TestSessionDirectoryRenamedToAnotherIDIsDamaged(t *testing.T) {
 	_, err = r.Get(ctx, "foo")
 	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
 }
+
+// TestIDsDifferingOnlyInCaseNeverShareASession: on a case-insensitive file
+// system (macOS, Windows) the sessions "Run" and "run" would share one
+// directory; the session.json there records "Run", so "run" finds no
+// session (it is never handed "Run"'s checkpoints) and cannot be created
+// over it. The test shows the directory under the other case as such a
+// file system would, by renaming it.
+func TestIDsDifferingOnlyInCaseNeverShareASession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := openSessions(t, dir)
+	_, err := r.Create(ctx, "Run", nil)
+	require.NoError(t, err)
+	st, err := checkpoint.OpenSessionStore[string](r, "Run")
+	require.NoError(t, err)
+	_, err = st.Save(ctx, 1, "the checkpoint of Run")
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, os.Rename(filepath.Join(dir, "Run"), filepath.Join(dir, "run")))
+
+	_, err = checkpoint.OpenSessionStore[string](r, "run")
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.Contains(t, err.Error(), `holds the session "Run"`)
+	_, err = r.Create(ctx, "run", nil)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+}

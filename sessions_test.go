@@ -111,6 +111,16 @@ func TestSessionsCreateListAndResumeTheMostRecent(t *testing.T) {
 	require.Equal(t, []string{"001", "003", "002"}, sessionIDs(list))
 	require.Equal(t, 3, list[0].Checkpoints)
 	require.Equal(t, int64(3), list[0].LastStep)
+	require.Equal(t, checkpoint.KindStep, list[0].LastKind)
+	var size int64
+	for _, name := range []string{"turn_001.json", "turn_002.json", "turn_003.json"} {
+		fi, err := os.Stat(filepath.Join(dir, "001", name))
+		require.NoError(t, err)
+		size += fi.Size()
+	}
+	require.Equal(t, size, list[0].Size, "Size is the sum of the checkpoints' sizes")
+	require.Zero(t, list[1].Size)
+	require.Empty(t, list[1].LastKind)
 	require.WithinDuration(t, clock.now(), list[0].LastSaved, time.Microsecond, "three saves at one clock reading are a nanosecond apart")
 	require.Equal(t, map[string]string{"stories_done": "0"}, list[0].Meta)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gocheckpoint/checkpoint/internal/format"
 	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
 	"io/fs"
@@ -95,6 +96,9 @@ func (s *Store[T]) readJSON(ctx context.Context, name string, v any) error {
 		return fmt.Errorf("%w: larger than the read limit of %d bytes", ErrCorrupt, limit)
 	}
 	if err != nil {
+		return err
+	}
+	if err := format.Sealed(data); err != nil {
 		return err
 	}
 	if err := unmarshal(data, v, false); err != nil { // a panic in v's methods too

@@ -34,7 +34,10 @@ type Store[T any] struct {
 	async  *asyncQueue // nil unless Async
 
 	wmu sync.Mutex // serialises writes: save, delete, prune, side files
-	imu sync.Mutex // serialises writes of the index (see writeIndex)
+	// rollingKeyed (guarded by wmu) is set once the rolling files were
+	// found readable by this store's keys (see checkRollingKeys).
+	rollingKeyed bool
+	imu          sync.Mutex // serialises writes of the index (see writeIndex)
 	// written (guarded by wmu) holds, for each object this store
 	// replaced (the rolling file, side files), the Version the next
 	// replacement is conditional on (see replace): the one written, ""
@@ -195,6 +198,7 @@ func newStore[T any](b Backend, cfg config) (*Store[T], error) {
 // newStoreContext is newStore for an open that has a context: a wait for
 // the writer lock (WaitLock) ends with it.
 func newStoreContext[T any](ctx context.Context, b Backend, cfg config) (*Store[T], error) {
+	b = cfg.seal(b)
 	s := &Store[T]{
 		b:         b,
 		dir:       b.Locate(""),
@@ -458,6 +462,10 @@ func (s *Store[T]) info(name string, fn fileName, size int64, h header) Info {
 		Schema:      h.Schema,
 		Meta:        maps.Clone(h.Meta),
 		Metrics:     maps.Clone(h.Metrics),
+		Payload:     payloadOf(h.Format),
+	}
+	if info.Payload == PayloadBytes {
+		info.PayloadSize = -1 // see Info.PayloadSize
 	}
 	if h.Error != nil {
 		rec := *h.Error

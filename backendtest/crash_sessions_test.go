@@ -20,19 +20,20 @@ type sessionsLedger struct {
 	crashedFork          string // the ID a fork interrupted before the scenario left
 	cleaned              bool   // RemoveStaging returned nil
 	created, createAcked bool
-	a                    *ledger  // the saves in session "a"
-	forks                []string // the IDs of the forks that returned nil
-	metas                []string // the values of meta "v" written to "a": by Create, then SetMeta
-	metaAcked            int      // how many of metas returned nil
+	a                    *ledger             // the saves in session "a"
+	forks                []string            // the IDs of the forks that returned nil
+	metas                []string            // the values of meta "v" written to "a": by Create, then SetMeta
+	metaAcked            int                 // how many of metas returned nil
+	opts                 []checkpoint.Option // the root's options (Encrypt): the checks open it with them too
 }
 
 // openMemSessions opens a root of sessions on a new handle of m.
-func openMemSessions(m *backendtest.Mem) (*checkpoint.Sessions, error) {
+func openMemSessions(m *backendtest.Mem, opts ...checkpoint.Option) (*checkpoint.Sessions, error) {
 	root, err := m.Open()
 	if err != nil {
 		return nil, err
 	}
-	return checkpoint.OpenSessionsBackend(root)
+	return checkpoint.OpenSessionsBackend(root, opts...)
 }
 
 // runSessions creates session "a", saves in it, forks it at step 1,
@@ -45,10 +46,15 @@ func runSessionsAs(id string) func(m *backendtest.Mem) (*sessionsLedger, error) 
 	return func(m *backendtest.Mem) (*sessionsLedger, error) { return runSessionsOf(m, id) }
 }
 
-func runSessionsOf(m *backendtest.Mem, id string) (*sessionsLedger, error) {
+// runSessionsWith is runSessions of a root opened with opts.
+func runSessionsWith(opts ...checkpoint.Option) func(m *backendtest.Mem) (*sessionsLedger, error) {
+	return func(m *backendtest.Mem) (*sessionsLedger, error) { return runSessionsOf(m, "a", opts...) }
+}
+
+func runSessionsOf(m *backendtest.Mem, id string, opts ...checkpoint.Option) (*sessionsLedger, error) {
 	ctx := context.Background()
-	l := &sessionsLedger{id: id, a: &ledger{}}
-	r, err := openMemSessions(m)
+	l := &sessionsLedger{id: id, a: &ledger{}, opts: opts}
+	r, err := openMemSessions(m, opts...)
 	if err != nil {
 		return l, err
 	}
@@ -99,7 +105,7 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 	if err != nil {
 		return []string{fmt.Sprintf("open the clone: %v", err)}
 	}
-	r, err := checkpoint.OpenSessionsBackend(root)
+	r, err := checkpoint.OpenSessionsBackend(root, l.opts...)
 	if err != nil {
 		return []string{fmt.Sprintf("reopen the sessions: %v", err)}
 	}
@@ -134,7 +140,7 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 			bad("session a has meta v=%q; want one of %q", a.Meta["v"], may)
 		}
 		sub := subOf(clone, names.SessionName(l.id))
-		violations = append(violations, prefixed("session a: ", checkStore(sub, nil, rules{}, l.a))...)
+		violations = append(violations, prefixed("session a: ", checkStore(sub, l.opts, rules{}, l.a))...)
 	}
 
 	// Every other session is a whole fork of a at step 1; the forks that
@@ -158,7 +164,7 @@ func checkSessions(clone *backendtest.Mem, l *sessionsLedger) (violations []stri
 			continue
 		}
 		fork := &ledger{events: []*event{{what: "save", save: saved{step: 1, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true}}}
-		violations = append(violations, prefixed(fmt.Sprintf("fork %q: ", id), checkStore(subOf(clone, id), nil, rules{}, fork))...)
+		violations = append(violations, prefixed(fmt.Sprintf("fork %q: ", id), checkStore(subOf(clone, id), l.opts, rules{}, fork))...)
 	}
 
 	// What crashed calls left is cleaned without touching a session, and

@@ -3,6 +3,7 @@ package backendtest_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,61 @@ func (r *cutRun) save(step int64, gen int) error {
 	info, err := r.st.Save(r.ctx, step, cutState{Step: step, Tag: "clean", Gen: gen})
 	e.acked, e.save.kind = err == nil && !r.async, info.Kind
 	return err
+}
+
+// saveFrom is save of the state as a byte payload: its JSON, written by
+// SaveFrom in pieces.
+func (r *cutRun) saveFrom(step int64, gen int) error {
+	e := r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: gen}})
+	p, err := json.Marshal(cutState{Step: step, Tag: "clean", Gen: gen})
+	if err != nil {
+		return err
+	}
+	info, err := r.st.SaveFrom(r.ctx, step, func(w io.Writer) error {
+		for _, b := range p {
+			if _, err := w.Write([]byte{b}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	e.acked, e.save.kind = err == nil && !r.async, info.Kind
+	return err
+}
+
+// loadAny is Load, or for a byte payload (saveFrom), its payload read to
+// its end and decoded.
+func loadAny(ctx context.Context, st *checkpoint.Store[cutState], step int64) (cutState, checkpoint.Info, error) {
+	state, info, err := st.Load(ctx, step)
+	if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+		var r io.ReadCloser
+		if r, info, err = st.OpenPayload(ctx, step); err == nil {
+			state, err = decodePayload(r)
+		}
+	}
+	return state, info, err
+}
+
+// latestAny is Latest, or LatestPayload where Latest stops at a payload.
+func latestAny(ctx context.Context, st *checkpoint.Store[cutState]) (cutState, checkpoint.Info, error) {
+	state, info, err := st.Latest(ctx)
+	if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+		var r io.ReadCloser
+		if r, info, err = st.LatestPayload(ctx); err == nil {
+			state, err = decodePayload(r)
+		}
+	}
+	return state, info, err
+}
+
+func decodePayload(r io.ReadCloser) (cutState, error) {
+	defer r.Close()
+	var v cutState
+	b, err := io.ReadAll(r)
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	return v, err
 }
 
 // saveLoss is save with the metric "loss".
@@ -285,6 +341,12 @@ var storeScenarios = []storeScenario{
 	{name: "ErrorCheckpointsWithRetention", opts: []checkpoint.Option{checkpoint.KeepLast(1)}, rules: rules{keepLast: 1}, run: func(r *cutRun) error {
 		return steps(r.open, func() error { return r.save(1, 1) }, func() error { return r.saveError(2) },
 			func() error { return r.save(2, 1) }, func() error { return r.save(3, 1) }, r.close)
+	}},
+	// Byte payloads (SaveFrom) beside states, pruned together: the checks
+	// read a payload where Load finds one (see loadAny).
+	{name: "BytePayloads", opts: []checkpoint.Option{checkpoint.KeepLast(2), checkpoint.Zstd()}, rules: rules{keepLast: 2}, run: func(r *cutRun) error {
+		return steps(r.open, func() error { return r.saveFrom(1, 1) }, func() error { return r.save(2, 1) }, func() error { return r.saveFrom(3, 1) },
+			r.close, r.open, func() error { return r.saveFrom(4, 1) }, func() error { return r.saveFrom(5, 1) }, r.close)
 	}},
 }
 
@@ -470,7 +532,7 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 		if info.Step < ru.loadFrom {
 			continue
 		}
-		state, got, err := st.Load(ctx, info.Step)
+		state, got, err := loadAny(ctx, st, info.Step)
 		if err != nil {
 			bad("List shows step %d (%s), which does not load: %v", info.Step, info.Kind, err)
 			continue
@@ -489,7 +551,7 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 			}
 			continue
 		}
-		state, got, err := st.Load(ctx, s.step)
+		state, got, err := loadAny(ctx, st, s.step)
 		if err != nil {
 			bad("a save of %s returned nil, and its step does not load: %v", s, err)
 			continue
@@ -503,7 +565,7 @@ func checkStore(b checkpoint.Backend, opts []checkpoint.Option, ru rules, l *led
 
 	// Latest is the newest checkpoint that nothing may have removed, or a
 	// newer one.
-	state, got, err := st.Latest(ctx)
+	state, got, err := latestAny(ctx, st)
 	switch {
 	case e.latest == nil && errors.Is(err, checkpoint.ErrNotFound):
 	case err != nil:
@@ -803,13 +865,19 @@ const indexSteps = 260
 // as the directory may leave it (TearUnsynced).
 func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
 	t.Parallel()
+	powerCutsWithTheIndex(t)
+}
+
+// powerCutsWithTheIndex is TestPowerCutKeepsStorePromisesWithTheIndex of
+// a store opened with opts.
+func powerCutsWithTheIndex(t *testing.T, opts ...checkpoint.Option) {
 	ctx := context.Background()
 	base := backendtest.NewMem(backendtest.MemLocal())
 	b, err := base.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := checkpoint.OpenBackend[cutState](b)
+	st, err := checkpoint.OpenBackend[cutState](b, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -822,7 +890,7 @@ func TestPowerCutKeepsStorePromisesWithTheIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	torn := []backendtest.CrashCloneConfig{{UnsyncedPercent: 0, TearUnsynced: true}, {UnsyncedPercent: 100, TearUnsynced: true}}
-	sc := storeScenario{name: "Index", rules: rules{loadFrom: indexSteps - 3}, images: torn, run: func(r *cutRun) error {
+	sc := storeScenario{name: "Index", opts: opts, rules: rules{loadFrom: indexSteps - 3}, images: torn, run: func(r *cutRun) error {
 		for step := int64(1); step <= indexSteps; step++ {
 			r.l.begin(event{what: "save", save: saved{step: step, tag: "clean", gen: 1, kind: checkpoint.KindStep}, acked: true})
 		}

@@ -16,6 +16,7 @@ import (
 func (s *suite) storeCases() []testCase {
 	return []testCase{
 		{"SaveMovesDamageAtItsNameAside", s.testSaveMovesDamageAtItsNameAside},
+		{"BytePayloads", s.testBytePayloads},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/gocheckpoint/checkpoint/storage"
 	"io"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -181,11 +182,19 @@ func (s *suite) testReplaceIsAtomicToReaders(t *testing.T) {
 	versions := [][]byte{payload(1, size), payload(2, size), payload(3, size)}
 	obj := create(t, bs[0], name, versions[0])
 
-	var done atomic.Bool
+	var done, readerFailed atomic.Bool
+	var readsDone atomic.Int64
 	errs := parallel(3, func(i int) error {
 		if i == 0 {
 			defer done.Store(true)
-			for n := 1; n <= 24; n++ {
+			// At least 24 replaces, and on until the readers have read 48
+			// times while they go on (or one failed): where goroutines are
+			// scheduled coarsely (Wine), 24 replaces can end before a
+			// reader starts, and a torn replace would go unseen.
+			for n := 1; n <= 24 || readsDone.Load() < 48 && !readerFailed.Load() && n <= 1<<12; n++ {
+				if n%8 == 0 {
+					runtime.Gosched()
+				}
 				var err error
 				obj, err = bs[0].Replace(t.Context(), name, obj.Version, writeBytes(versions[n%3]))
 				if err != nil {
@@ -194,22 +203,27 @@ func (s *suite) testReplaceIsAtomicToReaders(t *testing.T) {
 			}
 			return nil
 		}
+		fail := func(err error) error {
+			readerFailed.Store(true)
+			return err
+		}
 		for reads := 0; !done.Load() || reads == 0; reads++ {
 			rc, o, err := bs[1].Open(t.Context(), name)
 			if err != nil {
-				return fmt.Errorf("open %q while it is replaced: %w", name, err)
+				return fail(fmt.Errorf("open %q while it is replaced: %w", name, err))
 			}
 			p, err := io.ReadAll(rc)
 			rc.Close()
 			if err != nil {
-				return fmt.Errorf("read %q while it is replaced: %w", name, err)
+				return fail(fmt.Errorf("read %q while it is replaced: %w", name, err))
 			}
 			if o.Size != int64(len(p)) {
-				return fmt.Errorf("open %q returned Size %d and %d bytes", name, o.Size, len(p))
+				return fail(fmt.Errorf("open %q returned Size %d and %d bytes", name, o.Size, len(p)))
 			}
 			if !bytes.Equal(p, versions[0]) && !bytes.Equal(p, versions[1]) && !bytes.Equal(p, versions[2]) {
-				return fmt.Errorf("a reader of %q read %s, which is none of the objects written there: a torn object", name, describe(p))
+				return fail(fmt.Errorf("a reader of %q read %s, which is none of the objects written there: a torn object", name, describe(p)))
 			}
+			readsDone.Add(1)
 		}
 		return nil
 	})

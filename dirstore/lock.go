@@ -101,6 +101,10 @@ func lockFile(root *os.Root, name string) (*os.File, error) {
 	for range maxLockTries {
 		f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE, filePerm)
 		if err != nil {
+			if fi, lerr := root.Lstat(name); lerr == nil && !fi.Mode().IsRegular() {
+				// A directory made there by hand, say.
+				return nil, fmt.Errorf("%w: the lock file %s is not a regular file (%v); remove it: %w", storage.ErrInvalid, name, fi.Mode().Type(), err)
+			}
 			return nil, err
 		}
 		ok, err := tryLock(f)

@@ -94,6 +94,19 @@ func TestSymlinkedLockFileIsRefused(t *testing.T) {
 	require.ErrorContains(t, err, lockName+" is a symbolic link")
 }
 
+// TestLockFileThatIsADirectoryIsRefused: a directory at the lock file's
+// name (made by hand) is an error wrapping ErrInvalid that names it, and
+// the directory is left as it is.
+func TestLockFileThatIsADirectoryIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, lockName, "x"), 0o755))
+	_, err := checkpoint.Open[int](dir, checkpoint.NoSync())
+	require.ErrorIs(t, err, checkpoint.ErrInvalid)
+	require.ErrorContains(t, err, lockName+" is not a regular file")
+	require.DirExists(t, filepath.Join(dir, lockName, "x"))
+}
+
 // TestLegacySessionsLockDoesNotBlock: the lock file of the legacy
 // directory protocol (.sessions.lock), even held by another process, keeps
 // no call waiting (a root of sessions takes no lock of its own) and goes

@@ -3,7 +3,6 @@ package s3store
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,15 +18,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/gocheckpoint/checkpoint"
 )
 
 // MaxObjectSize is the largest object Create and Replace write: the limit
 // of one PutObject. A checkpoint is always one PUT (never a multipart
-// upload), so it is visible whole or not at all; it is buffered in memory
-// before the PUT, so that a PUT can be sent again (a retry, or replacing a
-// fenced object, see the package doc).
+// upload), so it is visible whole or not at all, and its If-None-Match or
+// If-Match condition is that of the one request that publishes it. Before
+// the PUT the object is spooled (see SpoolDir): in memory up to
+// DefaultSpoolMemory bytes, then in a temporary file, so that the PUT can
+// be sent again (a retry, or replacing a fenced object, see the package
+// doc) while the memory it takes does not depend on the object's size.
 const MaxObjectSize = 5 << 30
 
 // leaseName is the lease object's name under the prefix. It is not a name
@@ -106,7 +109,7 @@ func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, er
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize, maxLease: maxLeaseSize}
+	cfg := config{ttl: DefaultLeaseTTL, maxSize: MaxObjectSize, maxLease: maxLeaseSize, spoolMem: DefaultSpoolMemory}
 	for _, o := range opts {
 		if err := o.apply(&cfg); err != nil {
 			return nil, err
@@ -204,8 +207,9 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 	if err := b.checkName(op, name); err != nil {
 		return checkpoint.Object{}, err
 	}
-	var buf bytes.Buffer
-	if err := write(&capWriter{w: &buf, left: b.cfg.maxSize}); err != nil {
+	sp := newSpool(b.cfg)
+	defer sp.Close()
+	if err := write(&capWriter{w: sp, left: b.cfg.maxSize}); err != nil {
 		if errors.Is(err, errTooLarge) {
 			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrInvalid, fmt.Errorf("object is larger than %d bytes, the limit of one PutObject: %w", b.cfg.maxSize, err))
 		}
@@ -214,14 +218,15 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 	if err := ctx.Err(); err != nil {
 		return checkpoint.Object{}, fail(op, loc, nil, err)
 	}
-	return b.putBody(ctx, op, loc, name, ifVersion, ifFailed, buf.Bytes())
+	return b.putBody(ctx, op, loc, name, ifVersion, ifFailed, sp)
 }
 
 // putBody puts body under name with one PutObject stamped with this
 // writer's generation, on ifVersion's condition (see Create and Replace);
 // errors name loc and wrap ifFailed when the condition fails. The body is
-// in memory so that the SDK can send the PUT again.
-func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, ifFailed error, body []byte) (checkpoint.Object, error) {
+// spooled (in memory or a temporary file) so that the SDK can send the PUT
+// again.
+func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, ifFailed error, body *spool) (checkpoint.Object, error) {
 	cond := ifVersion
 	// A fenced object under name is absent for a store: Create and
 	// Replace(NoObject) replace it with If-Match on its ETag, so that of
@@ -236,8 +241,8 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 		in := &s3.PutObjectInput{
 			Bucket:        &b.bucket,
 			Key:           aws.String(b.key(name)),
-			Body:          bytes.NewReader(body),
-			ContentLength: aws.Int64(int64(len(body))),
+			Body:          body.body(),
+			ContentLength: aws.Int64(body.size()),
 		}
 		if gen != 0 {
 			in.Metadata = map[string]string{genKey: strconv.FormatUint(gen, 10)}
@@ -255,10 +260,13 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 			if err := b.endWrite(op, loc, name, etag, gen); err != nil {
 				return checkpoint.Object{}, err
 			}
-			return checkpoint.Object{Name: name, Size: int64(len(body)), Version: etag, ModTime: time.Now()}, nil
+			return checkpoint.Object{Name: name, Size: body.size(), Version: etag, ModTime: time.Now()}, nil
 		}
 		if isConditionalConflict(err) && round < 8 {
 			continue
+		}
+		if cond != "" && b.refusedUnheard(ctx, name, cond, err) {
+			err = &unheardRefusal{err: err}
 		}
 		// If-Match on a missing key is a 404 on some servers (versitygw)
 		// and a 412 on others: either way the condition failed.
@@ -305,17 +313,52 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 
 var errTooLarge = errors.New("too large")
 
+// refusedUnheard reports whether a PUT on the condition cond that failed
+// without an HTTP answer (err) would have failed its condition: whether a
+// HeadObject finds an object under name for If-None-Match: *, or not the
+// version cond for If-Match. Some servers (versitygw 1.8.0) answer a
+// conditional PUT that they refuse before reading its body, and reset the
+// connection: a client still sending a large body sees the reset and
+// never the 412. What is under name tells the refusal from a network
+// failure; an attempt of this very PUT that landed is found by landed, as
+// for a 412.
+func (b *Backend) refusedUnheard(ctx context.Context, name, cond string, err error) bool {
+	if httpStatus(err) != 0 || errorCode(err) != "" || ctxErr(err) {
+		return false
+	}
+	o, _, herr := b.head(ctx, name)
+	switch {
+	case cond == storage.NoObject:
+		return herr == nil
+	case isNotFound(herr):
+		return true
+	default:
+		return herr == nil && o.Version != cond
+	}
+}
+
+// unheardRefusal is the error of a PUT that refusedUnheard found refused:
+// a PreconditionFailed API error wrapping the network error.
+type unheardRefusal struct{ err error }
+
+func (e *unheardRefusal) Error() string {
+	return "the condition failed (the PUT's connection was reset; the object under the name says so): " + e.err.Error()
+}
+func (e *unheardRefusal) Unwrap() error                 { return e.err }
+func (e *unheardRefusal) ErrorCode() string             { return "PreconditionFailed" }
+func (e *unheardRefusal) ErrorMessage() string          { return e.Error() }
+func (e *unheardRefusal) ErrorFault() smithy.ErrorFault { return smithy.FaultClient }
+
 // landed reports whether the object under name is the one this writer
 // just tried to put: its bytes (the ETag of a single PUT is their MD5) and
 // its generation, which only this writer stamps. It is, when a retry of
 // the PUT found the first attempt's object in place.
-func (b *Backend) landed(ctx context.Context, name string, body []byte, gen uint64) (checkpoint.Object, bool) {
+func (b *Backend) landed(ctx context.Context, name string, body *spool, gen uint64) (checkpoint.Object, bool) {
 	o, g, err := b.head(ctx, name)
 	if err != nil || g != gen {
 		return o, false
 	}
-	sum := md5.Sum(body)
-	return o, o.Version == `"`+hex.EncodeToString(sum[:])+`"` && o.Size == int64(len(body))
+	return o, o.Version == `"`+hex.EncodeToString(body.md5())+`"` && o.Size == body.size()
 }
 
 // capWriter fails a write that would take the object past left bytes.
@@ -589,14 +632,14 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 // source's (the fencing rule would hide it), and no other metadata of the
 // source. A source that changed after its HeadObject is ErrConflict; one
 // larger than MaxObjectSize is ErrInvalid and nothing is written. The
-// source's bytes are held in memory, as a Create's are, so that the SDK
-// can send the PUT again and recognise an attempt that landed (a streamed
-// body could be sent once only, and over plain HTTP not at all without
-// giving up its signed payload hash). The memory is bounded as a save's
-// is, by MaxObjectSize: a store moves aside only an object at a
-// checkpoint's name, which one PUT could have written. Repeating a
-// Rename that was interrupted between the PUT and the delete finishes it:
-// an object at to with the source's ETag and size is taken for its copy.
+// source's bytes are read whole before the PUT, into a spool as a
+// Create's are (see SpoolDir), so that the SDK can send the PUT again and
+// recognise an attempt that landed (a streamed body could be sent once
+// only, and over plain HTTP not at all without giving up its signed
+// payload hash), with memory that does not depend on their size.
+// Repeating a Rename that was interrupted between the PUT and the delete
+// finishes it: an object at to with the source's ETag and size is taken
+// for its copy.
 func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	if err := b.checkName("rename", from); err != nil {
 		return err
@@ -642,16 +685,18 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	if err != nil {
 		return err
 	}
+	defer body.Close()
 	if _, err := b.putBody(ctx, "rename", loc, to, storage.NoObject, checkpoint.ErrExists, body); err != nil {
 		return err
 	}
 	return b.removeRenamed(ctx, loc, from)
 }
 
-// readVersion reads the whole object name, which must still be the
-// version o (GetObject with If-Match on its ETag): it is ErrConflict if
-// the object changed since o was read, fs.ErrNotExist if it is gone.
-func (b *Backend) readVersion(ctx context.Context, loc, name string, o checkpoint.Object) ([]byte, error) {
+// readVersion reads the whole object name into a spool (which the caller
+// closes), which must still be the version o (GetObject with If-Match on
+// its ETag): it is ErrConflict if the object changed since o was read,
+// fs.ErrNotExist if it is gone.
+func (b *Backend) readVersion(ctx context.Context, loc, name string, o checkpoint.Object) (*spool, error) {
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name)), IfMatch: aws.String(o.Version)})
 	if err != nil {
 		if isPrecondition(err) {
@@ -664,11 +709,15 @@ func (b *Backend) readVersion(ctx context.Context, loc, name string, o checkpoin
 	if etag, size := quoteETag(aws.ToString(out.ETag)), aws.ToInt64(out.ContentLength); etag != o.Version || size != o.Size {
 		return nil, fail("rename", loc, checkpoint.ErrConflict, fmt.Errorf("the source changed since its HEAD (which said ETag %s, %d bytes; the GET says %s, %d bytes)", o.Version, o.Size, etag, size))
 	}
-	body := make([]byte, o.Size)
-	if _, err := io.ReadFull(out.Body, body); err != nil {
+	sp := newSpool(b.cfg)
+	if n, err := io.Copy(sp, io.LimitReader(out.Body, o.Size)); err != nil || n != o.Size {
+		sp.Close()
+		if err == nil {
+			err = fmt.Errorf("the GET ended after %d of %d bytes: %w", n, o.Size, io.ErrUnexpectedEOF)
+		}
 		return nil, fail("rename", loc, nil, fmt.Errorf("read the source: %w", err))
 	}
-	return body, nil
+	return sp, nil
 }
 
 func (b *Backend) removeRenamed(ctx context.Context, loc, from string) error {

@@ -27,7 +27,27 @@
 //     object; of concurrent saves of one name, in any processes, exactly
 //     one succeeds and the others get ErrExists (locally: link or
 //     RENAME_NOREPLACE). The limit is MaxObjectSize, 5 GiB, the limit of one
-//     PUT; a checkpoint is buffered in memory before its PUT.
+//     PUT (larger is ErrInvalid, and nothing is sent).
+//   - Memory does not depend on a checkpoint's size, either way. Before
+//     its PUT, an object is spooled: in memory up to DefaultSpoolMemory
+//     (4 MiB), beyond that in a temporary file in SpoolDir (os.TempDir by
+//     default), whose body the PUT then sends, so that the SDK can sign
+//     it, checksum it and send it again on a retry. The file has no name
+//     from its creation on where the system allows it (not Windows: there
+//     it is removed once the PUT has answered, and a killed process leaves
+//     it behind, named .checkpoint-s3-spool-*); it is removed on every
+//     path, and a write function that fails, a cancelled context, a
+//     refused condition or a full spool disk publish nothing. A byte
+//     payload (Store.SaveFrom, OpenPayload) of 1 GiB saves with 9 MB
+//     allocated and loads with 0.2 MB, as one of 64 MiB does. The price is
+//     that the payload is written to local disk before it is sent, and the
+//     PUT starts once the write function has returned. A multipart upload
+//     would stream without the disk, but its ETag is not the MD5 of the
+//     bytes (which tells an attempt that landed on a retry, and finishes
+//     an interrupted Rename), a killed writer leaves its parts billed
+//     until a lifecycle rule aborts them, and its conditional
+//     CompleteMultipartUpload is newer and less widely honoured than the
+//     conditional PutObject every save already relies on.
 //   - The rolling file and side files are replaced with If-Match on the
 //     ETag the store last saw (If-None-Match: * where it saw none); a
 //     mismatch is ErrConflict and changes nothing (locally the writer lock
@@ -41,7 +61,7 @@
 //     one created meanwhile included (that is ErrExists), on any server
 //     that honours the condition on PutObject, as saving requires. Not
 //     CopyObject, whose destination conditions some servers ignore. The
-//     bytes are held in memory, as a save's are. Repeating it after a crash
+//     bytes are spooled, as a save's are. Repeating it after a crash
 //     between the PUT and the DELETE finishes it where the server's ETags
 //     are the MD5 of the bytes (single-part uploads, no SSE-KMS); the
 //     store itself does not repeat it: it moves the damage aside again,
@@ -170,6 +190,10 @@
 // the conformance suite checkpoint/backendtest (.ci/s3-test runs them).
 // It ignores the destination's If-None-Match and If-Match on CopyObject,
 // which is why Rename does not use CopyObject; it answers If-Match on a
-// missing key with 404 rather than 412, which is handled. AWS
+// missing key with 404 rather than 412, which is handled; and it answers a
+// conditional PUT it refuses before reading its body and resets the
+// connection, so a client sending a large body sees a network error
+// rather than the 412: a HEAD then tells the refusal (ErrExists,
+// ErrConflict) from a network failure (an error wrapping no sentinel). AWS
 // S3 itself, MinIO, Ceph RGW, R2 and GCS's XML API were not checked here.
 package s3store

@@ -3,16 +3,18 @@ module github.com/gocheckpoint/checkpoint/s3store
 go 1.26
 
 require (
+	filippo.io/age v1.3.2
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
-	github.com/gocheckpoint/checkpoint v0.0.0-20261126174357-9ca564f9a3b8
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127053652-f2c1224d2e0d
 	github.com/stretchr/testify v1.12.1
 )
 
 require (
+	filippo.io/hpke v0.4.0 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.26 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.7 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.10 // indirect
@@ -31,5 +33,6 @@ require (
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )

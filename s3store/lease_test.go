@@ -379,9 +379,12 @@ func TestLockWaitingForALeaseEndsWithItsContext(t *testing.T) {
 	defer unlock()
 	die(a)
 	// With a TTL of 1 s the server's whole-second clock cannot show the
-	// lease live, so b watches it, for less than the TTL.
+	// lease live, so b watches it, for less than the TTL (but long enough
+	// that its first read of the lease ends before the context, even on a
+	// loaded machine: a context that ends during that read leaves b not
+	// knowing that the lease is held).
 	b := f.backend("run", LeaseTTL(time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
 	_, err = b.Lock(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrLocked)

@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
@@ -28,6 +29,12 @@ type config struct {
 	// maxLease is the largest lease object read: maxLeaseSize; tests
 	// lower it.
 	maxLease int64
+	// spoolDir is SpoolDir's directory ("" is os.TempDir()); spoolMem is
+	// how many bytes an upload holds in memory before it spools to a file.
+	spoolDir string
+	spoolMem int
+	// createTemp creates the spool's file (os.CreateTemp; tests fail it).
+	createTemp func(dir, pattern string) (*os.File, error)
 }
 
 // minLeaseTTL is the shortest TTL LeaseTTL takes.
@@ -68,4 +75,35 @@ func listPageSize(n int32) Option {
 // maxLeaseBytes lowers the largest lease object read (tests).
 func maxLeaseBytes(n int64) Option {
 	return optionFunc(func(c *config) error { c.maxLease = n; return nil })
+}
+
+// SpoolDir sets the directory of the temporary files Create, Replace and
+// Rename spool an object to once it is larger than DefaultSpoolMemory
+// bytes (default: os.TempDir()). The directory must exist and hold the
+// largest checkpoint written (up to MaxObjectSize). A spool file is named
+// ".checkpoint-s3-spool-*", holds one object until its PutObject has
+// answered, and is removed on every path: at once where the system lets
+// an open file be removed (POSIX; Windows may refuse), so that not even a
+// killed process leaves it behind; otherwise when the PUT is done. A directory
+// that cannot be written, or that fills up, fails the write with an error
+// naming it, and nothing is published.
+func SpoolDir(dir string) Option {
+	return optionFunc(func(c *config) error {
+		if dir == "" {
+			return fmt.Errorf("s3store: empty spool directory: %w", checkpoint.ErrInvalid)
+		}
+		c.spoolDir = dir
+		return nil
+	})
+}
+
+// spoolMemory sets how many bytes an upload holds in memory before it
+// spools to a file (tests).
+func spoolMemory(n int) Option {
+	return optionFunc(func(c *config) error { c.spoolMem = n; return nil })
+}
+
+// spoolCreate replaces os.CreateTemp for the spool's file (tests).
+func spoolCreate(f func(dir, pattern string) (*os.File, error)) Option {
+	return optionFunc(func(c *config) error { c.createTemp = f; return nil })
 }

@@ -101,7 +101,10 @@ type Backend interface {
 	// produces. If name exists, or another writer creates it first, it
 	// returns an error wrapping ErrExists and the existing object is left
 	// unchanged. A write error, or ctx ending, fails the Create and leaves
-	// nothing under name.
+	// nothing under name. Create calls write at most once: a byte payload
+	// streams from its host once and cannot be replayed (a backend that
+	// retries an upload keeps what write produced, as s3store's spool
+	// does).
 	Create(ctx context.Context, name string, write func(io.Writer) error) (Object, error)
 
 	// Replace writes the object name with the bytes write produces,

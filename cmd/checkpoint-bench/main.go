@@ -5,7 +5,8 @@
 // standard library's gzip, Load and Latest for small and large states and
 // the peak heap of a large Load, the first List after Open and List,
 // Latest and Prune in a directory of 10,000 checkpoints, the allocations
-// of a save, and the caller-visible latency of an Async save.
+// of a save, the caller-visible latency of an Async save, and what
+// Encrypt costs a Save, a Load and a first List.
 //
 //	go run ./cmd/checkpoint-bench              # in a temporary directory
 //	go run ./cmd/checkpoint-bench -dir /data   # on the disk the host uses
@@ -29,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -51,15 +53,17 @@ type settings struct {
 	rounds, perRound     int // interleaved comparisons
 	samples              int // single-call latencies
 	compressBudget       time.Duration
+	payload              int64 // the byte payload of payloadHeap
+	sealedSave           int   // the state of the encrypted save row
 }
 
 var (
-	full  = settings{small: 10 << 10, medium: 100 << 10, large: 10 << 20, mega: 1 << 20, files: 10000, coldLists: 9, rounds: 41, perRound: 10, samples: 201, compressBudget: 2 * time.Second}
-	quick = settings{small: 2 << 10, medium: 10 << 10, large: 200 << 10, mega: 20 << 10, files: 300, coldLists: 2, rounds: 3, perRound: 2, samples: 5, compressBudget: 50 * time.Millisecond}
+	full  = settings{small: 10 << 10, medium: 100 << 10, large: 10 << 20, mega: 1 << 20, files: 10000, coldLists: 9, rounds: 41, perRound: 10, samples: 201, compressBudget: 2 * time.Second, payload: 1 << 30, sealedSave: 60 << 10}
+	quick = settings{small: 2 << 10, medium: 10 << 10, large: 200 << 10, mega: 20 << 10, files: 300, coldLists: 2, rounds: 3, perRound: 2, samples: 5, compressBudget: 50 * time.Millisecond, payload: 8 << 20, sealedSave: 6 << 10}
 )
 
 // sectionNames are the measurements' sections, in the order they run.
-var sectionNames = []string{"saves", "largeSave", "retention", "async", "compressors", "loads", "loadHeap", "bigDirectory", "allocations"}
+var sectionNames = []string{"saves", "largeSave", "retention", "async", "compressors", "loads", "loadHeap", "payloadHeap", "bigDirectory", "allocations", "encrypt"}
 
 // row is one line of the table.
 type row struct {
@@ -72,9 +76,22 @@ func run(args []string, out io.Writer) error {
 	dirFlag := fs.String("dir", "", "directory on the disk to measure (default: the system's temporary directory)")
 	quickFlag := fs.Bool("quick", false, "tiny sizes and counts: checks that the command works, measures nothing")
 	keep := fs.Bool("keep", false, "keep the files written")
+	payloadSize := fs.Int64("payload-size", 0, "the size in bytes of the byte payload of payloadHeap (default 1 GiB, with -quick 8 MiB); a plain file of that size is written")
 	only := fs.String("only", "", "comma-separated sections to run (of "+strings.Join(sectionNames, ", ")+"); all if empty")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg := full
 	if *quickFlag {
@@ -92,7 +109,10 @@ func run(args []string, out io.Writer) error {
 	if !*keep {
 		defer os.RemoveAll(dir)
 	}
-	b := &bench{cfg: cfg, dir: dir, ctx: context.Background()}
+	b := &bench{cfg: cfg, dir: dir, ctx: context.Background(), payloadSize: cfg.payload}
+	if *payloadSize > 0 {
+		b.payloadSize = *payloadSize
+	}
 	started := time.Now()
 	loadBefore := loadAverage()
 
@@ -111,7 +131,8 @@ func run(args []string, out io.Writer) error {
 
 	sections := map[string]func() ([]row, error){
 		"saves": b.saves, "largeSave": b.largeSave, "retention": b.retention, "async": b.async, "compressors": b.compressors,
-		"loads": b.loads, "loadHeap": b.loadHeap, "bigDirectory": b.bigDirectory, "allocations": b.allocations,
+		"loads": b.loads, "loadHeap": b.loadHeap, "payloadHeap": b.payloadHeap, "bigDirectory": b.bigDirectory, "allocations": b.allocations,
+		"encrypt": b.encrypt,
 	}
 	names := sectionNames
 	if *only != "" {
@@ -145,6 +166,8 @@ type bench struct {
 	ctx    context.Context
 	worlds map[int]World
 	n      int // directories made
+	// payloadSize is the byte payload's size in payloadHeap.
+	payloadSize int64
 }
 
 // subdir returns a new directory for one measurement.

@@ -40,6 +40,10 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| first List after Open, 300 checkpoints |",
 		"| peak heap of Load beyond the decoded value, plain, 200.3 KB state",
 		"| peak heap of Load beyond the decoded value, zstd, 200.3 KB state",
+		"| Save, encrypted, 6.4 KB state, durable |",
+		"| Load, encrypted, 20.4 KB state |",
+		"| first List after Open, encrypted, 300 checkpoints |",
+		"| first List after Open, encrypted, without the header index, 300 checkpoints |",
 	} {
 		require.Contains(t, text, want)
 	}

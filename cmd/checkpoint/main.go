@@ -8,7 +8,7 @@
 // Usage:
 //
 //	checkpoint ls DIR [--json] [--bytes]
-//	checkpoint show DIR STEP|latest [--state] [--kind KIND | --file NAME]
+//	checkpoint show DIR STEP|latest [--state | --payload] [--kind KIND | --file NAME]
 //	checkpoint verify DIR [--json] [-v]
 //	checkpoint diff DIR A B
 //	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run] [--bytes]
@@ -16,7 +16,12 @@
 //	checkpoint sessions ls ROOT [--json]
 //	checkpoint sessions rm ROOT ID... [--dry-run]
 //	checkpoint sessions prune ROOT --idle DURATION [--dry-run]
+//	checkpoint serve [--addr HOST:PORT] [--write] DIR
+//	checkpoint keygen [-o FILE]
+//	checkpoint rekey --to FILE [--plaintext] [--wait DURATION] DIR
 //	checkpoint help [COMMAND]
+//
+// Every command but keygen also takes --identity FILE (see Encrypted stores).
 //
 // For stores in S3 or S3-compatible object storage, install the build with
 // S3 support instead, github.com/gocheckpoint/checkpoint/s3store/cmd/checkpoint
@@ -61,7 +66,11 @@
 // does; --kind step|final|error|rolling picks the newest of that kind, and
 // --file NAME one file by its name (then STEP may be left out). A step with
 // no checkpoint (pruned, or not due) names the nearest kept steps below and
-// above it.
+// above it. A checkpoint of a byte payload (Store.SaveFrom) shows its header
+// and the payload's size once it has read the payload to its end and
+// verified it; --payload writes the payload itself to stdout, as it is, once
+// verified, and nothing else (a JSON state with --payload is an error).
+// ls marks a byte payload "(byte payload)"; ls --json says "payload".
 //
 // verify reads every checkpoint in full and checks its checksum, format
 // version, header and state, and prints each bad file with the reason (-v
@@ -79,7 +88,11 @@
 //	+ .inventory[3]: "rope"
 //	- .whispers: ["the bells ring for someone still alive"]
 //
-// Two equal states print one line that says so.
+// Two equal states print one line that says so. Array elements are matched
+// by an edit script, so an element inserted in the middle is one addition;
+// for states too big for one, or whose arrays nest too deep (its cost grows
+// exponentially with that depth), arrays are compared index by index
+// instead, and a note on stderr says so.
 //
 // prune applies retention rules, as the library's KeepLast, KeepMultiplesOf,
 // KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
@@ -113,6 +126,91 @@
 // them), and those a writer is running. With --dry-run both print what
 // would go and remove nothing.
 //
+// serve starts a local web server for a store or a root of sessions and
+// prints the address of its page on stdout, one line
+// "checkpoint serve: http://127.0.0.1:PORT/?token=TOKEN"; open it in a
+// browser. It serves until interrupted (Ctrl-C). The page shows the
+// sessions (sortable, damaged ones marked), a run's timeline (a chart of
+// every checkpoint by step: size, time between saves, kind, damaged files,
+// and which checkpoints the retention rules typed into the page would
+// prune), one checkpoint (its header, metadata, metrics, error record and
+// state, a tree opened a node at a time, so that a state of hundreds of
+// megabytes opens without loading it into the page, with search by key or
+// value and each node's path), the diff of two checkpoints of one session
+// or two, and, with --write, forks a session from any step (the root's
+// claim is taken for the fork only). Views update while a program keeps
+// saving. Without --write the server never writes; it opens every store
+// ReadOnly and works beside a running writer. It reads through the same
+// layer as show, diff and ls: a damaged file, a missing step or an
+// unreachable store is an error on the page naming the file and reason.
+//
+// The server listens on 127.0.0.1 and a free port unless --addr says
+// otherwise (an address that is not loopback is noted on stderr: the
+// token is then what keeps others out). Every request must carry the
+// random token of the printed URL (the page keeps it in a cookie scoped
+// to the port): without it the answer is 403 and nothing read. A request
+// must name the server by localhost, an IP address (a loopback one unless
+// the server listens beyond loopback) or the host name given to --addr;
+// one naming another host (DNS rebinding) is refused. No response
+// allows cross-origin reads, a fork is a POST that needs the page's CSRF
+// token from its own origin, and the page renders everything read from
+// disk as text (its Content-Security-Policy runs no script but its own).
+// The page is embedded in the binary: it needs no network and no build.
+//
+// keygen makes an age X25519 identity, the key of an encrypted store
+// (checkpoint.Encrypt), and writes its identity file as age-keygen does
+// (comments, then one AGE-SECRET-KEY-1... line, which age.ParseIdentities
+// and the age tools read) to FILE, created with mode 0600, with -o FILE (an
+// existing FILE is an error: it is never overwritten), or else to stdout. It
+// prints the public key (age1...) and the key ID (checkpoint.KeyID, the name
+// encrypted files and errors give the key) to stderr as comments ("# public
+// key: age1..."); it never prints the secret key.
+//
+// rekey re-encrypts a store, or a root of sessions and every session in it,
+// to the first identity of the identity file --to FILE
+// (checkpoint.Reencrypt): each file encrypted to another key, which one of
+// the --identity identities must open, is rewritten to the new key in one
+// atomic replacement, under the store's writer lock; with --plaintext, the
+// store's plaintext files are encrypted too (the migration of a plaintext
+// store). It prints each file it rewrites as it goes ("rewrote PATH (N so
+// far)") and a summary (rewritten, already current, failed); each file it
+// could not rewrite (damaged, of a key no identity opens, plaintext without
+// --plaintext) is left as it was and named on stderr, and the exit code is
+// then 3. A kill at any instant leaves every file whole, of the old key or
+// the new one, and a second run finishes the work (a run with nothing left
+// to do rewrites nothing). --wait DURATION waits that long for a store's
+// writer lock instead of refusing at once (exit code 4). Once it succeeds,
+// the old identities may be dropped.
+//
+// # Encrypted stores
+//
+// A store written with checkpoint.Encrypt is read with its key's identity:
+// --identity FILE, an age identity file (X25519 identities only), given to
+// any command before its name or among its flags, and repeatable; without
+// the flag, the files listed in the environment variable CHECKPOINT_IDENTITY
+// (separated by the system's list separator, ':' or ';' on Windows). Every
+// identity of every file is read; the first identity of the first file is
+// the current key, which what a command writes (prune, gc, sessions rm and
+// prune, a store's header index or a session's metadata) is encrypted to.
+// With identities, every store and root a command opens, local or remote,
+// is opened encrypted, and reads only files that authenticate.
+//
+// Without an identity that opens it, an encrypted file is not damage, and
+// the commands say what to pass: show, diff and latest fail (exit code 3)
+// naming the key ID the file is encrypted to and telling to pass
+// --identity FILE or set CHECKPOINT_IDENTITY (or, with identities, that none
+// of those given opens it); ls lists such a checkpoint "(encrypted to a key
+// no identity given opens)" with a note on stderr; prune never removes it.
+// With identities, a plaintext file is not read either (rekey --plaintext
+// encrypts it). verify reports each file on its own line: BAD for a damaged
+// one (an encrypted file that fails authentication: a flipped byte, a
+// truncation, a file copied to another step's name), NO KEY for one no
+// identity opens (naming its key), PLAINTEXT for a plaintext file read with
+// identities; each counts as bad (exit code 1); --json gives each file's
+// "problem": damaged, no_key, plaintext or error. An identity file that
+// cannot be read is an error naming it (exit code 3); one that holds no
+// X25519 identity, or another kind of key, a usage error (exit code 2).
+//
 // # Layouts
 //
 // A store recognises only the file names of its layout (WithLayout). The
@@ -128,7 +226,7 @@
 //
 // ls, show, verify, diff and the --dry-run forms open the store ReadOnly: they
 // take no lock and write nothing, so they can run beside the program that
-// writes the store. prune, gc and sessions rm take the store's writer lock; if a program
+// writes the store. prune, gc, rekey and sessions rm take the store's writer lock; if a program
 // holds it they stop with exit code 4 and change nothing (sessions prune
 // skips such a session).
 //
@@ -138,8 +236,10 @@
 //	1  verify: at least one bad checkpoint; diff: the states differ
 //	2  usage: a bad command, flag or argument (the usage is printed)
 //	3  the operation failed: a missing directory or step, a checkpoint that
-//	   does not load, an I/O error; verify: no checkpoint to verify
-//	4  a writer holds the store's lock (prune, gc, sessions rm), or another process is
+//	   does not load (one no identity opens among them), an I/O error, an
+//	   identity file that cannot be read; verify: no checkpoint to verify;
+//	   rekey: a file it could not rewrite
+//	4  a writer holds the store's lock (prune, gc, rekey, sessions rm), or another process is
 //	   creating a session in the root of sessions (gc)
 //
 // Errors go to stderr, naming the file or directory and the reason.

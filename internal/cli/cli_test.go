@@ -133,7 +133,7 @@ func TestLsJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &infos))
 	require.Len(t, infos, 8)
 	want := checkpoint.Info{Step: 3, Kind: checkpoint.KindStep, Time: minute(3), Location: filepath.Join("testdata", "game", "turn_003.json.gz"),
-		Size: 290, Compression: "gzip", Format: 1}
+		Size: 290, Compression: "gzip", Format: 1, Payload: checkpoint.PayloadJSON}
 	//lint:ignore SA1019 the JSON keeps "path" for the tools that read it
 	want.Path = want.Location
 	require.Equal(t, want, infos[2])
@@ -595,8 +595,8 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "step_00000002.json"), nil)
 	writeFile(t, filepath.Join(dir, "step_00000003.json"), good[:len(good)-20])
 	writeFile(t, filepath.Join(dir, "step_00000004.json"), envelope(t, 1, checkpoint.KindStep, minute(4), nil, nil, gameState(1))) // says step 1
-	v3 := resum(bytes.Replace(envelope(t, 5, checkpoint.KindStep, minute(5), nil, nil, gameState(1)), []byte(`{"format":1`), []byte(`{"format":3`), 1))
-	writeFile(t, filepath.Join(dir, "step_00000005.json"), v3)
+	v4 := resum(bytes.Replace(envelope(t, 5, checkpoint.KindStep, minute(5), nil, nil, gameState(1)), []byte(`{"format":1`), []byte(`{"format":4`), 1))
+	writeFile(t, filepath.Join(dir, "step_00000005.json"), v4)
 	writeFile(t, filepath.Join(dir, "step_00000006.json.gz"), []byte{0x1f, 0x8b, 1, 2, 3})
 
 	r := runCLI(t, "verify", dir, "--json")
@@ -613,7 +613,7 @@ func TestVerifyEveryKindOfDamage(t *testing.T) {
 	require.Contains(t, reasons["step_00000002.json"], "empty file")
 	require.Contains(t, reasons["step_00000003.json"], "no checksum trailer")
 	require.Contains(t, reasons["step_00000004.json"], "header says step 1")
-	require.Contains(t, reasons["step_00000005.json"], "unsupported format version 3")
+	require.Contains(t, reasons["step_00000005.json"], "unsupported format version 4")
 	require.Contains(t, reasons["step_00000006.json.gz"], "gzip")
 }
 
@@ -636,7 +636,7 @@ func TestVerifySessions(t *testing.T) {
 	r = runCLI(t, "verify", "testdata/campaign", "--json")
 	var rep verifyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
-	require.Equal(t, fileResult{Path: filepath.FromSlash("testdata/campaign/003/session.json"), Session: "003", Kind: "session", Error: "corrupt checkpoint: missing session.json"}, rep.Files[0])
+	require.Equal(t, fileResult{Path: filepath.FromSlash("testdata/campaign/003/session.json"), Session: "003", Kind: "session", Problem: "damaged", Error: "corrupt checkpoint: missing session.json"}, rep.Files[0])
 	require.Equal(t, "002", rep.Files[3].Session)
 }
 
@@ -729,11 +729,13 @@ func TestDiffStates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			require.Equal(t, tt.want, diffStates(decode(tt.a), decode(tt.b)))
+			lines, exact := diffStates(decode(tt.a), decode(tt.b))
+			require.True(t, exact)
+			require.Equal(t, tt.want, lines)
 		})
 	}
 	long := `"` + strings.Repeat("é", 100) + `"`
-	got := diffStates(decode(`{"a":1}`), decode(`{"a":1,"b":`+long+`}`))
+	got, _ := diffStates(decode(`{"a":1}`), decode(`{"a":1,"b":`+long+`}`))
 	require.Len(t, got, 1)
 	require.True(t, strings.HasPrefix(got[0], `+ .b: "éé`))
 	require.True(t, strings.HasSuffix(got[0], "é... (202 bytes)"), got[0])
@@ -1059,6 +1061,8 @@ func TestUsageAndHelp(t *testing.T) {
 		Print the paths at which the states of steps A and B differ.
 
 		Flags (before or after the arguments):
+		  --identity FILE
+		    	an age identity FILE that reads encrypted stores (repeatable: the first key is the one written to); without it, the files listed in CHECKPOINT_IDENTITY
 		  --layout LAYOUT
 		    	the store's file LAYOUT: PREFIX/DIGITS (turn/3) or PREFIX; inferred from the file names if not set
 	`), r.stdout)

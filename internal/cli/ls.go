@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path"
@@ -42,7 +43,8 @@ var lsCommand = command{
 }
 
 func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
-	st, err := t.open(ctx, t.dir, t.options(checkpoint.ReadOnly())...)
+	keyErrs := &headerErrors{}
+	st, err := t.open(ctx, t.dir, t.options(checkpoint.ReadOnly(), checkpoint.WithLogger(slog.New(keyErrs)))...)
 	if err != nil {
 		return err
 	}
@@ -55,8 +57,10 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		if infos == nil {
 			infos = []checkpoint.Info{}
 		}
+		defer c.noteKeyErrors(keyErrs.keyErrs())
 		return c.printJSON(infos)
 	}
+	defer c.noteKeyErrors(keyErrs.keyErrs())
 	if len(infos) == 0 {
 		c.noCheckpoints(ctx, c.stdout, "%s\n", t)
 		return nil
@@ -79,6 +83,12 @@ func (c *cli) lsStore(ctx context.Context, t target, asJSON, exact bool) error {
 		when, meta := c.when(info.Time), formatMeta(info.Meta)
 		if info.Format == 0 {
 			when, meta = "-", "(unreadable header: see checkpoint verify)"
+			if err := keyErrs.of(info.Location); keyProblem(err) != "" {
+				meta = "(" + keyProblem(err) + ")"
+			}
+		}
+		if info.Payload == checkpoint.PayloadBytes {
+			meta = strings.TrimSpace("(byte payload) " + meta)
 		}
 		metrics := ""
 		if withMetrics {
@@ -121,10 +131,30 @@ type sessionJSON struct {
 	ParentStep  *int64             `json:"parent_step,omitempty"`
 	Meta        map[string]string  `json:"meta,omitempty"`
 	Checkpoints int                `json:"checkpoints"`
+	Size        int64              `json:"size"`
 	LastStep    *int64             `json:"last_step,omitempty"`
+	LastKind    checkpoint.Kind    `json:"last_kind,omitempty"`
 	LastSaved   *time.Time         `json:"last_saved,omitempty"`
 	LastMetrics map[string]float64 `json:"last_metrics,omitempty"`
 	Error       string             `json:"error,omitempty"`
+}
+
+// toSessionJSON returns s as ls --json prints it.
+func toSessionJSON(s checkpoint.Session) sessionJSON {
+	j := sessionJSON{ID: s.ID, Dir: s.Dir, Active: s.Active(), Parent: s.Parent, Meta: s.Meta, Checkpoints: s.Checkpoints, Size: s.Size}
+	if !s.Created.IsZero() {
+		j.Created, j.Updated = &s.Created, &s.Updated
+	}
+	if s.Parent != "" {
+		j.ParentStep = &s.ParentStep
+	}
+	if !s.LastSaved.IsZero() {
+		j.LastStep, j.LastKind, j.LastSaved, j.LastMetrics = &s.LastStep, s.LastKind, &s.LastSaved, s.LastMetrics
+	}
+	if s.Err != nil {
+		j.Error = s.Err.Error()
+	}
+	return j
 }
 
 func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
@@ -137,23 +167,11 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	defer c.noteKeyErrors(sessionKeyErrors(list))
 	if asJSON {
 		out := make([]sessionJSON, 0, len(list))
 		for _, s := range list {
-			j := sessionJSON{ID: s.ID, Dir: s.Dir, Active: s.Active(), Parent: s.Parent, Meta: s.Meta, Checkpoints: s.Checkpoints}
-			if !s.Created.IsZero() {
-				j.Created, j.Updated = &s.Created, &s.Updated
-			}
-			if s.Parent != "" {
-				j.ParentStep = &s.ParentStep
-			}
-			if !s.LastSaved.IsZero() {
-				j.LastStep, j.LastSaved, j.LastMetrics = &s.LastStep, &s.LastSaved, s.LastMetrics
-			}
-			if s.Err != nil {
-				j.Error = s.Err.Error()
-			}
-			out = append(out, j)
+			out = append(out, toSessionJSON(s))
 		}
 		return c.printJSON(out)
 	}
@@ -176,7 +194,7 @@ func (c *cli) lsSessions(ctx context.Context, t target, asJSON bool) error {
 			parent = fmt.Sprintf("%s@%d", quoteIfNeeded(s.Parent), s.ParentStep)
 		}
 		if s.Err != nil {
-			meta = strings.TrimSpace(meta + " (damaged: " + printable(reason(s.Err)) + ")")
+			meta = strings.TrimSpace(meta + " (" + sessionErrText(s.Err) + ")")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", sessionLabel(s), s.Checkpoints, last, saved, created, parent, meta)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -126,10 +127,14 @@ func parseDuration(flagName, s string) (time.Duration, error) {
 }
 
 func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dryRun, exact bool) error {
-	opts := t.options(rules...)
+	// Files no identity opens are never pruned (they do not count toward
+	// retention): a note says so, and what to pass.
+	keyErrs := &headerErrors{}
+	opts := t.options(append(rules, checkpoint.WithLogger(slog.New(keyErrs)))...)
 	if dryRun {
 		opts = append(opts, checkpoint.ReadOnly())
 	}
+	defer func() { c.noteKeyErrors(keyErrs.keyErrs()) }()
 	st, err := t.open(ctx, t.dir, opts...)
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLocked) {

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -37,9 +38,11 @@ type command struct {
 	args    string // the arguments after the name, for usage
 	summary string
 	flags   func(fs *flag.FlagSet) func(ctx context.Context, c *cli, args []string) error
+	// noKeys: the command opens no store, and takes no --identity.
+	noKeys bool
 }
 
-var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand, sessionsCommand}
+var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand, sessionsCommand, serveCommand, keygenCommand, rekeyCommand}
 
 // A Remote opens the stores at locations of one URL scheme, such as
 // s3://bucket/prefix, as Backends. Open is called once for every store a
@@ -63,6 +66,12 @@ type cli struct {
 	remotes        []Remote
 	now            time.Time           // for the age of a save time
 	skipped        []*checkpoint.Error // damaged checkpoints a load passed over
+
+	identityFiles identityFlag        // --identity
+	getenv        func(string) string // os.Getenv, for CHECKPOINT_IDENTITY
+	keys          keyring             // loaded by identities
+	keysErr       error
+	keysLoaded    bool
 }
 
 // notef writes a note to stderr, made printable: notes name files.
@@ -109,11 +118,33 @@ func (e lockedError) Unwrap() error { return e.err }
 // (one with Open set); without one, it is a usage error that says what to
 // install (Missing).
 func Run(args []string, stdout, stderr io.Writer, remotes ...Remote) int {
-	return runAt(time.Now(), args, stdout, stderr, remotes)
+	return runContext(context.Background(), time.Now(), args, stdout, stderr, remotes)
+}
+
+// RunContext is Run with a context: serve, which runs until it is
+// interrupted, also stops when ctx is done.
+func RunContext(ctx context.Context, args []string, stdout, stderr io.Writer, remotes ...Remote) int {
+	return runContext(ctx, time.Now(), args, stdout, stderr, remotes)
 }
 
 // runAt is Run with the time that save times' ages are counted from.
 func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
+	return runContext(context.Background(), now, args, stdout, stderr, remotes)
+}
+
+// runContext is runAt with a context: serve stops when it is done.
+func runContext(ctx context.Context, now time.Time, args []string, stdout, stderr io.Writer, remotes []Remote) int {
+	if len(args) == 0 {
+		usage(stderr, remotes)
+		return exitUsage
+	}
+	var ids identityFlag
+	args, err := leadingIdentities(args, &ids)
+	if err != nil {
+		fmt.Fprintf(stderr, "checkpoint: %s\n", err)
+		usage(stderr, remotes)
+		return exitUsage
+	}
 	if len(args) == 0 {
 		usage(stderr, remotes)
 		return exitUsage
@@ -133,6 +164,9 @@ func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Rem
 		}
 		fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 		cmd.flags(fs)
+		if !cmd.noKeys {
+			addIdentityFlag(fs, new(identityFlag))
+		}
 		commandUsage(stdout, cmd, fs)
 		return exitOK
 	}
@@ -145,16 +179,22 @@ func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Rem
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	do := cmd.flags(fs)
+	if !cmd.noKeys {
+		addIdentityFlag(fs, &ids)
+	} else if len(ids) > 0 {
+		fmt.Fprintf(stderr, "checkpoint %s: --identity is not a flag of %s\n", cmd.name, cmd.name)
+		return exitUsage
+	}
 	pos, err := parseFlags(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		commandUsage(stdout, cmd, fs)
 		return exitOK
 	}
-	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name, now: now, remotes: remotes}
+	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name, now: now, remotes: remotes, identityFiles: ids, getenv: os.Getenv}
 	if err != nil {
 		err = usageError{err.Error()}
 	} else {
-		err = do(context.Background(), c, pos)
+		err = do(ctx, c, pos)
 	}
 	var code exitCode
 	var uerr usageError
@@ -179,6 +219,9 @@ func runAt(now time.Time, args []string, stdout, stderr io.Writer, remotes []Rem
 			msg = "checkpoint " + cmd.name + ": " + msg
 		}
 		fmt.Fprintln(stderr, msg)
+		if hint := c.keyHint(err); hint != "" {
+			fmt.Fprintf(stderr, "checkpoint %s: %s\n", cmd.name, hint)
+		}
 		return exitFailed
 	}
 }
@@ -285,9 +328,17 @@ func usage(w io.Writer, remotes []Remote) {
 	fmt.Fprint(w, `  checkpoint help   [COMMAND]
 
 DIR is a store's directory or a root of sessions. Flags may come before or
-after the arguments. Only prune, gc and sessions rm|prune write, and they
-take the store's writer lock; the others open stores read-only, safe beside
-a running program.
+after the arguments. Only prune, gc, rekey and sessions rm|prune write, and
+they take the store's writer lock; the others open stores read-only, safe
+beside a running program.
+
+Encrypted stores (checkpoint.Encrypt) are read with --identity FILE, an age
+identity file (checkpoint keygen makes one), given to any command, before
+its name or among its flags, and repeatable; without it, the files listed in
+`+identityEnv+` (separated by '`+string(os.PathListSeparator)+`'). Every identity is read; the
+first is the current key: what a command writes is encrypted to it.
+rekey --to FILE re-encrypts a store (or a root of sessions) to a new key,
+file by file, and --plaintext encrypts a plaintext one.
 `)
 	for _, p := range paragraphs {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(p, "\n"))
@@ -295,8 +346,9 @@ a running program.
 	fmt.Fprint(w, `
 Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
 2 usage error; 3 failure (missing directory or step, I/O, unloadable
-checkpoint); 4 a writer holds the store's lock (prune, gc, sessions rm), or a session
-is being made in the root (gc).
+checkpoint, a file rekey could not rewrite); 4 a writer holds the store's
+lock (prune, gc, rekey, sessions rm), or a session is being made in the
+root (gc).
 `)
 }
 

@@ -105,6 +105,7 @@ func (c *cli) sessionsLs(ctx context.Context, t target, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	defer c.noteKeyErrors(sessionKeyErrors(list))
 	if len(list) == 0 {
 		fmt.Fprintf(c.stdout, "no sessions in %s\n", printable(t.dir))
 		return nil
@@ -143,7 +144,7 @@ func sessionNote(s checkpoint.Session) string {
 		notes = append(notes, "pinned: "+printable(s.Meta[checkpoint.PinMeta]))
 	}
 	if s.Err != nil {
-		notes = append(notes, "damaged: "+printable(reason(s.Err)))
+		notes = append(notes, sessionErrText(s.Err))
 	}
 	return strings.Join(notes, "; ")
 }
@@ -266,4 +267,14 @@ func (c *cli) sessionsPrune(ctx context.Context, t target, idle time.Duration, d
 	}
 	fmt.Fprintf(c.stdout, "removed %d sessions inactive for longer than %s from %s (pinned, damaged and running ones stay)\n", len(removed), idle, printable(t.dir))
 	return nil
+}
+
+// sessionErrText says what keeps a session from being read: "damaged: "
+// and why, or, for a session.json no identity opens (or a plaintext one
+// read with identities), the error alone, which says so.
+func sessionErrText(err error) string {
+	if keyProblem(err) != "" {
+		return printable(reason(err))
+	}
+	return "damaged: " + printable(reason(err))
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,9 +20,10 @@ import (
 var showCommand = command{
 	name:    "show",
 	args:    "DIR STEP|latest",
-	summary: "print a checkpoint's header and its state as indented JSON",
+	summary: "print a checkpoint's header and its state as indented JSON (a byte payload: its size, or with --payload its bytes)",
 	flags: func(fs *flag.FlagSet) func(context.Context, *cli, []string) error {
 		stateOnly := fs.Bool("state", false, "print the state alone (for jq)")
+		payload := fs.Bool("payload", false, "write the checkpoint's byte payload to stdout as it is, once verified, and nothing else")
 		kind := fs.String("kind", "", "show the newest checkpoint of this `KIND` (of the step, or that loads for latest): step, final, error or rolling")
 		file := fs.String("file", "", "show the checkpoint file `NAME` (STEP may be left out)")
 		layout := layoutFlag(fs)
@@ -32,6 +34,9 @@ var showCommand = command{
 				}
 			} else if err := wantArgs(args, 2, "DIR", "STEP"); err != nil {
 				return err
+			}
+			if *stateOnly && *payload {
+				return usagef("--state and --payload exclude each other")
 			}
 			sel := selector{kind: checkpoint.Kind(*kind), file: *file}
 			if sel.kind != "" && sel.file != "" {
@@ -53,10 +58,22 @@ var showCommand = command{
 			}
 			defer st.Close()
 			state, info, err := c.load(ctx, st, t.layout, sel)
+			if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+				c.noteSkipped()
+				if *stateOnly {
+					// --state promises JSON for jq: a byte payload has none.
+					return err
+				}
+				return c.showPayload(ctx, st, err, *payload)
+			}
 			if err != nil {
 				return err
 			}
 			c.noteSkipped()
+			if *payload {
+				return &checkpoint.Error{Op: "show", Step: info.Step, HasStep: true, Path: info.Location,
+					Err: fmt.Errorf("%w: a JSON state, not a byte payload (show it without --payload)", checkpoint.ErrPayloadMismatch)}
+			}
 			if !*stateOnly {
 				printHeader(c, info)
 				fmt.Fprintln(c.stdout, "state:")
@@ -93,8 +110,11 @@ func parseStep(s string) (step int64, latest bool, err error) {
 // Latest passes over on its way to one that loads, for noteSkipped.
 func (c *cli) skippedHook() checkpoint.Option {
 	return checkpoint.WithHooks(checkpoint.Hooks{OnError: func(err error) {
+		// Where Latest stops (a byte payload that verified, a newer
+		// schema, a failed migration) is its answer, not a skip.
+		stop := errors.Is(err, checkpoint.ErrPayloadMismatch) || errors.Is(err, checkpoint.ErrNewerSchema) || errors.Is(err, checkpoint.ErrMigration)
 		var e *checkpoint.Error
-		if errors.As(err, &e) && e.Op == "latest" && e.HasStep {
+		if !stop && errors.As(err, &e) && e.Op == "latest" && e.HasStep {
 			c.skipped = append(c.skipped, e)
 		}
 	}})
@@ -161,6 +181,9 @@ func (c *cli) load(ctx context.Context, st *checkpoint.Store[json.RawMessage], l
 		}
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed since the listing
+		}
+		if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+			return nil, checkpoint.Info{}, err // a byte payload that verified: show it
 		}
 		if e, ok := err.(*checkpoint.Error); ok {
 			c.skipped = append(c.skipped, e)
@@ -265,5 +288,45 @@ func printIndented(c *cli, v json.RawMessage) error {
 		return err
 	}
 	_, err := c.stdout.Write(append(safeJSON(b.Bytes()), '\n'))
+	return err
+}
+
+// showPayload shows the byte payload whose load as a state failed with
+// mismatch (an error naming its file): its header and size once it has
+// read it to its end and verified it, or with raw, its bytes, written to
+// stdout as they are once verified (a second read, which verifies again:
+// if the file changed in between, the command fails after writing them).
+func (c *cli) showPayload(ctx context.Context, st *checkpoint.Store[json.RawMessage], mismatch error, raw bool) error {
+	var e *checkpoint.Error
+	if !errors.As(mismatch, &e) {
+		return mismatch
+	}
+	infos, err := st.List(ctx)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(infos, func(info checkpoint.Info) bool { return info.Location == e.Path })
+	if i < 0 {
+		return mismatch // removed since the load
+	}
+	r, info, err := st.OpenPayloadExact(ctx, infos[i])
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, r)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	if !raw {
+		printHeader(c, info)
+		fmt.Fprintf(c.stdout, "%-11s %s (%d bytes, byte payload: show --payload writes it)\n", "payload:", size(n, false), n)
+		return nil
+	}
+	if r, _, err = st.OpenPayloadExact(ctx, info); err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = io.Copy(c.stdout, r)
 	return err
 }

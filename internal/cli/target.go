@@ -31,11 +31,16 @@ type target struct {
 	// empty: no file of any layout was found and none was given; the
 	// writing commands leave such a directory alone.
 	empty bool
+	// enc is Encrypt with the command's identities (--identity,
+	// CHECKPOINT_IDENTITY), or nothing without identities.
+	enc []checkpoint.Option
 }
 
-// options returns the options that open the target's stores.
+// options returns the options that open the target's stores: its layout,
+// its encryption, and more.
 func (t target) options(more ...checkpoint.Option) []checkpoint.Option {
-	return append([]checkpoint.Option{t.layout.Option()}, more...)
+	opts := append([]checkpoint.Option{t.layout.Option()}, t.enc...)
+	return append(opts, more...)
 }
 
 // open opens the store in dir (t.dir, or a session's directory in it) with
@@ -81,6 +86,11 @@ func schemeOf(loc string) string {
 // that names the most files, with a note on stderr if there are others.
 func (c *cli) resolve(ctx context.Context, dir, layoutArg string) (target, error) {
 	t := target{dir: dir}
+	enc, err := c.encryption()
+	if err != nil {
+		return t, err
+	}
+	t.enc = enc
 	if scheme := schemeOf(dir); scheme != "" {
 		return c.resolveRemote(ctx, t, scheme, layoutArg)
 	}
@@ -263,13 +273,20 @@ func openAnySchema(ctx context.Context, t target, dir string, upTo int, opts ...
 		return st, infos, nil
 	}
 	st.Close()
+	st, err = t.open(ctx, dir, append(opts, readSchemas(upTo))...)
+	return st, infos, err
+}
+
+// readSchemas is WithSchema(upTo) with migrations that return their
+// input: a store opened with it reads the states of every schema up to
+// upTo as they were saved.
+func readSchemas(upTo int) checkpoint.Option {
 	keep := func(state json.RawMessage) (json.RawMessage, error) { return state, nil }
 	chain := make([]checkpoint.Migration, upTo)
 	for i := range chain {
 		chain[i] = checkpoint.Migration{From: i, Migrate: keep}
 	}
-	st, err = t.open(ctx, dir, append(opts, checkpoint.WithSchema(upTo, chain...))...)
-	return st, infos, err
+	return checkpoint.WithSchema(upTo, chain...)
 }
 
 // parseLayout parses --layout: PREFIX/DIGITS or PREFIX (Digits 0).

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/gocheckpoint/checkpoint"
 )
@@ -43,6 +45,9 @@ var verifyCommand = command{
 			} else {
 				r.print(c, *verbose)
 			}
+			if len(r.keyErrs) > 0 {
+				fmt.Fprintf(c.stderr, "checkpoint verify: %s\n", c.keyHint(errors.Join(r.keyErrs...)))
+			}
 			switch {
 			case err != nil:
 				return err
@@ -71,7 +76,16 @@ type verifyReport struct {
 	Files   []fileResult `json:"files"`
 	Notes   []fileNote   `json:"notes"`
 
-	schema int // --schema; -1 reads every schema
+	schema  int     // --schema; -1 reads every schema
+	keyErrs []error // the files no identity opens, or plaintext
+}
+
+// appendKeyErr appends err to errs if it is ErrNoKey or ErrPlaintext.
+func appendKeyErr(errs []error, err error) []error {
+	if keyProblem(err) != "" {
+		return append(errs, err)
+	}
+	return errs
 }
 
 // fileResult is the verdict on one checkpoint file, or on a session's
@@ -84,7 +98,25 @@ type fileResult struct {
 	Schema  int    `json:"schema,omitempty"`
 	OK      bool   `json:"ok"`
 	Newer   bool   `json:"newer_schema,omitempty"` // not OK, but not bad: see --schema
+	// Problem says why a bad file is bad: "damaged" (ErrCorrupt: an
+	// encrypted file that fails authentication among them), "no_key" (no
+	// identity given opens it: ErrNoKey), "plaintext" (ErrPlaintext:
+	// a plaintext file read with identities), or "error" (any other).
+	Problem string `json:"problem,omitempty"`
 	Error   string `json:"error,omitempty"`
+}
+
+// problem classifies the error of a bad file for fileResult.Problem.
+func problem(err error) string {
+	switch {
+	case errors.Is(err, checkpoint.ErrNoKey):
+		return "no_key"
+	case errors.Is(err, checkpoint.ErrPlaintext):
+		return "plaintext"
+	case errors.Is(err, checkpoint.ErrCorrupt):
+		return "damaged"
+	}
+	return "error"
 }
 
 // fileNote is a file that is not a checkpoint but worth knowing about.
@@ -107,7 +139,7 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 	}
 	defer st.Close()
 	for _, info := range infos {
-		_, _, err := st.LoadExact(ctx, info)
+		err := verifyCheckpoint(ctx, st, info)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed or replaced by a writer since the listing
 		}
@@ -118,8 +150,9 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 			res.Newer, res.Error = true, reason(err)
 			r.Newer++
 		case err != nil:
-			res.Error = reason(err)
+			res.Error, res.Problem = reason(err), problem(err)
 			r.Bad++
+			r.keyErrs = appendKeyErr(r.keyErrs, err)
 		}
 		r.Checked++
 		r.Files = append(r.Files, res)
@@ -137,6 +170,21 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 	return nil
 }
 
+// verifyCheckpoint reads the checkpoint info of st in full, which
+// verifies it: its checksum, header and state, or its byte payload.
+func verifyCheckpoint(ctx context.Context, st *checkpoint.Store[json.RawMessage], info checkpoint.Info) error {
+	_, _, err := st.LoadExact(ctx, info)
+	if errors.Is(err, checkpoint.ErrPayloadMismatch) {
+		// A byte payload: read to its end, which verifies it.
+		var r io.ReadCloser
+		if r, _, err = st.OpenPayloadExact(ctx, info); err == nil {
+			_, err = io.Copy(io.Discard, r)
+			r.Close()
+		}
+	}
+	return err
+}
+
 // verifySessions verifies each session's metadata and store.
 func (r *verifyReport) verifySessions(ctx context.Context, t target) error {
 	root, err := t.openSessions(ctx, t.options(checkpoint.ReadOnly())...)
@@ -152,15 +200,17 @@ func (r *verifyReport) verifySessions(ctx context.Context, t target) error {
 		meta := fileResult{Path: joinName(s.Dir, "session.json"), Session: s.ID, Kind: "session", OK: true}
 		if s.Err != nil {
 			meta.Path = pathOf(s.Err, s.Dir)
-			meta.OK, meta.Error = false, reason(s.Err)
+			meta.OK, meta.Error, meta.Problem = false, reason(s.Err), problem(s.Err)
 			r.Bad++
+			r.keyErrs = appendKeyErr(r.keyErrs, s.Err)
 		}
 		r.Checked++
 		r.Files = append(r.Files, meta)
 		if err := r.verifyStore(ctx, t, s.Dir, s.ID); err != nil && s.Err == nil {
 			// One unreadable session does not hide the others (s.Err,
 			// if set, already says why it is unreadable).
-			r.Files = append(r.Files, fileResult{Path: pathOf(err, s.Dir), Session: s.ID, Kind: "session", Error: reason(err)})
+			r.Files = append(r.Files, fileResult{Path: pathOf(err, s.Dir), Session: s.ID, Kind: "session", Error: reason(err), Problem: problem(err)})
+			r.keyErrs = appendKeyErr(r.keyErrs, err)
 			r.Bad++
 			r.Checked++
 		}
@@ -174,6 +224,10 @@ func (r verifyReport) print(c *cli, verbose bool) {
 		switch {
 		case f.Newer:
 			fmt.Fprintf(tw, "newer schema\t%s\t%s\n", printable(f.Path), printable(f.Error))
+		case f.Problem == "no_key":
+			fmt.Fprintf(tw, "NO KEY\t%s\t%s\n", printable(f.Path), printable(f.Error))
+		case f.Problem == "plaintext":
+			fmt.Fprintf(tw, "PLAINTEXT\t%s\t%s\n", printable(f.Path), printable(f.Error))
 		case !f.OK:
 			fmt.Fprintf(tw, "BAD\t%s\t%s\n", printable(f.Path), printable(f.Error))
 		case verbose:
@@ -190,6 +244,21 @@ func (r verifyReport) print(c *cli, verbose bool) {
 	newer := ""
 	if r.Newer > 0 {
 		newer = fmt.Sprintf(", %d of a newer schema", r.Newer)
+	}
+	noKey, plain := 0, 0
+	for _, f := range r.Files {
+		switch f.Problem {
+		case "no_key":
+			noKey++
+		case "plaintext":
+			plain++
+		}
+	}
+	if noKey > 0 {
+		newer += fmt.Sprintf(", %d encrypted to a key no identity given opens", noKey)
+	}
+	if plain > 0 {
+		newer += fmt.Sprintf(", %d not encrypted", plain)
 	}
 	fmt.Fprintf(c.stdout, "%s checked in %s (layout %s): %d ok, %d bad%s\n", files(r.Checked), printable(r.Dir), r.Layout, r.Checked-r.Bad-r.Newer, r.Bad, newer)
 }

@@ -32,8 +32,9 @@ const Version = 2
 
 // SupportedFormat reports whether this package reads envelopes of format v.
 // Format 1 (a SHA-256 trailer) loads forever; format 2 differs from it only
-// in its checksum (CRC-32C).
-func SupportedFormat(v int) bool { return v == 1 || v == 2 }
+// in its checksum (CRC-32C); format 3 is format 2 holding a byte payload
+// (see PayloadVersion).
+func SupportedFormat(v int) bool { return v == 1 || v == 2 || v == PayloadVersion }
 
 // MaxHeaderSize bounds how many decompressed bytes List reads to find a
 // file's header.
@@ -200,7 +201,7 @@ func ParseEnvelope(data []byte) (Header, []byte, error) {
 	if err != nil {
 		return h, nil, err
 	}
-	if h.Format != t.format {
+	if want := TrailerOf(h.Format); t.format != want.format {
 		return h, nil, Damaged("format %d with the checksum of format %d (%s)", h.Format, t.format, t.name())
 	}
 	// The header stopped after the "state" key: the value follows its
@@ -208,6 +209,9 @@ func ParseEnvelope(data []byte) (Header, []byte, error) {
 	rest := bytes.TrimLeft(body[keyEnd:], " \t\r\n")
 	if len(rest) == 0 || rest[0] != ':' {
 		return h, nil, Damaged("no state")
+	}
+	if IsPayload(h.Format) {
+		return h, rest[1:], nil // every byte up to the trailer, none may be
 	}
 	// A null state is a nil one, saved as such: the checksum vouches for
 	// it, and Schema.Decode loads it only into a type that can be nil.

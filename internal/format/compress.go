@@ -249,42 +249,27 @@ func (c *Codec) WriteEnvelope(w io.Writer, h Header, state []byte) error {
 	if c.comp == CompressNone {
 		return writeParts(w, [][]byte{head, state, tail})
 	}
+	// The content size goes into a zstd frame's header: the window is
+	// sized to the file and the decoder can check the length.
+	return c.compressTo(w, int64(len(head)+len(state)+len(tail)), func(zw io.Writer) error {
+		return writeParts(zw, [][]byte{head, state, tail})
+	})
+}
 
-	bw := c.getWriter(w)
-	defer func() { bw.Reset(nil); c.writers.put(bw) }()
-	var zw io.WriteCloser
-	switch c.comp {
-	case CompressGzip:
-		gw, ok := c.gzipW.get()
-		if !ok {
-			gw = gzip.NewWriter(bw)
-		} else {
-			gw.Reset(bw)
-		}
-		defer func() { gw.Reset(nil); c.gzipW.put(gw) }()
-		zw = gw
-	case CompressZstd:
-		ze, ok := c.zstdW.get()
-		if !ok {
-			// One goroutine-free encoder at the default level, of a
-			// ZstdWindow window, allocating it as the data needs it.
-			if ze, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(ZstdWindow)); err != nil {
-				return fmt.Errorf("create zstd encoder: %w", err)
-			}
-		}
-		// The content size goes into the frame header: the window is
-		// sized to the file and the decoder can check the length.
-		ze.ResetContentSize(bw, int64(len(head)+len(state)+len(tail)))
-		defer func() { ze.Reset(nil); c.zstdW.put(ze) }()
-		zw = ze
+func newGzipWriter(w io.Writer) *gzip.Writer { return gzip.NewWriter(w) }
+
+// zstdEncoder returns a spare zstd encoder, or a new one: goroutine-free,
+// at the default level, of a ZstdWindow window, allocating it as the data
+// needs it. Give it back with c.zstdW.put.
+func (c *Codec) zstdEncoder() (*zstd.Encoder, error) {
+	if ze, ok := c.zstdW.get(); ok {
+		return ze, nil
 	}
-	if err := writeParts(zw, [][]byte{head, state, tail}); err != nil {
-		return err
+	ze, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(ZstdWindow))
+	if err != nil {
+		return nil, fmt.Errorf("create zstd encoder: %w", err)
 	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return ze, nil
 }
 
 func writeParts(w io.Writer, parts [][]byte) error {
@@ -344,9 +329,12 @@ func (c *Codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 		releaseBuf()
 		return stream{}, err
 	}
-	magic, err := br.Peek(len(ZstdMagic))
+	magic, err := br.Peek(SealedLen)
 	if err != nil && err != io.EOF {
 		return fail(corruptIO(err))
+	}
+	if err := Sealed(magic); err != nil {
+		return fail(err)
 	}
 	st := stream{comp: Sniff(magic), hint: -1}
 	switch st.comp {
@@ -372,8 +360,11 @@ func (c *Codec) openBuffered(r io.Reader, size int64, readers *spares[*bufio.Rea
 		if err != nil {
 			return fail(err)
 		}
-		if content > c.MaxRead {
-			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, the limit is %d (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, content, c.MaxRead))
+		// The most any file within the limit holds: a byte payload of
+		// MaxRead bytes with its header and trailer (a state's file is
+		// held to MaxRead by its own reads).
+		if most := c.MaxRead + int64(MaxHeaderSize+TrailerLenV2); content > most {
+			return fail(fmt.Errorf("%w: %w: the zstd frame holds %d bytes, more than the %d of a file whose payload is within the limit of %d (see WithMaxReadSize)", ErrCorrupt, ErrTooLarge, content, most, c.MaxRead))
 		}
 		st.hint = content
 		// A frame of a small window is decoded by a spare decoder that
@@ -468,14 +459,28 @@ func gzipSize(r io.Reader, size int64) int64 {
 // bytes, which are valid only during the call. It returns an ErrCorrupt
 // error for anything wrong with the bytes (marked as damage when it proves
 // the file damaged: see IsDamage), an operating system error as it is, and
-// use's error.
+// use's error. A byte payload (format 3) is not read into memory: it is
+// verified as it streams, whatever its size (its payload bounded by the
+// read limit), and use gets its header and a nil state.
 func (c *Codec) Read(r io.Reader, size int64, use func(h Header, state []byte) error) error {
 	st, err := c.openStream(r, size)
 	if err != nil {
 		return err
 	}
+	hb := make([]byte, 0, headerBufSize)
+	h, data, keyEnd, long, err := readHeader(st.r, hb)
+	if err == nil && !long && IsPayload(h.Format) {
+		// A byte payload is verified as it streams, whatever its size:
+		// use gets no bytes.
+		p := newPayloadReader(st, data, keyEnd, c.MaxRead)
+		defer p.Close()
+		if _, err := p.VerifyPayload(); err != nil {
+			return err
+		}
+		return use(h, nil)
+	}
 	defer st.release()
-	return c.readOpened(st.r, st, use)
+	return c.readOpened(io.MultiReader(bytes.NewReader(data), st.r), st, use)
 }
 
 // readOpened is read of the stream st, whose decompressed bytes r reads

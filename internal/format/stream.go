@@ -210,7 +210,9 @@ func (c *checksumReader) verify() (ok bool, err error) {
 // and streams); where the stream cannot conclude, the file is read again
 // from reopen, the buffered way, and that read's answer is returned.
 // reopen's reader is closed before LoadState returns. v holds the state
-// only if the error is nil: it is zeroed otherwise.
+// only if the error is nil: it is zeroed otherwise. A byte payload holds no
+// state: once it verifies (streamed, whatever its size) and check accepts
+// its header, the error wraps ErrPayloadMismatch.
 func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header) error, v any, reopen func() (io.ReadCloser, int64, error)) (_ Header, err error) {
 	defer func() {
 		if err != nil {
@@ -224,6 +226,9 @@ func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header
 			h = got
 			if err := check(h); err != nil {
 				return err
+			}
+			if IsPayload(h.Format) {
+				return errNotState
 			}
 			return sc.Decode(h.Schema, state, v)
 		})
@@ -239,6 +244,26 @@ func (c *Codec) LoadState(r io.Reader, size int64, sc *Schema, check func(Header
 		return h, corruptIO(err)
 	}
 	rest := io.MultiReader(bytes.NewReader(pre[:n]), st.r)
+	if string(pre[:n]) == PayloadPrefix {
+		// A byte payload, verified as it streams whatever its size: no
+		// state to decode, but a good file is no damage either.
+		got, data, keyEnd, long, err := readHeader(rest, make([]byte, 0, headerBufSize))
+		if err != nil || long || !IsPayload(got.Format) {
+			// The buffered read decides what that means.
+			err := buffered(io.MultiReader(bytes.NewReader(data), rest), st)
+			st.release()
+			return h, err
+		}
+		p := newPayloadReader(stream{r: rest, release: st.release}, data, keyEnd, c.MaxRead)
+		defer p.Close()
+		if _, err := p.VerifyPayload(); err != nil {
+			return got, err
+		}
+		if err := check(got); err != nil {
+			return got, err
+		}
+		return got, errNotState
+	}
 	if c.noStream.Load() || !c.Streams(reflect.TypeOf(v).Elem()) || string(pre[:n]) != StreamPrefix || st.comp == CompressNone && st.hint > c.MaxRead {
 		err := buffered(rest, st)
 		st.release()
@@ -288,6 +313,11 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 	h, head, keyEnd, long, herr := readHeader(cr, hb.AvailableBuffer())
 	if cr.err != nil {
 		herr = cr.err // drain reports it
+	}
+	if herr == nil && !long && IsPayload(h.Format) {
+		// A byte payload that begins as a state does (a format key
+		// given twice): the buffered read decides what it is.
+		return h, false, errStreamUnsure
 	}
 	if herr == nil && !long && h.Format != TrailerV2.format {
 		herr = Damaged("format %d with the checksum of format %d (%s)", h.Format, TrailerV2.format, TrailerV2.name())
@@ -354,6 +384,10 @@ func (c *Codec) stream(r io.Reader, sc *Schema, check func(Header) error, v any)
 	}
 	return h, false, nil
 }
+
+// errNotState is the error of a load of a state from a byte payload that
+// verified.
+var errNotState = fmt.Errorf("%w: a byte payload, not a JSON state", ErrPayloadMismatch)
 
 // trailerFollows reads the rest of the envelope after the state, and
 // reports whether it is the checksum member and the object's end, then

@@ -42,6 +42,9 @@ func loadBuffered[T any](data []byte, sc *Schema, limit int64, check func(Header
 		if err := check(h); err != nil {
 			return err
 		}
+		if IsPayload(h.Format) {
+			return errNotState // no state to decode, and no damage
+		}
 		return sc.Decode(h.Schema, state, &out.v)
 	})
 	return out

@@ -9,6 +9,7 @@
 //	checkpoint show s3://bucket/runs/42 latest --state | jq .
 //	checkpoint verify s3://bucket/runs/42
 //	checkpoint diff s3://bucket/runs/42 100 latest
+//	checkpoint serve s3://bucket/runs
 //
 // Wherever the other takes a directory, this one takes s3://BUCKET/PREFIX
 // too: the store that s3store.New(client, BUCKET, PREFIX) opens. The client
@@ -29,6 +30,13 @@
 // GET, HEAD) and take no lease, so they run beside the program that writes
 // the store. prune and gc take the store's lease as a writer does (exit code
 // 4 while a writer holds it) and release it when done.
+//
+// An encrypted store (checkpoint.Encrypt) is read with --identity FILE or
+// CHECKPOINT_IDENTITY, and rotated to a new key in place with rekey, in a
+// bucket as in a directory:
+//
+//	checkpoint ls --identity key.txt s3://bucket/runs/42
+//	checkpoint rekey --identity old.txt --to new.txt s3://bucket/runs
 //
 // This binary is separate from cmd/checkpoint so that the core module
 // depends on no AWS package; the two share their code.

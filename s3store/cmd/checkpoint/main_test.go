@@ -1,14 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
@@ -194,7 +201,9 @@ func TestParseLocation(t *testing.T) {
 	}
 }
 
-func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
+// sessionsInS3 makes a root of sessions at s3://BUCKET/campaigns holding
+// one session of turns 1 to turns, and returns the bucket and the session.
+func sessionsInS3(t *testing.T, turns int) (string, checkpoint.Session) {
 	ctx := context.Background()
 	client, bucket := withBucket(t)
 	b, err := s3store.New(client, bucket, "campaigns")
@@ -206,11 +215,16 @@ func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
 	require.NoError(t, err)
 	st, err := checkpoint.OpenSessionStore[game](root, s.ID)
 	require.NoError(t, err)
-	for turn := 1; turn <= 2; turn++ {
-		_, err := st.Save(ctx, int64(turn), game{Turn: turn})
+	for turn := 1; turn <= turns; turn++ {
+		_, err := st.Save(ctx, int64(turn), game{Turn: turn, HP: 10 - turn})
 		require.NoError(t, err)
 	}
 	require.NoError(t, st.Close())
+	return bucket, s
+}
+
+func TestCommandsReadARootOfSessionsInS3(t *testing.T) {
+	bucket, s := sessionsInS3(t, 2)
 
 	loc := "s3://" + bucket + "/campaigns"
 	r := run(t, "ls", loc)
@@ -259,4 +273,159 @@ func TestUsageSaysItReadsS3Locations(t *testing.T) {
 		require.Contains(t, out, "AWS_ENDPOINT_URL_S3")
 		require.Contains(t, out, "DIR is a store's directory or a root of sessions.")
 	}
+}
+
+// The S3 build reads an encrypted store in a bucket with --identity, says
+// which key is missing without it, and rotates it to a new key with rekey.
+func TestCommandsReadAndRekeyAnEncryptedStoreInS3(t *testing.T) {
+	ctx := context.Background()
+	client, bucket := withBucket(t)
+	loc := "s3://" + bucket + "/secret"
+	dir := t.TempDir()
+	oldFile, newFile := filepath.Join(dir, "old.txt"), filepath.Join(dir, "new.txt")
+	for _, f := range []string{oldFile, newFile} {
+		r := run(t, "keygen", "-o", f)
+		require.Equal(t, 0, r.code, r.stderr)
+	}
+	readKey := func(file string) *age.X25519Identity {
+		data, err := os.ReadFile(file)
+		require.NoError(t, err)
+		ids, err := age.ParseIdentities(bytes.NewReader(data))
+		require.NoError(t, err)
+		return ids[0].(*age.X25519Identity)
+	}
+	oldKey, newKey := readKey(oldFile), readKey(newFile)
+
+	b, err := s3store.New(client, bucket, "secret")
+	require.NoError(t, err)
+	st, err := checkpoint.OpenBackend[game](b, checkpoint.Encrypt(oldKey))
+	require.NoError(t, err)
+	for turn := 1; turn <= 3; turn++ {
+		_, err := st.Save(ctx, int64(turn), game{Turn: turn, Log: []string{"the secret plan"}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+
+	r := run(t, "show", loc, "latest", "--state")
+	require.NotEqual(t, 0, r.code)
+	require.Contains(t, r.stderr, checkpoint.KeyID(oldKey.Recipient()))
+	require.Contains(t, r.stderr, "--identity")
+
+	r = run(t, "show", "--identity", oldFile, loc, "latest", "--state")
+	require.Equal(t, 0, r.code, r.stderr)
+	var got game
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Equal(t, 3, got.Turn)
+
+	r = run(t, "rekey", "--identity", oldFile, "--to", newFile, loc)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "rewritten 3, already current 0, failed 0")
+
+	t.Setenv("CHECKPOINT_IDENTITY", newFile)
+	r = run(t, "verify", loc)
+	require.Equal(t, 0, r.code, r.stdout+r.stderr)
+	// The old key alone no longer reads the store: ls says which key it wants.
+	r = run(t, "ls", "--identity", oldFile, loc)
+	require.Contains(t, r.stderr, checkpoint.KeyID(newKey.Recipient()))
+}
+
+// serve on s3:// reads a root of sessions in S3 through the same API as a
+// directory: the sessions, a timeline, a checkpoint's state and a diff.
+func TestServeBrowsesARootOfSessionsInS3(t *testing.T) {
+	bucket, s := sessionsInS3(t, 3)
+	sctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	stderr := new(lockedBuffer)
+	go func() {
+		done <- cli.RunContext(sctx, []string{"serve", "--write", "s3://" + bucket + "/campaigns"}, pw, stderr, s3Remote())
+		pw.Close()
+	}()
+	defer func() { cancel(); <-done }()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	go io.Copy(io.Discard, pr)
+	u, err := url.Parse(strings.TrimSpace(strings.TrimPrefix(line, "checkpoint serve: ")))
+	require.NoError(t, err)
+	token := u.Query().Get("token")
+	get := func(p string, v any) int {
+		resp, err := http.Get(u.Scheme + "://" + u.Host + "/" + p + "&token=" + token)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+		return resp.StatusCode
+	}
+	var sessions struct {
+		Sessions []struct{ Key, ID string }
+	}
+	require.Equal(t, 200, get("api/sessions?", &sessions))
+	require.Len(t, sessions.Sessions, 1)
+	require.Equal(t, s.ID, sessions.Sessions[0].ID)
+	key := url.QueryEscape(sessions.Sessions[0].Key)
+	var tl struct {
+		Location    string
+		Checkpoints []struct{ File string }
+	}
+	require.Equal(t, 200, get("api/timeline?session="+key, &tl))
+	require.Len(t, tl.Checkpoints, 3)
+	require.Equal(t, "s3://"+bucket+"/campaigns/"+s.ID+"/", tl.Location)
+	var node struct {
+		Children []struct {
+			Key   string
+			Value json.RawMessage
+		}
+	}
+	require.Equal(t, 200, get("api/node?session="+key+"&file="+tl.Checkpoints[2].File+"&path=", &node))
+	require.Equal(t, "turn", node.Children[0].Key)
+	require.JSONEq(t, "3", string(node.Children[0].Value))
+	var diff struct{ Changes []struct{ JQ string } }
+	require.Equal(t, 200, get("api/diff?a_session="+key+"&a_file="+tl.Checkpoints[0].File+"&b_session="+key+"&b_file="+tl.Checkpoints[2].File, &diff))
+	require.Len(t, diff.Changes, 2)
+	var e struct{ Error, Kind string }
+	require.Equal(t, 404, get("api/checkpoint?session="+key+"&file=step_00000009.json", &e))
+	require.Contains(t, e.Error, "s3://"+bucket+"/campaigns/"+s.ID+"/step_00000009.json")
+
+	// A fork from step 2 (with --write), under the root's lease in S3.
+	var info struct{ CSRF string }
+	require.Equal(t, 200, get("api/info?", &info))
+	req, err := http.NewRequest(http.MethodPost, u.Scheme+"://"+u.Host+"/api/fork?token="+token, strings.NewReader(`{"session":"`+sessions.Sessions[0].Key+`","step":2}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Checkpoint-CSRF", info.CSRF)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var forked struct {
+		Session struct {
+			Key, Parent string
+			ParentStep  int64 `json:"parent_step"`
+			Checkpoints int
+		}
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&forked))
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, s.ID, forked.Session.Parent)
+	require.Equal(t, int64(2), forked.Session.ParentStep)
+	require.Equal(t, 2, forked.Session.Checkpoints)
+	require.Equal(t, 200, get("api/sessions?", &sessions))
+	require.Len(t, sessions.Sessions, 2)
+}
+
+// lockedBuffer is a bytes.Buffer written by one goroutine and read by
+// another.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
