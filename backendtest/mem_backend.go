@@ -512,6 +512,11 @@ func (l memLocal) Commit(ctx context.Context, names ...string) error {
 	if err := m.change(opCommit, l.prefix); err != nil {
 		return l.fail("commit", "", err)
 	}
+	if m.is("commit-takes-back") {
+		for _, name := range names {
+			delete(m.live, l.prefix+name)
+		}
+	}
 	return nil
 }
 
