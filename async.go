@@ -349,10 +349,19 @@ func (s *Store[T]) publishBatchLocked(batch []*saveJob) []saveReport {
 		return rs
 	}
 	// The names first, in order; then the files of distinct names are
-	// written and synced at once (a file system such as ext4 folds
-	// concurrent fsyncs into one journal commit); then, in order, the
-	// rolling checkpoints, and the saves whose name was taken (a step
-	// queued twice, or a file put there meanwhile) as each would alone.
+	// written and synced at once; then, in order, the rolling
+	// checkpoints, and the saves whose name was taken (a step queued
+	// twice, or a file put there meanwhile) as each would alone.
+	//
+	// Each file is still fsynced before it is published: that is what
+	// makes it whole or absent after a power cut, and only the directory
+	// sync is shared. Concurrent fsyncs cost less than the same fsyncs in
+	// turn: ext4 with a journal and XFS make them one journal commit (one
+	// log force) where they overlap, and ext4 without a journal, which
+	// writes each file's blocks itself, shares the disk's cache flushes.
+	// syncfs(2) would write back every dirty file of the file system,
+	// other programs' too, and sync_file_range(2) makes nothing durable
+	// (no metadata, no cache flush): neither is used (see BENCHMARKS.md).
 	ws := make([]written, len(batch))
 	errs := make([]error, len(batch))
 	together := make(map[string]int, len(batch)) // name -> the job written together
