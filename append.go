@@ -166,8 +166,8 @@ func (s *Store[T]) forgetRemoved() {
 	for _, j := range q.jobs {
 		floor = max(floor, j.fn.step)
 	}
-	if q.current != nil {
-		floor = max(floor, q.current.fn.step)
+	for _, j := range q.current {
+		floor = max(floor, j.fn.step)
 	}
 	s.next.forget(floor)
 }

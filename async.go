@@ -11,25 +11,30 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gocheckpoint/checkpoint/storage"
 )
 
 // asyncQueue holds the saves of an Async store that are encoded but not yet
 // published, and the failures of published ones not yet returned by Flush
 // or Close.
 //
-// One job is published at a time, oldest first. The store's goroutine
-// publishes whenever there is a job; a caller that has to wait for the
-// queue (a Save finding it full, Flush, Close, another write) publishes the
-// next job itself if nobody else is publishing. So no caller ever depends on
-// the store's goroutine, which may be running a hook that calls the store.
+// The jobs are published in batches, one batch at a time: every job
+// waiting when a batch is taken, oldest first (see publishBatchLocked: on a
+// backend that can, their names are made durable together). The store's
+// goroutine publishes whenever there is a job; a caller that has to wait
+// for the queue (a Save finding it full, Flush, Close, another write)
+// publishes the next batch itself if nobody else is publishing. So no
+// caller ever depends on the store's goroutine, which may be running a
+// hook that calls the store.
 type asyncQueue struct {
 	limit int
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when a field below changes
 	jobs     []*saveJob    // waiting, oldest first
-	busy     bool          // a job has been taken and is being published
-	current  *saveJob      // that job, while busy
+	busy     bool          // a batch has been taken and is being published
+	current  []*saveJob    // that batch, while busy
 	queued   uint64        // jobs ever queued
 	finished uint64        // jobs ever published or failed, in queue order
 	failures []error       // background failures not yet returned by Flush or Close, the first maxFailures
@@ -76,14 +81,15 @@ func (q *asyncQueue) refuse() {
 	q.mu.Unlock()
 }
 
-// take removes the oldest job for publishing. The caller holds q.mu, a job
-// is waiting and no other is being published.
-func (q *asyncQueue) take() *saveJob {
-	j := q.jobs[0]
-	q.jobs = slices.Delete(q.jobs, 0, 1)
-	q.busy, q.current = true, j
+// take removes every waiting job, as one batch for publishing. The caller
+// holds q.mu, a job is waiting and no other batch is being published.
+func (q *asyncQueue) take() []*saveJob {
+	batch := slices.Clone(q.jobs)
+	clear(q.jobs)
+	q.jobs = q.jobs[:0]
+	q.busy, q.current = true, batch
 	q.broadcast()
-	return j
+	return batch
 }
 
 // takeFailures returns the failures not yet returned by Flush or Close, as
@@ -277,13 +283,15 @@ func (s *Store[T]) await(ctx context.Context, ready func() bool, held *[]saveRep
 			return err
 		}
 		if len(q.jobs) > 0 && !q.busy {
-			j := q.take()
+			batch := q.take()
 			q.mu.Unlock()
-			r := s.publishQueued(j)
+			rs := s.publishQueued(batch)
 			if held != nil {
-				*held = append(*held, r)
+				*held = append(*held, rs...)
 			} else {
-				s.report(r)
+				for _, r := range rs {
+					s.report(r)
+				}
 			}
 			q.mu.Lock()
 			continue
@@ -295,23 +303,120 @@ func (s *Store[T]) await(ctx context.Context, ready func() bool, held *[]saveRep
 	return nil
 }
 
-// publishQueued publishes a job taken from the queue and records how it
-// went. The caller runs the hooks.
-func (s *Store[T]) publishQueued(j *saveJob) saveReport {
+// publishQueued publishes a batch taken from the queue and records how
+// each of its jobs went. The caller runs the hooks, in the batch's order.
+func (s *Store[T]) publishQueued(batch []*saveJob) []saveReport {
 	s.wmu.Lock()
-	r := s.publishLocked(j)
+	rs := s.publishBatchLocked(batch)
 	s.wmu.Unlock()
-	s.codec.PutBuffer(j.state)
+	for _, j := range batch {
+		s.codec.PutBuffer(j.state)
+	}
 	q := s.async
 	q.mu.Lock()
 	q.busy, q.current = false, nil
-	q.finished++
-	if r.err != nil {
-		q.record(r.err)
+	q.finished += uint64(len(batch))
+	for _, r := range rs {
+		if r.err != nil {
+			q.record(r.err)
+		}
 	}
 	q.broadcast()
 	q.mu.Unlock()
-	return r
+	return rs
+}
+
+// publishBatchLocked publishes the jobs of batch, in order, and returns a
+// report for each. On a backend that is a storage.GroupCommitter (the
+// local directory), a batch of more than one job is a group commit: each
+// step or error checkpoint is written, synced and published by
+// CreateUncommitted, then one Commit makes their names durable together,
+// where a Create would pay a directory sync for each; only then is any of
+// them cached, counted, pruned after or reported (OnSave), so that the
+// store's promises are those of a save made alone: a checkpoint is
+// reported saved, and older ones pruned, only once it is durable. A job
+// that fails (its name taken, its write failing) fails alone, as it would
+// alone; a Commit that fails fails every job it was to make durable, and
+// takes back their names (none was reported saved). A rolling checkpoint
+// is replaced, durably, in its turn. The caller holds the write lock.
+func (s *Store[T]) publishBatchLocked(batch []*saveJob) []saveReport {
+	rs := make([]saveReport, len(batch))
+	gc, ok := s.b.(storage.GroupCommitter) // never a wrapped one's: see storage.As
+	if !ok || len(batch) == 1 {
+		for i, j := range batch {
+			rs[i] = s.publishLocked(j)
+		}
+		return rs
+	}
+	// The names first, in order; then the files of distinct names are
+	// written and synced at once; then, in order, the rolling
+	// checkpoints, and the saves whose name was taken (a step queued
+	// twice, or a file put there meanwhile) as each would alone.
+	//
+	// Each file is still fsynced before it is published: that is what
+	// makes it whole or absent after a power cut, and only the directory
+	// sync is shared. Concurrent fsyncs cost less than the same fsyncs in
+	// turn: ext4 with a journal and XFS make them one journal commit (one
+	// log force) where they overlap, and ext4 without a journal, which
+	// writes each file's blocks itself, shares the disk's cache flushes.
+	// syncfs(2) would write back every dirty file of the file system,
+	// other programs' too, and sync_file_range(2) makes nothing durable
+	// (no metadata, no cache flush): neither is used (see BENCHMARKS.md).
+	ws := make([]written, len(batch))
+	errs := make([]error, len(batch))
+	together := make(map[string]int, len(batch)) // name -> the job written together
+	for i, j := range batch {
+		ws[i] = s.nameLocked(j)
+		if _, taken := together[ws[i].name]; ws[i].err == nil && j.fn.kind != KindRolling && !taken {
+			together[ws[i].name] = i
+		}
+	}
+	var wg sync.WaitGroup
+	for _, i := range together {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws[i].o, errs[i] = gc.CreateUncommitted(batch[i].ctx, ws[i].name, ws[i].write)
+		}()
+	}
+	wg.Wait()
+	var names []string
+	for i, j := range batch {
+		w := &ws[i]
+		if w.err != nil {
+			continue
+		}
+		if k, ok := together[w.name]; ok && k == i {
+			switch err := errs[i]; {
+			case err == nil:
+				names = append(names, w.name)
+				continue
+			case !errors.Is(err, ErrExists): // never written twice (see rule 9 of DESIGN.md)
+				w.err = stepError(j.op, j.fn.step, s.path(w.name), err)
+				continue
+			}
+		}
+		*w = s.createLocked(j, *w, gc.CreateUncommitted) // a rolling one is replaced
+		if w.err == nil && j.fn.kind != KindRolling {
+			names = append(names, w.name)
+		}
+	}
+	var commitErr error
+	if len(names) > 0 {
+		commitErr = gc.Commit(batch[len(batch)-1].ctx, names...)
+	}
+	for i, j := range batch {
+		w := ws[i]
+		switch {
+		case w.err != nil:
+			rs[i] = saveReport{err: w.err}
+		case commitErr != nil && j.fn.kind != KindRolling:
+			rs[i] = saveReport{err: stepError(j.op, j.fn.step, s.path(w.name), fmt.Errorf("commit: %w", commitErr))}
+		default:
+			rs[i] = s.finishLocked(j, w)
+		}
+	}
+	return rs
 }
 
 // publishInBackground is the store's goroutine: it publishes queued saves
@@ -323,9 +428,11 @@ func (s *Store[T]) publishInBackground() {
 	q.worker = goid()
 	for {
 		if len(q.jobs) > 0 && !q.busy {
-			j := q.take()
+			batch := q.take()
 			q.mu.Unlock()
-			s.report(s.publishQueued(j))
+			for _, r := range s.publishQueued(batch) {
+				s.report(r)
+			}
 			q.mu.Lock()
 			continue
 		}

@@ -174,10 +174,24 @@ func NoSync() Option {
 // Async makes Save, and Tick, return as soon as the state is encoded: the
 // caller may change the state at once, while a background goroutine writes,
 // fsyncs and publishes the checkpoint. Queued saves are published in the
-// order they were made, each exactly as a synchronous Save would publish it.
+// order they were made (their names, save times, hooks and pruning follow
+// that order), each exactly as a synchronous Save would publish it.
 // At most queue encoded saves wait, so memory stays bounded: when the queue
-// is full, Save waits for room, publishing the oldest save itself if nothing
-// else is publishing, or until its context ends (then nothing is queued).
+// is full, Save waits for room, publishing the waiting saves itself if
+// nothing else is publishing, or until its context ends (then nothing is
+// queued).
+//
+// The saves found waiting are published together as one batch, a group
+// commit: on a backend that is a storage.GroupCommitter (the local
+// directory) the batch's files are written and synced concurrently, then
+// one directory sync makes them all durable, instead of one sync per save;
+// none of them is reported to Hooks.OnSave, or prunes older checkpoints,
+// before it. A save of a batch that fails fails alone, with the error it
+// would have alone; if the directory sync fails, every file of the batch
+// is removed and each of its saves fails. Because the files of a batch are
+// written at once, a crash in the middle of one may keep a later save of
+// it and not an earlier one (each whole or absent), as a power cut before
+// the directory sync may.
 // queue must be at least 1; a ReadOnly store ignores Async.
 //
 // A failed background save is reported to Hooks.OnError and the logger when
@@ -202,8 +216,9 @@ func NoSync() Option {
 // session) see published checkpoints only: call Flush first to read what
 // was just saved.
 //
-// A crash loses at most the queued saves and the one being written; every
-// checkpoint already published stays whole. A program that exits (returns
+// A crash loses at most the queued saves and the batch being written (at
+// most twice queue); every checkpoint already published stays whole, and a
+// power cut leaves each file of a batch whole or absent. A program that exits (returns
 // from main, calls os.Exit or log.Fatal) without Close loses the same: the
 // saves still queued are never published, although each Save returned nil.
 // A store dropped without Close keeps its goroutine and its writer lock for

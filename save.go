@@ -203,11 +203,43 @@ func (s *Store[T]) saveNow(ctx context.Context, j *saveJob) saveReport {
 // publishLocked writes j's checkpoint and, after a step checkpoint, applies
 // the retention rules. The caller holds the write lock.
 func (s *Store[T]) publishLocked(j *saveJob) saveReport {
+	w := s.writeLocked(j, s.b.Create)
+	if w.err != nil {
+		return saveReport{err: w.err}
+	}
+	return s.finishLocked(j, w)
+}
+
+// written is what writeLocked published of a job: its name, its object and
+// header, or why it failed.
+type written struct {
+	name  string
+	o     Object
+	h     header
+	write func(io.Writer) error // the envelope's bytes
+	err   error                 // the job's failure, an *Error naming its step and file
+
+	payloadSize *int64 // a byte payload's size, which write sets; nil for a state
+}
+
+// writeLocked writes j's checkpoint: a rolling one with Replace, any other
+// with create (Backend.Create, or a GroupCommitter's CreateUncommitted)
+// under a free name. It changes nothing the store knows: finishLocked
+// does, once the checkpoint is durable. The caller holds the write lock.
+func (s *Store[T]) writeLocked(j *saveJob, create func(context.Context, string, func(io.Writer) error) (Object, error)) written {
+	w := s.nameLocked(j)
+	if w.err != nil {
+		return w
+	}
+	return s.createLocked(j, w, create)
+}
+
+// nameLocked settles the name (a free one: see freeName), the save time and
+// the header of j's checkpoint, and how to write it (w.write). The caller
+// holds the write lock.
+func (s *Store[T]) nameLocked(j *saveJob) written {
 	fn := j.fn
 	name := s.cfg.layout.format(fn) // for messages until the name is settled
-	fail := func(err error) saveReport {
-		return saveReport{err: stepError(j.op, fn.step, s.path(name), err)}
-	}
 	var err error
 	if fn.kind != KindRolling {
 		// A byte payload's stream can be written once: the names are
@@ -215,7 +247,7 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		// there since (damaged, to be moved aside) is found before the
 		// write rather than by a Create that could not be tried again.
 		if name, err = s.freeNameFor(j.ctx, fn, j.payload == nil); err != nil {
-			return fail(err)
+			return written{name: name, err: stepError(j.op, fn.step, s.path(name), err)}
 		}
 	}
 	if j.time.IsZero() {
@@ -225,15 +257,17 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 		s.clockBehind(j.time, behind)
 	}
 	h := header{Format: formatVersion, Schema: s.cfg.schema.Version, Step: fn.step, Kind: fn.kind, Time: j.time, Meta: j.meta, Metrics: j.metrics, Error: j.rec}
-	write := func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }
+	w := written{name: name, h: h, write: func(w io.Writer) error { return s.codec.WriteEnvelope(w, h, j.state.Bytes()) }}
 	if j.state == nil && j.payload == nil {
-		write = func(w io.Writer) error { return s.codec.WriteStateEnvelope(w, h, j.value) }
+		w.write = func(w io.Writer) error { return s.codec.WriteStateEnvelope(w, h, j.value) }
 	}
-	payloadSize := int64(0)
 	if j.payload != nil {
-		h.Format = format.PayloadVersion
+		w.h.Format = format.PayloadVersion
+		h := w.h
+		size := new(int64)
+		w.payloadSize = size
 		called := false
-		write = func(w io.Writer) error {
+		w.write = func(w io.Writer) error {
 			// The host's write streams once (a raft snapshot, a pipe): a
 			// backend that called this again would publish what a second
 			// call wrote, most often nothing, under a valid checksum.
@@ -242,22 +276,37 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 			}
 			called = true
 			var err error
-			payloadSize, err = s.codec.WritePayload(w, h, j.payload)
+			*size, err = s.codec.WritePayload(w, h, j.payload)
 			return err
 		}
 	}
-	ctx := j.ctx
-	var o Object
-	if fn.kind == KindRolling {
-		if err = s.checkRollingKeys(ctx, fn); err == nil {
-			o, err = s.replace(ctx, name, write)
+	return w
+}
+
+// createLocked writes the checkpoint nameLocked settled as w: a rolling
+// one with Replace, any other with create, looking at the name again if
+// create finds it taken (see create). The caller holds the write lock.
+func (s *Store[T]) createLocked(j *saveJob, w written, create func(context.Context, string, func(io.Writer) error) (Object, error)) written {
+	var err error
+	if j.fn.kind == KindRolling {
+		if err = s.checkRollingKeys(j.ctx, j.fn); err == nil {
+			w.o, err = s.replace(j.ctx, w.name, w.write)
 		}
 	} else {
-		name, o, err = s.create(ctx, fn, name, write, j.payload == nil)
+		w.name, w.o, err = s.create(j.ctx, j.fn, w.name, w.write, create, j.payload == nil)
 	}
 	if err != nil {
-		return fail(err)
+		w.err = stepError(j.op, j.fn.step, s.path(w.name), err)
 	}
+	return w
+}
+
+// finishLocked records j's checkpoint, which writeLocked wrote as w and
+// which is now durable, and, after a step checkpoint, applies the
+// retention rules. The caller holds the write lock.
+func (s *Store[T]) finishLocked(j *saveJob, w written) saveReport {
+	fn, name, o, h := j.fn, w.name, w.o, w.h
+	ctx := j.ctx
 	s.cache(o, h)
 	if s.listed != nil {
 		s.listed[name] = o.Version
@@ -265,8 +314,8 @@ func (s *Store[T]) publishLocked(j *saveJob) saveReport {
 	s.errs.saved(fn.kind, h.Time)
 	s.next.saw(fn.step)
 	r := saveReport{info: s.info(name, fn, o.Size, h)}
-	if j.payload != nil {
-		r.info.PayloadSize = payloadSize
+	if w.payloadSize != nil {
+		r.info.PayloadSize = *w.payloadSize
 	}
 	if fn.kind == KindRolling {
 		// A rolling file of another compression is older: remove it, so
@@ -508,12 +557,13 @@ const maxTakenRetries = 3
 // since (another program's PUT, a paused writer's late one) is unknown
 // to it until a Create runs into it. Without this a damaged object there
 // would block its step forever, where the local directory, which freeName
-// stats, moves it aside. It returns the name published. Without again,
+// stats, moves it aside. It returns the name published. create is
+// Backend.Create, or a GroupCommitter's CreateUncommitted. Without again,
 // write can run only once (a byte payload's stream): the name found taken
 // is the error.
-func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error, again bool) (string, Object, error) {
+func (s *Store[T]) create(ctx context.Context, fn fileName, name string, write func(io.Writer) error, create func(context.Context, string, func(io.Writer) error) (Object, error), again bool) (string, Object, error) {
 	for retried := 0; ; retried++ {
-		o, err := s.b.Create(ctx, name, write)
+		o, err := create(ctx, name, write)
 		if err == nil || !errors.Is(err, ErrExists) || retried == maxTakenRetries || !again {
 			return name, o, err
 		}

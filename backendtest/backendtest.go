@@ -45,7 +45,8 @@
 //     another handle, and each child store has a lock of its own.
 //
 // Where the backend implements an optional interface of package storage
-// (storage.Unsynced, storage.TempCleaner, storage.LockProber), Run checks
+// (storage.Unsynced, storage.GroupCommitter, storage.TempCleaner,
+// storage.LockProber), Run checks
 // what its doc promises but durability; and that a backend's Traits
 // (storage.TraitsOf) are the same for every handle and child store.
 //

@@ -79,6 +79,13 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 		{"unsynced-remove-says-nothing-gone", "UnsyncedRemoveRemovesAndReports"},
 		{"remove-temps-takes-dot-objects", "RemoveTempsNeverRemovesAnObject"},
 		{"lock-state-never-held", "LockStateNeverHidesAHolderNorInventsOne"},
+		{"create-replaces", "GroupCreateIsWholeVisibleAndNeverReplaces"},
+		{"handles-not-shared", "GroupCreateIsWholeVisibleAndNeverReplaces"},
+		{"failed-write-publishes", "GroupCreateThatFailsLeavesNothing"},
+		{"ctx-ignored", "GroupCreateThatFailsLeavesNothing"},
+		{"names-unchecked", "GroupCreateThatFailsLeavesNothing"},
+		{"names-unchecked", "GroupCommitKeepsWhatItCommits"},
+		{"commit-takes-back", "GroupCommitKeepsWhatItCommits"},
 	} {
 		t.Run(c.mutant+"/"+c.subtest, func(t *testing.T) {
 			t.Parallel()

@@ -8,9 +8,9 @@ import (
 )
 
 // NewMemLosing returns a Mem whose calls of op ("create", "replace",
-// "remove", "rename" or "sub") change what calls see but never make their
-// change durable: a backend missing one sync, which the crash model must
-// catch.
+// "remove", "rename", "sub" or "commit") change what calls see but never
+// make their change durable (a "commit" syncs nothing): a backend missing
+// one sync, which the crash model must catch.
 func NewMemLosing(op string, opts ...MemOption) *Mem {
 	m := NewMem(opts...)
 	m.lose = op

@@ -29,9 +29,9 @@ var ErrPowerCut = errors.New("backendtest: power cut")
 // interface, make each change durable on its own, and their List tells
 // each object's Size and Version. With MemLocal, a local directory: its
 // backends claim Traits{Local: true}, implement storage.Unsynced,
-// storage.TempCleaner, storage.LockProber, storage.Linker and
-// storage.ChildRemover, List names only, and a change made durable
-// syncs its directory (see MemLocal).
+// storage.GroupCommitter, storage.TempCleaner, storage.LockProber,
+// storage.Linker and storage.ChildRemover, List names only, and a change
+// made durable syncs its directory (see MemLocal).
 //
 // A Mem is safe for concurrent use. Its Open is an Opener: every backend it
 // returns is a handle of its own on the same objects, child stores and
@@ -91,8 +91,9 @@ type memChange struct {
 type memOp struct {
 	name     string // "create", "replace", "remove", "rename" or "sub" (see NewMemLosing); "" for a refused call
 	ordered  bool   // its changes survive a crash only in order (see memChange)
-	unsynced bool   // it makes nothing durable (storage.Unsynced)
+	unsynced bool   // it makes nothing durable (storage.Unsynced, and CreateUncommitted)
 	temp     bool   // on a local Mem, it writes through a temporary object (see leaveTemps)
+	synced   bool   // an unsynced op whose bytes are synced all the same: only its name is not durable (CreateUncommitted)
 }
 
 var (
@@ -106,6 +107,8 @@ var (
 	opRefused     = memOp{unsynced: true} // a refused call syncs nothing
 	opReplaceU    = memOp{name: "replace", unsynced: true, temp: true}
 	opRemoveU     = memOp{name: "remove", unsynced: true}
+	opCreateU     = memOp{name: "create", unsynced: true, temp: true, synced: true}
+	opCommit      = memOp{name: "commit"}
 )
 
 // memLock is a lock held by the handle conn.
@@ -143,7 +146,8 @@ func MemNoSync() MemOption {
 // RemoveTemps removes (storage.TempCleaner), tell whether the lock is
 // held (LockState), link objects between sibling child stores durably
 // (storage.Linker), remove an empty child store durably
-// (storage.ChildRemover), and implement storage.Unsynced.
+// (storage.ChildRemover), and implement storage.Unsynced and
+// storage.GroupCommitter.
 //
 // Each store (the root and each child) is a directory, and a call that
 // makes its change durable syncs its store's directory (Sub with create,
@@ -152,7 +156,11 @@ func MemNoSync() MemOption {
 // ReplaceUnsynced or RemoveUnsynced makes nothing durable: its change
 // survives a power cut if a later durable call of its directory synced
 // it, and otherwise only as a change that was not made durable does (see
-// CrashCloneConfig), whole or not at all (or torn, see TearUnsynced).
+// CrashCloneConfig), whole or not at all (or torn, see TearUnsynced). A
+// CreateUncommitted is such a change too, but never torn (the directory
+// syncs its file's bytes), and a Commit is a call that syncs the
+// directory and changes nothing else: a power cut during it makes
+// nothing durable.
 func MemLocal() MemOption {
 	return memOptionFunc(func(c *memConfig) { c.local = true })
 }

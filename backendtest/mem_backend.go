@@ -115,7 +115,7 @@ func (b *memBackend) publish(ctx context.Context, op memOp, name string, write f
 		return checkpoint.Object{}, b.fail(op.name, name, refused)
 	}
 	o := m.newObject(data)
-	o.bare = op.unsynced
+	o.bare = op.unsynced && !op.synced
 	if err := m.change(op, b.prefix, memChange{key: key, obj: o}); err != nil {
 		return checkpoint.Object{}, b.fail(op.name, name, err)
 	}
@@ -483,6 +483,41 @@ func (l memLocal) ReplaceUnsynced(ctx context.Context, name string, write func(i
 		write = func(out io.Writer) error { _ = w(out); return nil }
 	}
 	return l.publish(ctx, opReplaceU, name, write, func(memObject, bool) error { return nil })
+}
+
+// CreateUncommitted is a Create that makes nothing durable but the
+// object's bytes: a later Commit, or any call that syncs the directory,
+// makes its name durable (see MemLocal).
+func (l memLocal) CreateUncommitted(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
+	return l.publish(ctx, opCreateU, name, write, func(_ memObject, exists bool) error {
+		if exists && !l.m.is("create-replaces") && !l.m.is("create-no-check") {
+			return checkpoint.ErrExists
+		}
+		return nil
+	})
+}
+
+// Commit syncs the directory, which makes durable every name
+// CreateUncommitted published in it (see MemLocal). The Mem fails it only
+// with a power cut, and then takes nothing back: the process is gone.
+func (l memLocal) Commit(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		if err := l.m.checkName(name); err != nil {
+			return err
+		}
+	}
+	m := l.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.change(opCommit, l.prefix); err != nil {
+		return l.fail("commit", "", err)
+	}
+	if m.is("commit-takes-back") {
+		for _, name := range names {
+			delete(m.live, l.prefix+name)
+		}
+	}
+	return nil
 }
 
 // RemoveUnsynced is a Remove that makes nothing durable (see MemLocal).

@@ -1,9 +1,12 @@
 package backendtest
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/gocheckpoint/checkpoint"
 	"github.com/gocheckpoint/checkpoint/storage"
 )
 
@@ -16,6 +19,120 @@ func (s *suite) optionalCases() []testCase {
 		{"UnsyncedRemoveRemovesAndReports", s.testUnsyncedRemoveRemovesAndReports},
 		{"RemoveTempsNeverRemovesAnObject", s.testRemoveTempsNeverRemovesAnObject},
 		{"LockStateNeverHidesAHolderNorInventsOne", s.testLockStateNeverHidesAHolderNorInventsOne},
+		{"GroupCreateIsWholeVisibleAndNeverReplaces", s.testGroupCreateIsWholeVisibleAndNeverReplaces},
+		{"GroupCreateThatFailsLeavesNothing", s.testGroupCreateThatFailsLeavesNothing},
+		{"GroupCommitKeepsWhatItCommits", s.testGroupCommitKeepsWhatItCommits},
+	}
+}
+
+// groupCommitter returns b as a storage.GroupCommitter, or skips the test.
+func groupCommitter(t *testing.T, b checkpoint.Backend) storage.GroupCommitter {
+	t.Helper()
+	g, ok := b.(storage.GroupCommitter)
+	if !ok {
+		t.Skip("not a storage.GroupCommitter")
+	}
+	return g
+}
+
+// CreateUncommitted publishes as Create does, but for the durability of
+// the name: called concurrently for distinct names (as an Async store
+// calls it for a batch), each object is whole under its name at once for
+// another handle (Open, Stat, List), described by the Object returned;
+// a name that exists is ErrExists and keeps its bytes and Version, even
+// while the same call goes on for other names.
+func (s *suite) testGroupCreateIsWholeVisibleAndNeverReplaces(t *testing.T) {
+	bs := s.handles(t, 2)
+	g := groupCommitter(t, bs[0])
+	ctx := t.Context()
+	before := listNames(t, bs[1])
+	old := create(t, bs[0], "taken.json", payload(100, 300))
+	names := []string{"g-0.json", "g-1.json", "g-2.json", "g-3.json", "g-4.json", "taken.json"}
+	objs := make([]checkpoint.Object, len(names))
+	errs := parallel(len(names), func(i int) (err error) {
+		objs[i], err = g.CreateUncommitted(ctx, names[i], writeBytes(payload(uint64(i), 5000+i)))
+		return err
+	})
+	for i, name := range names[:len(names)-1] {
+		if errs[i] != nil {
+			t.Fatalf("CreateUncommitted %q: %v", name, errs[i])
+		}
+		checkWritten(t, "CreateUncommitted", objs[i], name, payload(uint64(i), 5000+i))
+		got := requireBytes(t, bs[1], name, payload(uint64(i), 5000+i))
+		if st := stat(t, bs[1], name); got.Version != objs[i].Version || st.Version != objs[i].Version {
+			t.Errorf("%q: CreateUncommitted returned Version %q, another handle's Open %q and Stat %q", name, objs[i].Version, got.Version, st.Version)
+		}
+	}
+	requireErr(t, "CreateUncommitted of a name that exists", errs[len(names)-1], checkpoint.ErrExists)
+	if got := requireBytes(t, bs[1], "taken.json", payload(100, 300)); got.Version != old.Version {
+		t.Fatalf("a refused CreateUncommitted changed the Version of %q from %q to %q", "taken.json", old.Version, got.Version)
+	}
+	requireAdded(t, bs[1], before, slices.Clone(names)...)
+	if err := g.Commit(ctx, names[:len(names)-1]...); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+// A CreateUncommitted that fails (its write fails, its context is
+// cancelled, its name is not a plain one) leaves nothing, as Create's
+// failure does: no object under its name and no other name in a listing.
+func (s *suite) testGroupCreateThatFailsLeavesNothing(t *testing.T) {
+	bs := s.handles(t, 2)
+	g := groupCommitter(t, bs[0])
+	before := listNames(t, bs[1])
+	_, err := g.CreateUncommitted(t.Context(), "failed.json", failAfter(payload(1, 20<<10)))
+	requireErr(t, "a CreateUncommitted whose write fails", err, errWrite)
+	requireMissing(t, bs[1], "failed.json")
+	_, err = g.CreateUncommitted(cancelled(t), "cancelled.json", writeBytes(payload(2, 100)))
+	requireErr(t, "a CreateUncommitted with a cancelled context", err, context.Canceled)
+	requireMissing(t, bs[1], "cancelled.json")
+	for _, name := range []string{"", "..", "child/x.json", "../x.json"} {
+		if _, err := g.CreateUncommitted(t.Context(), name, writeBytes(payload(3, 10))); err == nil {
+			t.Fatalf("CreateUncommitted accepted the name %q", name)
+		}
+	}
+	requireAdded(t, bs[1], before)
+}
+
+// Commit of names CreateUncommitted published keeps each of them as it is
+// (Commit with no name too), in the store and in a child store, and a
+// Commit of a name that is not a plain one is an error.
+func (s *suite) testGroupCommitKeepsWhatItCommits(t *testing.T) {
+	bs := s.handles(t, 2)
+	ctx := t.Context()
+	for _, where := range []string{"store", "child"} {
+		b, other := bs[0], bs[1]
+		if where == "child" {
+			b, other = sub(t, bs[0], "child", false), sub(t, bs[1], "child", false)
+		}
+		g := groupCommitter(t, b)
+		before := listNames(t, other)
+		if err := g.Commit(ctx); err != nil {
+			t.Fatalf("%s: Commit of no name: %v", where, err)
+		}
+		var names []string
+		vs := map[string]string{}
+		for i := range 3 {
+			name := fmt.Sprintf("c-%d.json", i)
+			o, err := g.CreateUncommitted(ctx, name, writeBytes(payload(uint64(10+i), 1000)))
+			if err != nil {
+				t.Fatalf("%s: CreateUncommitted %q: %v", where, name, err)
+			}
+			names = append(names, name)
+			vs[name] = o.Version
+		}
+		if err := g.Commit(ctx, names...); err != nil {
+			t.Fatalf("%s: Commit %v: %v", where, names, err)
+		}
+		for i, name := range names {
+			if got := requireBytes(t, other, name, payload(uint64(10+i), 1000)); got.Version != vs[name] {
+				t.Fatalf("%s: Commit changed the Version of %q from %q to %q", where, name, vs[name], got.Version)
+			}
+		}
+		requireAdded(t, other, before, slices.Clone(names)...)
+		if err := g.Commit(ctx, "../x.json"); err == nil {
+			t.Fatalf("%s: Commit accepted a name with a path", where)
+		}
 	}
 }
 

@@ -257,6 +257,36 @@ func (d *dirBackend) ReplaceUnsynced(ctx context.Context, name string, write fun
 	return d.write(ctx, name, true, "", write, o)
 }
 
+// CreateUncommitted is Create without the directory's fsync: the file's
+// bytes are synced before it is published, and its name is made durable
+// by a Commit (see storage.GroupCommitter).
+func (d *dirBackend) CreateUncommitted(ctx context.Context, name string, write func(io.Writer) error) (storage.Object, error) {
+	o := d.io()
+	o.uncommitted = true
+	return d.write(ctx, name, false, "", write, o)
+}
+
+// Commit makes the names CreateUncommitted published durable with one
+// fsync of the directory, or takes them all back (see
+// storage.GroupCommitter). It ignores ctx: once names are published, a
+// Commit that did not take its step would leave them neither durable nor
+// taken back.
+func (d *dirBackend) Commit(_ context.Context, names ...string) error {
+	for _, name := range names {
+		if err := plainName(name); err != nil {
+			return err
+		}
+	}
+	if d.readOnly {
+		return storage.ErrReadOnly
+	}
+	root, err := d.existing()
+	if err != nil || root == nil { // nothing was published in a child not written yet
+		return err
+	}
+	return d.commitNames(root, names, d.io())
+}
+
 // plainName refuses a name that is not one of the backend's flat
 // namespace: a name with a path in it would reach a child store.
 func plainName(name string) error {

@@ -29,6 +29,13 @@ func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replac
 	return writeFile(d.ops(root, name), name, write, replace, o)
 }
 
+// commitNames is commitNames of publish.go, on the directory's descriptor.
+func (d *dirBackend) commitNames(root *os.Root, names []string, o fileIO) error {
+	d.writing.RLock() // Close waits for the commit
+	defer d.writing.RUnlock()
+	return commitNames(d.ops(root, names...), names, o)
+}
+
 // ops returns the dirOps of the directory for an operation on ns:
 // fdOps if every one is a plain name (see names.Plain), else rootOps. The
 // caller holds d.writing for reading while it uses them, so that Close

@@ -32,7 +32,10 @@ import (
 //  5. Fsync the directory (unless NoSync; Windows has no directory
 //     fsync), so that the new name survives a power cut. If that fails, a
 //     new name is taken back (removed) and the write fails: a write never
-//     reports success for a name a power cut may take.
+//     reports success for a name a power cut may take. A
+//     CreateUncommitted stops before this step; its Commit takes it for
+//     every name published so (commitNames), with one fsync, and takes
+//     them all back if it fails.
 //
 // A crash at any instant leaves no file at name, or a whole one, and at
 // worst a temporary file. With NoSync the steps are the same less the
@@ -127,7 +130,7 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 			_ = dir.remove(tmp)
 		}
 	}
-	if o.noSync {
+	if o.noSync || o.uncommitted && !replace {
 		return cw.n, nil
 	}
 	err = o.at("dirsync", name)
@@ -146,6 +149,31 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 		return 0, fmt.Errorf("sync directory: %w", err)
 	}
 	return cw.n, nil
+}
+
+// commitNames makes the new names names, which writeFile published
+// uncommitted, durable with one fsync of dir (step 5 of the protocol for
+// them all). If the fsync fails, it takes each name back (removes it) and
+// fails: none of them may survive a power cut. The fault point is
+// "dirsync", with the name "".
+func commitNames(dir dirOps, names []string, o fileIO) error {
+	if o.noSync {
+		return nil
+	}
+	err := o.at("dirsync", "")
+	if err == nil {
+		err = dir.syncDir()
+	}
+	if err == nil {
+		return nil
+	}
+	errs := []error{fmt.Errorf("sync directory: %w", err)}
+	for _, name := range names {
+		if rerr := dir.remove(name); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("take back %s: %w", name, rerr))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // moveNew renames from to to in dir without ever replacing a file: if to
@@ -184,6 +212,9 @@ type writeTo func(w io.Writer) error
 // (NoSync), and, in tests, at which point an operation fails.
 type fileIO struct {
 	noSync bool
+	// uncommitted makes a write of a new name skip the directory's fsync
+	// (step 5), which commitNames makes for several (CreateUncommitted).
+	uncommitted bool
 	// fault, if set, is asked before each point inside one write of the
 	// directory ("create", "write", "sync", "close", "publish", "dirsync")
 	// and of a Rename ("quarantine", before the move), and an error it

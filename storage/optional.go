@@ -58,11 +58,11 @@ type Wrapper interface {
 // TempCleaner, TempNamer, LockProber, Describer (see TraitsOf), and the
 // session root's Linker and ChildRemover; a wrapper that does not
 // implement them would otherwise leave a crashed save's temporary files,
-// or a session root's leftovers, for ever. It never looks
-// up through As an operation that writes new bytes (Unsynced): that one
-// is taken from the outermost backend only, so that a wrapper that
-// changes what is written (an encrypting wrapper) is never bypassed; a
-// wrapper without it gets the plain, synced operation.
+// or a session root's leftovers, for ever. It never looks up through As
+// an operation that writes new bytes (Unsynced, GroupCommitter): such an
+// operation is taken from the outermost backend only, so that a wrapper
+// that changes what is written (an encrypting wrapper) is never bypassed;
+// a wrapper without it gets the plain, synced operation.
 func As[T any](b Backend) (T, bool) {
 	for b != nil {
 		if t, ok := b.(T); ok {
@@ -233,4 +233,34 @@ type ChildRemover interface {
 	// receiver that is not a child store (a file, a symbolic link) is left
 	// as it is too, and is an error wrapping ErrInvalid.
 	RemoveChild(ctx context.Context, name string) error
+}
+
+// GroupCommitter is a Backend that can publish several new objects and
+// make their names durable together, once: the local directory, where
+// making a new name durable costs a directory fsync, and one fsync makes
+// every name published before it durable. An Async store publishes the
+// saves it finds queued together this way (each file written and synced,
+// then one Commit for all), instead of paying a directory fsync for each.
+// A backend whose every Create is durable on its own (object storage: each
+// PUT is) has no need to implement it. A store never takes it from the
+// backend a Wrapper wraps (see As): it writes new bytes.
+type GroupCommitter interface {
+	Backend
+	// CreateUncommitted is Create without the durability of the new name:
+	// the object's bytes are made durable before it is published (unless
+	// NoSync), and when it returns nil the object is whole, visible to
+	// Open and List in every process, and survives the writer's crash; a
+	// power cut before a Commit of it returns nil may take the name away,
+	// leaving nothing under it, never a torn or empty object. A failure
+	// leaves nothing under name, as Create's does.
+	CreateUncommitted(ctx context.Context, name string, write func(io.Writer) error) (Object, error)
+	// Commit makes durable the names that CreateUncommitted published
+	// (with one sync of the directory, which makes every earlier change of
+	// its entries durable too). When it returns nil, every one of names
+	// survives a power cut (unless NoSync). When it fails, none of them
+	// may be trusted to: Commit takes each one back (removes it), as a
+	// Create whose directory sync fails takes back its name, and returns
+	// an error that says why it failed and, if a name could not be taken
+	// back, which one.
+	Commit(ctx context.Context, names ...string) error
 }

@@ -91,11 +91,11 @@ var (
 // What differs between storages beyond this contract is said by optional
 // interfaces, which a store asks for and never a backend's type: Traits
 // (through Describer, or the backend a Wrapper wraps), Unsynced,
-// TempCleaner and LockProber. Traits.Local says how far a writer trusts
-// what it listed and cached, and so which conflicts it sees only when a
-// write runs into them: a Create that fails with ErrExists, or a Replace
-// conditional on the Version the store last saw (NoObject if none) that
-// fails with ErrConflict.
+// GroupCommitter, TempCleaner and LockProber. Traits.Local says how far a
+// writer trusts what it listed and cached, and so which conflicts it sees
+// only when a write runs into them: a Create that fails with ErrExists, or
+// a Replace conditional on the Version the store last saw (NoObject if
+// none) that fails with ErrConflict.
 type Backend interface {
 	// Create writes a new object called name with the bytes write
 	// produces. If name exists, or another writer creates it first, it

@@ -10,6 +10,7 @@ package inject
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/gocheckpoint/checkpoint/storage"
@@ -21,7 +22,7 @@ type Kind int
 // The operations Wrap reports, one for each method of storage.Backend and
 // of its optional interfaces (Close is not reported).
 const (
-	Create      Kind = iota + 1 // Backend.Create
+	Create      Kind = iota + 1 // Backend.Create, and storage.GroupCommitter's CreateUncommitted (Op.Unsynced)
 	Replace                     // Backend.Replace, and storage.Unsynced's ReplaceUnsynced (Op.Unsynced)
 	Open                        // Backend.Open
 	Stat                        // Backend.Stat
@@ -32,9 +33,10 @@ const (
 	Sub                         // Backend.Sub
 	Children                    // Backend.Children
 	RemoveTemps                 // storage.TempCleaner's RemoveTemps
+	Commit                      // storage.GroupCommitter's Commit
 )
 
-var kindNames = [...]string{"", "Create", "Replace", "Open", "Stat", "List", "Remove", "Rename", "Lock", "Sub", "Children", "RemoveTemps"}
+var kindNames = [...]string{"", "Create", "Replace", "Open", "Stat", "List", "Remove", "Rename", "Lock", "Sub", "Children", "RemoveTemps", "Commit"}
 
 // String returns the name of the method, such as "Create".
 func (k Kind) String() string {
@@ -51,13 +53,16 @@ type Op struct {
 	// is called on (a child store's for an operation on a child).
 	Store string
 	// Name is the object (for Sub, the child store) the operation
-	// concerns: for Rename its source; "" for List, Lock, Children and
-	// RemoveTemps.
+	// concerns: for Rename its source; "" for List, Lock, Children,
+	// RemoveTemps and Commit.
 	Name string
 	// To is Rename's destination.
 	To string
+	// Names are the names a Commit makes durable.
+	Names []string
 	// Unsynced reports a Replace or Remove without durability (see
-	// storage.Unsynced).
+	// storage.Unsynced), or a Create whose name waits for a Commit (see
+	// storage.GroupCommitter).
 	Unsynced bool
 }
 
@@ -70,9 +75,9 @@ type Op struct {
 //
 // The wrapper keeps b's contract and is described as b (it is a
 // storage.Wrapper): a store treats it as it treats b. It implements
-// storage.Unsynced and storage.TempCleaner, passing them to b where b
-// implements them (and otherwise doing the synced operation, or removing
-// nothing). A child store (Sub) of the wrapper is b's child wrapped with
+// storage.Unsynced, storage.GroupCommitter and storage.TempCleaner,
+// passing them to b where b implements them (and otherwise doing the
+// synced operation, committing nothing, or removing nothing). A child store (Sub) of the wrapper is b's child wrapped with
 // the same fault. fault must be safe for concurrent use.
 func Wrap(b storage.Backend, fault func(op Op) error) storage.Backend {
 	return &backend{b: b, fault: fault}
@@ -114,6 +119,36 @@ func (w *backend) ReplaceUnsynced(ctx context.Context, name string, write func(i
 		return u.ReplaceUnsynced(ctx, name, write)
 	}
 	return w.b.Replace(ctx, name, "", write)
+}
+
+// CreateUncommitted is b's CreateUncommitted, or its Create where b has
+// none.
+func (w *backend) CreateUncommitted(ctx context.Context, name string, write func(io.Writer) error) (storage.Object, error) {
+	if err := w.at(Op{Kind: Create, Name: name, Unsynced: true}); err != nil {
+		return storage.Object{}, err
+	}
+	if g, ok := w.b.(storage.GroupCommitter); ok {
+		return g.CreateUncommitted(ctx, name, write)
+	}
+	return w.b.Create(ctx, name, write)
+}
+
+// Commit is b's Commit; where b has none, every Create was durable
+// already, and it does nothing. A failure fault injects takes names back
+// (removes them from b), as a Commit that fails does.
+func (w *backend) Commit(ctx context.Context, names ...string) error {
+	if err := w.at(Op{Kind: Commit, Names: names}); err != nil {
+		if len(names) > 0 {
+			if _, rerr := w.b.Remove(context.WithoutCancel(ctx), names...); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("take back: %w", rerr))
+			}
+		}
+		return err
+	}
+	if g, ok := w.b.(storage.GroupCommitter); ok {
+		return g.Commit(ctx, names...)
+	}
+	return nil
 }
 
 func (w *backend) Open(ctx context.Context, name string) (io.ReadCloser, storage.Object, error) {

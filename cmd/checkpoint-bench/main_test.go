@@ -35,6 +35,7 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| heap growth of a warm Save, zstd, 200 KB state |",
 		"| Async Save, 10 KB state, latency seen by the caller |",
 		"| NoSync Save, 10 KB state |",
+		"| Async(16) throughput, 2 KB durable saves, Flush every 100, time per save |",
 		"| Save, plain, 20.4 KB state, durable |",
 		"| Save with KeepLast(3), plain, 2 KB state, durable |",
 		"| first List after Open, 300 checkpoints |",
