@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"testing"
 	"time"
 
@@ -107,39 +106,5 @@ func BenchmarkEncodeState(b *testing.B) {
 				c.PutBuffer(out)
 			}
 		})
-	}
-}
-
-// BenchmarkWriteEnvelopeCompressed measures writing a compressed
-// checkpoint of the benchmark's states to memory: on every core (as a save
-// does), and on one goroutine.
-func BenchmarkWriteEnvelopeCompressed(b *testing.B) {
-	h := Header{Format: Version, Step: 1, Kind: KindStep, Time: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)}
-	for _, comp := range []Compression{CompressGzip, CompressZstd} {
-		for _, size := range []int{10 << 10, 100 << 10} {
-			state, err := json.Marshal(benchkit.NewWorld(size))
-			if err != nil {
-				b.Fatal(err)
-			}
-			c := NewCodec(comp, 1<<30)
-			head, _ := envelopeHead(h)
-			var out bytes.Buffer
-			b.Run(fmt.Sprintf("%v/%dKB/pieces", comp, size>>10), func(b *testing.B) {
-				for b.Loop() {
-					out.Reset()
-					if err := c.WriteEnvelope(&out, h, state); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			b.Run(fmt.Sprintf("%v/%dKB/one", comp, size>>10), func(b *testing.B) {
-				for b.Loop() {
-					out.Reset()
-					if err := c.compressTo(&out, -1, func(w io.Writer) error { return writeParts(w, [][]byte{head, state}) }); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
@@ -149,7 +148,6 @@ type Codec struct {
 	readers spares[*bufio.Reader]
 	headers spares[*bufio.Reader] // of headerBufSize
 	gzipW   spares[*gzip.Writer]
-	flateW  spares[*flate.Writer] // of gzip's pieces (see compressParallel)
 	gzipR   spares[*gzip.Reader]
 	zstdW   spares[*zstd.Encoder]
 	zstdR   spares[*zstd.Decoder]
@@ -246,9 +244,6 @@ func (c *Codec) WriteEnvelope(w io.Writer, h Header, state []byte) error {
 	tail := AppendTrailer(tb[:0], t, sum)
 	if c.comp == CompressNone {
 		return writeParts(w, [][]byte{head, state, tail})
-	}
-	if done, err := c.compressParallel(w, [][]byte{head, state, tail}); done {
-		return err
 	}
 	// The content size goes into a zstd frame's header: the window is
 	// sized to the file and the decoder can check the length.
