@@ -2,17 +2,23 @@ package format
 
 import (
 	"bytes"
+	stdgzip "compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // A reviewer's attacks on the parallel encoder (issue 28): each test is a
@@ -379,4 +385,155 @@ func TestAttackParallelCycleCheckDepth(t *testing.T) {
 		t.Fatal("json.Marshal takes every chain")
 	}
 	sameAsMarshal(t, v)
+}
+
+// atkContent returns n bytes of a kind: random (incompressible), zeros, a
+// short period, a period longer than deflate's window, and text.
+func atkContent(kind string, n int, seed uint64) []byte {
+	b := make([]byte, n)
+	x := seed*0x9E3779B97F4A7C15 + 1
+	rnd := func() byte { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return byte(x) }
+	switch kind {
+	case "random":
+		for i := range b {
+			b[i] = rnd()
+		}
+	case "zeros":
+	case "period100":
+		for i := range b {
+			b[i] = byte(i%100) + 'a'
+		}
+	case "period40k":
+		p := make([]byte, 40000)
+		for i := range p {
+			p[i] = rnd()
+		}
+		for i := range b {
+			b[i] = p[i%len(p)]
+		}
+	default: // text of few words
+		words := []string{"alpha ", "beta ", "<gamma> ", "\"delta\":", "1.25e3,"}
+		for i := 0; i < n; {
+			i += copy(b[i:], words[rnd()%5])
+		}
+	}
+	return b
+}
+
+// TestAttackParallelCompressionReadsBack checks checkpoints compressed in
+// pieces around the threshold and the pieces' boundaries, of contents
+// whose matches cross a boundary or find none, by one codec whose spare
+// compressors carry over from one file to the next: each is read back by
+// this package and by the standard library's gzip (or a zstd decoder),
+// and by the gzip and zstd commands.
+func TestAttackParallelCompressionReadsBack(t *testing.T) {
+	t.Parallel()
+	h := Header{Format: Version, Step: 9, Kind: KindStep, Time: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)}
+	sizes := []int{0, 1, parallelCompressMin - 200, parallelCompressMin - 100, parallelCompressMin, parallelCompressMin + 1, 3 * parallelCompressMin / 2, 2*flateDict - 150, 2*flateDict + 1, 100_003, 2<<20 - 150, 2<<20 - 149}
+	kinds := []string{"random", "zeros", "period100", "period40k", "text"}
+	for _, comp := range []Compression{CompressGzip, CompressZstd} {
+		c := NewCodec(comp, defaultMaxRead)
+		for _, size := range sizes {
+			for k, kind := range kinds {
+				raw := atkContent(kind, size, uint64(size+k))
+				state, _ := json.Marshal(string(raw)) // a state is JSON
+				var file bytes.Buffer
+				if err := c.WriteEnvelope(&file, h, state); err != nil {
+					t.Fatal(err)
+				}
+				var whole bytes.Buffer
+				if err := NewCodec(CompressNone, defaultMaxRead).WriteEnvelope(&whole, h, state); err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("%v/%d/%s", comp, size, kind)
+				err := c.Read(bytes.NewReader(file.Bytes()), int64(file.Len()), func(got Header, s []byte) error {
+					if !bytes.Equal(s, state) {
+						return errors.New("another state")
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				var other []byte
+				if comp == CompressGzip {
+					zr, err := stdgzip.NewReader(bytes.NewReader(file.Bytes()))
+					if err == nil {
+						zr.Multistream(false)
+						other, err = io.ReadAll(zr)
+					}
+					if err != nil {
+						t.Fatalf("%s: the standard library's gzip: %v", name, err)
+					}
+				} else {
+					zr, err := zstd.NewReader(bytes.NewReader(file.Bytes()))
+					if err == nil {
+						other, err = io.ReadAll(zr)
+						zr.Close()
+					}
+					if err != nil {
+						t.Fatalf("%s: a zstd decoder: %v", name, err)
+					}
+				}
+				if !bytes.Equal(other, whole.Bytes()) {
+					t.Fatalf("%s: another reader reads another checkpoint", name)
+				}
+				if size%2 == 1 || size == parallelCompressMin {
+					tool := map[Compression]string{CompressGzip: "gzip", CompressZstd: "zstd"}[comp]
+					if _, err := exec.LookPath(tool); err != nil {
+						continue
+					}
+					path := filepath.Join(t.TempDir(), "file")
+					if err := os.WriteFile(path, file.Bytes(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					out, err := exec.Command(tool, "-dc", path).Output()
+					if err != nil || !bytes.Equal(out, whole.Bytes()) {
+						t.Fatalf("%s: %s -dc: %v", name, tool, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAttackParallelCompressionConcurrent checks that WriteEnvelope called
+// on one codec from several goroutines at once (run it with -race), each
+// compressing in pieces with the codec's spare compressors, writes each
+// its own checkpoint.
+func TestAttackParallelCompressionConcurrent(t *testing.T) {
+	t.Parallel()
+	h := Header{Format: Version, Step: 1, Kind: KindStep, Time: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)}
+	for _, comp := range []Compression{CompressGzip, CompressZstd} {
+		c := NewCodec(comp, defaultMaxRead)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for g := range 6 {
+			wg.Go(func() {
+				for k := range 3 {
+					state, _ := json.Marshal(string(atkContent([]string{"text", "period40k", "random"}[k], 50_000+g*1000, uint64(g))))
+					var file bytes.Buffer
+					if err := c.WriteEnvelope(&file, h, state); err != nil {
+						errs <- err
+						return
+					}
+					err := c.Read(bytes.NewReader(file.Bytes()), int64(file.Len()), func(_ Header, s []byte) error {
+						if !bytes.Equal(s, state) {
+							return errors.New("another state")
+						}
+						return nil
+					})
+					if err != nil {
+						errs <- fmt.Errorf("%v: %w", comp, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
 }
