@@ -537,3 +537,46 @@ func TestAttackParallelCompressionConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackParallelCompressionExactTotals checks checkpoints whose whole
+// uncompressed size is exactly at the threshold and where the two pieces'
+// zstd windows differ (one piece a byte under a power of two, the other at
+// it), read back by this package's reader.
+func TestAttackParallelCompressionExactTotals(t *testing.T) {
+	t.Parallel()
+	h := Header{Format: Version, Step: 9, Kind: KindStep, Time: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)}
+	plain := NewCodec(CompressNone, defaultMaxRead)
+	var probe bytes.Buffer
+	if err := plain.WriteEnvelope(&probe, h, []byte(`""`)); err != nil {
+		t.Fatal(err)
+	}
+	overhead := probe.Len() - 2
+	for _, comp := range []Compression{CompressGzip, CompressZstd} {
+		c := NewCodec(comp, defaultMaxRead)
+		for _, total := range []int{parallelCompressMin - 1, parallelCompressMin, parallelCompressMin + 1, 2*524287 + 1, 2*524287 + 2, 2 << 20, 2<<20 + 1, 2<<20 - 1} {
+			raw := atkContent("text", total-overhead-2, uint64(total))
+			for i, b := range raw {
+				if b == '"' {
+					raw[i] = '\''
+				}
+			}
+			state := append(append([]byte{'"'}, raw...), '"')
+			var file, whole bytes.Buffer
+			if err := plain.WriteEnvelope(&whole, h, state); err != nil || whole.Len() != total {
+				t.Fatalf("total %d: an envelope of %d bytes (%v)", total, whole.Len(), err)
+			}
+			if err := c.WriteEnvelope(&file, h, state); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Read(bytes.NewReader(file.Bytes()), int64(file.Len()), func(_ Header, s []byte) error {
+				if !bytes.Equal(s, state) {
+					return errors.New("another state")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%v, total %d: %v", comp, total, err)
+			}
+		}
+	}
+}
