@@ -580,3 +580,36 @@ func TestAttackParallelCompressionExactTotals(t *testing.T) {
 		}
 	}
 }
+
+type atkWide struct {
+	A, B, C, D, E, F, G, H, I, J int
+	S                            []int
+}
+
+// TestAttackParallelWalkLimits checks shapes that reach the walk's limits:
+// more values than it hands over one by one (a few structs of small maps
+// of wide structs), nesting deeper than it descends, small slices of
+// small slices, and maps at the size past which they are encoded whole.
+func TestAttackParallelWalkLimits(t *testing.T) {
+	t.Parallel()
+	wide := make([]map[string]atkWide, 7)
+	for i := range wide {
+		wide[i] = map[string]atkWide{}
+		for k := range 8 {
+			wide[i][fmt.Sprintf("<%d>", k)] = atkWide{A: i, J: k, S: make([]int, k*3)}
+		}
+	}
+	sameAsMarshal(t, wide)
+	nine := map[string][]int{}
+	for k := range 9 {
+		nine[fmt.Sprint(k)] = make([]int, 100)
+	}
+	eight := map[string][]int{}
+	for k := range 8 {
+		eight[fmt.Sprint(k)] = make([]int, 100)
+	}
+	sameAsMarshal(t, []map[string][]int{nine, eight, {}, nil})
+	sameAsMarshal(t, [][][][][][][][][]int{{{{{{{{{1, 2}, {3}}}}}}}, {{{{{{{4, 5, 6, 7, 8, 9, 10, 11, 12}}}}}}}}})
+	sameAsMarshal(t, [][]int{{1}, {2, 3}, nil, {}, {4}})
+	sameAsMarshal(t, deepChain(20))
+}
