@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -263,4 +265,51 @@ func TestAttackStreamedSmallAfterLarge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAttackStreamedRollingFailureKeepsTheRollingFile checks a streamed
+// replace of the rolling file (Tick) that fails, by a late encoding error
+// or by the read limit: the rolling file is left as it was, byte for byte,
+// and still loads as the latest checkpoint.
+func TestAttackStreamedRollingFailureKeepsTheRollingFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, opt := range []Option{NoSync(), Gzip()} {
+		dir := t.TempDir()
+		s, err := Open[bigState](dir, opt, NoSync(), WithRolling(), SaveEvery(1000), WithMaxReadSize(1<<20))
+		require.NoError(t, err)
+		defer s.Close()
+		for step := int64(1); step <= 2; step++ {
+			_, saved, err := s.Tick(ctx, step, newBigState(step, 7000))
+			require.NoError(t, err)
+			require.True(t, saved)
+		}
+		require.True(t, s.codec.Streamed(reflect.TypeFor[bigState]()))
+		names := dirNames(t, dir)
+		files := map[string][]byte{}
+		for _, n := range names {
+			files[n] = mustReadFile(t, dir, n)
+		}
+		nan := newBigState(3, 7000)
+		nan.Rows[6990].Score = math.NaN()
+		for _, bad := range []bigState{nan, newBigState(3, 14000)} {
+			_, _, err = s.Tick(ctx, 3, bad)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.Equal(t, names, dirNames(t, dir))
+			for _, n := range names {
+				require.Equal(t, files[n], mustReadFile(t, dir, n), n)
+			}
+			got, info, err := s.Latest(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), info.Step)
+			require.Equal(t, newBigState(2, 7000), got)
+		}
+	}
+}
+
+func mustReadFile(t *testing.T, dir, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	require.NoError(t, err)
+	return b
 }
