@@ -39,18 +39,20 @@ type (
 		B string `json:"b"`
 	}
 	atkOdd struct {
-		Dollar  int `json:"$x"`
-		Space   int `json:"a b"`
+		Dollar int `json:"$x"`
+		Space  int `json:"a b"`
+		//lint:ignore SA5008 a name of "-" is what is tested
 		Dash    int `json:"-,"`
 		Empty   int `json:""`
 		Comma   int `json:",omitempty"`
 		Unicode int `json:"ü"`
-		Bad     int `json:"a\"b"`
-		Größe   int
-		lower   int //nolint:unused // encoding/json skips it
-		Lower   int
-		Str     int `json:",string"`
-		Zero    int `json:",omitzero"`
+		//lint:ignore SA5008 a tag encoding/json takes as invalid is what is tested
+		Bad   int `json:"a\"b"`
+		Größe int
+		lower int //nolint:unused // encoding/json skips it
+		Lower int
+		Str   int `json:",string"`
+		Zero  int `json:",omitzero"`
 	}
 	atkDup struct {
 		A int `json:"B"`
