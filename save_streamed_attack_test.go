@@ -313,3 +313,24 @@ func mustReadFile(t *testing.T, dir, name string) []byte {
 	require.NoError(t, err)
 	return b
 }
+
+// TestAttackStreamedErrorIsTheBufferedOne checks that a state both too
+// large for the read limit and refused by encoding/json (a NaN near its
+// end) fails a streamed save with the error a buffered save gives:
+// encoding/json's (the buffered save encodes before it measures).
+func TestAttackStreamedErrorIsTheBufferedOne(t *testing.T) {
+	t.Skip("BUG (minor): a streamed save of a state over the read limit with a NaN past the limit reports the read limit, a buffered save (and json.Marshal) the NaN: the error depends on the last state's size; both are ErrInvalid")
+	t.Parallel()
+	ctx := context.Background()
+	bad := newBigState(3, 14000) // about 1.2 MB
+	bad.Rows[13990].Score = math.NaN()
+	fresh, err := Open[bigState](t.TempDir(), NoSync(), WithMaxReadSize(1<<20))
+	require.NoError(t, err)
+	defer fresh.Close()
+	_, buffered := fresh.Save(ctx, 3, bad)
+	require.ErrorContains(t, buffered, "NaN")
+	s := primedStore(t, t.TempDir(), 7000, WithMaxReadSize(1<<20))
+	_, streamed := s.Save(ctx, 3, bad)
+	require.ErrorIs(t, streamed, ErrInvalid)
+	require.ErrorContains(t, streamed, "NaN")
+}
