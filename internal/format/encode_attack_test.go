@@ -688,7 +688,7 @@ func TestAttackStreamedOnOneCoreHoldsNoWholeState(t *testing.T) {
 // atkAppender has an AppendText method and no other: encoding/json built
 // with GOEXPERIMENT=jsonv2 (a Go 1.25+ experiment, where encoding/json is
 // implemented by encoding/json/v2) calls it, the default build does not.
-type atkAppender struct{ v int }
+type atkAppender struct{}
 
 var atkAppends atomic.Int64
 
