@@ -714,3 +714,43 @@ func TestAttackParallelGateSeesEveryHostMethod(t *testing.T) {
 		t.Fatal("encoding/json runs atkAppender.AppendText, and Parallel admits a struct of them")
 	}
 }
+
+// TestAttackParallelCompressionBoundaryInTheHeader checks a checkpoint of
+// a large header (metadata) and a small state, whose pieces' boundary and
+// second piece's dictionary lie in the header: read back by this package
+// and the standard library.
+func TestAttackParallelCompressionBoundaryInTheHeader(t *testing.T) {
+	t.Parallel()
+	meta := map[string]string{}
+	for i := range 400 {
+		meta[fmt.Sprintf("key-%03d", i)] = strings.Repeat(fmt.Sprint(i%7), 40)
+	}
+	h := Header{Format: Version, Step: 9, Kind: KindStep, Time: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), Meta: meta}
+	for _, comp := range []Compression{CompressGzip, CompressZstd} {
+		c := NewCodec(comp, defaultMaxRead)
+		for _, state := range [][]byte{[]byte(`{}`), []byte(`"` + strings.Repeat("z", 3000) + `"`)} {
+			var file bytes.Buffer
+			if err := c.WriteEnvelope(&file, h, state); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Read(bytes.NewReader(file.Bytes()), int64(file.Len()), func(got Header, s []byte) error {
+				if !bytes.Equal(s, state) || len(got.Meta) != len(meta) {
+					return errors.New("another checkpoint")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("%v: %v", comp, err)
+			}
+			if comp == CompressGzip {
+				zr, err := stdgzip.NewReader(bytes.NewReader(file.Bytes()))
+				if err == nil {
+					_, err = io.ReadAll(zr)
+				}
+				if err != nil {
+					t.Fatalf("the standard library's gzip: %v", err)
+				}
+			}
+		}
+	}
+}
