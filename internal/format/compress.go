@@ -221,7 +221,7 @@ func (c *Codec) EncodeState(v any) (*bytes.Buffer, error) {
 	} else {
 		buf = c.getBuffer()
 	}
-	if err := c.encodeState(buf, v); err != nil {
+	if err := c.encodeState(buf, v, false); err != nil {
 		c.PutBuffer(buf)
 		return nil, err
 	}
@@ -273,7 +273,7 @@ func (c *Codec) WriteStateEnvelope(w io.Writer, h Header, v any) error {
 			return err
 		}
 		hw.n = 0 // the state's bytes count from here
-		if err := c.encodeState(&hw, v); err != nil {
+		if err := c.encodeState(&hw, v, true); err != nil {
 			return err
 		}
 		if err := c.CheckFits(h, int(hw.n)); err != nil {

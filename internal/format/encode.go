@@ -61,15 +61,34 @@ const maxEncoders = 8
 func encoders() int { return min(runtime.GOMAXPROCS(0), maxEncoders) }
 
 var (
-	jsonMarshaler = reflect.TypeFor[json.Marshaler]()
 	textMarshaler = reflect.TypeFor[encoding.TextMarshaler]()
 	timeType      = reflect.TypeFor[time.Time]()
 )
 
+// marshalMethods are the methods encoding/json may call to encode a value:
+// MarshalJSON and MarshalText, and, built with GOEXPERIMENT=jsonv2 (where
+// it is encoding/json/v2 underneath), AppendText and MarshalJSONTo.
+var marshalMethods = [...]string{"MarshalJSON", "MarshalText", "AppendText", "MarshalJSONTo"}
+
+// hostMethods reports whether t, or a pointer to it, has a method that
+// encoding/json may call to encode it.
+func hostMethods(t reflect.Type) bool {
+	for _, name := range marshalMethods {
+		if _, ok := t.MethodByName(name); ok {
+			return true
+		}
+		if _, ok := reflect.PointerTo(t).MethodByName(name); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // parallelType reports whether encoding a value of t runs none of the
 // host's code, so that its parts may be encoded on other goroutines and
-// under a lock: no type in it (nor a pointer to one) has a MarshalJSON or
-// MarshalText method, except time.Time, json.Number and json.RawMessage,
+// under a lock: no type in it (nor a pointer to one) has a method
+// encoding/json may call (marshalMethods), except time.Time, json.Number
+// and json.RawMessage,
 // whose encodings are the standard library's own, and it holds no
 // interface, whose dynamic type could be anything. seen holds the types
 // being judged: a type that refers to itself is judged by its other parts.
@@ -81,10 +100,7 @@ func parallelType(t reflect.Type, seen map[reflect.Type]bool) bool {
 	if t == timeType || t == jsonNumber || t == jsonRawMessage {
 		return true
 	}
-	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) {
-		return false
-	}
-	if p := reflect.PointerTo(t); p.Implements(jsonMarshaler) || p.Implements(textMarshaler) {
+	if hostMethods(t) {
 		return false
 	}
 	switch t.Kind() {
@@ -141,10 +157,7 @@ func planOf(t reflect.Type) *walkPlan {
 }
 
 func walkable(t reflect.Type) bool {
-	if t.Implements(jsonMarshaler) || t.Implements(textMarshaler) {
-		return false
-	}
-	if p := reflect.PointerTo(t); p.Implements(jsonMarshaler) || p.Implements(textMarshaler) {
+	if hostMethods(t) {
 		return false
 	}
 	switch t.Kind() {
@@ -235,6 +248,11 @@ type item struct {
 	v     reflect.Value
 	run   bool
 	split bool
+	// levels is how many pointers, maps and slices encoding/json enters
+	// before it reaches v in the whole value: its cycle check counts them
+	// (it looks for a pointer seen before only past 1000 of them), so v
+	// is encoded behind as many pointers.
+	levels int
 }
 
 // part is what one goroutine encodes at a time: items in a row.
@@ -258,27 +276,27 @@ type walker struct {
 func (w *walker) literal(s string) { w.lit = append(w.lit, s...) }
 
 // value adds v, encoded whole, after the literals since the last item.
-func (w *walker) value(v reflect.Value) {
-	w.items = append(w.items, item{pre: w.lit[w.start:len(w.lit):len(w.lit)], v: v})
+func (w *walker) value(v reflect.Value, levels int) {
+	w.items = append(w.items, item{pre: w.lit[w.start:len(w.lit):len(w.lit)], v: v, levels: levels})
 	w.start = len(w.lit)
 	w.weight++
 }
 
 // walk adds v: its punctuation as literals and its members as parts, or v
 // whole where encoding/json's rules are not the walk's (see planOf).
-func (w *walker) walk(v reflect.Value, depth int) {
+func (w *walker) walk(v reflect.Value, depth, levels int) {
 	p := planOf(v.Type())
 	if !p.walk || depth > maxWalkDepth || len(w.items) >= maxItems {
-		w.value(v)
+		w.value(v, levels)
 		return
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() {
-			w.value(v)
+			w.value(v, levels)
 			return
 		}
-		w.walk(v.Elem(), depth+1)
+		w.walk(v.Elem(), depth+1, levels+1)
 	case reflect.Struct:
 		w.literal("{")
 		first := true
@@ -292,14 +310,14 @@ func (w *walker) walk(v reflect.Value, depth int) {
 			}
 			first = false
 			w.lit = append(w.lit, f.key...)
-			w.walk(fv, depth+1)
+			w.walk(fv, depth+1, levels)
 		}
 		w.literal("}")
 	case reflect.Map:
 		if v.IsNil() || v.Len() == 0 || v.Len() > splitMin {
 			// A large map is encoded whole: its members one by one
 			// would cost more than they gain.
-			w.value(v)
+			w.value(v, levels)
 			return
 		}
 		keys := v.MapKeys()
@@ -311,32 +329,32 @@ func (w *walker) walk(v reflect.Value, depth int) {
 			}
 			key, _ := json.Marshal(k.String()) // a string always encodes
 			w.lit = append(append(w.lit, key...), ':')
-			w.walk(v.MapIndex(k), depth+1)
+			w.walk(v.MapIndex(k), depth+1, levels+1)
 		}
 		w.literal("}")
 	case reflect.Slice:
 		n := v.Len()
 		switch {
 		case v.IsNil() || n == 0:
-			w.value(v)
+			w.value(v, levels)
 		case n >= splitMin:
-			w.value(v)
+			w.value(v, levels)
 			w.items[len(w.items)-1].split = true
 			w.weight += n - 1
 		case !containerElem(v.Type().Elem()):
-			w.value(v)
+			w.value(v, levels)
 		default:
 			w.literal("[")
 			for i := range n {
 				if i > 0 {
 					w.literal(",")
 				}
-				w.walk(v.Index(i), depth+1)
+				w.walk(v.Index(i), depth+1, levels+1)
 			}
 			w.literal("]")
 		}
 	default:
-		w.value(v)
+		w.value(v, levels)
 	}
 }
 
@@ -394,7 +412,7 @@ func (w *walker) parts(size int64) []part {
 			if j == 0 {
 				lead = pre(append(it.pre[:len(it.pre):len(it.pre)], '['))
 			}
-			cur = append(cur, item{pre: lead, v: it.v.Slice(j, k), run: true})
+			cur = append(cur, item{pre: lead, v: it.v.Slice(j, k), run: true, levels: it.levels})
 			if load += k - j; load >= per {
 				flush()
 			}
@@ -445,10 +463,7 @@ func encodePart(p *part, enc *json.Encoder, tw *trimWriter) {
 	tw.dst = p.out
 	for _, it := range p.items {
 		p.out.Write(it.pre)
-		arg := it.v
-		if arg.CanAddr() {
-			arg = arg.Addr() // as encoding/json sees an addressable value
-		}
+		arg := behind(it.v, it.levels)
 		tw.skip = 0
 		trim := 1 // the newline Encode ends a value with
 		if it.run {
@@ -462,6 +477,29 @@ func encodePart(p *part, enc *json.Encoder, tw *trimWriter) {
 	}
 }
 
+// behind returns v behind levels pointers (v itself if none): encoding/json
+// then counts the levels it counted in the whole value before v. The types
+// the parts are made of call no method with a pointer receiver, so that v
+// being addressable or not changes nothing.
+func behind(v reflect.Value, levels int) reflect.Value {
+	if levels == 0 {
+		return v
+	}
+	if v.CanAddr() {
+		v = v.Addr()
+	} else {
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		v = p
+	}
+	for range levels - 1 {
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		v = p
+	}
+	return v
+}
+
 // partPanic carries a panic of a part's goroutine to the caller's.
 type partPanic struct{ v any }
 
@@ -473,7 +511,7 @@ func (p *partPanic) Error() string { return fmt.Sprint("panic encoding a state: 
 // false, having written nothing, where v does not cut into parts.
 func encodeParallel(dst io.Writer, v reflect.Value, size int64) (bool, error) {
 	w := walker{lit: make([]byte, 0, 256)}
-	w.walk(v, 0)
+	w.walk(v, 0, 0)
 	parts := w.parts(size)
 	if len(parts) < 2 {
 		return false, nil
@@ -656,10 +694,12 @@ func (c *Codec) Streamed(t reflect.Type) bool {
 
 // encodeState writes v's encoding, exactly json.Marshal's bytes, to dst:
 // on several cores where v's type allows it and the last state was large
-// enough to gain from it. An error of encoding/json's is ErrInvalid; an
+// enough to gain from it, and in parts on one core if streamed. An error of encoding/json's is ErrInvalid; an
 // error of dst is returned as it is.
-func (c *Codec) encodeState(dst io.Writer, v any) error {
-	if last := c.lastState.Load(); last >= parallelMin && encoders() > 1 && c.Parallel(reflect.TypeOf(v)) {
+func (c *Codec) encodeState(dst io.Writer, v any, streamed bool) error {
+	// A streamed state is cut into parts on one core too: they are
+	// written one by one, and no buffer holds the state.
+	if last := c.lastState.Load(); last >= parallelMin && (streamed || encoders() > 1) && c.Parallel(reflect.TypeOf(v)) {
 		done, err := encodeParallel(dst, reflect.ValueOf(v), last)
 		if done {
 			return c.encodeFailed(v, err)

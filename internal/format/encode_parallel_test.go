@@ -144,7 +144,7 @@ func TestParallelEncodingFailsAsJSONMarshal(t *testing.T) {
 	for _, last := range []int64{0, MaxPooled} {
 		c := NewCodec(CompressNone, defaultMaxRead)
 		c.lastState.Store(last)
-		err := c.encodeState(failingWriter{after: 100, err: full}, newParallelDoc(300))
+		err := c.encodeState(failingWriter{after: 100, err: full}, newParallelDoc(300), last > 0)
 		if !errors.Is(err, full) || errors.Is(err, ErrInvalid) {
 			t.Fatalf("last state %d: a destination that fails gives %v", last, err)
 		}
