@@ -313,4 +313,3 @@ func mustReadFile(t *testing.T, dir, name string) []byte {
 	require.NoError(t, err)
 	return b
 }
-

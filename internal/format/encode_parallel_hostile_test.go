@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 // A reviewer's attacks on the parallel encoder (issue 28): each test is a
@@ -505,4 +504,3 @@ func TestParallelGateSeesEveryHostMethod(t *testing.T) {
 type atkToPtr struct{ N int }
 
 func (p *atkToPtr) MarshalJSONTo(enc any) error { return nil }
-
