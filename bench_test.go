@@ -3,18 +3,16 @@ package checkpoint_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"hash"
 	"hash/crc32"
 	"hash/crc64"
 	"hash/fnv"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 	"github.com/gocheckpoint/checkpoint/internal/platformtest"
 )
 
@@ -294,38 +292,10 @@ func BenchmarkLatestOfTenThousand(b *testing.B) {
 	b.Run("naive", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			v, err := naiveLatest(dir)
+			v, err := benchkit.NaiveLatest[benchWorld](dir, "step_")
 			if err != nil || v.Turn != files-1 {
 				b.Fatal(v.Turn, err)
 			}
 		}
 	})
-}
-
-// naiveLatest reads the newest checkpoint of dir as a user would by hand.
-func naiveLatest(dir string) (benchWorld, error) {
-	var v struct {
-		State benchWorld `json:"state"`
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return v.State, err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return v.State, err
-	}
-	newest := ""
-	for _, name := range names {
-		if strings.HasPrefix(name, "step_") && strings.HasSuffix(name, ".json") && name > newest {
-			newest = name
-		}
-	}
-	data, err := os.ReadFile(filepath.Join(dir, newest))
-	if err != nil {
-		return v.State, err
-	}
-	err = json.Unmarshal(data, &v)
-	return v.State, err
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 )
 
 func main() {
@@ -570,7 +571,7 @@ func (b *bench) bigDirectory() ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	naive, err := naiveLatest(dir, "step_")
+	naive, err := benchkit.NaiveLatest[World](dir, "step_")
 	if err != nil {
 		return nil, err
 	}
@@ -585,7 +586,7 @@ func (b *bench) bigDirectory() ([]row, error) {
 		func(int) error { _, _, err := s.Load(b.ctx, int64(files/2)); return err },
 		func(int) error { return readNames(dir) },
 		func(int) error { _, err := s.Prune(b.ctx); return err },
-		func(int) error { _, err := naiveLatest(dir, "step_"); return err },
+		func(int) error { _, err := benchkit.NaiveLatest[World](dir, "step_"); return err },
 	)
 	if err != nil {
 		return nil, err
@@ -660,41 +661,6 @@ func readNames(dir string) error {
 	defer d.Close()
 	_, err = d.Readdirnames(-1)
 	return err
-}
-
-// naiveLatest is the Latest a user would write by hand: read the
-// directory's names, take the greatest plain checkpoint name with prefix
-// (the steps are zero-padded, so it is the newest step), and decode the
-// file's state with encoding/json. It verifies no checksum, and knows no
-// error checkpoint, rolling file, compression or damaged file.
-func naiveLatest(dir, prefix string) (World, error) {
-	var v struct {
-		State World `json:"state"`
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return v.State, err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return v.State, err
-	}
-	newest := ""
-	for _, name := range names {
-		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, ".json") && name > newest {
-			newest = name
-		}
-	}
-	if newest == "" {
-		return v.State, fs.ErrNotExist
-	}
-	data, err := os.ReadFile(filepath.Join(dir, newest))
-	if err != nil {
-		return v.State, err
-	}
-	err = json.Unmarshal(data, &v)
-	return v.State, err
 }
 
 // allocations measures what a warm Save allocates, for the medium and large
