@@ -129,8 +129,9 @@ type field struct {
 	omitEmpty bool
 }
 
-// walkPlan is how the walk writes a type: nil fields where it encodes the
-// type's values whole.
+// walkPlan is how the walk writes a type: whether it writes the
+// punctuation of its values and walks into their members (false: it has
+// encoding/json encode them whole), and a struct's fields.
 type walkPlan struct {
 	walk   bool    // the walk writes the container's punctuation
 	fields []field // of a struct the walk writes
@@ -260,8 +261,17 @@ type part struct {
 	items []item
 	out   *bytes.Buffer
 	err   error
-	done  atomic.Bool
-	ready chan struct{} // closed once done
+	ready chan struct{} // closed once out or err is set
+}
+
+// done reports whether p's encoding is over.
+func (p *part) done() bool {
+	select {
+	case <-p.ready:
+		return true
+	default:
+		return false
+	}
 }
 
 // walker cuts a value into items.
@@ -455,7 +465,6 @@ func encodePart(p *part, enc *json.Encoder, tw *trimWriter) {
 		if r := recover(); r != nil {
 			p.err = &partPanic{r}
 		}
-		p.done.Store(true)
 		close(p.ready)
 	}()
 	p.out = partBuffers.Get().(*bytes.Buffer)
@@ -546,14 +555,6 @@ func encodeParallel(dst io.Writer, v reflect.Value, size int64) (bool, error) {
 				if i < 0 {
 					return
 				}
-				select {
-				case <-quit:
-					parts[i].err = errStopped
-					parts[i].done.Store(true)
-					close(parts[i].ready)
-					return
-				default:
-				}
 				encodePart(&parts[i], enc, tw)
 			}
 		})
@@ -576,7 +577,7 @@ func encodeParallel(dst io.Writer, v reflect.Value, size int64) (bool, error) {
 	enc := json.NewEncoder(tw)
 	for idx := range parts {
 		p := &parts[idx]
-		for !p.done.Load() {
+		for !p.done() {
 			// Encode the next part here while a slot is free; wait for
 			// this one otherwise (a helper has it).
 			select {
@@ -609,9 +610,6 @@ func encodeParallel(dst io.Writer, v reflect.Value, size int64) (bool, error) {
 	_, err := dst.Write(w.tail)
 	return true, err
 }
-
-// errStopped is the error of a part claimed as the encoding stopped.
-var errStopped = errors.New("encoding stopped")
 
 // encodeError is encoding/json's refusal of a value, told apart from an
 // error of the writer the encoding goes to.
