@@ -34,6 +34,7 @@ func TestLeaseFencingAndReplaceThroughACephLikeServer(t *testing.T) {
 		t.Skip("already behind the proxy")
 	}
 	s := s3Server(t)
+	skipUnlessQuotedIfMatch(t, newFixture(t))
 	args := []string{"-test.run", suiteThroughCeph, "-test.count=1", "-test.v"}
 	if testing.Short() {
 		args = append(args, "-test.short")
@@ -58,7 +59,7 @@ func TestLeaseFencingAndReplaceThroughACephLikeServer(t *testing.T) {
 func TestIfMatchFormIsLearnedAndARealConflictStaysOne(t *testing.T) {
 	t.Parallel()
 	for _, ceph := range []bool{false, true} {
-		name := "versitygw"
+		name := "server"
 		if ceph {
 			name = "ceph-like"
 		}
@@ -66,6 +67,9 @@ func TestIfMatchFormIsLearnedAndARealConflictStaysOne(t *testing.T) {
 			t.Parallel()
 			p := &condProxy{cephIfMatch: ceph}
 			f, direct := proxiedFixture(t, p)
+			if ceph {
+				skipUnlessQuotedIfMatch(t, direct)
+			}
 			b := f.backend("run")
 			ctx := context.Background()
 			v1, err := b.Create(ctx, "roll", bytesOf([]byte("one")))
@@ -76,8 +80,10 @@ func TestIfMatchFormIsLearnedAndARealConflictStaysOne(t *testing.T) {
 				v2, err = b.Replace(ctx, "roll", v2.Version, bytesOf([]byte{'a' + byte(i)}))
 				require.NoError(t, err)
 			}
-			require.Equal(t, ceph, b.srv.bareIfMatch.Load())
-			require.Equal(t, map[bool]int64{false: 0, true: 1}[ceph], p.refusedQuoted.Load(), "the form is learned once")
+			if ceph {
+				require.True(t, b.srv.bareIfMatch.Load())
+				require.Equal(t, int64(1), p.refusedQuoted.Load(), "the form is learned once")
+			}
 
 			// Another writer replaced it: v2 is stale.
 			direct.rawPut("run/roll", []byte("theirs"))
@@ -99,7 +105,7 @@ func TestIfMatchFormIsLearnedAndARealConflictStaysOne(t *testing.T) {
 			c := f.backend("other")
 			unlock, err := c.Lock(ctx)
 			require.NoError(t, err)
-			require.Equal(t, ceph, c.srv.bareIfMatch.Load())
+			require.Equal(t, b.srv.bareIfMatch.Load(), c.srv.bareIfMatch.Load())
 			require.NoError(t, unlock())
 		})
 	}
@@ -144,6 +150,7 @@ func refusedAtLock(t *testing.T, client *s3.Client, endpoint, bucket, says strin
 	require.NoError(t, err)
 	defer b.Close()
 	_, err = b.Lock(context.Background())
+	t.Logf("Lock: %v", err)
 	require.ErrorIs(t, err, ErrUnsupported)
 	require.NotErrorIs(t, err, checkpoint.ErrLocked)
 	for _, want := range []string{says, endpoint, "bucket " + bucket} {
@@ -185,7 +192,12 @@ func TestServerIsCheckedOnceAtTheFirstLock(t *testing.T) {
 	b := f.backend("run")
 	unlock, err := b.Lock(ctx)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int{"PUT": 4, "DELETE": 1, "GET lease": 1, "LIST": 1, "PUT lease": 1}, f.count.take())
+	want := map[string]int{"PUT": 4, "DELETE": 1, "GET lease": 1, "LIST": 1, "PUT lease": 1}
+	if b.srv.bareIfMatch.Load() {
+		// Ceph RGW: the quoted If-Match refused, a HEAD, the bare one.
+		want["PUT"], want["HEAD"] = 5, 1
+	}
+	require.Equal(t, want, f.count.take())
 	require.NoError(t, unlock())
 	f.count.take()
 	child, err := b.Sub(ctx, "child", false)
@@ -249,4 +261,23 @@ func TestRenewalRefusedOtherwiseSaysWhatTheServerDid(t *testing.T) {
 			require.NotContains(t, uerr.Error(), "taken over")
 		})
 	}
+}
+
+// skipUnlessQuotedIfMatch skips a test that plays Ceph RGW with a proxy in
+// front of the tests' server when that server itself refuses a quoted
+// If-Match (it is Ceph RGW): the proxy, which forwards the bare form
+// quoted, would then refuse everything.
+func skipUnlessQuotedIfMatch(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx := context.Background()
+	key := "quoted-if-match-" + randomHex(4)
+	out, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: &key, Body: strings.NewReader("1")})
+	require.NoError(t, err)
+	_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: &key, Body: strings.NewReader("2"), IfMatch: aws.String(quoteETag(aws.ToString(out.ETag)))})
+	if isPrecondition(err) {
+		t.Skip("the server itself refuses a quoted If-Match (as Ceph RGW does): a proxy playing Ceph in front of it is moot")
+	}
+	require.NoError(t, err)
+	_, err = f.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &f.bucket, Key: &key})
+	require.NoError(t, err)
 }
