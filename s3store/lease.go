@@ -475,14 +475,15 @@ func (b *Backend) afterRefusal(l *lease, sent, what string, err error) (cur leas
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
 	defer cancel()
 	cur, _, rerr := b.readLease(ctx, "")
-	if rerr != nil {
-		return cur, false, nil
-	}
 	b.mu.Lock()
 	gen, holder := l.doc.Generation, l.doc.Holder
 	b.mu.Unlock()
 	answer := fmt.Sprintf("the server refused the %s of %s (If-Match %s) with HTTP %d %s", what, b.Locate(leaseName), sent, httpStatus(err), errorCode(err))
 	switch {
+	case errors.Is(rerr, checkpoint.ErrCorrupt):
+		return cur, false, fmt.Errorf("%s, and the lease object is no longer a lease (%v): %w", answer, rerr, err)
+	case rerr != nil:
+		return cur, false, nil
 	case !cur.exists:
 		return cur, false, fmt.Errorf("%s: the lease object is gone (deleted by hand or by another program): %w", answer, err)
 	case cur.doc.Generation == gen && cur.doc.Holder == holder && cur.etag != sent:
