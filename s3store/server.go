@@ -96,10 +96,12 @@ func (b *Backend) putObject(ctx context.Context, in *s3.PutObjectInput) (*s3.Put
 	if sent == other {
 		return out, err // a weak or odd ETag: no other form to try
 	}
-	if s, ok := in.Body.(io.Seeker); ok {
-		if _, serr := s.Seek(0, io.SeekStart); serr != nil {
-			return out, err
-		}
+	// The body goes again from its start; one that cannot be rewound
+	// cannot go again.
+	if s, ok := in.Body.(io.Seeker); !ok {
+		return out, err
+	} else if _, serr := s.Seek(0, io.SeekStart); serr != nil {
+		return out, err
 	}
 	in.IfMatch = aws.String(other)
 	out2, err2 := b.client.PutObject(ctx, in)
