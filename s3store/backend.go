@@ -54,6 +54,8 @@ type Backend struct {
 	bucket string
 	prefix string // "" or ends with "/"
 	cfg    config
+	// srv is what this Backend learned of its server (shared with Sub's).
+	srv *serverState
 
 	mu     sync.Mutex
 	closed bool
@@ -115,7 +117,7 @@ func New(client *s3.Client, bucket, prefix string, opts ...Option) (*Backend, er
 			return nil, err
 		}
 	}
-	return &Backend{client: client, bucket: bucket, prefix: prefix, cfg: cfg, gens: make(map[objectKey]uint64)}, nil
+	return &Backend{client: client, bucket: bucket, prefix: prefix, cfg: cfg, srv: &serverState{}, gens: make(map[objectKey]uint64)}, nil
 }
 
 // checkPrefix refuses a key prefix that is not a path below its parent:
@@ -162,7 +164,7 @@ func (b *Backend) checkName(op, name string) error {
 // nameProblem says why name is not the name of an object or a child store
 // (nil if it is one).
 func nameProblem(name string) error {
-	if name == "" || name == "." || name == ".." || name == leaseName || name == markerName {
+	if name == "" || name == "." || name == ".." || name == leaseName || name == markerName || strings.HasPrefix(name, probePrefix) {
 		return fmt.Errorf("name %q is reserved or empty", name)
 	}
 	for i := 0; i < len(name); i++ {
@@ -254,7 +256,7 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 		default:
 			in.IfMatch = aws.String(cond)
 		}
-		out, err := b.client.PutObject(ctx, in)
+		out, err := b.putObject(ctx, in)
 		if err == nil {
 			etag := quoteETag(aws.ToString(out.ETag))
 			if err := b.endWrite(op, loc, name, etag, gen); err != nil {
@@ -323,7 +325,7 @@ var errTooLarge = errors.New("too large")
 // failure; an attempt of this very PUT that landed is found by landed, as
 // for a 412.
 func (b *Backend) refusedUnheard(ctx context.Context, name, cond string, err error) bool {
-	if httpStatus(err) != 0 || errorCode(err) != "" || ctxErr(err) {
+	if httpStatus(err) != 0 || errorCode(err) != "" || ctxErr(err) || errors.Is(err, ErrUnsupported) {
 		return false
 	}
 	o, _, herr := b.head(ctx, name)
@@ -471,7 +473,7 @@ func (b *Backend) listAll(ctx context.Context) (objs []checkpoint.Object, childr
 		}
 		for _, o := range out.Contents {
 			name := strings.TrimPrefix(aws.ToString(o.Key), b.prefix)
-			if name == "" || name == leaseName || name == markerName || strings.Contains(name, "/") {
+			if name == "" || name == leaseName || name == markerName || strings.HasPrefix(name, probePrefix) || strings.Contains(name, "/") {
 				continue
 			}
 			objs = append(objs, checkpoint.Object{
@@ -526,7 +528,7 @@ func (b *Backend) Sub(ctx context.Context, name string, create bool) (checkpoint
 	if err := b.checkName("sub", name); err != nil {
 		return nil, err
 	}
-	child := &Backend{client: b.client, bucket: b.bucket, prefix: b.key(name) + "/", cfg: b.cfg, gens: make(map[objectKey]uint64)}
+	child := &Backend{client: b.client, bucket: b.bucket, prefix: b.key(name) + "/", cfg: b.cfg, srv: b.srv, gens: make(map[objectKey]uint64)}
 	if create {
 		_, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &b.bucket, Key: aws.String(child.key(markerName)),

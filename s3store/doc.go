@@ -78,7 +78,8 @@
 //     larger than a lease can be) is ErrCorrupt, for writers and readers
 //     alike, and is never taken for no lease. Throttling and 5xx answers
 //     are retried by the SDK (its retryer, configured on the client), and
-//     every call is bounded by its ctx. A conditional PUT retried after its
+//     every call is bounded by its ctx. A server that does not honour the
+//     conditions is ErrUnsupported (see What the server must provide). A conditional PUT retried after its
 //     first attempt landed (its answer lost) is recognised as the writer's
 //     own, by its bytes and generation, rather than taken for another
 //     writer's. A PUT whose ctx ends mid-upload leaves nothing; one whose
@@ -167,7 +168,10 @@
 //     destination, a GET and a PUT of its bytes, a DELETE.
 //   - The lease: one PUT per third of the TTL (0.1 a second by default).
 //     Lock: a GET, a LIST of the store and a HEAD per object the previous
-//     holder wrote since its last renewal, then a PUT. The lease lists every
+//     holder wrote since its last renewal, then a PUT. The first Lock of a
+//     Backend (and of the children Sub derives from it) checks the server
+//     first: four PUTs and a DELETE of a scratch object, plus a HEAD and a
+//     PUT on a server that takes If-Match bare (below). The lease lists every
 //     object of the store (sealed or written), about 80 bytes each, and
 //     every renewal rewrites it: 10,000 checkpoints make a lease of about
 //     800 KB, rewritten every 10 s by default. A lease is read up to 256 MiB
@@ -186,14 +190,65 @@
 // ETag that differs for different bytes (the MD5 of a single-part upload).
 // AWS S3 provides all of these (conditional writes since 2024).
 //
-// Checked: versitygw v1.8.0 (posix backend), by this package's tests and
-// the conformance suite checkpoint/backendtest (.ci/s3-test runs them).
-// It ignores the destination's If-None-Match and If-Match on CopyObject,
-// which is why Rename does not use CopyObject; it answers If-Match on a
-// missing key with 404 rather than 412, which is handled; and it answers a
-// conditional PUT it refuses before reading its body and resets the
-// connection, so a client sending a large body sees a network error
-// rather than the 412: a HEAD then tells the refusal (ErrExists,
-// ErrConflict) from a network failure (an error wrapping no sentinel). AWS
-// S3 itself, MinIO, Ceph RGW, R2 and GCS's XML API were not checked here.
+// The conditional PUTs are what keep two writers apart, so they are
+// checked rather than trusted. Before its first lease, Lock (and so
+// checkpoint.OpenBackend) creates a scratch object under the prefix
+// (.checkpoint.probe-RANDOM, which List leaves out) with If-None-Match: *,
+// makes sure a second create of it is refused, replaces it with If-Match
+// on its ETag, makes sure a replacement with If-Match on another ETag is
+// refused, and removes it. A server that fails any of these is refused:
+// Lock returns an error wrapping ErrUnsupported (not ErrLocked) that names
+// the condition it ignored, the server's endpoint and the bucket, and
+// writes nothing else; the result is kept, so every later Lock of that
+// Backend returns it at once. A probe that failed otherwise (a network
+// error, ctx) is tried again at the next Lock. The check is made once per
+// Backend and the children Sub derives from it, at Lock rather than in New,
+// because New takes no context and sends no request, and only a writer
+// writes: a ReadOnly store, which never locks, sends no write and is not
+// checked (it sends no condition that could be ignored; what it reads is
+// as safe as the writer that wrote it, which was checked). A Backend used
+// without Lock (its writes unfenced) is not checked either.
+//
+// The form of If-Match: S3 documents, and RFC 9110 requires, the quoted
+// ETag ("abc..."), which this package sends; Ceph RGW (16.2.15) refuses
+// it on PutObject with 412 PreconditionFailed whatever the object (it
+// compares the header with the bare hexadecimal ETag it stores) and takes
+// it bare, while versitygw takes only the quoted form. So a PutObject whose
+// If-Match is refused with a 412 is followed by a HeadObject of the key:
+// if the object has the very ETag the condition named, the server did not
+// understand the form, and the PUT is sent again with the other form, which
+// the Backend then keeps sending. A real refusal (another writer's ETag, or
+// no object) is returned as it came: the second form is never tried, so it
+// cannot turn one into a success. A server that refuses the object's own
+// ETag in both forms is ErrUnsupported.
+//
+// A lease renewal the server refuses is told apart by the lease object read
+// after it: only a newer generation is "taken over by another writer"; a
+// lease object that still has this writer's generation and the ETag the
+// renewal named (the server refused a condition that held) is
+// ErrUnsupported, and a deleted or rewritten lease object, and any other
+// answer (a 400, a 403, a 5xx past the SDK's retries), are reported with
+// the status, the error code and the lease's key, in the ErrLocked error of
+// the writes refused once the lease's deadline has passed.
+//
+// Checked, by this package's tests and the conformance suite
+// checkpoint/backendtest (.ci/s3-test runs them):
+//
+//   - versitygw v1.8.0 (posix backend). It ignores the destination's
+//     If-None-Match and If-Match on CopyObject, which is why Rename does
+//     not use CopyObject; it answers If-Match on a missing key with 404
+//     rather than 412, which is handled; it refuses a bare ETag in
+//     If-Match; and it answers a conditional PUT it refuses before reading
+//     its body and resets the connection, so a client sending a large
+//     body sees a network error rather than the 412: a HEAD then tells the
+//     refusal (ErrExists, ErrConflict) from a network failure (an error
+//     wrapping no sentinel).
+//   - Ceph RGW 16.2.15 (Debian's radosgw, one monitor, one in-memory OSD:
+//     .ci/s3-server-ceph). It takes If-Match on PutObject bare only (see
+//     above: learned at the first Lock); GET takes either form. It ignores
+//     If-Match on DeleteObject, which the store does not rely on.
+//   - s3rver 3.7.1 (npm) ignores If-None-Match and If-Match on PutObject:
+//     refused at Lock (.ci/s3-nonconforming).
+//
+// AWS S3 itself, R2 and GCS's XML API were not checked here.
 package s3store

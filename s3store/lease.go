@@ -214,6 +214,9 @@ func (b *Backend) Lock(ctx context.Context) (unlock func() error, err error) {
 		return nil, fail("lock", loc, checkpoint.ErrLocked, errors.New("this backend holds the lease already"))
 	}
 	b.mu.Unlock()
+	if err := b.checkServer(ctx); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		st, _, err := b.readLease(ctx, "")
 		if err != nil {
@@ -311,7 +314,7 @@ func (b *Backend) putLease(ctx context.Context, doc leaseDoc, ifMatch string) (s
 	} else {
 		in.IfNoneMatch = aws.String("*")
 	}
-	out, err := b.client.PutObject(ctx, in)
+	out, err := b.putObject(ctx, in)
 	if err != nil {
 		return "", err
 	}
@@ -428,38 +431,79 @@ func (b *Backend) renew(l *lease) {
 			t.Reset(max(0, time.Until(start.Add(every))))
 		case isPrecondition(err) || isNotFound(err):
 			b.mu.Unlock()
-			if cur, ok := b.ownLease(l); ok {
+			cur, landed, lost := b.afterRefusal(l, etag, "renewal", err)
+			b.mu.Lock()
+			switch {
+			case landed:
 				// An earlier attempt of this renewal (an SDK retry) landed.
-				b.mu.Lock()
 				l.etag = cur.etag
 				l.renewErr = err
 				t.Reset(0)
-				break
+			case lost != nil:
+				l.lost = lost
+				b.mu.Unlock()
+				return
+			default:
+				// The lease could not be read: a failed renewal, tried
+				// again soon.
+				l.renewErr = b.renewalError(err)
+				t.Reset(every / 4)
 			}
-			b.mu.Lock()
-			l.lost = fmt.Errorf("the lease was taken over by another writer (renewal: %w)", err)
+		case errors.Is(err, ErrUnsupported):
+			l.lost = fmt.Errorf("renewing the lease %s: %w", b.Locate(leaseName), err)
 			b.mu.Unlock()
 			return
 		default:
-			l.renewErr = err
+			l.renewErr = b.renewalError(err)
 			t.Reset(every / 4)
 		}
 		b.mu.Unlock()
 	}
 }
 
-// ownLease reads the lease after a conditional PUT of it failed, and
-// reports whether it is still l's (the same generation and holder: a
-// takeover writes another generation), under another ETag: an attempt
-// whose answer was lost did land.
-func (b *Backend) ownLease(l *lease) (leaseState, bool) {
+// afterRefusal reads the lease after the server refused a conditional PUT
+// of it (what, "renewal" or "release") with If-Match on sent (err, a 412
+// or 404), and tells why. landed: the lease is still l's (the same
+// generation and holder: a takeover writes another generation) under
+// another ETag, so an attempt whose answer was lost did land. Otherwise
+// lost says what the server did and what the lease object shows: taken
+// over by a newer holder (the one case that is), deleted, rewritten with
+// an older generation, or still l's own with the very ETag the condition
+// named (the server refused a condition that held: ErrUnsupported). Both
+// are zero when the lease could not be read.
+func (b *Backend) afterRefusal(l *lease, sent, what string, err error) (cur leaseState, landed bool, lost error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
 	defer cancel()
-	cur, _, err := b.readLease(ctx, "")
+	cur, _, rerr := b.readLease(ctx, "")
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	ok := err == nil && cur.exists && cur.doc.Generation == l.doc.Generation && cur.doc.Holder == l.doc.Holder
-	return cur, ok
+	gen, holder := l.doc.Generation, l.doc.Holder
+	b.mu.Unlock()
+	answer := fmt.Sprintf("the server refused the %s of %s (If-Match %s) with HTTP %d %s", what, b.Locate(leaseName), sent, httpStatus(err), errorCode(err))
+	switch {
+	case errors.Is(rerr, checkpoint.ErrCorrupt):
+		return cur, false, fmt.Errorf("%s, and the lease object is no longer a lease (%v): %w", answer, rerr, err)
+	case rerr != nil:
+		return cur, false, nil
+	case !cur.exists:
+		return cur, false, fmt.Errorf("%s: the lease object is gone (deleted by hand or by another program): %w", answer, err)
+	case cur.doc.Generation == gen && cur.doc.Holder == holder && cur.etag != sent:
+		return cur, true, nil
+	case cur.doc.Generation == gen && cur.doc.Holder == holder:
+		return cur, false, fmt.Errorf("%w: %s, although the lease object still has that ETag and this writer's generation %d (%v)", ErrUnsupported, answer, gen, err)
+	case cur.doc.Generation > gen:
+		return cur, false, fmt.Errorf("the lease was taken over by another writer (generation %d, held by %s; %s: %w)", cur.doc.Generation, cur.doc.Holder, answer, err)
+	}
+	return cur, false, fmt.Errorf("%s: the lease object now has generation %d, held by %s, where this writer holds generation %d (rewritten by hand or by another program?): %w", answer, cur.doc.Generation, cur.doc.Holder, gen, err)
+}
+
+// renewalError is the error of a renewal that failed otherwise than by a
+// refused condition: what the server answered (status and code), for the
+// error of the writes refused once the lease's deadline has passed.
+func (b *Backend) renewalError(err error) error {
+	if st := httpStatus(err); st != 0 {
+		return fmt.Errorf("the server answered the renewal of %s with HTTP %d %s: %w", b.Locate(leaseName), st, errorCode(err), err)
+	}
+	return fmt.Errorf("renewing %s: %w", b.Locate(leaseName), err)
 }
 
 // unlock stops renewing and marks the lease released, with If-Match on its
@@ -493,10 +537,16 @@ func (b *Backend) release(l *lease) error {
 	defer cancel()
 	if _, err := b.putLease(ctx, doc, etag); err != nil {
 		if isPrecondition(err) || isNotFound(err) {
-			if cur, ok := b.ownLease(l); ok && cur.doc.Released {
+			cur, landed, lost := b.afterRefusal(l, etag, "release", err)
+			switch {
+			case landed && cur.doc.Released:
 				return nil // an earlier attempt of this release landed
+			case lost != nil && errors.Is(lost, ErrUnsupported):
+				return fail("unlock", b.Locate(leaseName), nil, lost)
+			case lost != nil:
+				return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, lost)
 			}
-			return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("the lease was taken over by another writer: %w", err))
+			return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("the lease changed since this writer's last renewal: %w", err))
 		}
 		return requestError("unlock", b.Locate(leaseName), nil, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -47,11 +48,24 @@ var (
 	srv     server
 	srvErr  error          // why there is none
 	started *s3test.Server // what the tests started, stopped by TestMain
+	// suiteProxy is the proxy every test's requests go through when
+	// envProxy asks for one (see condproxy_test.go).
+	suiteProxy *condProxy
 )
+
+// envProxy, set to "ceph-if-match", puts the tests behind a condProxy that
+// refuses a quoted If-Match on PutObject as Ceph RGW does:
+// TestLeaseFencingAndReplaceThroughACephLikeServer runs the lease, fencing
+// and Replace tests so.
+const envProxy = "CHECKPOINT_S3_TEST_PROXY"
 
 func TestMain(m *testing.M) {
 	killtest.Dispatch()
 	code := m.Run()
+	if suiteProxy != nil {
+		fmt.Printf("condproxy: %d quoted If-Match refused\n", suiteProxy.refusedQuoted.Load())
+		suiteProxy.close()
+	}
 	if started != nil {
 		started.Close()
 	}
@@ -70,6 +84,10 @@ func s3Server(t testing.TB) server {
 			srv = serverOf(s)
 			if s.Started {
 				started = s
+			}
+			if os.Getenv(envProxy) == "ceph-if-match" {
+				suiteProxy = &condProxy{cephIfMatch: true}
+				srv = suiteProxy.proxied(srv)
 			}
 		}
 	})
