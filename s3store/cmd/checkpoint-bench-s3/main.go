@@ -2,8 +2,10 @@
 // through s3store and prints one table: Save against a hand-written
 // PutObject of the state's JSON, the requests a Save sends, Latest and List
 // of stores of 1,000 and 10,000 checkpoints (requests by kind, and time,
-// for a process that opens the store and for one that has it open), and
-// the lease's cost: taking it, releasing it, and its renewals per save.
+// for a process that opens the store and for one that has it open), the
+// lease's cost: taking it, releasing it, and its renewals per save;
+// and checkpoint.Copy (checkpoint cp) of a local store of 10,000
+// checkpoints to S3, in checkpoints per second, at several concurrencies.
 //
 //	go run ./cmd/checkpoint-bench-s3                  # starts versitygw on 127.0.0.1
 //	go run ./cmd/checkpoint-bench-s3 -endpoint http://127.0.0.1:7070 -bucket bench
@@ -44,6 +46,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 	"github.com/gocheckpoint/checkpoint/s3store"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
@@ -62,12 +65,23 @@ type settings struct {
 	stores           []int // checkpoints in the Latest and List stores
 	rounds, perRound int   // interleaved comparisons
 	samples          int   // opens, Latests and Lists, for a median
+	copy             int   // checkpoints of the store checkpoint.Copy copies
+	copyJobs         []int // the CopyConcurrency of each copy
 }
 
 var (
-	full  = settings{sizes: []int{10 << 10, 100 << 10}, stores: []int{1000, 10000}, rounds: 21, perRound: 10, samples: 5}
-	quick = settings{sizes: []int{2 << 10}, stores: []int{20, 50}, rounds: 2, perRound: 2, samples: 2}
+	full  = settings{sizes: []int{10 << 10, 100 << 10}, stores: []int{1000, 10000}, rounds: 21, perRound: 10, samples: 5, copy: 10000, copyJobs: []int{1, 4, checkpoint.DefaultCopyConcurrency, 16}}
+	quick = settings{sizes: []int{2 << 10}, stores: []int{20, 50}, rounds: 2, perRound: 2, samples: 2, copy: 30, copyJobs: []int{1, checkpoint.DefaultCopyConcurrency}}
 )
+
+// section is one part of the measurements, which -only names.
+type section struct {
+	name string
+	run  func() ([]row, error)
+}
+
+// sectionNames are the names of the sections, in order.
+var sectionNames = []string{"saves", "lease", "stores", "cp"}
 
 // row is one line of the table.
 type row struct{ what, result, requests, against, ratio, target, met string }
@@ -90,8 +104,12 @@ func run(args []string, out io.Writer) error {
 	bucket := fs.String("bucket", "", "the `BUCKET` to write in (default: a new one); created if missing")
 	quickFlag := fs.Bool("quick", false, "tiny sizes and counts: checks that the command works, measures nothing")
 	keep := fs.Bool("keep", false, "keep the objects written")
+	only := fs.String("only", "", "run only the measurements of `SECTION`: saves, lease, stores or cp")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *only != "" && !slices.Contains(sectionNames, *only) {
+		return fmt.Errorf("-only %q: want one of %s", *only, strings.Join(sectionNames, ", "))
 	}
 	cfg := full
 	if *quickFlag {
@@ -156,9 +174,13 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "- server: %s, bucket %s, prefix %s/\n", server, b.bucket, b.prefix)
 	fmt.Fprintf(out, "- load average before: %s\n\n", loadAverage())
 
+	sections := []section{{"saves", b.saves}, {"lease", b.lease}, {"stores", b.bigStores}, {"cp", b.copies}}
 	var rows []row
-	for _, section := range []func() ([]row, error){b.saves, b.lease, b.bigStores} {
-		rs, err := section()
+	for _, section := range sections {
+		if *only != "" && section.name != *only {
+			continue
+		}
+		rs, err := section.run()
 		if err != nil {
 			return err
 		}
@@ -421,6 +443,63 @@ func (b *bench) readRows(n int) ([]row, error) {
 			return nil, err
 		}
 		add(fmt.Sprintf("%s, %d checkpoints, reader just opened (ReadOnly), after a takeover", m.name, n), cold, coldReq)
+	}
+	return rows, nil
+}
+
+// copies measures checkpoint.Copy (checkpoint cp) of a local store of
+// b.cfg.copy checkpoints to S3, once for each concurrency: checkpoints per
+// second, and the requests the copy sends (one PUT per checkpoint, the
+// lease's, one LIST of the destination).
+func (b *bench) copies() ([]row, error) {
+	dir, err := os.MkdirTemp("", "checkpoint-bench-cp-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	st, err := checkpoint.Open[State](dir, checkpoint.NoSync())
+	if err != nil {
+		return nil, err
+	}
+	state := newState(200)
+	for i := 1; i <= b.cfg.copy; i++ {
+		if _, err := st.Save(b.ctx, int64(i), state); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, jobs := range b.cfg.copyJobs {
+		src, err := dirstore.Open(dir, dirstore.ReadOnly())
+		if err != nil {
+			return nil, err
+		}
+		dst, err := s3store.New(b.ourClient, b.bucket, fmt.Sprintf("%s/cp-j%d", b.prefix, jobs))
+		if err != nil {
+			src.Close()
+			return nil, err
+		}
+		b.ours.take()
+		start := time.Now()
+		res, err := checkpoint.Copy(b.ctx, dst, src, checkpoint.CopyConcurrency(jobs))
+		took := time.Since(start)
+		req := b.ours.take()
+		src.Close()
+		dst.Close()
+		if err == nil && res.Copied != b.cfg.copy {
+			err = fmt.Errorf("copied %d checkpoints of %d", res.Copied, b.cfg.copy)
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{
+			what:     fmt.Sprintf("cp (checkpoint.Copy) of %d checkpoints, directory to S3, %d at once", b.cfg.copy, jobs),
+			result:   fmt.Sprintf("%.0f checkpoints/s (%s)", float64(b.cfg.copy)/took.Seconds(), took.Round(10*time.Millisecond)),
+			requests: req.String(), against: "-", ratio: "-", target: "-", met: "-",
+		})
 	}
 	return rows, nil
 }
