@@ -413,7 +413,7 @@ func (c *copier) dstHolds(ctx context.Context, b Backend, wantStore bool) error 
 
 // copyStore copies the files of the store src to dst, under dst's writer
 // lock.
-func (c *copier) copyStore(ctx context.Context, files []copyFile) error {
+func (c *copier) copyStore(ctx context.Context, files []copyFile) (err error) {
 	if err := c.dstHolds(ctx, c.dst, true); err != nil {
 		return err
 	}
@@ -421,7 +421,11 @@ func (c *copier) copyStore(ctx context.Context, files []copyFile) error {
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer func() {
+		if uerr := unlock(); err == nil && uerr != nil {
+			err = fmt.Errorf("release the writer lock of %s: %w", c.dst.Locate(""), uerr)
+		}
+	}()
 	if err := c.removeTemps(ctx, c.dst, false); err != nil {
 		return err
 	}
@@ -740,7 +744,11 @@ func (c *copier) copySession(ctx context.Context, s sessionPlan) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	defer unlock()
+	defer func() {
+		if uerr := unlock(); err == nil && uerr != nil {
+			err = fmt.Errorf("%s: release the writer lock: %w", where, uerr)
+		}
+	}()
 	token, published, err := c.claimCopy(ctx, dstSub, s)
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -815,7 +823,9 @@ func (c *copier) claimCopy(ctx context.Context, dst Backend, s sessionPlan) (tok
 			}
 			return "", false, fmt.Errorf("%w: the destination holds another session under the name (its %s differs)", ErrExists, sessionFile)
 		}
-		return "", true, nil
+		// A claim a crash left beside it (between the publication and
+		// the claim's removal) guards nothing.
+		return "", true, dropStaleClaim(ctx, dst)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, err
 	}
