@@ -67,11 +67,16 @@ type settings struct {
 	samples          int   // opens, Latests and Lists, for a median
 	copy             int   // checkpoints of the store checkpoint.Copy copies
 	copyJobs         []int // the CopyConcurrency of each copy
+	// slowCopy checkpoints are copied again with copyDelay added to every
+	// request, at each of slowJobs.
+	slowCopy  int
+	copyDelay time.Duration
+	slowJobs  []int
 }
 
 var (
-	full  = settings{sizes: []int{10 << 10, 100 << 10}, stores: []int{1000, 10000}, rounds: 21, perRound: 10, samples: 5, copy: 10000, copyJobs: []int{1, 4, checkpoint.DefaultCopyConcurrency, 16}}
-	quick = settings{sizes: []int{2 << 10}, stores: []int{20, 50}, rounds: 2, perRound: 2, samples: 2, copy: 30, copyJobs: []int{1, checkpoint.DefaultCopyConcurrency}}
+	full  = settings{sizes: []int{10 << 10, 100 << 10}, stores: []int{1000, 10000}, rounds: 21, perRound: 10, samples: 5, copy: 10000, copyJobs: []int{1, 4, checkpoint.DefaultCopyConcurrency, 16}, slowCopy: 1000, copyDelay: 20 * time.Millisecond, slowJobs: []int{1, 4, checkpoint.DefaultCopyConcurrency, 16}}
+	quick = settings{sizes: []int{2 << 10}, stores: []int{20, 50}, rounds: 2, perRound: 2, samples: 2, copy: 30, copyJobs: []int{1, checkpoint.DefaultCopyConcurrency}, slowCopy: 30, copyDelay: time.Millisecond, slowJobs: []int{checkpoint.DefaultCopyConcurrency}}
 )
 
 // section is one part of the measurements, which -only names.
@@ -450,7 +455,8 @@ func (b *bench) readRows(n int) ([]row, error) {
 // copies measures checkpoint.Copy (checkpoint cp) of a local store of
 // b.cfg.copy checkpoints to S3, once for each concurrency: checkpoints per
 // second, and the requests the copy sends (one PUT per checkpoint, the
-// lease's, one LIST of the destination).
+// lease's, one LIST of the destination); then of a smaller store with a
+// round trip's delay added to each request, where concurrency pays.
 func (b *bench) copies() ([]row, error) {
 	dir, err := os.MkdirTemp("", "checkpoint-bench-cp-")
 	if err != nil {
@@ -472,34 +478,80 @@ func (b *bench) copies() ([]row, error) {
 		return nil, err
 	}
 	var rows []row
-	for _, jobs := range b.cfg.copyJobs {
+	copyOnce := func(name string, n, jobs int) (time.Duration, counts, error) {
 		src, err := dirstore.Open(dir, dirstore.ReadOnly())
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
-		dst, err := s3store.New(b.ourClient, b.bucket, fmt.Sprintf("%s/cp-j%d", b.prefix, jobs))
+		defer src.Close()
+		dst, err := s3store.New(b.ourClient, b.bucket, b.prefix+"/"+name)
 		if err != nil {
-			src.Close()
-			return nil, err
+			return 0, nil, err
 		}
+		defer dst.Close()
 		b.ours.take()
 		start := time.Now()
 		res, err := checkpoint.Copy(b.ctx, dst, src, checkpoint.CopyConcurrency(jobs))
 		took := time.Since(start)
 		req := b.ours.take()
-		src.Close()
-		dst.Close()
-		if err == nil && res.Copied != b.cfg.copy {
-			err = fmt.Errorf("copied %d checkpoints of %d", res.Copied, b.cfg.copy)
+		if err == nil && res.Copied != n {
+			err = fmt.Errorf("copied %d checkpoints of %d", res.Copied, n)
 		}
+		return took, req, err
+	}
+	perSecond := func(n int, took time.Duration) string {
+		return fmt.Sprintf("%.0f checkpoints/s (%s)", float64(n)/took.Seconds(), took.Round(10*time.Millisecond))
+	}
+	for _, jobs := range b.cfg.copyJobs {
+		took, req, err := copyOnce(fmt.Sprintf("cp-j%d", jobs), b.cfg.copy, jobs)
 		if err != nil {
 			return nil, err
 		}
 		rows = append(rows, row{
-			what:     fmt.Sprintf("cp (checkpoint.Copy) of %d checkpoints, directory to S3, %d at once", b.cfg.copy, jobs),
-			result:   fmt.Sprintf("%.0f checkpoints/s (%s)", float64(b.cfg.copy)/took.Seconds(), took.Round(10*time.Millisecond)),
-			requests: req.String(), against: "-", ratio: "-", target: "-", met: "-",
+			what:   fmt.Sprintf("cp (checkpoint.Copy) of %d checkpoints, directory to S3, %d at once", b.cfg.copy, jobs),
+			result: perSecond(b.cfg.copy, took), requests: req.String(), against: "-", ratio: "-", target: "-", met: "-",
 		})
+	}
+	// As on a network, which loopback is not: a store of slowCopy
+	// checkpoints copied with copyDelay added before every request.
+	if b.cfg.slowCopy > 0 {
+		small, err := os.MkdirTemp("", "checkpoint-bench-cp-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(small)
+		st, err := checkpoint.Open[State](small, checkpoint.NoSync())
+		if err != nil {
+			return nil, err
+		}
+		for i := 1; i <= b.cfg.slowCopy; i++ {
+			if _, err := st.Save(b.ctx, int64(i), state); err != nil {
+				st.Close()
+				return nil, err
+			}
+		}
+		if err := st.Close(); err != nil {
+			return nil, err
+		}
+		dir = small
+		b.ours.mu.Lock()
+		b.ours.delay = b.cfg.copyDelay
+		b.ours.mu.Unlock()
+		defer func() {
+			b.ours.mu.Lock()
+			b.ours.delay = 0
+			b.ours.mu.Unlock()
+		}()
+		for _, jobs := range b.cfg.slowJobs {
+			took, req, err := copyOnce(fmt.Sprintf("cp-slow-j%d", jobs), b.cfg.slowCopy, jobs)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row{
+				what:   fmt.Sprintf("cp (checkpoint.Copy) of %d checkpoints, directory to S3, %d at once, %s added to each request (a network's round trip)", b.cfg.slowCopy, jobs, b.cfg.copyDelay),
+				result: perSecond(b.cfg.slowCopy, took), requests: req.String(), against: "-", ratio: "-", target: "-", met: "-",
+			})
+		}
 	}
 	return rows, nil
 }
@@ -571,9 +623,10 @@ func sizeName(n int) string {
 // HEAD, PUT, DELETE, with " lease" for the lease object) and adds up
 // their times.
 type counter struct {
-	rt http.RoundTripper
-	mu sync.Mutex
-	c  counts
+	rt    http.RoundTripper
+	mu    sync.Mutex
+	c     counts
+	delay time.Duration // added before each request: a network's round trip
 }
 
 type counts map[string]struct {
@@ -595,7 +648,19 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(r.URL.Path, "/.checkpoint.lease"):
 		kind += " lease"
 	}
+	c.mu.Lock()
+	delay := c.delay
+	c.mu.Unlock()
 	start := time.Now()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return nil, r.Context().Err()
+		}
+	}
 	resp, err := c.rt.RoundTrip(r)
 	d := time.Since(start)
 	c.mu.Lock()

@@ -36,6 +36,7 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| List, 50 checkpoints, reader just opened (ReadOnly), after a takeover | ",
 		"| cp (checkpoint.Copy) of 30 checkpoints, directory to S3, 1 at once | ",
 		"| cp (checkpoint.Copy) of 30 checkpoints, directory to S3, 8 at once | ", " checkpoints/s (",
+		"| cp (checkpoint.Copy) of 30 checkpoints, directory to S3, 8 at once, 1ms added to each request (a network's round trip) | ",
 	} {
 		require.Contains(t, text, want)
 	}
