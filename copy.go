@@ -68,7 +68,8 @@ type Copied struct {
 	// an earlier one).
 	Sessions int
 	// Skipped are the checkpoints, and sessions, that Copy did not copy
-	// because they do not verify, each an error naming it at the source:
+	// because they do not verify, each an *Error whose Path is where it is
+	// at the source:
 	// damaged ones (ErrCorrupt), ones encrypted to a key no identity given
 	// opens (ErrNoKey), plaintext ones read with Encrypt (ErrPlaintext),
 	// ones over the read limit (WithMaxReadSize), or a session whose
@@ -304,7 +305,7 @@ func (c *copier) planRoot(ctx context.Context) ([]sessionPlan, error) {
 		case errors.Is(err, ErrNotFound):
 			continue
 		case isUnverified(err):
-			c.skip(fmt.Errorf("session %s: %w", c.src.Locate(name), err))
+			c.skip(opError("copy session", c.src.Locate(name), err))
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("session %s: %w", c.src.Locate(name), err)
@@ -529,7 +530,7 @@ func (c *copier) copyOne(ctx context.Context, src, dst Backend, f copyFile, exis
 	case copyPresent:
 		c.out.Present++
 	case copySkipped:
-		c.out.Skipped = append(c.out.Skipped, fmt.Errorf("%s: %w", src.Locate(f.name), err))
+		c.out.Skipped = append(c.out.Skipped, opError("copy", src.Locate(f.name), err))
 	case copyFailed:
 		c.out.Failed = append(c.out.Failed, fmt.Errorf("%s to %s: %w", src.Locate(f.name), dst.Locate(f.name), err))
 	}

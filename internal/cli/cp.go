@@ -89,7 +89,12 @@ func (c *cli) cp(ctx context.Context, t target, dst string, opts []checkpoint.Op
 	r := cpReport{Src: t.dir, Dst: dst, Layout: t.layout.String(), OK: err == nil, Copied: res.Copied, Present: res.Present, Bytes: res.Bytes, Sessions: res.Sessions, Skipped: []fileResult{}, Failed: []string{}}
 	var keyErrs []error
 	for _, e := range res.Skipped {
-		r.Skipped = append(r.Skipped, fileResult{Kind: "checkpoint", Problem: problem(e), Error: e.Error()})
+		kind := "checkpoint"
+		var ce *checkpoint.Error
+		if errors.As(e, &ce) && ce.Op == "copy session" {
+			kind = "session"
+		}
+		r.Skipped = append(r.Skipped, fileResult{Path: pathOf(e, ""), Kind: kind, Problem: problem(e), Error: reason(e)})
 		keyErrs = appendKeyErr(keyErrs, e)
 	}
 	for _, e := range res.Failed {
@@ -102,8 +107,7 @@ func (c *cli) cp(ctx context.Context, t target, dst string, opts []checkpoint.Op
 	} else {
 		tw := newTable(c.stdout)
 		for _, s := range r.Skipped {
-			what := "SKIPPED (" + s.Problem + ")"
-			fmt.Fprintf(tw, "%s\t%s\n", what, printable(s.Error))
+			fmt.Fprintf(tw, "SKIPPED (%s)\t%s\t%s\n", s.Problem, printable(s.Path), printable(s.Error))
 		}
 		tw.Flush()
 		for _, f := range r.Failed {
