@@ -111,7 +111,8 @@
 // there; a kill at any instant leaves nothing half-visible, and running
 // the same cp again completes the copy. cp takes DST's writer lock (each
 // session's, for a root): a program writing DST makes it stop (exit code
-// 4), or wait with --wait DURATION. -j N copies up to N files at once
+// 4), or wait with --wait DURATION; in a root, the sessions a writer holds
+// are left (exit code 4, as gc) and the others copied. -j N copies up to N files at once
 // (default 8). It prints what it skipped and a summary: files copied and
 // their size, files already there, sessions whole, skipped, failed;
 // --json prints a report.

@@ -123,11 +123,15 @@ func (c *cli) cp(ctx context.Context, t target, dst string, opts []checkpoint.Op
 	if len(keyErrs) > 0 {
 		fmt.Fprintf(c.stderr, "checkpoint cp: %s\n", c.keyHint(errors.Join(keyErrs...)))
 	}
+	locked := slices.ContainsFunc(res.Failed, func(e error) bool { return errors.Is(e, checkpoint.ErrLocked) })
+	if locked {
+		fmt.Fprintf(c.stderr, "checkpoint cp: a writer holds the lock of a session at %s: stop it, or give --wait, and run cp again\n", printable(dst))
+	}
 	switch {
+	case locked && !slices.ContainsFunc(res.Failed, func(e error) bool { return !errors.Is(e, checkpoint.ErrLocked) }):
+		// As gc: the sessions a writer holds are left, the others copied.
+		return exitCode(exitLocked)
 	case len(r.Failed) > 0:
-		if slices.ContainsFunc(res.Failed, func(e error) bool { return errors.Is(e, checkpoint.ErrLocked) }) {
-			fmt.Fprintf(c.stderr, "checkpoint cp: a writer holds a session's lock at %s: stop it, or give --wait, and run cp again\n", printable(dst))
-		}
 		return exitCode(exitFailed)
 	case len(r.Skipped) > 0:
 		return exitCode(exitFound)

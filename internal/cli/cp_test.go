@@ -205,3 +205,20 @@ func TestProgressLinesWithoutATerminalComeEachTenthOfALongRun(t *testing.T) {
 	nilMeter.set(1, 2, 3)
 	nilMeter.stop()
 }
+
+func TestCpOfARootLeavesTheSessionAWriterHoldsAndCopiesTheOthers(t *testing.T) {
+	t.Parallel()
+	dst := filepath.Join(t.TempDir(), "campaign")
+	r := runCLI(t, "cp", "testdata/campaign", dst)
+	require.Equal(t, exitFound, r.code, r.stderr) // 003 is damaged
+	require.NoError(t, os.RemoveAll(filepath.Join(dst, "002")))
+	w, err := checkpoint.Open[map[string]int](filepath.Join(dst, "002"), checkpoint.WithLayout("turn", 3))
+	require.NoError(t, err)
+	defer w.Close()
+
+	r = runCLI(t, "cp", "testdata/campaign", dst)
+	require.Equal(t, exitLocked, r.code, r.stderr) // as gc: the session a writer holds is left, the others copied
+	require.Contains(t, r.stderr, "a writer holds the lock of a session")
+	require.Contains(t, r.stderr, filepath.Join(dst, "002"))
+	require.Contains(t, r.stdout, "1 sessions whole; 1 skipped, 1 failed")
+}

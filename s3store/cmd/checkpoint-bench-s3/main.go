@@ -635,7 +635,11 @@ type counts map[string]struct {
 }
 
 func newCounter() *counter {
-	return &counter{rt: http.DefaultTransport.(*http.Transport).Clone(), c: counts{}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Enough idle connections for a copy's concurrent PUTs to reuse
+	// theirs (the default keeps 2 per host: the rest reconnect).
+	t.MaxIdleConnsPerHost = 64
+	return &counter{rt: t, c: counts{}}
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
