@@ -422,3 +422,38 @@ func TestCopyReportsAFailedWriteAsAFailureNotAsDamage(t *testing.T) {
 		requireSameFiles(t, src, dst, []string{n})
 	}
 }
+
+func TestCopyVerifiesBytePayloadsToTheirEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := t.TempDir(), t.TempDir()
+	st := openStore[copyState](t, src, checkpoint.Zstd())
+	payload := bytes.Repeat([]byte("payload bytes "), 50_000)
+	for step := int64(1); step <= 3; step++ {
+		_, err := st.SaveFrom(ctx, step, func(w io.Writer) error {
+			_, err := w.Write(payload)
+			return err
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.Close())
+	// A byte flipped near the end of step 2's payload: only a read to the
+	// end sees it.
+	name := filepath.Join(src, "step_00000002.json.zst")
+	data, err := os.ReadFile(name)
+	require.NoError(t, err)
+	raw := decompress(t, data)
+	i := bytes.LastIndex(raw, []byte("payload"))
+	require.Positive(t, i)
+	raw[i] = 'P'
+	require.NoError(t, os.WriteFile(filepath.Join(src, "step_00000002.json"), raw, 0o644))
+	require.NoError(t, os.Remove(name))
+
+	res, err := checkpoint.Copy(ctx, dirBackend(t, dst), dirBackend(t, src))
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	require.Len(t, res.Skipped, 1)
+	require.ErrorContains(t, res.Skipped[0], "step_00000002.json")
+	require.ErrorContains(t, res.Skipped[0], "checksum")
+	require.Equal(t, []string{"step_00000001.json.zst", "step_00000003.json.zst"}, copiedNames(t, dst))
+	requireSameFiles(t, src, dst, copiedNames(t, dst))
+}
