@@ -457,3 +457,23 @@ func TestCopyVerifiesBytePayloadsToTheirEnd(t *testing.T) {
 	require.Equal(t, []string{"step_00000001.json.zst", "step_00000003.json.zst"}, copiedNames(t, dst))
 	requireSameFiles(t, src, dst, copiedNames(t, dst))
 }
+
+func TestACreateOfASessionACopyIsMakingSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dst := t.TempDir()
+	part := filepath.Join(dst, "042")
+	require.NoError(t, os.MkdirAll(part, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(part, ".session.claim"), []byte(`{"op":"copy","token":"t","time":"2026-01-01T00:00:00Z"}`), 0o644))
+	r := openSessions(t, dst)
+	_, err := r.Create(ctx, "042", nil)
+	require.ErrorIs(t, err, checkpoint.ErrExists)
+	require.ErrorContains(t, err, "a copy (Copy, checkpoint cp) holds session ID")
+	list, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list, "a session being copied is not listed")
+	removed, err := r.RemoveStaging(ctx)
+	require.NoError(t, err)
+	require.Empty(t, removed, "nor removed: a rerun of the copy completes it")
+	require.FileExists(t, filepath.Join(part, ".session.claim"))
+}

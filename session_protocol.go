@@ -657,6 +657,9 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token
 		if op == claimFork {
 			return "", false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
 		}
+		if held.Op == claimCopy {
+			return "", false, fmt.Errorf("%w: a copy (Copy, checkpoint cp) holds session ID %q (it is running, or a crash interrupted it and running it again completes it)", ErrExists, id)
+		}
 		if held.Op != claimCreate {
 			return "", false, fmt.Errorf("%w: a fork holds session ID %q (it is running, or a crash interrupted it and RemoveStaging removes what it left)", ErrExists, id)
 		}
