@@ -202,6 +202,9 @@ func (c *copier) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(sessions) == 0 && len(c.out.Skipped) > 0 {
+		return nil // every session is damaged: Skipped says so
+	}
 	if len(sessions) == 0 {
 		return fmt.Errorf("%w: %s holds no checkpoint of layout %s_%0*d.json and no session", ErrNotFound, c.src.Locate(""), c.cfg.layout.prefix, c.cfg.layout.digits, 1)
 	}
