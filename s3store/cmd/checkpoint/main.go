@@ -91,7 +91,8 @@ configured the AWS SDK's default way: AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (default us-east-1),
 AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (an S3-compatible
 server, addressed by path), then the shared config and credentials files.
-prune and gc take the store's lease as its writer does.`
+prune and gc take the store's lease as its writer does, and cp takes DST's
+(cp copies between directories and buckets either way).`
 
 // newClient builds the S3 client the AWS SDK's default way: environment,
 // then shared files. An endpoint (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or
