@@ -56,6 +56,10 @@ type config struct {
 	encrypt       *encryptKeys // Encrypt's keys; nil: plaintext
 	readPlaintext bool
 	sealKeys      *sealed.Keys // made from encrypt and readPlaintext by newConfig
+
+	copyProgress       func(CopyProgress) // OnCopyProgress, for Copy
+	copyConcurrency    int                // CopyConcurrency, for Copy
+	copyConcurrencySet bool
 }
 
 func defaultConfig() config {
@@ -105,6 +109,9 @@ func (c *config) validate() error {
 	}
 	if c.waitLock < 0 {
 		return fmt.Errorf("%w: WaitLock(%v): the wait must be 0 (none) or positive", ErrInvalid, c.waitLock)
+	}
+	if c.copyConcurrencySet && c.copyConcurrency < 1 {
+		return fmt.Errorf("%w: CopyConcurrency(%d): want at least 1", ErrInvalid, c.copyConcurrency)
 	}
 	if c.async && c.queue < 1 {
 		return fmt.Errorf("%w: Async(%d): the queue length must be at least 1", ErrInvalid, c.queue)

@@ -56,6 +56,12 @@ import (
 //     The tombstone stays: the ID is never used again. A claim beside a
 //     valid session.json (a crash came between publishing and removing
 //     it) is removed, never taken for a fork's.
+//   - Copy puts a session into a root (copied from another root) under a
+//     claim of its own (claimCopy), taken while it holds the session's
+//     writer lock: a copy that finds another copy's claim took the lock
+//     that copy held, so that copy ended, and it takes the claim over and
+//     resumes the work (see copy.go). Nobody else takes it over, and
+//     RemoveStaging leaves it for the rerun that completes it.
 //   - Delete hides a session by replacing its session.json with a
 //     tombstone of its own (abandonedDeleted) under the session's writer
 //     lock, then removes the rest; unlike RemoveStaging's, that tombstone
@@ -656,6 +662,9 @@ func (r *Sessions) claim(ctx context.Context, dst Backend, id, op string) (token
 		}
 		if op == claimFork {
 			return "", false, fmt.Errorf("%w: session ID %q is taken", ErrExists, id)
+		}
+		if held.Op == claimCopy {
+			return "", false, fmt.Errorf("%w: a copy (Copy, checkpoint cp) holds session ID %q (it is running, or a crash interrupted it and running it again completes it)", ErrExists, id)
 		}
 		if held.Op != claimCreate {
 			return "", false, fmt.Errorf("%w: a fork holds session ID %q (it is running, or a crash interrupted it and RemoveStaging removes what it left)", ErrExists, id)

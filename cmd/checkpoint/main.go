@@ -1,7 +1,7 @@
 // Command checkpoint inspects and maintains the checkpoint directories of
 // github.com/gocheckpoint/checkpoint without writing Go: list the
-// checkpoints, print one, verify every file, compare two steps, apply
-// retention rules and clean up leftovers.
+// checkpoints, print one, verify every file, compare two steps, copy a
+// store elsewhere, apply retention rules and clean up leftovers.
 //
 //	go install github.com/gocheckpoint/checkpoint/cmd/checkpoint@latest
 //
@@ -11,6 +11,7 @@
 //	checkpoint show DIR STEP|latest [--state | --payload] [--kind KIND | --file NAME]
 //	checkpoint verify DIR [--json] [-v]
 //	checkpoint diff DIR A B
+//	checkpoint cp SRC DST [--json] [-q] [-j N] [--wait DURATION]
 //	checkpoint prune DIR --keep-last N [--keep-every K] [--keep-within D] [--keep-one-per D] [--prune-kinds final,error] [--dry-run] [--bytes]
 //	checkpoint gc DIR [--dry-run]
 //	checkpoint sessions ls ROOT [--json]
@@ -93,6 +94,34 @@
 // for states too big for one, or whose arrays nest too deep (its cost grows
 // exponentially with that depth), arrays are compared index by index
 // instead, and a note on stderr says so.
+//
+// cp copies the store, or the root of sessions with every session, at SRC
+// to DST (checkpoint.Copy): a directory to another, or, in the build with
+// S3 support, a directory to a bucket, a bucket to a directory, a bucket to
+// another. Every checkpoint is read in full and verified as it is copied,
+// and copied byte for byte as it is stored (compressed, encrypted); one
+// that does not verify is reported ("SKIPPED (damaged)", "SKIPPED
+// (no_key)" for an encrypted store copied without --identity) and not
+// copied, and the exit code is then 1. Side files and each session's
+// session.json are copied too; the header index, lock files and temporary
+// files are not. Nothing at DST is ever replaced: a file DST already holds
+// with the same bytes counts as copied, one with other bytes is named on
+// stderr and left as it is (exit code 3). Each file appears at DST whole,
+// and each session of a root appears whole, once all its files are
+// there; a kill at any instant leaves nothing half-visible, and running
+// the same cp again completes the copy. cp takes DST's writer lock (each
+// session's, for a root): a program writing DST makes it stop (exit code
+// 4), or wait with --wait DURATION; in a root, the sessions a writer holds
+// are left (exit code 4, as gc) and the others copied. -j N copies up to N files at once
+// (default 8). It prints what it skipped and a summary: files copied and
+// their size, files already there, sessions whole, skipped, failed;
+// --json prints a report.
+//
+// Long runs show their progress on stderr: on a terminal, verify, gc,
+// prune and cp draw a bar redrawn in place (at most ten times a second)
+// and erased at the end; where stderr is not a terminal, cp prints a line
+// each time another tenth of a copy of 100 files or more is done, and the
+// others print nothing. -q (cp) shows no progress.
 //
 // prune applies retention rules, as the library's KeepLast, KeepMultiplesOf,
 // KeepWithin, KeepOnePer and PruneKinds options do, and prints what it
@@ -228,18 +257,21 @@
 // take no lock and write nothing, so they can run beside the program that
 // writes the store. prune, gc, rekey and sessions rm take the store's writer lock; if a program
 // holds it they stop with exit code 4 and change nothing (sessions prune
-// skips such a session).
+// skips such a session). cp reads SRC the same way, beside its writer, and
+// takes the writer lock of DST.
 //
 // # Exit codes
 //
 //	0  success; verify: every checkpoint is good; diff: the states are equal
-//	1  verify: at least one bad checkpoint; diff: the states differ
+//	1  verify: at least one bad checkpoint; diff: the states differ; cp: a
+//	   checkpoint that does not verify was skipped
 //	2  usage: a bad command, flag or argument (the usage is printed)
 //	3  the operation failed: a missing directory or step, a checkpoint that
 //	   does not load (one no identity opens among them), an I/O error, an
 //	   identity file that cannot be read; verify: no checkpoint to verify;
-//	   rekey: a file it could not rewrite
-//	4  a writer holds the store's lock (prune, gc, rekey, sessions rm), or another process is
+//	   rekey: a file it could not rewrite; cp: a file it could not copy
+//	4  a writer holds the store's lock (prune, gc, rekey, sessions rm, cp's
+//	   DST), or another process is
 //	   creating a session in the root of sessions (gc)
 //
 // Errors go to stderr, naming the file or directory and the reason.

@@ -25,7 +25,8 @@ var gcCommand = command{
 			if err != nil {
 				return err
 			}
-			g := gc{cli: c, dryRun: *dryRun}
+			g := gc{cli: c, dryRun: *dryRun, meter: c.newMeter("sessions", false, false)}
+			defer g.meter.stop()
 			if t.sessions && t.remote != nil {
 				// Its sessions are listed by the library, but what crashed
 				// forks left is not (RemoveStaging removes it unlisted).
@@ -50,6 +51,7 @@ type gc struct {
 	dryRun  bool
 	removed int
 	locked  []error // stores it skipped because a writer holds them
+	meter   *meter  // the sessions of a root cleaned so far, on a terminal
 }
 
 const (
@@ -69,6 +71,7 @@ const (
 )
 
 func (g *gc) report(path, what string) {
+	g.meter.clear() // the line goes where the bar was
 	verb := "removed"
 	if g.dryRun {
 		verb = "would remove"
@@ -198,8 +201,9 @@ func (g *gc) sessions(ctx context.Context, t target) error {
 		}
 	}
 	ids, _ := sessionDirs(t.dir)
-	for _, id := range ids {
+	for i, id := range ids {
 		err := g.store(ctx, t, filepath.Join(t.dir, id))
+		g.meter.set(i+1, len(ids), -1)
 		var lerr lockedError
 		if errors.As(err, &lerr) {
 			g.locked = append(g.locked, lerr)
@@ -211,6 +215,7 @@ func (g *gc) sessions(ctx context.Context, t target) error {
 }
 
 func (g *gc) summary(t target) error {
+	g.meter.stop()
 	switch {
 	case g.removed == 0 && len(g.locked) == 0 && t.empty:
 		fmt.Fprintf(g.stdout, "nothing to remove in %s: no checkpoint files (give --layout if they have another name)\n", printable(t.dir))

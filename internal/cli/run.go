@@ -25,7 +25,7 @@ import (
 // Exit codes; the package doc lists them for users.
 const (
 	exitOK     = 0
-	exitFound  = 1 // verify found a bad checkpoint, or diff a difference
+	exitFound  = 1 // verify found a bad checkpoint, diff a difference, cp skipped one
 	exitUsage  = 2
 	exitFailed = 3
 	exitLocked = 4
@@ -42,7 +42,7 @@ type command struct {
 	noKeys bool
 }
 
-var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, pruneCommand, gcCommand, sessionsCommand, serveCommand, keygenCommand, rekeyCommand}
+var commands = []command{lsCommand, showCommand, verifyCommand, diffCommand, cpCommand, pruneCommand, gcCommand, sessionsCommand, serveCommand, keygenCommand, rekeyCommand}
 
 // A Remote opens the stores at locations of one URL scheme, such as
 // s3://bucket/prefix, as Backends. Open is called once for every store a
@@ -62,6 +62,7 @@ type Remote struct {
 // cli is what a running command writes to.
 type cli struct {
 	stdout, stderr io.Writer
+	stderrTTY      bool // stderr is a terminal: progress is a bar (see meter)
 	cmd            string
 	remotes        []Remote
 	now            time.Time           // for the age of a save time
@@ -190,7 +191,7 @@ func runContext(ctx context.Context, now time.Time, args []string, stdout, stder
 		commandUsage(stdout, cmd, fs)
 		return exitOK
 	}
-	c := &cli{stdout: stdout, stderr: stderr, cmd: cmd.name, now: now, remotes: remotes, identityFiles: ids, getenv: os.Getenv}
+	c := &cli{stdout: stdout, stderr: stderr, stderrTTY: isTerminal(stderr), cmd: cmd.name, now: now, remotes: remotes, identityFiles: ids, getenv: os.Getenv}
 	if err != nil {
 		err = usageError{err.Error()}
 	} else {
@@ -329,8 +330,8 @@ func usage(w io.Writer, remotes []Remote) {
 
 DIR is a store's directory or a root of sessions. Flags may come before or
 after the arguments. Only prune, gc, rekey and sessions rm|prune write, and
-they take the store's writer lock; the others open stores read-only, safe
-beside a running program.
+cp writes DST; they take the store's writer lock; the others open stores
+read-only, safe beside a running program.
 
 Encrypted stores (checkpoint.Encrypt) are read with --identity FILE, an age
 identity file (checkpoint keygen makes one), given to any command, before
@@ -344,11 +345,11 @@ file by file, and --plaintext encrypts a plaintext one.
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(p, "\n"))
 	}
 	fmt.Fprint(w, `
-Exit codes: 0 ok; 1 verify found a bad checkpoint, or diff a difference;
-2 usage error; 3 failure (missing directory or step, I/O, unloadable
-checkpoint, a file rekey could not rewrite); 4 a writer holds the store's
-lock (prune, gc, rekey, sessions rm), or a session is being made in the
-root (gc).
+Exit codes: 0 ok; 1 verify found a bad checkpoint, diff a difference, or
+cp skipped one; 2 usage error; 3 failure (missing directory or step, I/O,
+unloadable checkpoint, a file rekey or cp could not write); 4 a writer
+holds the store's lock (prune, gc, rekey, sessions rm, cp's DST), or a
+session is being made in the root (gc).
 `)
 }
 

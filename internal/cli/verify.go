@@ -29,11 +29,13 @@ var verifyCommand = command{
 				return err
 			}
 			r := verifyReport{Dir: t.dir, Layout: t.layout.String(), Files: []fileResult{}, Notes: []fileNote{}, schema: *schema}
+			r.meter = c.newMeter("checkpoints", false, false)
 			if t.sessions {
 				err = r.verifySessions(ctx, t)
 			} else {
 				err = r.verifyStore(ctx, t, t.dir, "")
 			}
+			r.meter.stop()
 			if err != nil {
 				return err
 			}
@@ -78,6 +80,11 @@ type verifyReport struct {
 
 	schema  int     // --schema; -1 reads every schema
 	keyErrs []error // the files no identity opens, or plaintext
+
+	// meter shows the progress on a terminal: done of the total of the
+	// stores listed so far.
+	meter       *meter
+	done, total int
 }
 
 // appendKeyErr appends err to errs if it is ErrNoKey or ErrPlaintext.
@@ -138,8 +145,11 @@ func (r *verifyReport) verifyStore(ctx context.Context, t target, dir, session s
 		return err
 	}
 	defer st.Close()
+	r.total += len(infos)
 	for _, info := range infos {
 		err := verifyCheckpoint(ctx, st, info)
+		r.done++
+		r.meter.set(r.done, r.total, -1)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			continue // removed or replaced by a writer since the listing
 		}

@@ -2,8 +2,10 @@
 // through s3store and prints one table: Save against a hand-written
 // PutObject of the state's JSON, the requests a Save sends, Latest and List
 // of stores of 1,000 and 10,000 checkpoints (requests by kind, and time,
-// for a process that opens the store and for one that has it open), and
-// the lease's cost: taking it, releasing it, and its renewals per save.
+// for a process that opens the store and for one that has it open), the
+// lease's cost: taking it, releasing it, and its renewals per save;
+// and checkpoint.Copy (checkpoint cp) of a local store of 10,000
+// checkpoints to S3, in checkpoints per second, at several concurrencies.
 //
 //	go run ./cmd/checkpoint-bench-s3                  # starts versitygw on 127.0.0.1
 //	go run ./cmd/checkpoint-bench-s3 -endpoint http://127.0.0.1:7070 -bucket bench
@@ -44,6 +46,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/gocheckpoint/checkpoint"
+	"github.com/gocheckpoint/checkpoint/dirstore"
 	"github.com/gocheckpoint/checkpoint/internal/benchkit"
 	"github.com/gocheckpoint/checkpoint/s3store"
 	"github.com/gocheckpoint/checkpoint/s3store/internal/s3test"
@@ -62,12 +65,28 @@ type settings struct {
 	stores           []int // checkpoints in the Latest and List stores
 	rounds, perRound int   // interleaved comparisons
 	samples          int   // opens, Latests and Lists, for a median
+	copy             int   // checkpoints of the store checkpoint.Copy copies
+	copyJobs         []int // the CopyConcurrency of each copy
+	// slowCopy checkpoints are copied again with copyDelay added to every
+	// request, at each of slowJobs.
+	slowCopy  int
+	copyDelay time.Duration
+	slowJobs  []int
 }
 
 var (
-	full  = settings{sizes: []int{10 << 10, 100 << 10}, stores: []int{1000, 10000}, rounds: 21, perRound: 10, samples: 5}
-	quick = settings{sizes: []int{2 << 10}, stores: []int{20, 50}, rounds: 2, perRound: 2, samples: 2}
+	full  = settings{sizes: []int{10 << 10, 100 << 10}, stores: []int{1000, 10000}, rounds: 21, perRound: 10, samples: 5, copy: 10000, copyJobs: []int{1, 4, checkpoint.DefaultCopyConcurrency, 16}, slowCopy: 1000, copyDelay: 20 * time.Millisecond, slowJobs: []int{1, 4, checkpoint.DefaultCopyConcurrency, 16}}
+	quick = settings{sizes: []int{2 << 10}, stores: []int{20, 50}, rounds: 2, perRound: 2, samples: 2, copy: 30, copyJobs: []int{1, checkpoint.DefaultCopyConcurrency}, slowCopy: 30, copyDelay: time.Millisecond, slowJobs: []int{checkpoint.DefaultCopyConcurrency}}
 )
+
+// section is one part of the measurements, which -only names.
+type section struct {
+	name string
+	run  func() ([]row, error)
+}
+
+// sectionNames are the names of the sections, in order.
+var sectionNames = []string{"saves", "lease", "stores", "cp"}
 
 // row is one line of the table.
 type row struct{ what, result, requests, against, ratio, target, met string }
@@ -90,8 +109,12 @@ func run(args []string, out io.Writer) error {
 	bucket := fs.String("bucket", "", "the `BUCKET` to write in (default: a new one); created if missing")
 	quickFlag := fs.Bool("quick", false, "tiny sizes and counts: checks that the command works, measures nothing")
 	keep := fs.Bool("keep", false, "keep the objects written")
+	only := fs.String("only", "", "run only the measurements of `SECTION`: saves, lease, stores or cp")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *only != "" && !slices.Contains(sectionNames, *only) {
+		return fmt.Errorf("-only %q: want one of %s", *only, strings.Join(sectionNames, ", "))
 	}
 	cfg := full
 	if *quickFlag {
@@ -156,9 +179,13 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "- server: %s, bucket %s, prefix %s/\n", server, b.bucket, b.prefix)
 	fmt.Fprintf(out, "- load average before: %s\n\n", loadAverage())
 
+	sections := []section{{"saves", b.saves}, {"lease", b.lease}, {"stores", b.bigStores}, {"cp", b.copies}}
 	var rows []row
-	for _, section := range []func() ([]row, error){b.saves, b.lease, b.bigStores} {
-		rs, err := section()
+	for _, section := range sections {
+		if *only != "" && section.name != *only {
+			continue
+		}
+		rs, err := section.run()
 		if err != nil {
 			return err
 		}
@@ -425,6 +452,110 @@ func (b *bench) readRows(n int) ([]row, error) {
 	return rows, nil
 }
 
+// copies measures checkpoint.Copy (checkpoint cp) of a local store of
+// b.cfg.copy checkpoints to S3, once for each concurrency: checkpoints per
+// second, and the requests the copy sends (one PUT per checkpoint, the
+// lease's, one LIST of the destination); then of a smaller store with a
+// round trip's delay added to each request, where concurrency pays.
+func (b *bench) copies() ([]row, error) {
+	dir, err := os.MkdirTemp("", "checkpoint-bench-cp-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	st, err := checkpoint.Open[State](dir, checkpoint.NoSync())
+	if err != nil {
+		return nil, err
+	}
+	state := newState(200)
+	for i := 1; i <= b.cfg.copy; i++ {
+		if _, err := st.Save(b.ctx, int64(i), state); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	var rows []row
+	copyOnce := func(name string, n, jobs int) (time.Duration, counts, error) {
+		src, err := dirstore.Open(dir, dirstore.ReadOnly())
+		if err != nil {
+			return 0, nil, err
+		}
+		defer src.Close()
+		dst, err := s3store.New(b.ourClient, b.bucket, b.prefix+"/"+name)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer dst.Close()
+		b.ours.take()
+		start := time.Now()
+		res, err := checkpoint.Copy(b.ctx, dst, src, checkpoint.CopyConcurrency(jobs))
+		took := time.Since(start)
+		req := b.ours.take()
+		if err == nil && res.Copied != n {
+			err = fmt.Errorf("copied %d checkpoints of %d", res.Copied, n)
+		}
+		return took, req, err
+	}
+	perSecond := func(n int, took time.Duration) string {
+		return fmt.Sprintf("%.0f checkpoints/s (%s)", float64(n)/took.Seconds(), took.Round(10*time.Millisecond))
+	}
+	for _, jobs := range b.cfg.copyJobs {
+		took, req, err := copyOnce(fmt.Sprintf("cp-j%d", jobs), b.cfg.copy, jobs)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{
+			what:   fmt.Sprintf("cp (checkpoint.Copy) of %d checkpoints, directory to S3, %d at once", b.cfg.copy, jobs),
+			result: perSecond(b.cfg.copy, took), requests: req.String(), against: "-", ratio: "-", target: "-", met: "-",
+		})
+	}
+	// As on a network, which loopback is not: a store of slowCopy
+	// checkpoints copied with copyDelay added before every request.
+	if b.cfg.slowCopy > 0 {
+		small, err := os.MkdirTemp("", "checkpoint-bench-cp-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(small)
+		st, err := checkpoint.Open[State](small, checkpoint.NoSync())
+		if err != nil {
+			return nil, err
+		}
+		for i := 1; i <= b.cfg.slowCopy; i++ {
+			if _, err := st.Save(b.ctx, int64(i), state); err != nil {
+				st.Close()
+				return nil, err
+			}
+		}
+		if err := st.Close(); err != nil {
+			return nil, err
+		}
+		dir = small
+		b.ours.mu.Lock()
+		b.ours.delay = b.cfg.copyDelay
+		b.ours.mu.Unlock()
+		defer func() {
+			b.ours.mu.Lock()
+			b.ours.delay = 0
+			b.ours.mu.Unlock()
+		}()
+		for _, jobs := range b.cfg.slowJobs {
+			took, req, err := copyOnce(fmt.Sprintf("cp-slow-j%d", jobs), b.cfg.slowCopy, jobs)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row{
+				what:   fmt.Sprintf("cp (checkpoint.Copy) of %d checkpoints, directory to S3, %d at once, %s added to each request (a network's round trip)", b.cfg.slowCopy, jobs, b.cfg.copyDelay),
+				result: perSecond(b.cfg.slowCopy, took), requests: req.String(), against: "-", ratio: "-", target: "-", met: "-",
+			})
+		}
+	}
+	return rows, nil
+}
+
 func (b *bench) removePrefix() {
 	p := s3.NewListObjectsV2Paginator(b.theirClient, &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: aws.String(b.prefix + "/")})
 	for p.HasMorePages() {
@@ -492,9 +623,10 @@ func sizeName(n int) string {
 // HEAD, PUT, DELETE, with " lease" for the lease object) and adds up
 // their times.
 type counter struct {
-	rt http.RoundTripper
-	mu sync.Mutex
-	c  counts
+	rt    http.RoundTripper
+	mu    sync.Mutex
+	c     counts
+	delay time.Duration // added before each request: a network's round trip
 }
 
 type counts map[string]struct {
@@ -503,7 +635,11 @@ type counts map[string]struct {
 }
 
 func newCounter() *counter {
-	return &counter{rt: http.DefaultTransport.(*http.Transport).Clone(), c: counts{}}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Enough idle connections for a copy's concurrent PUTs to reuse
+	// theirs (the default keeps 2 per host: the rest reconnect).
+	t.MaxIdleConnsPerHost = 64
+	return &counter{rt: t, c: counts{}}
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -516,7 +652,19 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(r.URL.Path, "/.checkpoint.lease"):
 		kind += " lease"
 	}
+	c.mu.Lock()
+	delay := c.delay
+	c.mu.Unlock()
 	start := time.Now()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return nil, r.Context().Err()
+		}
+	}
 	resp, err := c.rt.RoundTrip(r)
 	d := time.Since(start)
 	c.mu.Lock()

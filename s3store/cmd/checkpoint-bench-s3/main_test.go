@@ -34,6 +34,9 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| resume: a writer's OpenBackend (takes the lease) + Latest, 50 checkpoints | ",
 		"| Latest again, 50 checkpoints, same writer | ",
 		"| List, 50 checkpoints, reader just opened (ReadOnly), after a takeover | ",
+		"| cp (checkpoint.Copy) of 30 checkpoints, directory to S3, 1 at once | ",
+		"| cp (checkpoint.Copy) of 30 checkpoints, directory to S3, 8 at once | ", " checkpoints/s (",
+		"| cp (checkpoint.Copy) of 30 checkpoints, directory to S3, 8 at once, 1ms added to each request (a network's round trip) | ",
 	} {
 		require.Contains(t, text, want)
 	}

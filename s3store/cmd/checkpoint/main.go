@@ -10,6 +10,8 @@
 //	checkpoint verify s3://bucket/runs/42
 //	checkpoint diff s3://bucket/runs/42 100 latest
 //	checkpoint serve s3://bucket/runs
+//	checkpoint cp ./runs s3://bucket/runs             # a directory to a bucket
+//	checkpoint cp s3://bucket/runs s3://other/runs    # a bucket to another
 //
 // Wherever the other takes a directory, this one takes s3://BUCKET/PREFIX
 // too: the store that s3store.New(client, BUCKET, PREFIX) opens. The client
@@ -29,7 +31,10 @@
 // ls, show, verify, diff and the --dry-run forms send only reads (LIST,
 // GET, HEAD) and take no lease, so they run beside the program that writes
 // the store. prune and gc take the store's lease as a writer does (exit code
-// 4 while a writer holds it) and release it when done.
+// 4 while a writer holds it) and release it when done. cp reads its source
+// that way and takes the lease of its destination (of each session's store,
+// for a root of sessions): after a cp was killed, its lease expires one to
+// two lease TTLs later, and cp --wait 90s waits for it.
 //
 // An encrypted store (checkpoint.Encrypt) is read with --identity FILE or
 // CHECKPOINT_IDENTITY, and rotated to a new key in place with rekey, in a
@@ -86,7 +91,8 @@ configured the AWS SDK's default way: AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (default us-east-1),
 AWS_PROFILE, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (an S3-compatible
 server, addressed by path), then the shared config and credentials files.
-prune and gc take the store's lease as its writer does.`
+prune and gc take the store's lease as its writer does, and cp takes DST's
+(cp copies between directories and buckets either way).`
 
 // newClient builds the S3 client the AWS SDK's default way: environment,
 // then shared files. An endpoint (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or
