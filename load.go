@@ -131,10 +131,12 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // skipped like one that does not decode (see Load). A checkpoint of a newer
 // schema (ErrNewerSchema) or whose migration fails (ErrMigration) is not
 // skipped: Latest stops there and returns that error (see WithSchema); so
-// does a byte payload that verifies (ErrPayloadMismatch: see
-// LatestPayload), where a damaged one is skipped as damage. A
-// store with no checkpoint is ErrNotFound: that, and only that, means a fresh
-// start, and it is never the answer beside the store's own saves. A directory
+// does one the storage did not give in full (ErrUnavailable: a network
+// that failed, on object storage), and a byte payload that verifies
+// (ErrPayloadMismatch: see LatestPayload), where a damaged one is skipped
+// as damage. A store with no checkpoint is ErrNotFound: that, and only
+// that, means a fresh start, and it is never the answer beside the store's
+// own saves. A directory
 // that holds checkpoints of another layout and none of the store's is
 // ErrInvalid, naming the layout found (any of its files whose header reads
 // shows it, not only its newest). Something at a checkpoint's name that is
@@ -301,9 +303,10 @@ func latestWalkNames[T, R any](s *Store[T], ctx context.Context, op string, load
 				vanished = true // removed since the listing
 				continue
 			}
-			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) || errors.Is(err, ErrUnavailable) {
 				// Not damage, and resuming from an older step would
-				// fork the history silently.
+				// fork the history silently (or, for a network that
+				// failed, make Latest go back a step until it heals).
 				return zero, Info{}, skipped, vanished, true, err
 			}
 			skipped = append(skipped, err)
