@@ -428,7 +428,17 @@ func (b *Backend) renew(l *lease) {
 			t.Reset(max(0, time.Until(start.Add(every))))
 		case isPrecondition(err) || isNotFound(err):
 			b.mu.Unlock()
-			if cur, ok := b.ownLease(l); ok {
+			cur, ok, rerr := b.ownLease(l)
+			if rerr != nil {
+				// Whose lease it is now could not be read: not proof of
+				// a takeover (an earlier attempt of this renewal may have
+				// landed). Try again soon; the deadline still holds.
+				b.mu.Lock()
+				l.renewErr = fmt.Errorf("%w (and reading the lease: %w)", err, rerr)
+				t.Reset(every / 4)
+				break
+			}
+			if ok {
 				// An earlier attempt of this renewal (an SDK retry) landed.
 				b.mu.Lock()
 				l.etag = cur.etag
@@ -451,15 +461,19 @@ func (b *Backend) renew(l *lease) {
 // ownLease reads the lease after a conditional PUT of it failed, and
 // reports whether it is still l's (the same generation and holder: a
 // takeover writes another generation), under another ETag: an attempt
-// whose answer was lost did land.
-func (b *Backend) ownLease(l *lease) (leaseState, bool) {
+// whose answer was lost did land. err is the read's failure: then nothing
+// is known.
+func (b *Backend) ownLease(l *lease) (leaseState, bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
 	defer cancel()
 	cur, _, err := b.readLease(ctx, "")
+	if err != nil {
+		return cur, false, err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ok := err == nil && cur.exists && cur.doc.Generation == l.doc.Generation && cur.doc.Holder == l.doc.Holder
-	return cur, ok
+	ok := cur.exists && cur.doc.Generation == l.doc.Generation && cur.doc.Holder == l.doc.Holder
+	return cur, ok, nil
 }
 
 // unlock stops renewing and marks the lease released, with If-Match on its
@@ -493,7 +507,11 @@ func (b *Backend) release(l *lease) error {
 	defer cancel()
 	if _, err := b.putLease(ctx, doc, etag); err != nil {
 		if isPrecondition(err) || isNotFound(err) {
-			if cur, ok := b.ownLease(l); ok && cur.doc.Released {
+			cur, ok, rerr := b.ownLease(l)
+			switch {
+			case rerr != nil:
+				return fail("unlock", b.Locate(leaseName), nil, fmt.Errorf("the release's condition failed (%w), and reading the lease to tell whether an earlier attempt of it landed: %w", err, rerr))
+			case ok && cur.doc.Released:
 				return nil // an earlier attempt of this release landed
 			}
 			return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("the lease was taken over by another writer: %w", err))
