@@ -192,8 +192,9 @@ func (b *Backend) checkOpen(op, name string) error {
 // PUT that landed although the SDK retried it (its answer was lost): the
 // object with this write's token (x-amz-meta-checkpoint-write, random per
 // write), this writer's generation and these bytes. If the HEAD that
-// would tell fails, the error wraps no sentinel: the object may be this
-// Create's.
+// would tell fails, the error is neither success nor ErrExists (it wraps
+// checkpoint.ErrUnavailable where the HEAD got no answer): the object may
+// be this Create's.
 func (b *Backend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
 	return b.put(ctx, "create", name, storage.NoObject, checkpoint.ErrExists, write)
 }
@@ -294,7 +295,11 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 			if herr != nil {
 				// Ours or another's: neither success nor ErrExists
 				// (ErrConflict) may be said.
-				return checkpoint.Object{}, fail(op, loc, nil, fmt.Errorf("the PUT's condition failed (%w), and whether an earlier attempt of it landed could not be told: %w", err, herr))
+				var kind error
+				if unanswered(herr) || ctxErr(herr) && ctx.Err() == nil {
+					kind = checkpoint.ErrUnavailable
+				}
+				return checkpoint.Object{}, fail(op, loc, kind, fmt.Errorf("the PUT's condition failed (%w), and whether an earlier attempt of it landed could not be told: %w", err, herr))
 			}
 			if ok {
 				if err := b.endWrite(op, loc, name, o.Version, gen); err != nil {
@@ -329,6 +334,9 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 				cond = o.Version
 				continue
 			}
+		}
+		if attemptTimedOut(ctx, err) {
+			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrUnavailable, err)
 		}
 		return checkpoint.Object{}, requestError(op, loc, ifFailed, err)
 	}
