@@ -389,6 +389,11 @@ func (e *unheardRefusal) ErrorFault() smithy.ErrorFault { return smithy.FaultCli
 // fails otherwise is err: the caller cannot tell.
 func (b *Backend) landed(ctx context.Context, name string, body *spool, gen uint64, token string) (checkpoint.Object, bool, error) {
 	o, g, tok, err := b.headToken(ctx, name)
+	// The write's outcome is worth a few HEADs (each the SDK's attempts):
+	// without it the caller knows neither success nor ErrExists.
+	for try := 1; try < landedTries && err != nil && (unanswered(err) || attemptTimedOut(ctx, err)); try++ {
+		o, g, tok, err = b.headToken(ctx, name)
+	}
 	switch {
 	case isNotFound(err):
 		return o, false, nil
@@ -397,6 +402,9 @@ func (b *Backend) landed(ctx context.Context, name string, body *spool, gen uint
 	}
 	return o, tok == token && g == gen && o.Version == `"`+hex.EncodeToString(body.md5())+`"` && o.Size == body.size(), nil
 }
+
+// landedTries is how many HEADs landed sends while they go unanswered.
+const landedTries = 3
 
 // writeKey is the user metadata key (x-amz-meta-checkpoint-write) of the
 // token that tells a write's own object from any other (see landed).
