@@ -35,9 +35,14 @@ import (
 // few seconds); CHECKPOINT_S3_FAULT_SEED fixes the random schedule (the
 // seed of a run is logged).
 
-// attemptTimeout bounds one HTTP attempt of a client through the proxy (a
-// Stall holds its answer until the client gives up); the SDK then retries.
-const attemptTimeout = 300 * time.Millisecond
+// Timeouts of one HTTP attempt of a client through the proxy (a Stall
+// holds its answer until the client gives up; the SDK then retries): short
+// where the test takes a loaded machine's slow answer as one more fault,
+// longer where the test needs requests without a fault to succeed.
+const (
+	attemptTimeout     = 300 * time.Millisecond
+	slowAttemptTimeout = time.Second
+)
 
 // faultsWanted is how many faults a test injects.
 func faultsWanted(t *testing.T) int {
@@ -64,9 +69,9 @@ func faultSeed(t *testing.T) uint64 {
 
 // faultyClient starts a proxy in front of the fixture's server, injecting
 // what rule chooses, and returns it with a client through it whose
-// attempts time out after attemptTimeout and whose retries back off 50 ms
-// at most.
-func (f *fixture) faultyClient(t *testing.T, rule fp.Rule) (*fp.Proxy, *s3.Client) {
+// attempts time out after timeout and whose retries back off 50 ms at
+// most.
+func (f *fixture) faultyClient(t *testing.T, rule fp.Rule, timeout time.Duration) (*fp.Proxy, *s3.Client) {
 	t.Helper()
 	p, err := fp.Start(f.srv.endpoint, rule)
 	require.NoError(t, err)
@@ -74,7 +79,7 @@ func (f *fixture) faultyClient(t *testing.T, rule fp.Rule) (*fp.Proxy, *s3.Clien
 	c := s3.New(s3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(p.URL()), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(f.srv.key, f.srv.secret, ""),
-		HTTPClient:  &http.Client{Transport: http0(), Timeout: attemptTimeout},
+		HTTPClient:  &http.Client{Transport: http0(), Timeout: timeout},
 		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 50 * time.Millisecond }),
 	})
 	return p, c
@@ -131,7 +136,7 @@ func TestNoAcknowledgedSaveIsLostToFaultsOnTheWire(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	want := faultsWanted(t)
-	p, client := f.faultyClient(t, fp.Random(faultSeed(t), 0.25, fp.Reset, fp.Error500, fp.SlowDown, fp.Stall, fp.Drop, fp.Truncate))
+	p, client := f.faultyClient(t, fp.Random(faultSeed(t), 0.25, fp.Reset, fp.Error500, fp.SlowDown, fp.Stall, fp.Drop, fp.Truncate), attemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	w := openThroughFaults(t, b)
@@ -269,7 +274,7 @@ const partitionTTL = time.Second
 
 func (f *fixture) newHolder(t *testing.T, name string) *holder {
 	t.Helper()
-	p, client := f.faultyClient(t, nil)
+	p, client := f.faultyClient(t, nil, slowAttemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(partitionTTL))
 	require.NoError(t, err)
 	h := &holder{name: name, proxy: p, b: b}
@@ -354,7 +359,7 @@ func TestAWriterCutOffPastItsLeaseIsFencedAndLearnsErrLocked(t *testing.T) {
 					after++
 				default:
 				}
-				sctx, cancel := context.WithTimeout(ctx, 3*attemptTimeout)
+				sctx, cancel := context.WithTimeout(ctx, 3*slowAttemptTimeout)
 				_, a.err = h.s.Save(sctx, next, state{Writer: h.name, Step: next})
 				cancel()
 				mu.Lock()
@@ -511,7 +516,7 @@ func TestAnAmbiguousSaveThatLandedIsTheWritersOwn(t *testing.T) {
 	// Cut mid-body at every attempt: not applied, the Save fails.
 	cutStep := int64(len(cases) + 2)
 	plan[fmt.Sprintf("/run/step_%08d.json", cutStep)] = []fp.Fault{fp.Reset, fp.Reset, fp.Reset}
-	p, client := f.faultyClient(t, script(http.MethodPut, plan))
+	p, client := f.faultyClient(t, script(http.MethodPut, plan), slowAttemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	w, err := checkpoint.OpenBackend[state](b)
@@ -556,7 +561,7 @@ func TestLatestNeverGoesBackPastACheckpointItCouldNotRead(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	p, client := f.faultyClient(t, nil)
+	p, client := f.faultyClient(t, nil, slowAttemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	w, err := checkpoint.OpenBackend[state](b)
@@ -616,7 +621,7 @@ func TestARenewalThatCannotTellWhoseTheLeaseIsKeepsIt(t *testing.T) {
 		}
 		return fp.Pass
 	}
-	_, client := f.faultyClient(t, rule)
+	_, client := f.faultyClient(t, rule, slowAttemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
 	w, err := checkpoint.OpenBackend[state](b)

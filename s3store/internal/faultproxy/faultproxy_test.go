@@ -82,7 +82,11 @@ func TestEachFaultAppliesOrNotAndTheClientSeesIt(t *testing.T) {
 		t.Run(tc.fault.String(), func(t *testing.T) {
 			t.Parallel()
 			p, u := start(t, func(Request) Fault { return tc.fault })
-			resp, data, err := put(p, body, 300*time.Millisecond)
+			timeout := 10 * time.Second // an answer comes, or the connection breaks
+			if tc.fault == Stall {
+				timeout = 300 * time.Millisecond // until the client gives up
+			}
+			resp, data, err := put(p, body, timeout)
 			if tc.status == 0 {
 				require.Error(t, err)
 			} else {
@@ -129,13 +133,13 @@ func TestPartitionHoldsRequestsAndHealDeliversThemLate(t *testing.T) {
 		} else {
 			require.Zero(t, u.count())
 		}
-		resp, _, err := put(p, "after", time.Second)
+		resp, _, err := put(p, "after", 10*time.Second)
 		require.NoError(t, err, "healed")
 		require.Equal(t, 200, resp.StatusCode)
 	}
 	p, u := start(t, nil)
 	p.Partition(false)
-	_, _, err := put(p, "refused", time.Second)
+	_, _, err := put(p, "refused", 10*time.Second)
 	require.Error(t, err, "a refusing partition resets at once")
 	require.Zero(t, u.count())
 }
@@ -160,13 +164,16 @@ func TestRandomIsSeededAndKeepsItsRate(t *testing.T) {
 // Close ends a stall and a partition at once.
 func TestCloseEndsStallsAndPartitions(t *testing.T) {
 	t.Parallel()
-	p, _ := start(t, func(Request) Fault { return Stall })
+	arrived := make(chan struct{})
+	var once sync.Once
+	p, _ := start(t, func(Request) Fault {
+		once.Do(func() { close(arrived) })
+		return Stall
+	})
 	p.MaxStall = time.Hour
 	done := make(chan error, 1)
 	go func() { _, _, err := put(p, "stalled", time.Hour); done <- err }()
-	for len(p.Events()) == 0 {
-		time.Sleep(time.Millisecond) // polling for the request to arrive
-	}
+	<-arrived
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, p.Close())
