@@ -149,7 +149,7 @@ func (s *Store[T]) rollingNamed(ctx context.Context, o Object, fn fileName) (nam
 		return n, false // removed meanwhile, or not a regular file
 	}
 	n.fn.step = filled[0].h.Step
-	if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+	if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) || errors.Is(err, ErrUnavailable) {
 		n.unknown = err
 	}
 	return n, true

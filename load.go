@@ -46,8 +46,9 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // regular file (a directory, a named pipe, a symbolic link) has a name of
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
 // what is there. Nor is a rolling file that no key given opens (ErrNoKey),
-// or that an encrypting store finds in plaintext (ErrPlaintext): it may
-// hold step, so the error is its own.
+// that an encrypting store finds in plaintext (ErrPlaintext), or that the
+// storage did not give (ErrUnavailable): it may hold step, so the error is
+// its own.
 func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	named, _, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
@@ -63,7 +64,7 @@ func (s *Store[T]) missing(ctx context.Context, step int64) error {
 		return stepError("load", step, s.dir, err)
 	}
 	for _, e := range s.fill(ctx, rolling) {
-		if errors.Is(e.hErr, ErrNoKey) || errors.Is(e.hErr, ErrPlaintext) {
+		if errors.Is(e.hErr, ErrNoKey) || errors.Is(e.hErr, ErrPlaintext) || errors.Is(e.hErr, ErrUnavailable) {
 			return stepError("load", step, s.path(e.name), fmt.Errorf("the rolling file may hold the step: %w", e.hErr))
 		}
 	}

@@ -590,6 +590,55 @@ func TestLatestNeverGoesBackPastACheckpointItCouldNotRead(t *testing.T) {
 		require.Equal(t, state{Writer: "a", Step: 3}, got)
 		require.Equal(t, int64(3), info.Step)
 	}
+
+	// The rolling file holds the newest step, 4: its header read cut
+	// short leaves its step unknown, and Latest stops rather than return
+	// step 3.
+	rb, err := New(client, f.bucket, "roll", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	rw, err := checkpoint.OpenBackend[state](rb, checkpoint.WithRolling(), checkpoint.SaveEvery(3))
+	require.NoError(t, err)
+	defer rw.Close()
+	for step := int64(3); step <= 4; step++ {
+		_, saved, err := rw.Tick(ctx, step, state{Writer: "a", Step: step})
+		require.NoError(t, err)
+		require.True(t, saved)
+	}
+	r, err := openStore(t, f, "roll", checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer r.Close()
+	objs, err := rb.List(ctx)
+	require.NoError(t, err)
+	rolling := ""
+	for _, o := range objs {
+		if _, ok := stepOf(o.Name); !ok {
+			rolling = "/roll/" + o.Name
+		}
+	}
+	require.NotEmpty(t, rolling, "no rolling file among %v", names(objs))
+	p.SetRule(func(r fp.Request) fp.Fault {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.Path, rolling) {
+			return fp.Truncate
+		}
+		return fp.Pass
+	})
+	_, info, err := rw.Latest(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrUnavailable, "the writer: the rolling file unread, Latest gave step %d", info.Step)
+	// A reader through the faults, which must read the rolling file's
+	// header to know its step.
+	fb, err := New(client, f.bucket, "roll")
+	require.NoError(t, err)
+	fr, err := checkpoint.OpenBackend[state](fb, checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer fr.Close()
+	_, info, err = fr.Latest(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrUnavailable, "a reader: the rolling file unread, Latest gave step %d", info.Step)
+	p.SetRule(nil)
+	for _, s := range []*checkpoint.Store[state]{rw, fr, r} {
+		_, info, err = s.Latest(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), info.Step)
+	}
 }
 
 // A renewal whose first attempt landed and whose answer was lost gets 412
