@@ -45,8 +45,9 @@ type named struct {
 	fn   fileName
 	obj  Object // as listed
 	// unknown is set for a rolling file whose step cannot be known and may
-	// be newer than any other (encrypted to a key not given, or plaintext
-	// to an encrypting store): the error its header read gave.
+	// be newer than any other (encrypted to a key not given, plaintext to
+	// an encrypting store, or not given by the storage: ErrUnavailable):
+	// the error its header read gave.
 	unknown error
 }
 

@@ -524,7 +524,11 @@ func (b *Backend) List(ctx context.Context) ([]checkpoint.Object, error) {
 	}
 	objs, err := b.listVisible(ctx)
 	if err != nil {
-		return nil, fail("list", b.Locate(""), nil, err)
+		var kind error
+		if unavailable(ctx, err) {
+			kind = checkpoint.ErrUnavailable
+		}
+		return nil, fail("list", b.Locate(""), kind, err)
 	}
 	return objs, nil
 }

@@ -47,11 +47,27 @@ func requestError(op, loc string, ifFailed, err error) error {
 	return fail(op, loc, nil, err)
 }
 
+// unavailable reports whether err, an SDK operation's error (wrapped or
+// not) of a request made with ctx, got no answer (see unanswered and
+// attemptTimedOut) and does not say so yet with ErrUnavailable.
+func unavailable(ctx context.Context, err error) bool {
+	var op *smithy.OperationError
+	if err == nil || errors.Is(err, checkpoint.ErrUnavailable) || !errors.As(err, &op) {
+		return false
+	}
+	return attemptTimedOut(ctx, err) || !ctxErr(err) && unanswered(err)
+}
+
 // unanswered reports whether err is a request's that the server did not
-// answer, or answered with a 5xx: a network error, a timeout of one
-// attempt, a body cut short, or a server error, past the SDK's retries.
+// answer in full, or answered with a 5xx: a network error, a timeout of
+// one attempt, an answer cut short (which does not deserialize), or a
+// server error, past the SDK's retries.
 // The caller's own ctx ending is not one (see ctxErr).
 func unanswered(err error) bool {
+	var de *smithy.DeserializationError
+	if errors.As(err, &de) {
+		return true // an answer cut short (or garbled): none in full
+	}
 	if s := httpStatus(err); s != 0 {
 		return s >= 500
 	}

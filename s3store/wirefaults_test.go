@@ -105,13 +105,16 @@ func stepOf(p string) (int64, bool) {
 	return step, true
 }
 
-// openThroughFaults opens a writer on b, again while the faults make it
+// openThroughFaults opens a writer on a Backend of client, again (on a new
+// Backend: a failed OpenBackend closes its own) while the faults make it
 // fail: a takeover whose answer was lost unrecognised leaves a lease that
 // must expire first (ErrLocked meanwhile).
-func openThroughFaults(t *testing.T, b *Backend) *checkpoint.Store[state] {
+func openThroughFaults(t *testing.T, client *s3.Client, bucket string, opts ...Option) *checkpoint.Store[state] {
 	t.Helper()
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		b, nerr := New(client, bucket, "run", opts...)
+		require.NoError(t, nerr)
 		var s *checkpoint.Store[state]
 		if s, err = checkpoint.OpenBackend[state](b); err == nil {
 			return s
@@ -136,13 +139,21 @@ func TestNoAcknowledgedSaveIsLostToFaultsOnTheWire(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	want := faultsWanted(t)
-	p, client := f.faultyClient(t, fp.Random(faultSeed(t), 0.25, fp.Reset, fp.Error500, fp.SlowDown, fp.Stall, fp.Drop, fp.Truncate), attemptTimeout)
-	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
-	require.NoError(t, err)
-	w := openThroughFaults(t, b)
+	seed := faultSeed(t)
+	p, client := f.faultyClient(t, fp.Random(seed, 0.25, fp.Reset, fp.Error500, fp.SlowDown, fp.Stall, fp.Drop, fp.Truncate), attemptTimeout)
+	w := openThroughFaults(t, client, f.bucket, LeaseTTL(testTTL))
 	r, err := openStore(t, f, "run", checkpoint.ReadOnly())
 	require.NoError(t, err)
 	defer r.Close()
+	// A reader through faults of its own: its Latest fails or is the
+	// newest step, never an older one.
+	rp, rclient := f.faultyClient(t, fp.Random(seed+1, 0.25, fp.Reset, fp.Error500, fp.SlowDown, fp.Stall, fp.Drop, fp.Truncate), attemptTimeout)
+	rb, err := New(rclient, f.bucket, "run")
+	require.NoError(t, err)
+	fr, err := checkpoint.OpenBackend[state](rb, checkpoint.ReadOnly())
+	require.NoError(t, err)
+	defer fr.Close()
+	var faultyReaderFailed int
 
 	acked := map[int64]state{}
 	var (
@@ -210,6 +221,17 @@ func TestNoAcknowledgedSaveIsLostToFaultsOnTheWire(t *testing.T) {
 			require.Equal(t, step, info.Step, "a reader's Latest is not the step just acknowledged")
 			readerLatest = info.Step
 		}
+		if step%2 == 1 {
+			got, info, err := fr.Latest(ctx)
+			switch {
+			case err != nil:
+				faultyReaderFailed++
+				require.ErrorIs(t, err, checkpoint.ErrUnavailable, "a reader's Latest through faults after step %d", step)
+			default:
+				require.Equal(t, step, info.Step, "a reader's Latest through faults is not the step just acknowledged")
+				require.Equal(t, acked[step], got)
+			}
+		}
 		if step%3 == 0 {
 			got, info, err := w.Latest(ctx)
 			switch {
@@ -254,7 +276,8 @@ func TestNoAcknowledgedSaveIsLostToFaultsOnTheWire(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("faults injected: %v", p.Counts())
+	t.Logf("faults injected: %v; on the faulty reader's requests: %v", p.Counts(), rp.Counts())
+	t.Logf("the faulty reader's Latest failed %d times (ErrUnavailable), never went back", faultyReaderFailed)
 	t.Logf("saves acknowledged %d (of which %d by a retried Save's ErrExists), lost 0; failed attempts %d, ErrLocked attempts %d; writer's Latest failed %d times",
 		len(acked), landedUnacked, failedAttempts, lockedAttempts, writerLatestFailed)
 	t.Logf("ambiguous checkpoint PUTs (applied, answer lost) %d: %d recognised by the Save that sent them", ambiguous, recognised)
@@ -275,11 +298,13 @@ const partitionTTL = time.Second
 func (f *fixture) newHolder(t *testing.T, name string) *holder {
 	t.Helper()
 	p, client := f.faultyClient(t, nil, slowAttemptTimeout)
-	b, err := New(client, f.bucket, "run", LeaseTTL(partitionTTL))
-	require.NoError(t, err)
-	h := &holder{name: name, proxy: p, b: b}
+	h := &holder{name: name, proxy: p}
+	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		h.s, err = checkpoint.OpenBackend[state](b)
+		// A new Backend each time: a failed OpenBackend closes its own.
+		h.b, err = New(client, f.bucket, "run", LeaseTTL(partitionTTL))
+		require.NoError(t, err)
+		h.s, err = checkpoint.OpenBackend[state](h.b)
 		if err == nil || !errors.Is(err, checkpoint.ErrLocked) || time.Now().After(deadline) {
 			break
 		}
