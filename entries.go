@@ -45,8 +45,9 @@ type named struct {
 	fn   fileName
 	obj  Object // as listed
 	// unknown is set for a rolling file whose step cannot be known and may
-	// be newer than any other (encrypted to a key not given, or plaintext
-	// to an encrypting store): the error its header read gave.
+	// be newer than any other (encrypted to a key not given, plaintext to
+	// an encrypting store, or not given by the storage: ErrUnavailable):
+	// the error its header read gave.
 	unknown error
 }
 
@@ -149,7 +150,7 @@ func (s *Store[T]) rollingNamed(ctx context.Context, o Object, fn fileName) (nam
 		return n, false // removed meanwhile, or not a regular file
 	}
 	n.fn.step = filled[0].h.Step
-	if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+	if err := filled[0].hErr; errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) || errors.Is(err, ErrUnavailable) {
 		n.unknown = err
 	}
 	return n, true

@@ -76,6 +76,12 @@ var (
 	// Latest stops at it rather than resume from an older step;
 	// ReadPlaintext reads such files, to re-encrypt a store.
 	ErrPlaintext = format.ErrPlaintext
+	// ErrUnavailable: the storage did not answer, or not in full (object
+	// storage: a network error, a timeout, a server error that outlived
+	// the client's retries). Nothing is known of the checkpoint: it is
+	// never moved aside, and Latest stops at it rather than resume from an
+	// older step; trying again may succeed.
+	ErrUnavailable = storage.ErrUnavailable
 )
 
 // Error records a failed store operation, the step and the file it concerned,

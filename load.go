@@ -46,8 +46,9 @@ func (s *Store[T]) Load(ctx context.Context, step int64) (T, Info, error) {
 // regular file (a directory, a named pipe, a symbolic link) has a name of
 // that step. That is no fresh start: the error wraps ErrCorrupt and says
 // what is there. Nor is a rolling file that no key given opens (ErrNoKey),
-// or that an encrypting store finds in plaintext (ErrPlaintext): it may
-// hold step, so the error is its own.
+// that an encrypting store finds in plaintext (ErrPlaintext), or that the
+// storage did not give (ErrUnavailable): it may hold step, so the error is
+// its own.
 func (s *Store[T]) missing(ctx context.Context, step int64) error {
 	named, _, err := s.names(ctx, func(fn fileName) bool { return fn.kind != KindRolling && fn.step == step })
 	if err != nil {
@@ -63,7 +64,7 @@ func (s *Store[T]) missing(ctx context.Context, step int64) error {
 		return stepError("load", step, s.dir, err)
 	}
 	for _, e := range s.fill(ctx, rolling) {
-		if errors.Is(e.hErr, ErrNoKey) || errors.Is(e.hErr, ErrPlaintext) {
+		if errors.Is(e.hErr, ErrNoKey) || errors.Is(e.hErr, ErrPlaintext) || errors.Is(e.hErr, ErrUnavailable) {
 			return stepError("load", step, s.path(e.name), fmt.Errorf("the rolling file may hold the step: %w", e.hErr))
 		}
 	}
@@ -131,10 +132,12 @@ func (s *Store[T]) load(ctx context.Context, step int64, do func() (T, Info, err
 // skipped like one that does not decode (see Load). A checkpoint of a newer
 // schema (ErrNewerSchema) or whose migration fails (ErrMigration) is not
 // skipped: Latest stops there and returns that error (see WithSchema); so
-// does a byte payload that verifies (ErrPayloadMismatch: see
-// LatestPayload), where a damaged one is skipped as damage. A
-// store with no checkpoint is ErrNotFound: that, and only that, means a fresh
-// start, and it is never the answer beside the store's own saves. A directory
+// does one the storage did not give in full (ErrUnavailable: a network
+// that failed, on object storage), and a byte payload that verifies
+// (ErrPayloadMismatch: see LatestPayload), where a damaged one is skipped
+// as damage. A store with no checkpoint is ErrNotFound: that, and only
+// that, means a fresh start, and it is never the answer beside the store's
+// own saves. A directory
 // that holds checkpoints of another layout and none of the store's is
 // ErrInvalid, naming the layout found (any of its files whose header reads
 // shows it, not only its newest). Something at a checkpoint's name that is
@@ -301,9 +304,10 @@ func latestWalkNames[T, R any](s *Store[T], ctx context.Context, op string, load
 				vanished = true // removed since the listing
 				continue
 			}
-			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) {
+			if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrMigration) || errors.Is(err, ErrPayloadMismatch) || errors.Is(err, ErrNoKey) || errors.Is(err, ErrPlaintext) || errors.Is(err, ErrUnavailable) {
 				// Not damage, and resuming from an older step would
-				// fork the history silently.
+				// fork the history silently (or, for a network that
+				// failed, make Latest go back a step until it heals).
 				return zero, Info{}, skipped, vanished, true, err
 			}
 			skipped = append(skipped, err)

@@ -3,6 +3,7 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -189,9 +190,13 @@ func (b *Backend) checkOpen(op, name string) error {
 // concurrent Creates of a name exactly one succeeds, and the others get an
 // error wrapping checkpoint.ErrExists. An object under name that was
 // written by a fenced writer (see the package doc) does not count: it is
-// replaced, with If-Match on its ETag. Nor does one with this writer's
-// generation and the very bytes of this Create (the ETag is their MD5):
-// that is an attempt of this PUT that landed although the SDK retried it.
+// replaced, with If-Match on its ETag. Nor does an attempt of this very
+// PUT that landed although the SDK retried it (its answer was lost): the
+// object with this write's token (x-amz-meta-checkpoint-write, random per
+// write), this writer's generation and these bytes. If the HEAD that
+// would tell fails, the error is neither success nor ErrExists (it wraps
+// checkpoint.ErrUnavailable where the HEAD got no answer): the object may
+// be this Create's.
 func (b *Backend) Create(ctx context.Context, name string, write func(io.Writer) error) (checkpoint.Object, error) {
 	return b.put(ctx, "create", name, storage.NoObject, checkpoint.ErrExists, write)
 }
@@ -230,6 +235,7 @@ func (b *Backend) put(ctx context.Context, op, name, ifVersion string, ifFailed 
 // again.
 func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, ifFailed error, body *spool) (checkpoint.Object, error) {
 	cond := ifVersion
+	token := writeToken()
 	// A fenced object under name is absent for a store: Create and
 	// Replace(NoObject) replace it with If-Match on its ETag, so that of
 	// several writers racing for the name still exactly one wins. Each
@@ -246,8 +252,9 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 			Body:          body.body(),
 			ContentLength: aws.Int64(body.size()),
 		}
+		in.Metadata = map[string]string{writeKey: token}
 		if gen != 0 {
-			in.Metadata = map[string]string{genKey: strconv.FormatUint(gen, 10)}
+			in.Metadata[genKey] = strconv.FormatUint(gen, 10)
 		}
 		switch cond {
 		case "":
@@ -267,15 +274,36 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 		if isConditionalConflict(err) && round < 8 {
 			continue
 		}
+		if !isPrecondition(err) && !isNotFound(err) && !isConditionalConflict(err) && !ctxErr(err) {
+			// The last attempt failed (a 5xx, a reset: the SDK's retries
+			// are spent), but an earlier one, or this one, may have
+			// landed with its answer lost.
+			if o, ok, herr := b.landed(ctx, name, body, gen, token); herr == nil && ok {
+				if err := b.endWrite(op, loc, name, o.Version, gen); err != nil {
+					return checkpoint.Object{}, err
+				}
+				return o, nil
+			}
+		}
 		if cond != "" && b.refusedUnheard(ctx, name, cond, err) {
 			err = &unheardRefusal{err: err}
 		}
 		// If-Match on a missing key is a 404 on some servers (versitygw)
 		// and a 412 on others: either way the condition failed.
-		if isPrecondition(err) && gen != 0 {
+		if isPrecondition(err) {
 			// The SDK retries a PUT whose answer it did not get: if the
 			// first attempt landed, the retry's condition fails on it.
-			if o, ok := b.landed(ctx, name, body, gen); ok {
+			o, ok, herr := b.landed(ctx, name, body, gen, token)
+			if herr != nil {
+				// Ours or another's: neither success nor ErrExists
+				// (ErrConflict) may be said.
+				var kind error
+				if unanswered(herr) || ctxErr(herr) && ctx.Err() == nil {
+					kind = checkpoint.ErrUnavailable
+				}
+				return checkpoint.Object{}, fail(op, loc, kind, fmt.Errorf("the PUT's condition failed (%w), and whether an earlier attempt of it landed could not be told: %w", err, herr))
+			}
+			if ok {
 				if err := b.endWrite(op, loc, name, o.Version, gen); err != nil {
 					return checkpoint.Object{}, err
 				}
@@ -308,6 +336,9 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 				cond = o.Version
 				continue
 			}
+		}
+		if attemptTimedOut(ctx, err) {
+			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrUnavailable, err)
 		}
 		return checkpoint.Object{}, requestError(op, loc, ifFailed, err)
 	}
@@ -351,16 +382,58 @@ func (e *unheardRefusal) ErrorCode() string             { return "PreconditionFa
 func (e *unheardRefusal) ErrorMessage() string          { return e.Error() }
 func (e *unheardRefusal) ErrorFault() smithy.ErrorFault { return smithy.FaultClient }
 
-// landed reports whether the object under name is the one this writer
-// just tried to put: its bytes (the ETag of a single PUT is their MD5) and
-// its generation, which only this writer stamps. It is, when a retry of
-// the PUT found the first attempt's object in place.
-func (b *Backend) landed(ctx context.Context, name string, body *spool, gen uint64) (checkpoint.Object, bool) {
-	o, g, err := b.head(ctx, name)
-	if err != nil || g != gen {
-		return o, false
+// landed reports whether the object under name is one this very write
+// put: whether it carries the write's token (x-amz-meta-checkpoint-write,
+// random per write, so no other write, of this writer or another, ever
+// has it), this writer's generation, and the write's bytes (the ETag of a
+// single PUT is their MD5). It is, when a retry of the PUT found the
+// first attempt's object in place. A missing object is not; a HEAD that
+// fails otherwise is err: the caller cannot tell.
+func (b *Backend) landed(ctx context.Context, name string, body *spool, gen uint64, token string) (checkpoint.Object, bool, error) {
+	o, g, tok, err := b.headToken(ctx, name)
+	// The write's outcome is worth a few HEADs (each the SDK's attempts):
+	// without it the caller knows neither success nor ErrExists.
+	for try := 1; try < landedTries && err != nil && (unanswered(err) || attemptTimedOut(ctx, err)); try++ {
+		o, g, tok, err = b.headToken(ctx, name)
 	}
-	return o, o.Version == `"`+hex.EncodeToString(body.md5())+`"` && o.Size == body.size()
+	switch {
+	case isNotFound(err):
+		return o, false, nil
+	case err != nil:
+		return o, false, err
+	}
+	return o, tok == token && g == gen && o.Version == `"`+hex.EncodeToString(body.md5())+`"` && o.Size == body.size(), nil
+}
+
+// landedTries is how many HEADs landed sends while they go unanswered.
+const landedTries = 3
+
+// writeKey is the user metadata key (x-amz-meta-checkpoint-write) of the
+// token that tells a write's own object from any other (see landed).
+const writeKey = "checkpoint-write"
+
+// writeToken returns a new random write token.
+func writeToken() string {
+	var r [12]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}
+
+// headToken is head, also returning the object's write token ("" if it
+// has none).
+func (b *Backend) headToken(ctx context.Context, name string) (checkpoint.Object, uint64, string, error) {
+	out, err := b.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name))})
+	if err != nil {
+		return checkpoint.Object{}, 0, "", err
+	}
+	o, gen := b.described(name, out.ContentLength, out.ETag, out.LastModified, out.Metadata)
+	tok := ""
+	for k, v := range out.Metadata {
+		if strings.EqualFold(k, writeKey) {
+			tok = v
+		}
+	}
+	return o, gen, tok, nil
 }
 
 // capWriter fails a write that would take the object past left bytes.
@@ -453,7 +526,11 @@ func (b *Backend) List(ctx context.Context) ([]checkpoint.Object, error) {
 	}
 	objs, err := b.listVisible(ctx)
 	if err != nil {
-		return nil, fail("list", b.Locate(""), nil, err)
+		var kind error
+		if unavailable(ctx, err) {
+			kind = checkpoint.ErrUnavailable
+		}
+		return nil, fail("list", b.Locate(""), kind, err)
 	}
 	return objs, nil
 }

@@ -78,14 +78,24 @@
 //     larger than a lease can be) is ErrCorrupt, for writers and readers
 //     alike, and is never taken for no lease. Throttling and 5xx answers
 //     are retried by the SDK (its retryer, configured on the client), and
-//     every call is bounded by its ctx. A server that does not honour the
-//     conditions is ErrUnsupported (see What the server must provide). A conditional PUT retried after its
+//     every call is bounded by its ctx; a request left unanswered past the
+//     retries (a network error, an attempt's timeout, a 5xx, a GET's body
+//     cut short) wraps ErrUnavailable, which stops Store.Latest rather
+//     than let it resume from the step before. A server that does not
+//     honour the conditions is ErrUnsupported (see What the server must
+//     provide). A conditional PUT retried after its
 //     first attempt landed (its answer lost) is recognised as the writer's
-//     own, by its bytes and generation, rather than taken for another
-//     writer's. A PUT whose ctx ends mid-upload leaves nothing; one whose
-//     ctx ends after the server took it but before its answer has saved
-//     although it returned the ctx's error (a save of that step again is
-//     then ErrExists), as a local save interrupted after its rename has.
+//     own, rather than taken for another writer's: every PUT carries a
+//     token random per write (x-amz-meta-checkpoint-write), and an object
+//     with this write's token, generation and bytes is its own; any other
+//     object is not, identical bytes of the same writer included. Where
+//     the HEAD that would tell fails, the write returns an error that is
+//     neither success nor ErrExists (ErrUnavailable, where the HEAD got no
+//     answer). A PUT whose ctx ends
+//     mid-upload leaves nothing; one whose ctx ends after the server took
+//     it but before its answer has saved although it returned the ctx's
+//     error (a save of that step again is then ErrExists), as a local save
+//     interrupted after its rename has.
 //
 // # The lease
 //

@@ -30,8 +30,9 @@ func fail(op, loc string, kind, cause error) error {
 // requestError is fail for the error of an S3 request: it picks the
 // sentinel from the HTTP status (404 is fs.ErrNotExist, 412 is ifFailed:
 // ErrExists or ErrConflict depending on the condition the request had) and
-// leaves a ctx error, a 5xx that outlived the SDK's retries, or a network
-// error unwrapped by any sentinel.
+// wraps checkpoint.ErrUnavailable for a 5xx that outlived the SDK's
+// retries or a network error (no answer). A ctx error is left unwrapped by
+// any sentinel.
 func requestError(op, loc string, ifFailed, err error) error {
 	switch {
 	case ctxErr(err):
@@ -40,8 +41,37 @@ func requestError(op, loc string, ifFailed, err error) error {
 		return fail(op, loc, fs.ErrNotExist, err)
 	case isPrecondition(err) && ifFailed != nil:
 		return fail(op, loc, ifFailed, err)
+	case unanswered(err):
+		return fail(op, loc, checkpoint.ErrUnavailable, err)
 	}
 	return fail(op, loc, nil, err)
+}
+
+// unavailable reports whether err, an SDK operation's error (wrapped or
+// not) of a request made with ctx, got no answer (see unanswered and
+// attemptTimedOut) and does not say so yet with ErrUnavailable.
+func unavailable(ctx context.Context, err error) bool {
+	var op *smithy.OperationError
+	if err == nil || errors.Is(err, checkpoint.ErrUnavailable) || !errors.As(err, &op) {
+		return false
+	}
+	return attemptTimedOut(ctx, err) || !ctxErr(err) && unanswered(err)
+}
+
+// unanswered reports whether err is a request's that the server did not
+// answer in full, or answered with a 5xx: a network error, a timeout of
+// one attempt, an answer cut short (which does not deserialize), or a
+// server error, past the SDK's retries.
+// The caller's own ctx ending is not one (see ctxErr).
+func unanswered(err error) bool {
+	var de *smithy.DeserializationError
+	if errors.As(err, &de) {
+		return true // an answer cut short (or garbled): none in full
+	}
+	if s := httpStatus(err); s != 0 {
+		return s >= 500
+	}
+	return errorCode(err) == ""
 }
 
 func ctxErr(err error) bool {

@@ -431,7 +431,7 @@ func (b *Backend) renew(l *lease) {
 			t.Reset(max(0, time.Until(start.Add(every))))
 		case isPrecondition(err) || isNotFound(err):
 			b.mu.Unlock()
-			cur, landed, lost := b.afterRefusal(l, etag, "renewal", err)
+			cur, landed, lost, _ := b.afterRefusal(l, etag, "renewal", err)
 			b.mu.Lock()
 			switch {
 			case landed:
@@ -470,30 +470,31 @@ func (b *Backend) renew(l *lease) {
 // over by a newer holder (the one case that is), deleted, rewritten with
 // an older generation, or still l's own with the very ETag the condition
 // named (the server refused a condition that held: ErrUnsupported). Both
-// are zero when the lease could not be read.
-func (b *Backend) afterRefusal(l *lease, sent, what string, err error) (cur leaseState, landed bool, lost error) {
+// are zero when the lease could not be read, and rerr is why: that is no
+// proof of a takeover (an earlier attempt may have landed).
+func (b *Backend) afterRefusal(l *lease, sent, what string, err error) (cur leaseState, landed bool, lost, rerr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ttl)
 	defer cancel()
-	cur, _, rerr := b.readLease(ctx, "")
+	cur, _, rerr = b.readLease(ctx, "")
 	b.mu.Lock()
 	gen, holder := l.doc.Generation, l.doc.Holder
 	b.mu.Unlock()
 	answer := fmt.Sprintf("the server refused the %s of %s (If-Match %s) with HTTP %d %s", what, b.Locate(leaseName), sent, httpStatus(err), errorCode(err))
 	switch {
 	case errors.Is(rerr, checkpoint.ErrCorrupt):
-		return cur, false, fmt.Errorf("%s, and the lease object is no longer a lease (%v): %w", answer, rerr, err)
+		return cur, false, fmt.Errorf("%s, and the lease object is no longer a lease (%v): %w", answer, rerr, err), nil
 	case rerr != nil:
-		return cur, false, nil
+		return cur, false, nil, rerr
 	case !cur.exists:
-		return cur, false, fmt.Errorf("%s: the lease object is gone (deleted by hand or by another program): %w", answer, err)
+		return cur, false, fmt.Errorf("%s: the lease object is gone (deleted by hand or by another program): %w", answer, err), nil
 	case cur.doc.Generation == gen && cur.doc.Holder == holder && cur.etag != sent:
-		return cur, true, nil
+		return cur, true, nil, nil
 	case cur.doc.Generation == gen && cur.doc.Holder == holder:
-		return cur, false, fmt.Errorf("%w: %s, although the lease object still has that ETag and this writer's generation %d (%v)", ErrUnsupported, answer, gen, err)
+		return cur, false, fmt.Errorf("%w: %s, although the lease object still has that ETag and this writer's generation %d (%v)", ErrUnsupported, answer, gen, err), nil
 	case cur.doc.Generation > gen:
-		return cur, false, fmt.Errorf("the lease was taken over by another writer (generation %d, held by %s; %s: %w)", cur.doc.Generation, cur.doc.Holder, answer, err)
+		return cur, false, fmt.Errorf("the lease was taken over by another writer (generation %d, held by %s; %s: %w)", cur.doc.Generation, cur.doc.Holder, answer, err), nil
 	}
-	return cur, false, fmt.Errorf("%s: the lease object now has generation %d, held by %s, where this writer holds generation %d (rewritten by hand or by another program?): %w", answer, cur.doc.Generation, cur.doc.Holder, gen, err)
+	return cur, false, fmt.Errorf("%s: the lease object now has generation %d, held by %s, where this writer holds generation %d (rewritten by hand or by another program?): %w", answer, cur.doc.Generation, cur.doc.Holder, gen, err), nil
 }
 
 // renewalError is the error of a renewal that failed otherwise than by a
@@ -537,8 +538,10 @@ func (b *Backend) release(l *lease) error {
 	defer cancel()
 	if _, err := b.putLease(ctx, doc, etag); err != nil {
 		if isPrecondition(err) || isNotFound(err) {
-			cur, landed, lost := b.afterRefusal(l, etag, "release", err)
+			cur, landed, lost, rerr := b.afterRefusal(l, etag, "release", err)
 			switch {
+			case rerr != nil:
+				return fail("unlock", b.Locate(leaseName), nil, fmt.Errorf("the release's condition failed (%w), and reading the lease to tell whether an earlier attempt of it landed: %w", err, rerr))
 			case landed && cur.doc.Released:
 				return nil // an earlier attempt of this release landed
 			case lost != nil && errors.Is(lost, ErrUnsupported):

@@ -2,6 +2,7 @@ package s3store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -38,18 +39,31 @@ func (b *Backend) Open(ctx context.Context, name string) (io.ReadCloser, checkpo
 	}
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name))})
 	if err != nil {
+		if attemptTimedOut(ctx, err) {
+			return nil, checkpoint.Object{}, fail("open", loc, checkpoint.ErrUnavailable, err)
+		}
 		return nil, checkpoint.Object{}, requestError("open", loc, nil, err)
 	}
 	o, gen := b.described(name, out.ContentLength, out.ETag, out.LastModified, out.Metadata)
 	visible, err := b.visible(ctx, name, o.Version, gen)
 	if err != nil || !visible {
 		out.Body.Close()
+		if attemptTimedOut(ctx, err) {
+			return nil, checkpoint.Object{}, fail("open", loc, checkpoint.ErrUnavailable, err)
+		}
 		if err != nil {
 			return nil, checkpoint.Object{}, fail("open", loc, nil, err)
 		}
 		return nil, checkpoint.Object{}, fail("open", loc, fs.ErrNotExist, errHidden)
 	}
 	return &objectReader{loc: loc, body: out.Body, left: o.Size}, o, nil
+}
+
+// attemptTimedOut reports whether err, of a request made with ctx, is a
+// timeout of the HTTP client's (an attempt's, past the SDK's retries)
+// rather than ctx's own end: the server did not answer in time.
+func attemptTimedOut(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && ctxErr(err) && !errors.Is(err, checkpoint.ErrUnavailable)
 }
 
 // objectReader reads a GET's body, checking that it has the length the
@@ -76,9 +90,9 @@ func (r *objectReader) Read(p []byte) (int, error) {
 	r.left -= int64(n)
 	switch {
 	case err == io.EOF && r.left > 0:
-		r.err = fail("read", r.loc, nil, fmt.Errorf("the GET ended %d bytes early: %w", r.left, io.ErrUnexpectedEOF))
+		r.err = fail("read", r.loc, checkpoint.ErrUnavailable, fmt.Errorf("the GET ended %d bytes early: %w", r.left, io.ErrUnexpectedEOF))
 	case err != nil && err != io.EOF:
-		r.err = fail("read", r.loc, nil, err)
+		r.err = fail("read", r.loc, checkpoint.ErrUnavailable, err)
 	}
 	if n > 0 {
 		return n, nil

@@ -107,22 +107,38 @@ func TestPutsRetriedAfterTheirFirstAttemptLandedSucceed(t *testing.T) {
 // The SDK retries a PUT whose answer was lost; when the first attempt had
 // landed, the retry's condition fails on the writer's own object. Such a
 // Create is the writer's, not ErrExists; such a renewal keeps the lease.
+// Only that very write's object is: not one of the same bytes and
+// generation that another write put, by this writer or by hand.
 func TestARetriedPutThatHadLandedIsTheWritersOwn(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	a := f.lockedBackend("run", LeaseTTL(testTTL))
+	lose := &landThenLose{rt: http0(), suffix: "/run/step-1"}
+	lose.n.Store(1)
+	a, err := New(f.clientThrough(lose), f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	t.Cleanup(func() { a.Close() })
+	unlockA, err := a.Lock(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { unlockA() })
 	gen := strconv.FormatUint(generationOf(a), 10)
 
-	// The first attempt of a Create, landed.
-	_, err := f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/step-1"),
-		Body: strings.NewReader("state"), Metadata: map[string]string{genKey: gen}})
-	require.NoError(t, err)
+	// The first attempt of a Create landed, its answer lost.
 	o, err := a.Create(ctx, "step-1", bytesOf([]byte("state")))
-	require.NoError(t, err, "the object in the way is this writer's own")
+	require.Equal(t, int32(1), lose.lost.Load(), "no answer was lost")
+	require.NoError(t, err, "the object in the way is this write's own")
 	require.Equal(t, int64(5), o.Size)
 	_, err = a.Create(ctx, "step-1", bytesOf([]byte("other")))
 	require.ErrorIs(t, err, checkpoint.ErrExists)
+	_, err = a.Create(ctx, "step-1", bytesOf([]byte("state")))
+	require.ErrorIs(t, err, checkpoint.ErrExists, "a second Create of the same bytes by the same writer")
+	// The same bytes and generation, put by another write (a person, a
+	// tool, another process of this writer's host).
+	_, err = f.client.PutObject(ctx, &s3.PutObjectInput{Bucket: &f.bucket, Key: aws.String("run/step-9"),
+		Body: strings.NewReader("state"), Metadata: map[string]string{genKey: gen}})
+	require.NoError(t, err)
+	_, err = a.Create(ctx, "step-9", bytesOf([]byte("state")))
+	require.ErrorIs(t, err, checkpoint.ErrExists, "another write's object taken for this one's")
 
 	// The first attempt of a renewal, landed: the lease has another ETag
 	// but is still a's.

@@ -44,6 +44,12 @@ var (
 	// regular object (a directory, a named pipe, a device, a socket). It
 	// is never proof that an object is damaged: nothing was read.
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrUnavailable: the storage did not answer a request, or not in
+	// full: a network error, a timeout, a body cut short, or a server
+	// error that outlived the client's retries (object storage). Nothing
+	// is known of the object: it is never proof that it is missing or
+	// damaged, and the request may succeed if tried again.
+	ErrUnavailable = errors.New("storage unavailable")
 )
 
 // Backend is where a store keeps its bytes: names, each holding one object
