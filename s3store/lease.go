@@ -144,7 +144,14 @@ func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseSt
 	}
 	data, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
 	if err != nil {
-		return st, false, fail("read lease", b.Locate(leaseName), nil, err)
+		// The answer cut short (a reset mid-body): no answer in full, as
+		// the reader of a checkpoint says too; the caller's ctx ending is
+		// not one.
+		var kind error
+		if ctx.Err() == nil {
+			kind = checkpoint.ErrUnavailable
+		}
+		return st, false, fail("read lease", b.Locate(leaseName), kind, err)
 	}
 	if int64(len(data)) > limit {
 		return st, false, fail("read lease", b.Locate(leaseName), checkpoint.ErrCorrupt, fmt.Errorf("not a lease: larger than %d bytes", limit))
