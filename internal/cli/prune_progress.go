@@ -104,17 +104,17 @@ func (p *pruneProgress) removing(n int) {
 	}
 }
 
-// removed counts what a Remove reports gone.
-func (p *pruneProgress) removed(gone []bool) {
+// removed counts what a Remove of n names reports gone.
+func (p *pruneProgress) removed(n int, gone []bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
+	done := 0
 	for _, g := range gone {
 		if g {
-			n++
+			done++
 		}
 	}
-	p.m.set(n, len(gone), -1)
+	p.m.set(min(done, n), n, -1)
 }
 
 // stop erases the bar: prune's report follows. Nothing is shown after.
@@ -215,7 +215,7 @@ func (w *watched) Stat(ctx context.Context, name string) (storage.Object, error)
 func (w *watched) Remove(ctx context.Context, names ...string) ([]bool, error) {
 	w.p.removing(len(names))
 	gone, err := w.Backend.Remove(ctx, names...)
-	w.p.removed(gone)
+	w.p.removed(len(names), gone)
 	return gone, err
 }
 
@@ -232,7 +232,7 @@ func (w *watchedUnsynced) ReplaceUnsynced(ctx context.Context, name string, writ
 func (w *watchedUnsynced) RemoveUnsynced(ctx context.Context, names ...string) ([]bool, error) {
 	w.p.removing(len(names))
 	gone, err := w.u.RemoveUnsynced(ctx, names...)
-	w.p.removed(gone)
+	w.p.removed(len(names), gone)
 	return gone, err
 }
 

@@ -22,11 +22,18 @@ import (
 // for a terminal: the progress bar is drawn on it.
 func runPruneOnTTY(t *testing.T, remotes []Remote, args ...string) result {
 	t.Helper()
+	return runPruneOnTTYWith(t, remotes, nil, args...)
+}
+
+// runPruneOnTTYWith is runPruneOnTTY with the identity files ids
+// (--identity).
+func runPruneOnTTYWith(t *testing.T, remotes []Remote, ids identityFlag, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
 	do := pruneCommand.flags(fs)
 	require.NoError(t, fs.Parse(args))
-	c := &cli{stdout: &stdout, stderr: &stderr, stderrTTY: true, cmd: "prune", now: testNow, remotes: remotes, getenv: func(string) string { return "" }}
+	c := &cli{stdout: &stdout, stderr: &stderr, stderrTTY: true, cmd: "prune", now: testNow, remotes: remotes, identityFiles: ids, getenv: func(string) string { return "" }}
 	code := exitOK
 	if err := do(context.Background(), c, fs.Args()); err != nil {
 		t.Fatalf("prune %q: %v (stderr %q)", args, err, stderr.String())
@@ -263,4 +270,27 @@ func TestIsCheckpointNameAgreesWithTheStore(t *testing.T) {
 	}
 	require.Len(t, want, 6, "%q", want) // 1, last, 1234 final, 5 gzip, 3 error and error-2
 	require.Equal(t, want, got)
+}
+
+// An encrypted store is read through the sealing wrapper, which the store
+// puts around the watched backend: the bar counts its reads all the same,
+// and the store's files read with the key as without the bar.
+func TestPruneOnATerminalOfAnEncryptedStore(t *testing.T) {
+	t.Parallel()
+	k := newKey(t)
+	src := filepath.Join(t.TempDir(), "store")
+	saveSteps(t, src, 300, checkpoint.Encrypt(k.id))
+	plain, tty := filepath.Join(t.TempDir(), "plain"), filepath.Join(t.TempDir(), "tty")
+	require.NoError(t, os.CopyFS(plain, os.DirFS(src)))
+	require.NoError(t, os.CopyFS(tty, os.DirFS(src)))
+	want := runCLI(t, "prune", plain, "--keep-last", "5", "--identity", k.file)
+	require.Equal(t, exitOK, want.code, want.stderr)
+	got := runPruneOnTTYWith(t, nil, identityFlag{k.file}, "--keep-last", "5", tty)
+	require.True(t, strings.ReplaceAll(want.stdout, plain, tty) == got.stdout, "stdout is the same with the bar:\n%s\n%s", want.stdout, got.stdout)
+	require.Contains(t, got.stdout, "removed 295 of 300 checkpoints")
+	require.Equal(t, dirNames(t, plain), dirNames(t, tty))
+	requireBarDrawnAndErased(t, got.stderr, "[========================] 300/300 checkpoints read (100%)", "[========================] 295/295 checkpoints removed (100%)")
+	r := runCLI(t, "verify", tty, "--identity", k.file)
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "5 files checked")
 }
