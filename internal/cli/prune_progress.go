@@ -20,15 +20,15 @@ import (
 // store's Backend (see watch) and counts what the backend is asked to do.
 //
 // Reading: after each listing of the store, from the first read on, the
-// checkpoint files listed (total) and how many of them the store has since
-// opened (to read a
-// header, or a whole checkpoint) or stat'ed (to check a header it has
-// from the header index or its cache). On object storage a header
-// the index holds is checked against the listing itself: such a file is
-// read by no request and is not counted, and the bar ends short of its
-// total. Removing: the checkpoints a Remove was asked to remove, and how
-// many are gone when it returns (a Remove is one call, which the bar does
-// not see into).
+// checkpoint files listed (total) and how many of them the store has
+// since opened (to read a header, or a whole checkpoint) or stat'ed (to
+// check a header it has from the header index or its cache). On object
+// storage a header the index holds is checked against the listing itself:
+// such a file is read by no request and is not counted, and the bar ends
+// short of its total. Removing: the checkpoints a Remove was asked to
+// remove, and how many are gone: on object storage after each request's
+// worth (see watched.Remove), on a local directory when its one call
+// returns.
 type pruneProgress struct {
 	c          *cli
 	checkpoint func(name string) bool // a checkpoint file's name, of the store's layout
@@ -164,8 +164,9 @@ func (p *pruneProgress) open(ctx context.Context, t target, readOnly bool, opts 
 
 // watch returns b watched by p, or b itself if p is nil.
 //
-// The wrapper passes every call to b unchanged, and so changes nothing
-// of what a store does on it: it is a storage.Wrapper, so that its Traits
+// The wrapper passes every call to b unchanged (but for a Remove of many
+// names on object storage, passed on in batches: see watched.Remove), and
+// so changes nothing of what a store does on it: it is a storage.Wrapper, so that its Traits
 // are b's and a store takes from b the optional operations that it
 // looks up through storage.As (TempCleaner, TempNamer, LockProber); and
 // it implements storage.Unsynced exactly when b does, since a store takes
@@ -212,11 +213,40 @@ func (w *watched) Stat(ctx context.Context, name string) (storage.Object, error)
 	return o, err
 }
 
+// removeBatch is how many names a Remove on object storage passes on at
+// a time: as many as one S3 request deletes (DeleteObjects), so that the
+// requests are the ones a single Remove would send, and the bar moves
+// after each.
+const removeBatch = 1000
+
+// Remove removes names with the watched backend's Remove, in calls of
+// removeBatch names on object storage (where each removal is durable on
+// its own, and a Remove of more is sent in requests of that many
+// anyway), in one call on a local directory (whose Remove syncs the
+// directory once for them all). As a Remove does, a call that fails does
+// not stop the next.
 func (w *watched) Remove(ctx context.Context, names ...string) ([]bool, error) {
 	w.p.removing(len(names))
-	gone, err := w.Backend.Remove(ctx, names...)
-	w.p.removed(len(names), gone)
-	return gone, err
+	if storage.TraitsOf(w.Backend).Local || len(names) <= removeBatch {
+		gone, err := w.Backend.Remove(ctx, names...)
+		w.p.removed(len(names), gone)
+		return gone, err
+	}
+	gone := make([]bool, 0, len(names))
+	var errs []error
+	for lo := 0; lo < len(names); lo += removeBatch {
+		batch := names[lo:min(lo+removeBatch, len(names))]
+		g, err := w.Backend.Remove(ctx, batch...)
+		if len(g) != len(batch) { // a backend's mistake: nothing known gone
+			g = make([]bool, len(batch))
+		}
+		gone = append(gone, g...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		w.p.removed(len(names), gone)
+	}
+	return gone, errors.Join(errs...)
 }
 
 // watchedUnsynced is watched over a storage.Unsynced backend.

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -293,4 +295,56 @@ func TestPruneOnATerminalOfAnEncryptedStore(t *testing.T) {
 	r := runCLI(t, "verify", tty, "--identity", k.file)
 	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
 	require.Contains(t, r.stdout, "5 files checked")
+}
+
+// removeCalls records the number of names of each Remove it passes on.
+type removeCalls struct {
+	storage.Backend
+	calls []int
+}
+
+func (r *removeCalls) Unwrap() storage.Backend { return r.Backend }
+
+func (r *removeCalls) Remove(ctx context.Context, names ...string) ([]bool, error) {
+	r.calls = append(r.calls, len(names))
+	return r.Backend.Remove(ctx, names...)
+}
+
+// On object storage a Remove of many names reaches the backend in calls
+// of as many as one request deletes, so that the bar moves after each;
+// every name is removed and reported gone, in order, as by one call.
+func TestPruneProgressRemovesInBatchesOnObjectStorageOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem, err := backendtest.NewMem().Open()
+	require.NoError(t, err)
+	defer mem.Close()
+	var names []string
+	for i := range 2490 {
+		name := "x" + strconv.Itoa(i)
+		names = append(names, name)
+		_, err := mem.Create(ctx, name, func(w io.Writer) error { _, err := io.WriteString(w, name); return err })
+		require.NoError(t, err)
+	}
+	var stderr bytes.Buffer
+	p := &pruneProgress{c: &cli{stderr: &stderr, stderrTTY: true, cmd: "prune"}, checkpoint: func(string) bool { return true }}
+	rec := &removeCalls{Backend: mem}
+	gone, err := p.watch(rec).Remove(ctx, append(names, "missing")...)
+	require.NoError(t, err)
+	require.Equal(t, []int{1000, 1000, 491}, rec.calls)
+	require.Len(t, gone, 2491)
+	require.NotContains(t, gone, false, "every name is gone, the missing one included")
+	left, err := mem.List(ctx)
+	require.NoError(t, err)
+	require.Empty(t, left)
+	p.stop()
+	require.Contains(t, stderr.String(), "] 0/2491 checkpoints removed (0%)")
+
+	dir, err := dirstore.Open(t.TempDir())
+	require.NoError(t, err)
+	defer dir.Close()
+	rec = &removeCalls{Backend: dir}
+	_, err = p.watch(rec).Remove(ctx, names...)
+	require.NoError(t, err)
+	require.Equal(t, []int{2490}, rec.calls, "a local directory's Remove, one call: one directory sync")
 }
