@@ -135,7 +135,11 @@ func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dr
 		opts = append(opts, checkpoint.ReadOnly())
 	}
 	defer func() { c.noteKeyErrors(keyErrs.keyErrs()) }()
-	st, err := t.open(ctx, t.dir, opts...)
+	// On a terminal, a bar shows the reads and removals of the store's
+	// backend; it is erased before anything is printed.
+	progress := c.newPruneProgress(t.layout)
+	defer progress.stop()
+	st, err := progress.open(ctx, t, dryRun, opts...)
 	if err != nil {
 		if errors.Is(err, checkpoint.ErrLocked) {
 			return lockedError{dir: t.dir, err: err}
@@ -153,6 +157,7 @@ func (c *cli) prune(ctx context.Context, t target, rules []checkpoint.Option, dr
 	} else {
 		removed, err = st.Prune(ctx)
 	}
+	progress.stop()
 	if err != nil {
 		return err
 	}
