@@ -186,3 +186,29 @@ func TestWaitLockOnALeaseWaitsForReleaseOrExpiry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
 }
+
+// OpenBackendContext's context bounds the wait for the lock as WaitLock
+// does: a wait it ends fails with the context's error and ErrLocked, and
+// the open's backend is closed.
+func TestOpenBackendContextEndsTheWaitForTheLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	openStore[int](t, dir)
+
+	var calls atomic.Int32
+	refused := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b := lockCounter(openDirBackend(t, dir), &calls, refused)
+	go func() {
+		_, err := checkpoint.OpenBackendContext[int](ctx, b, checkpoint.WaitLock(time.Minute))
+		done <- err
+	}()
+	<-refused
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, checkpoint.ErrLocked, "the error says who holds the lock")
+	_, err = b.List(context.Background())
+	require.Error(t, err, "the failed open closed its backend")
+}
