@@ -374,8 +374,9 @@ func (b *Backend) listVisible(ctx context.Context) ([]checkpoint.Object, error) 
 // headConcurrency bounds the HeadObject requests in flight for one List.
 const headConcurrency = 8
 
-// headAll replaces objs[i] for i in which by a HeadObject's answer (which
-// records its generation), dropping those gone since the listing.
+// headAll learns the generation of objs[i] for i in which by a HeadObject
+// (which records it), replaces those that changed since the listing by the
+// HEAD's answer, and drops those gone since.
 func (b *Backend) headAll(ctx context.Context, objs []checkpoint.Object, which []int) ([]checkpoint.Object, error) {
 	type result struct {
 		o   checkpoint.Object
@@ -402,6 +403,11 @@ func (b *Backend) headAll(ctx context.Context, objs []checkpoint.Object, which [
 	drop := make(map[int]bool)
 	for j, i := range which {
 		switch r := res[j]; {
+		case r.err == nil && r.o.Version == objs[i].Version && r.o.Size == objs[i].Size:
+			// The version listed: keep the listing's description, whose
+			// ModTime is as precise as the server keeps it (a HEAD's
+			// Last-Modified is whole seconds), so that a listing does not
+			// depend on which objects it had to HEAD.
 		case r.err == nil:
 			objs[i] = r.o
 		case isNotFound(r.err):

@@ -104,3 +104,60 @@ func TestWaitLockOnALiveLeaseGivesUpAfterItsBoundNamingTheHolder(t *testing.T) {
 	_, err = w.Save(context.Background(), 1, state{Step: 1})
 	require.NoError(t, err, "the holder was not disturbed")
 }
+
+// The listing that List answers from after a takeover (see resumeListing)
+// is the one the server gives: for a new store, a store its writer
+// released, and a store whose writer died after writing objects that its
+// lease does not list yet (which the takeover learns the generation of by
+// HEAD), with objects that no lease holder wrote beside them.
+func TestTheTakeoversListingIsTheServersListing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	check := func(prefix string) {
+		t.Helper()
+		// The default TTL: no renewal (which ends the reuse) within the
+		// check, even where a bucket's first write takes a second or two
+		// (SeaweedFS grows a volume for it).
+		b := f.backend(prefix)
+		unlock := lockWithin(t, b, 15*time.Second)
+		defer unlock()
+		cached, ok := b.resumeListing()
+		require.True(t, ok, "just taken, the lease answers List")
+		fresh, err := b.listVisible(ctx)
+		require.NoError(t, err)
+		listed, err := b.List(ctx)
+		require.NoError(t, err)
+		require.ElementsMatch(t, fresh, cached, "%s: the takeover's listing is the server's", prefix)
+		require.ElementsMatch(t, fresh, listed)
+		_, err = b.Create(ctx, "after", bytesOf([]byte("x")))
+		require.NoError(t, err)
+		_, ok = b.resumeListing()
+		require.False(t, ok, "after a write, List asks the server")
+	}
+
+	check("new")
+
+	released := f.backend("released")
+	unlock, err := released.Lock(ctx)
+	require.NoError(t, err)
+	for _, name := range []string{"step_00000001.json", "step_00000002.json"} {
+		_, err := released.Create(ctx, name, bytesOf([]byte(name)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, unlock())
+	f.rawPut("released/by-hand.json", []byte("no generation"))
+	f.rawPut("released/step_00000003.json", []byte("{damaged"))
+	check("released")
+
+	dead := f.backend("dead", LeaseTTL(time.Second))
+	_, err = dead.Lock(ctx)
+	require.NoError(t, err)
+	_, err = dead.Create(ctx, "step_00000001.json", bytesOf([]byte("before")))
+	require.NoError(t, err)
+	die(dead) // what it writes from now on, its lease never lists
+	_, err = dead.Create(ctx, "step_00000002.json", bytesOf([]byte("after its last renewal")))
+	require.NoError(t, err)
+	f.rawPut("dead/by-hand.json", []byte("no generation"))
+	check("dead")
+}
