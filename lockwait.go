@@ -22,7 +22,10 @@ import (
 // dies. On S3 (package s3store) it is free once the lease is released, or
 // once it has expired: a lease whose writer died is taken over one to two
 // lease TTLs after it was last renewed, so wait at least twice the TTL to
-// outlast a dead writer. Each attempt is bounded by what is left of d.
+// outlast a dead writer. Each attempt is bounded by what is left of d; if
+// d ends before the first attempt could tell whether the lock is held (on
+// S3, a read of the lease slower than d), one more attempt, of at most a
+// second, tells.
 //
 // WaitLock(0), the default, refuses at once; a negative d is ErrInvalid.
 // ReadOnly stores take no lock and do not wait.
@@ -36,6 +39,10 @@ const (
 	lockRetryMax = 100 * time.Millisecond
 )
 
+// lockTell bounds the one attempt at the lock that a wait makes after its
+// end when its first attempt could not tell whether the lock is held.
+const lockTell = time.Second
+
 // lock takes b's writer lock, waiting up to wait while another writer
 // holds it (see WaitLock). Only ErrLocked is retried: any other error
 // (a closed or read-only backend, an I/O error) is returned at once.
@@ -43,6 +50,7 @@ func lock(ctx context.Context, b Backend, wait time.Duration) (func() error, err
 	if wait <= 0 {
 		return b.Lock(ctx)
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, wait, errWaitedOut)
 	defer cancel()
 	var refused error // the last ErrLocked, which names the holder
@@ -57,6 +65,22 @@ func lock(ctx context.Context, b Backend, wait time.Duration) (func() error, err
 			// The wait ended within an attempt (which a backend
 			// reports as the context's error): the lock's holder is
 			// the answer.
+		case refused == nil && context.Cause(ctx) == errWaitedOut:
+			// The wait ended before the first attempt could tell
+			// whether the lock is held (on S3, a read of the lease
+			// slower than the wait): one more attempt, bounded by
+			// lockTell, tells, so that a short wait still ends in
+			// ErrLocked naming the holder.
+			tctx, tcancel := context.WithTimeout(parent, lockTell)
+			unlock, terr := b.Lock(tctx)
+			tcancel()
+			switch {
+			case terr == nil:
+				return unlock, nil
+			case errors.Is(terr, ErrLocked):
+				return nil, waitedError(ctx, wait, terr)
+			}
+			return nil, err
 		default:
 			return nil, err
 		}

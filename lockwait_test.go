@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -185,4 +186,59 @@ func TestWaitLockOnALeaseWaitsForReleaseOrExpiry(t *testing.T) {
 	v, _, err := third.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, v)
+}
+
+// OpenBackendContext's context bounds the wait for the lock as WaitLock
+// does: a wait it ends fails with the context's error and ErrLocked, and
+// the open's backend is closed.
+func TestOpenBackendContextEndsTheWaitForTheLock(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	openStore[int](t, dir)
+
+	var calls atomic.Int32
+	refused := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	b := lockCounter(openDirBackend(t, dir), &calls, refused)
+	go func() {
+		_, err := checkpoint.OpenBackendContext[int](ctx, b, checkpoint.WaitLock(time.Minute))
+		done <- err
+	}()
+	<-refused
+	cancel()
+	err := <-done
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, checkpoint.ErrLocked, "the error says who holds the lock")
+	_, err = b.List(context.Background())
+	require.Error(t, err, "the failed open closed its backend")
+}
+
+// slowFirstLock is a Backend whose first Lock takes longer than any wait
+// (it returns when its context ends, as a slow request does) and whose
+// later ones are refused, naming a holder.
+type slowFirstLock struct {
+	checkpoint.Backend
+	calls atomic.Int32
+}
+
+func (b *slowFirstLock) Lock(ctx context.Context) (func() error, error) {
+	if b.calls.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, fmt.Errorf("read the lock: %w", ctx.Err())
+	}
+	return nil, fmt.Errorf("%w: held by the other writer", checkpoint.ErrLocked)
+}
+
+// A wait shorter than the first attempt at the lock (a slow read of an S3
+// lease) still ends in ErrLocked naming the holder, not in the attempt's
+// deadline error: one more attempt tells.
+func TestWaitLockShorterThanOneAttemptEndsInErrLocked(t *testing.T) {
+	t.Parallel()
+	b := &slowFirstLock{Backend: openDirBackend(t, t.TempDir())}
+	_, err := checkpoint.OpenBackend[int](b, checkpoint.WaitLock(20*time.Millisecond))
+	require.ErrorIs(t, err, checkpoint.ErrLocked)
+	require.ErrorContains(t, err, "held by the other writer")
+	require.ErrorContains(t, err, "still locked after waiting 20ms")
+	require.Equal(t, int32(2), b.calls.Load())
 }

@@ -166,6 +166,17 @@ func OpenBackend[T any](b Backend, opts ...Option) (*Store[T], error) {
 	return openBackend[T](context.Background(), b, opts)
 }
 
+// OpenBackendContext is OpenBackend with a context that bounds the wait
+// for the writer lock: taking it (Backend.Lock, which on S3 may watch a
+// lease that looks expired for up to one lease TTL before taking it over)
+// and waiting for it (WaitLock). When ctx is done first the open fails
+// with an error that wraps ctx's error (and ErrLocked, naming the holder,
+// where the backend had found the lock held), and b is closed. Nothing
+// else of the open is bounded by ctx.
+func OpenBackendContext[T any](ctx context.Context, b Backend, opts ...Option) (*Store[T], error) {
+	return openBackend[T](ctx, b, opts)
+}
+
 // openBackend is OpenBackend for an open that has a context (see
 // newStoreContext).
 func openBackend[T any](ctx context.Context, b Backend, opts []Option) (*Store[T], error) {

@@ -519,10 +519,16 @@ func (b *Backend) Stat(ctx context.Context, name string) (checkpoint.Object, err
 
 // List returns the objects under the prefix (not those of child stores),
 // with Size, Version (ETag) and ModTime from ListObjectsV2, which it pages
-// through. Objects hidden by the fencing rule are left out.
+// through. Objects hidden by the fencing rule are left out. A writer that
+// has just taken the lease (Lock), and has written nothing since, is
+// answered from the listing that Lock made, without a request, until its
+// first renewal.
 func (b *Backend) List(ctx context.Context) ([]checkpoint.Object, error) {
 	if err := b.checkOpen("list", ""); err != nil {
 		return nil, err
+	}
+	if objs, ok := b.resumeListing(); ok {
+		return objs, nil
 	}
 	objs, err := b.listVisible(ctx)
 	if err != nil {

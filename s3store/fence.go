@@ -75,6 +75,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,6 +270,9 @@ func (b *Backend) beginWrite(op, loc string) (uint64, error) {
 	if b.closed {
 		return 0, fail(op, loc, checkpoint.ErrClosed, nil)
 	}
+	if b.lease != nil {
+		b.lease.listing, b.lease.listed = nil, false // List asks the server from now on
+	}
 	if b.lease == nil {
 		if b.released {
 			return 0, fail(op, loc, checkpoint.ErrLocked, errors.New("the lease was released"))
@@ -370,8 +374,9 @@ func (b *Backend) listVisible(ctx context.Context) ([]checkpoint.Object, error) 
 // headConcurrency bounds the HeadObject requests in flight for one List.
 const headConcurrency = 8
 
-// headAll replaces objs[i] for i in which by a HeadObject's answer (which
-// records its generation), dropping those gone since the listing.
+// headAll learns the generation of objs[i] for i in which by a HeadObject
+// (which records it), replaces those that changed since the listing by the
+// HEAD's answer, and drops those gone since.
 func (b *Backend) headAll(ctx context.Context, objs []checkpoint.Object, which []int) ([]checkpoint.Object, error) {
 	type result struct {
 		o   checkpoint.Object
@@ -398,6 +403,11 @@ func (b *Backend) headAll(ctx context.Context, objs []checkpoint.Object, which [
 	drop := make(map[int]bool)
 	for j, i := range which {
 		switch r := res[j]; {
+		case r.err == nil && r.o.Version == objs[i].Version && r.o.Size == objs[i].Size:
+			// The version listed: keep the listing's description, whose
+			// ModTime is as precise as the server keeps it (a HEAD's
+			// Last-Modified is whole seconds), so that a listing does not
+			// depend on which objects it had to HEAD.
 		case r.err == nil:
 			objs[i] = r.o
 		case isNotFound(r.err):
@@ -439,11 +449,12 @@ func (b *Backend) pruneGens(listed []checkpoint.Object) {
 
 // sealedSet lists the store and returns the (name, ETag) of every object
 // visible by the rule of the lease st (all of them if there is none): the
-// sealed set of the generation that takes over st.
-func (b *Backend) sealedSet(ctx context.Context, st leaseState) (map[string]string, error) {
+// sealed set of the generation that takes over st; and those objects
+// themselves, as List returns them.
+func (b *Backend) sealedSet(ctx context.Context, st leaseState) (map[string]string, []checkpoint.Object, error) {
 	objs, _, err := b.listAll(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v := viewOf(st)
 	var unknown []int
@@ -453,13 +464,34 @@ func (b *Backend) sealedSet(ctx context.Context, st leaseState) (map[string]stri
 		}
 	}
 	if objs, err = b.headAll(ctx, objs, unknown); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sealed := make(map[string]string, len(objs))
+	visible := objs[:0:0]
 	for _, o := range objs {
 		if b.admitsListed(v, o.Name, o.Version) {
 			sealed[o.Name] = o.Version
+			visible = append(visible, o)
 		}
 	}
-	return sealed, nil
+	return sealed, visible, nil
+}
+
+// resumeListing returns the takeover's listing of the lease this backend
+// holds (see lease.listing) while List may answer from it: no write of
+// this backend's has begun since the takeover, nor any renewal, and the
+// lease is trusted. Only this writer's writes change which objects are
+// visible while it holds the lease: anything an older generation writes
+// after the takeover is hidden by the fencing rule. (An object written or
+// deleted meanwhile by something that holds no lease, a person or another
+// tool, is seen by the next List after the first write or renewal, as it
+// would be by a List that had run a moment earlier.)
+func (b *Backend) resumeListing() ([]checkpoint.Object, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.lease
+	if l == nil || !l.listed || l.lost != nil || l.expired(time.Now()) {
+		return nil, false
+	}
+	return slices.Clone(l.listing), true
 }

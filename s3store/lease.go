@@ -86,6 +86,15 @@ type lease struct {
 	// (name to "") since its last renewal, which folds it into Sealed and
 	// Written (see noteWrite).
 	changed map[string]string
+	// listing is the takeover's listing: the objects visible once this
+	// lease was taken, which are the sealed set (the new generation has
+	// written nothing yet). List answers from it, without a request,
+	// until this writer's first write and at most until the first renewal
+	// (see resumeListing), so that a writer that resumes (Lock, the
+	// store's listing at open, Latest) lists the store once, not three
+	// times. listed says whether listing may answer (it may be empty).
+	listing []checkpoint.Object
+	listed  bool
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -277,6 +286,11 @@ func (b *Backend) watchLease(ctx context.Context, st leaseState, until time.Time
 		}
 		cur, same, err := b.readLease(ctx, st.etag)
 		if err != nil {
+			if ctx.Err() != nil {
+				// The caller's bound ended the read: the lease is held,
+				// as far as this Lock knows.
+				return false, b.lockedError(st, ttl, ctx.Err())
+			}
 			return false, fail("lock", b.Locate(leaseName), nil, err)
 		}
 		if !same {
@@ -330,7 +344,7 @@ func (b *Backend) putLease(ctx context.Context, doc leaseDoc, ifMatch string) (s
 
 func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, error) {
 	loc := b.Locate(leaseName)
-	sealed, err := b.sealedSet(ctx, st)
+	sealed, listing, err := b.sealedSet(ctx, st)
 	if err != nil {
 		return nil, fail("lock", loc, nil, fmt.Errorf("listing the objects to seal: %w", err))
 	}
@@ -363,6 +377,8 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 	l := &lease{
 		doc:          doc,
 		etag:         etag,
+		listing:      listing,
+		listed:       true,
 		deadline:     start.Add(b.cfg.ttl - b.cfg.ttl/10),
 		wallDeadline: start.Add(b.cfg.ttl - b.cfg.ttl/10).Round(0),
 		stop:         make(chan struct{}),
@@ -416,6 +432,7 @@ func (b *Backend) renew(l *lease) {
 		case <-t.C:
 		}
 		b.mu.Lock()
+		l.listing, l.listed = nil, false
 		l.foldChanges()
 		doc := l.doc
 		doc.Renewed = time.Now().UTC()

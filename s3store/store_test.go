@@ -250,3 +250,69 @@ func TestReadOnlyStoreWritesNothing(t *testing.T) {
 	}
 	require.Equal(t, before, head())
 }
+
+// A writer that resumes a store (OpenBackend, then Latest) lists it once:
+// the listing that taking the lease makes (for its sealed set) answers the
+// store's own listing at open and Latest's. After a write, Latest lists
+// the store again.
+func TestAWriterThatResumesListsTheStoreOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	open := func() *checkpoint.Store[state] {
+		t.Helper()
+		// The default TTL: no renewal (which ends the reuse) within the test.
+		b, err := New(f.client, f.bucket, "run")
+		require.NoError(t, err)
+		s, err := checkpoint.OpenBackend[state](b)
+		require.NoError(t, err)
+		return s
+	}
+
+	f.count.take()
+	s := open()
+	_, _, err := s.Latest(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrNotFound)
+	require.Equal(t, map[string]int{"GET lease": 1, "LIST": 1, "PUT lease": 1}, f.count.take(), "a new store: the lease's GET, one LIST, the lease's PUT")
+	for step := int64(1); step <= 3; step++ {
+		_, err := s.Save(ctx, step, state{Writer: "a", Step: step})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+
+	f.count.take()
+	s = open()
+	_, info, err := s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), info.Step)
+	require.Equal(t, map[string]int{"GET lease": 1, "LIST": 1, "PUT lease": 1, "GET": 1}, f.count.take(), "resumed: one LIST, the newest checkpoint's GET")
+	_, err = s.Save(ctx, 4, state{Writer: "a", Step: 4})
+	require.NoError(t, err)
+	f.count.take()
+	_, info, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), info.Step)
+	require.Equal(t, 1, f.count.take()["LIST"], "after a write, Latest lists the store")
+	require.NoError(t, s.Close())
+
+	// The newest checkpoint damaged: Latest skips it, as it would with a
+	// listing of its own, and leaves it where it is.
+	f.rawPut("run/step_00000005.json", []byte("{damaged"))
+	f.count.take()
+	s = open()
+	defer s.Close()
+	_, info, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), info.Step)
+	n := f.count.take()
+	require.Equal(t, 1, n["LIST"], "requests %v", n)
+	_, err = f.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &f.bucket, Key: aws.String("run/step_00000005.json")})
+	require.NoError(t, err, "the damaged checkpoint is left in place")
+	_, _, err = s.Load(ctx, 5)
+	require.ErrorIs(t, err, checkpoint.ErrCorrupt)
+	_, err = s.Save(ctx, 6, state{Writer: "a", Step: 6})
+	require.NoError(t, err)
+	_, info, err = s.Latest(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(6), info.Step)
+}

@@ -88,7 +88,7 @@ func FreeAddr() (string, error) {
 // ctx ends. Close stops it and leaves dir: a test may launch it again on
 // the same addr and dir, as a server that restarts.
 func Launch(ctx context.Context, addr, dir, key, secret string) (*Server, error) {
-	bin, err := versitygw()
+	bin, err := Versitygw()
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,10 @@ func Launch(ctx context.Context, addr, dir, key, secret string) (*Server, error)
 	}
 }
 
-func versitygw() (string, error) {
+// Versitygw returns the path of the versitygw binary that Launch runs:
+// the one on PATH, or else the one in $(go env GOPATH)/bin; an error
+// saying so where there is none.
+func Versitygw() (string, error) {
 	if bin, err := exec.LookPath("versitygw"); err == nil {
 		return bin, nil
 	}
