@@ -9,7 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
-	github.com/gocheckpoint/checkpoint v0.0.0-20261127053652-f2c1224d2e0d
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127115518-d31933430dab
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -35,4 +35,5 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/term v0.45.0 // indirect
 )
