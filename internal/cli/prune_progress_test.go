@@ -175,7 +175,9 @@ func TestPruneOnATerminalInObjectStorageDrawsAndErasesABar(t *testing.T) {
 		require.Empty(t, want.stderr)
 		got := runPruneOnTTY(t, []Remote{tty}, "--keep-last", "10", "s3://b/run")
 		require.True(t, want.stdout == got.stdout, "stdout is the same with the bar:\n%s\n%s", want.stdout, got.stdout)
-		require.True(t, strings.HasSuffix(got.stdout, "\nremoved 590 of 601 checkpoints (73.5 KiB) from s3://b/run; kept 11\n"), "%s", got.stdout)
+		// The size is left out: a header's time has fewer digits where
+		// the clock is coarser (Windows), so the files' sum differs.
+		require.Regexp(t, `\nremoved 590 of 601 checkpoints \([0-9.]+ KiB\) from s3://b/run; kept 11\n$`, got.stdout)
 		require.Equal(t, listNames(plainMem), listNames(ttyMem))
 		// The store lists three times (the writer's Open, List, Prune's
 		// scan). The Open's listing reads nothing, and shows no bar; nor,
