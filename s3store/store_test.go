@@ -274,15 +274,28 @@ func TestAWriterThatResumesListsTheStoreOnce(t *testing.T) {
 	_, _, err := s.Latest(ctx)
 	require.ErrorIs(t, err, checkpoint.ErrNotFound)
 	// Each open makes a new Backend, whose first Lock checks the server's
-	// conditions on a scratch key first: 4 PUTs and a DELETE, no LIST.
-	probe := map[string]int{"PUT": 4, "DELETE": 1}
+	// conditions on a scratch key first: 4 PUTs and a DELETE, no LIST;
+	// on a server that takes If-Match only bare (Ceph RGW), a HEAD and
+	// one PUT more, which learn the form.
 	with := func(m map[string]int) map[string]int {
-		for op, n := range probe {
-			m[op] += n
+		m["PUT"] += 4
+		m["DELETE"]++
+		return m
+	}
+	take := func() map[string]int {
+		m := f.count.take()
+		if m["HEAD"] == 1 && m["PUT"] == 5 {
+			m["HEAD"]--
+			m["PUT"]--
+		}
+		for op, n := range m {
+			if n == 0 {
+				delete(m, op)
+			}
 		}
 		return m
 	}
-	require.Equal(t, with(map[string]int{"GET lease": 1, "LIST": 1, "PUT lease": 1}), f.count.take(), "a new store: the lease's GET, one LIST, the lease's PUT")
+	require.Equal(t, with(map[string]int{"GET lease": 1, "LIST": 1, "PUT lease": 1}), take(), "a new store: the lease's GET, one LIST, the lease's PUT")
 	for step := int64(1); step <= 3; step++ {
 		_, err := s.Save(ctx, step, state{Writer: "a", Step: step})
 		require.NoError(t, err)
@@ -294,7 +307,7 @@ func TestAWriterThatResumesListsTheStoreOnce(t *testing.T) {
 	_, info, err := s.Latest(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), info.Step)
-	require.Equal(t, with(map[string]int{"GET lease": 1, "LIST": 1, "PUT lease": 1, "GET": 1}), f.count.take(), "resumed: one LIST, the newest checkpoint's GET")
+	require.Equal(t, with(map[string]int{"GET lease": 1, "LIST": 1, "PUT lease": 1, "GET": 1}), take(), "resumed: one LIST, the newest checkpoint's GET")
 	_, err = s.Save(ctx, 4, state{Writer: "a", Step: 4})
 	require.NoError(t, err)
 	f.count.take()
