@@ -25,6 +25,7 @@ type entry struct {
 	h        header // for an unreadable header: step and kind from the name, time from the file
 	hErr     error  // why the header could not be read
 	verified bool
+	indexed  bool // h is the index's line for the file, not read from it
 }
 
 // cachedHeader is a file's header (or why it could not be read) as last read
@@ -36,6 +37,7 @@ type cachedHeader struct {
 	h        header
 	err      error
 	verified bool   // the whole file was written or loaded and verified
+	indexed  bool   // h is the index's line for the file, not read from it
 	gen      uint64 // Store.cacheGen when it was cached: see trimCache
 }
 
@@ -298,16 +300,16 @@ func (s *Store[T]) fillAhead(ctx context.Context, entries []entry, ahead *pendin
 		}
 		e.size = e.obj.Size
 		if c, ok := s.headers[e.name]; ok && c.obj.Version == e.obj.Version {
-			e.h, e.verified = c.h, c.verified
+			e.h, e.verified, e.indexed = c.h, c.verified, c.indexed
 			if c.err != nil {
 				e.setUnreadable(c.err, e.obj)
 			}
 			continue
 		}
 		if indexed != nil && indexed[i].Format != 0 {
-			e.h = indexed[i]
+			e.h, e.indexed = indexed[i], true
 			s.cacheGen++
-			s.headers[e.name] = cachedHeader{obj: e.obj, h: e.h, gen: s.cacheGen}
+			s.headers[e.name] = cachedHeader{obj: e.obj, h: e.h, indexed: true, gen: s.cacheGen}
 			continue
 		}
 		misses = append(misses, i)

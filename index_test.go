@@ -718,3 +718,42 @@ func TestRetentionReadsOneHeaderPerRemovalAfterOpen(t *testing.T) {
 		require.Equal(t, map[string]int{"Create": 1, "Open": 1, "Remove": 1}, b.reset())
 	}
 }
+
+// Prune decides on headers read from the files, never on the index's
+// lines alone: with an index it reads each victim's header again; with
+// none it reads each header once, in the listing's fill, and no more
+// (besides the newest checkpoint, which the safety net loads whole).
+func TestPruneReadsAgainOnlyWhatTheIndexSaid(t *testing.T) {
+	t.Parallel()
+	const keep = 10
+	victims := indexedStoreSteps - keep
+	for _, tc := range []struct {
+		name     string
+		index    bool
+		min, max int // Opens of checkpoints
+	}{
+		{"with an index", true, victims, victims + keep + 1},
+		{"without one", false, indexedStoreSteps, indexedStoreSteps + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dir := t.TempDir()
+			saveIndexedStore(t, dir)
+			if !tc.index {
+				require.NoError(t, os.Remove(filepath.Join(dir, checkpoint.IndexName)))
+			}
+			b := newCountingBackend(t, dir)
+			c := &openCounter{Backend: b, opens: make(map[string]int)}
+			s, err := checkpoint.OpenBackend[int](c, checkpoint.NoSync(), checkpoint.KeepLast(keep))
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			removed, err := s.Prune(ctx)
+			require.NoError(t, err)
+			require.Len(t, removed, victims)
+			n := c.checkpointOpens()
+			require.GreaterOrEqual(t, n, tc.min)
+			require.LessOrEqual(t, n, tc.max)
+		})
+	}
+}

@@ -347,7 +347,7 @@ func (s *Store[T]) pruneFromCache(ctx context.Context, saved string, r retention
 		if !ok {
 			continue
 		}
-		e := entry{name: name, fn: fn, obj: c.obj, size: c.obj.Size, h: c.h, verified: c.verified}
+		e := entry{name: name, fn: fn, obj: c.obj, size: c.obj.Size, h: c.h, verified: c.verified, indexed: c.indexed}
 		if c.err != nil {
 			e.setUnreadable(c.err, c.obj)
 		}
@@ -441,9 +441,9 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // cached one alone: the header index (see indexName) is written by whatever
 // program last closed a store, and a save time it gives decides which
 // checkpoint of a step was saved last and whether a clean checkpoint was
-// saved after an error checkpoint. So, once a fill has read the index, the
-// headers the cache may have from it (those of files this store neither
-// wrote nor loaded) are read again from their files: every victim's (a
+// saved after an error checkpoint. So the headers the cache has from the
+// index (those of files this store neither wrote, loaded nor read) are
+// read again from their files, once: every victim's (a
 // header read per removal), and those of the protectors whose save times
 // decide a victim's fate, a protector of a victim's step or of a period of
 // KeepOnePer, and those of KeepBest's best, whose metrics do. The headers
@@ -472,9 +472,6 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // Version changed, or it is gone): it is judged as it is now, and a caller
 // that judged from the cache alone scans the directory instead.
 func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (victims, protectors, judged []entry, moved bool) {
-	s.mu.Lock()
-	indexed := s.indexRead // only then may the cache hold a header of the index
-	s.mu.Unlock()
 	var read map[string]bool // the names read again
 	for {
 		var pair, ranked map[string]bool
@@ -483,7 +480,7 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 		var gone []int
 		changed := false
 		var victimSteps map[int64]bool
-		if indexed && len(victims) > 0 {
+		if len(victims) > 0 {
 			victimSteps = make(map[int64]bool)
 			for _, v := range victims {
 				victimSteps[v.h.Step] = true
@@ -494,7 +491,7 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 			// it orders the two within a step, or dates a period; its
 			// metrics do when it is one of KeepBest's best.
 			decides := k < len(victims) || victimSteps[e.h.Step] || r.per > 0 || e.fn.kind == KindRolling || ranked[e.name]
-			if read[e.name] || !(indexed && !e.verified && decides || pair[e.name]) {
+			if read[e.name] || !(e.indexed && !e.verified && decides || pair[e.name]) {
 				continue
 			}
 			if read == nil {
@@ -540,6 +537,15 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 func (s *Store[T]) reread(ctx context.Context, e entry) (fresh entry, ok, same bool) {
 	h, o, err := s.readHeaderFile(ctx, e.name, e.fn)
 	if err == nil && !otherVersion(o, e.obj) && h.Step == e.h.Step && h.Kind == e.h.Kind && h.Time.Equal(e.h.Time) && maps.Equal(h.Metrics, e.h.Metrics) {
+		// The index's line is the file's own header: read from the
+		// file now, it need not be read again.
+		s.mu.Lock()
+		if c, ok := s.headers[e.name]; ok && c.indexed && !otherVersion(c.obj, o) {
+			c.indexed = false
+			s.headers[e.name] = c
+		}
+		s.mu.Unlock()
+		e.indexed = false
 		return e, true, true
 	}
 	if gone(err) {
