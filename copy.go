@@ -524,25 +524,13 @@ func (c *copier) copyOne(ctx context.Context, src, dst Backend, f copyFile, exis
 	if exists || outcome == copyPresent {
 		outcome, size, err = c.compare(ctx, src, dst, f, o)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch outcome {
-	case copyCreated:
-		c.out.Copied++
-		c.out.Bytes += size
-	case copyPresent:
-		c.out.Present++
 	case copySkipped:
-		c.out.Skipped = append(c.out.Skipped, opError("copy", src.Locate(f.name), err))
+		err = opError("copy", src.Locate(f.name), err)
 	case copyFailed:
-		c.out.Failed = append(c.out.Failed, fmt.Errorf("%s to %s: %w", src.Locate(f.name), dst.Locate(f.name), err))
+		err = fmt.Errorf("%s to %s: %w", src.Locate(f.name), dst.Locate(f.name), err)
 	}
-	c.progress.Done++
-	c.progress.Bytes += size
-	c.progress.Location = src.Locate(f.name)
-	if c.cfg.copyProgress != nil {
-		c.cfg.copyProgress(c.progress)
-	}
+	c.record(src.Locate(f.name), outcome, size, err)
 	return outcome != copyFailed
 }
 
@@ -792,6 +780,13 @@ func (c *copier) copySession(ctx context.Context, s sessionPlan) (err error) {
 
 // countMeta records the outcome of a session's session.json, in src.
 func (c *copier) countMeta(src Backend, outcome copyOutcome, size int64) {
+	c.record(src.Locate(sessionFile), outcome, size, nil)
+}
+
+// record counts the outcome of the file at loc of the source, of size
+// bytes (why, err, if it was skipped or failed: nil counts it in neither),
+// and reports the progress.
+func (c *copier) record(loc string, outcome copyOutcome, size int64, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch outcome {
@@ -800,10 +795,18 @@ func (c *copier) countMeta(src Backend, outcome copyOutcome, size int64) {
 		c.out.Bytes += size
 	case copyPresent:
 		c.out.Present++
+	case copySkipped:
+		if err != nil {
+			c.out.Skipped = append(c.out.Skipped, err)
+		}
+	case copyFailed:
+		if err != nil {
+			c.out.Failed = append(c.out.Failed, err)
+		}
 	}
 	c.progress.Done++
 	c.progress.Bytes += size
-	c.progress.Location = src.Locate(sessionFile)
+	c.progress.Location = loc
 	if c.cfg.copyProgress != nil {
 		c.cfg.copyProgress(c.progress)
 	}
