@@ -337,10 +337,7 @@ func (b *Backend) putBody(ctx context.Context, op, loc, name, ifVersion string, 
 				continue
 			}
 		}
-		if attemptTimedOut(ctx, err) {
-			return checkpoint.Object{}, fail(op, loc, checkpoint.ErrUnavailable, err)
-		}
-		return checkpoint.Object{}, requestError(op, loc, ifFailed, err)
+		return checkpoint.Object{}, requestError(ctx, op, loc, ifFailed, err)
 	}
 }
 
@@ -505,7 +502,7 @@ func (b *Backend) Stat(ctx context.Context, name string) (checkpoint.Object, err
 	}
 	o, gen, err := b.head(ctx, name)
 	if err != nil {
-		return checkpoint.Object{}, requestError("stat", b.Locate(name), nil, err)
+		return checkpoint.Object{}, requestError(ctx, "stat", b.Locate(name), nil, err)
 	}
 	visible, err := b.visible(ctx, name, o.Version, gen)
 	if err != nil {
@@ -590,7 +587,7 @@ func (b *Backend) Children(ctx context.Context) ([]string, error) {
 	}
 	_, all, err := b.listAll(ctx)
 	if err != nil {
-		return nil, requestError("children", b.Locate(""), nil, err)
+		return nil, requestError(ctx, "children", b.Locate(""), nil, err)
 	}
 	children := all[:0]
 	for _, name := range all {
@@ -618,7 +615,7 @@ func (b *Backend) Sub(ctx context.Context, name string, create bool) (checkpoint
 			Body: bytes.NewReader(nil), ContentLength: aws.Int64(0), IfNoneMatch: aws.String("*"),
 		})
 		if err != nil && !isPrecondition(err) && !isConditionalConflict(err) {
-			return nil, requestError("sub", child.Locate(""), nil, err)
+			return nil, requestError(ctx, "sub", child.Locate(""), nil, err)
 		}
 	}
 	return child, nil
@@ -647,7 +644,7 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 		name := names[keys[0]]
 		_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name))})
 		if err != nil && !isNotFound(err) {
-			errs = append(errs, requestError("remove", b.Locate(name), nil, err))
+			errs = append(errs, requestError(ctx, "remove", b.Locate(name), nil, err))
 		} else {
 			gone[keys[0]] = true
 			b.forget(name)
@@ -676,7 +673,7 @@ func (b *Backend) Remove(ctx context.Context, names ...string) ([]bool, error) {
 			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
 		})
 		if err != nil {
-			errs = append(errs, requestError("remove", b.Locate(""), nil, err))
+			errs = append(errs, requestError(ctx, "remove", b.Locate(""), nil, err))
 			continue
 		}
 		failed := make(map[int]bool)
@@ -735,7 +732,7 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	loc := b.Locate(from) + " to " + b.Locate(to)
 	src, srcGen, err := b.head(ctx, from)
 	if err != nil {
-		return requestError("rename", loc, nil, err)
+		return requestError(ctx, "rename", loc, nil, err)
 	}
 	if ok, err := b.visible(ctx, from, src.Version, srcGen); err != nil {
 		return fail("rename", loc, nil, err)
@@ -751,7 +748,7 @@ func (b *Backend) Rename(ctx context.Context, from, to string) error {
 	switch {
 	case isNotFound(err):
 	case err != nil:
-		return requestError("rename", loc, nil, err)
+		return requestError(ctx, "rename", loc, nil, err)
 	default:
 		visible, err := b.visibleNow(ctx, to, dst.Version, dstGen)
 		if err != nil {
@@ -787,7 +784,7 @@ func (b *Backend) readVersion(ctx context.Context, loc, name string, o checkpoin
 		if isPrecondition(err) {
 			return nil, fail("rename", loc, checkpoint.ErrConflict, fmt.Errorf("the source changed since its HEAD: %w", err))
 		}
-		return nil, requestError("rename", loc, nil, err)
+		return nil, requestError(ctx, "rename", loc, nil, err)
 	}
 	defer out.Body.Close()
 	// A server that ignored If-Match is caught here.
@@ -811,7 +808,7 @@ func (b *Backend) removeRenamed(ctx context.Context, loc, from string) error {
 	}
 	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(from))})
 	if err != nil && !isNotFound(err) {
-		return requestError("rename", loc, nil, fmt.Errorf("written to the destination, but deleting the source: %w", err))
+		return requestError(ctx, "rename", loc, nil, fmt.Errorf("written to the destination, but deleting the source: %w", err))
 	}
 	b.forget(from)
 	return nil

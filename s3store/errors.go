@@ -31,10 +31,13 @@ func fail(op, loc string, kind, cause error) error {
 // sentinel from the HTTP status (404 is fs.ErrNotExist, 412 is ifFailed:
 // ErrExists or ErrConflict depending on the condition the request had) and
 // wraps checkpoint.ErrUnavailable for a 5xx that outlived the SDK's
-// retries or a network error (no answer). A ctx error is left unwrapped by
-// any sentinel.
-func requestError(op, loc string, ifFailed, err error) error {
+// retries, a network error or an attempt that timed out (no answer; see
+// attemptTimedOut): ctx is the request's. The end of ctx itself is left
+// unwrapped by any sentinel.
+func requestError(ctx context.Context, op, loc string, ifFailed, err error) error {
 	switch {
+	case attemptTimedOut(ctx, err):
+		return fail(op, loc, checkpoint.ErrUnavailable, err)
 	case ctxErr(err):
 		return fail(op, loc, nil, err)
 	case isNotFound(err):

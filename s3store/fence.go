@@ -413,7 +413,7 @@ func (b *Backend) headAll(ctx context.Context, objs []checkpoint.Object, which [
 		case isNotFound(r.err):
 			drop[i] = true
 		default:
-			return nil, requestError("head", b.Locate(objs[i].Name), nil, r.err)
+			return nil, requestError(ctx, "head", b.Locate(objs[i].Name), nil, r.err)
 		}
 	}
 	if len(drop) == 0 {

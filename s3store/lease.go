@@ -143,7 +143,7 @@ func (b *Backend) readLease(ctx context.Context, ifNoneMatch string) (st leaseSt
 	case isNotFound(err):
 		return st, false, nil
 	default:
-		return st, false, requestError("read lease", b.Locate(leaseName), nil, err)
+		return st, false, requestError(ctx, "read lease", b.Locate(leaseName), nil, err)
 	}
 	defer out.Body.Close()
 	limit := b.cfg.maxLease
@@ -372,7 +372,7 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 		}
 		etag = cur.etag
 	default:
-		return nil, requestError("lock", loc, nil, err)
+		return nil, requestError(ctx, "lock", loc, nil, err)
 	}
 	l := &lease{
 		doc:          doc,
@@ -575,7 +575,7 @@ func (b *Backend) release(l *lease) error {
 			}
 			return fail("unlock", b.Locate(leaseName), checkpoint.ErrLocked, fmt.Errorf("the lease changed since this writer's last renewal: %w", err))
 		}
-		return requestError("unlock", b.Locate(leaseName), nil, err)
+		return requestError(ctx, "unlock", b.Locate(leaseName), nil, err)
 	}
 	return nil
 }

@@ -39,10 +39,7 @@ func (b *Backend) Open(ctx context.Context, name string) (io.ReadCloser, checkpo
 	}
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: aws.String(b.key(name))})
 	if err != nil {
-		if attemptTimedOut(ctx, err) {
-			return nil, checkpoint.Object{}, fail("open", loc, checkpoint.ErrUnavailable, err)
-		}
-		return nil, checkpoint.Object{}, requestError("open", loc, nil, err)
+		return nil, checkpoint.Object{}, requestError(ctx, "open", loc, nil, err)
 	}
 	o, gen := b.described(name, out.ContentLength, out.ETag, out.LastModified, out.Metadata)
 	visible, err := b.visible(ctx, name, o.Version, gen)

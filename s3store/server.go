@@ -159,7 +159,7 @@ func (b *Backend) probe(ctx context.Context) (err error) {
 		return fail("lock", b.Locate(""), ErrUnsupported, fmt.Errorf("%s: %s", where, fmt.Sprintf(format, args...)))
 	}
 	transient := func(err error) error {
-		return requestError("lock", b.Locate(""), nil, fmt.Errorf("checking the conditional writes of %s: %w", where, err))
+		return requestError(ctx, "lock", b.Locate(""), nil, fmt.Errorf("checking the conditional writes of %s: %w", where, err))
 	}
 	put := func(body string, ifMatch, ifNoneMatch *string) (*s3.PutObjectOutput, error) {
 		return b.putObject(ctx, &s3.PutObjectInput{

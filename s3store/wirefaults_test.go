@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path"
@@ -716,5 +718,46 @@ func TestARenewalThatCannotTellWhoseTheLeaseIsKeepsIt(t *testing.T) {
 		_, err := w.Save(ctx, step, state{Writer: "a", Step: step})
 		require.NoError(t, err, "step %d", step)
 		time.Sleep(testTTL / 20) // pacing saves while the renewal timer runs
+	}
+}
+
+// A request whose every attempt times out (the server never answers in
+// time) fails with an error wrapping ErrUnavailable, whatever the call:
+// not a bare deadline that reads as the caller's own, and never
+// fs.ErrNotExist. Once the server answers again, so does the backend.
+func TestEveryCallWhoseAttemptsTimeOutIsUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	p, client := f.faultyClient(t, nil, attemptTimeout)
+	b, err := New(client, f.bucket, "run")
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Create(ctx, "a.json", func(w io.Writer) error { _, err := w.Write([]byte("{}")); return err })
+	require.NoError(t, err)
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Stat", func() error { _, err := b.Stat(ctx, "a.json"); return err }},
+		{"List", func() error { _, err := b.List(ctx); return err }},
+		{"Children", func() error { _, err := b.Children(ctx); return err }},
+		{"Open", func() error {
+			rc, _, err := b.Open(ctx, "a.json")
+			if err == nil {
+				rc.Close()
+			}
+			return err
+		}},
+		{"Remove", func() error { _, err := b.Remove(ctx, "missing.json"); return err }},
+	}
+	for _, c := range calls {
+		p.SetRule(func(fp.Request) fp.Fault { return fp.Stall })
+		err := c.call()
+		require.ErrorIs(t, err, checkpoint.ErrUnavailable, c.name)
+		require.NotErrorIs(t, err, fs.ErrNotExist, c.name)
+		require.Contains(t, err.Error(), "s3://"+f.bucket+"/run", c.name)
+		p.SetRule(nil)
+		require.NoError(t, c.call(), "%s, the server answering again", c.name)
 	}
 }
