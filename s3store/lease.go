@@ -367,7 +367,12 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 		// Unless an earlier attempt of this PUT (an SDK retry) landed:
 		// the lease then names this takeover's holder, which is unique.
 		cur, _, rerr := b.readLease(ctx, "")
-		if rerr != nil || !cur.exists || cur.doc.Holder != doc.Holder || cur.doc.Generation != doc.Generation {
+		if rerr != nil {
+			// Maybe this writer's, maybe another's: no proof either way.
+			// A lease of this takeover's is renewed by nobody and expires.
+			return nil, fail("lock", loc, nil, fmt.Errorf("the takeover's PUT was refused (%w), and reading the lease to tell whether an earlier attempt of it landed failed: %w", err, rerr))
+		}
+		if !cur.exists || cur.doc.Holder != doc.Holder || cur.doc.Generation != doc.Generation {
 			return nil, fail("lock", loc, checkpoint.ErrLocked, fmt.Errorf("another writer took the lease first: %w", err))
 		}
 		etag = cur.etag

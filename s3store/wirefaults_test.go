@@ -761,3 +761,52 @@ func TestEveryCallWhoseAttemptsTimeOutIsUnavailable(t *testing.T) {
 		require.NoError(t, c.call(), "%s, the server answering again", c.name)
 	}
 }
+
+// A takeover whose first PUT landed and whose answer was lost gets 412 on
+// the SDK's retry; if reading the lease to tell whose it is then fails too
+// (500s until the SDK gives up), Lock cannot tell whether it holds the
+// lease: it fails with ErrUnavailable, not ErrLocked (no other writer was
+// ever there). The lease it may have written is renewed by nobody and
+// expires: a later Lock takes it.
+func TestATakeoverThatCannotTellWhoseTheLeaseIsIsUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	var (
+		mu           sync.Mutex
+		puts, failed int
+	)
+	lease := "/run/" + leaseName
+	rule := func(r fp.Request) fp.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodPut && strings.HasSuffix(r.Path, lease):
+			puts++
+			if puts == 1 { // the takeover: it lands, its answer is lost
+				return fp.Drop
+			}
+		case r.Method == http.MethodGet && strings.HasSuffix(r.Path, lease) && puts >= 2 && failed < 3:
+			failed++ // the SDK's three attempts of the read after the 412
+			return fp.Error500
+		}
+		return fp.Pass
+	}
+	_, client := f.faultyClient(t, rule, slowAttemptTimeout)
+	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Lock(ctx)
+	require.ErrorIs(t, err, checkpoint.ErrUnavailable)
+	require.NotErrorIs(t, err, checkpoint.ErrLocked)
+	require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/"+leaseName)
+	mu.Lock()
+	require.Equal(t, 3, failed)
+	mu.Unlock()
+
+	w, err := checkpoint.OpenBackend[state](f.backend("run", LeaseTTL(testTTL)), checkpoint.WaitLock(10*testTTL))
+	require.NoError(t, err, "the lease nobody renews expires")
+	_, err = w.Save(ctx, 1, state{Writer: "b", Step: 1})
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+}
