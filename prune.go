@@ -443,7 +443,7 @@ func (s *Store[T]) pruneVictims(ctx context.Context, writer bool, r retention) (
 // checkpoint of a step was saved last and whether a clean checkpoint was
 // saved after an error checkpoint. So the headers the cache has from the
 // index (those of files this store neither wrote, loaded nor read) are
-// read again from their files, once: every victim's (a
+// read again from their files: every victim's (a
 // header read per removal), and those of the protectors whose save times
 // decide a victim's fate, a protector of a victim's step or of a period of
 // KeepOnePer, and those of KeepBest's best, whose metrics do. The headers
@@ -537,15 +537,6 @@ func (s *Store[T]) judge(ctx context.Context, entries []entry, r retention) (vic
 func (s *Store[T]) reread(ctx context.Context, e entry) (fresh entry, ok, same bool) {
 	h, o, err := s.readHeaderFile(ctx, e.name, e.fn)
 	if err == nil && !otherVersion(o, e.obj) && h.Step == e.h.Step && h.Kind == e.h.Kind && h.Time.Equal(e.h.Time) && maps.Equal(h.Metrics, e.h.Metrics) {
-		// The index's line is the file's own header: read from the
-		// file now, it need not be read again.
-		s.mu.Lock()
-		if c, ok := s.headers[e.name]; ok && c.indexed && !otherVersion(c.obj, o) {
-			c.indexed = false
-			s.headers[e.name] = c
-		}
-		s.mu.Unlock()
-		e.indexed = false
 		return e, true, true
 	}
 	if gone(err) {
