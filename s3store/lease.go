@@ -208,7 +208,13 @@ func holderID() string {
 // the holder; otherwise it watches the lease until the TTL has passed
 // (taking it over) or the holder renews it (ErrLocked), bounded by ctx.
 // A Backend remembers what it has seen, so calling Lock again once the TTL
-// has passed takes over a dead writer's lease without waiting.
+// has passed takes over a dead writer's lease without waiting. A Lock that
+// got no answer it could judge by (the lease's read, the listing of the
+// objects to seal, or the read that tells whether a takeover refused on
+// retry had landed, failing past the SDK's retries) returns an error
+// wrapping checkpoint.ErrUnavailable, not ErrLocked, which WaitLock does
+// not wait on: a lease such a takeover may have written is renewed by
+// nobody and expires after its TTL.
 //
 // While it holds the lease, the Backend renews it every third of the TTL
 // (If-Match on its ETag) and stamps every object it writes with its
@@ -346,7 +352,11 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 	loc := b.Locate(leaseName)
 	sealed, listing, err := b.sealedSet(ctx, st)
 	if err != nil {
-		return nil, fail("lock", loc, nil, fmt.Errorf("listing the objects to seal: %w", err))
+		var kind error
+		if unavailable(ctx, err) {
+			kind = checkpoint.ErrUnavailable
+		}
+		return nil, fail("lock", loc, kind, fmt.Errorf("listing the objects to seal: %w", err))
 	}
 	doc := leaseDoc{
 		Generation: st.doc.Generation + 1,
