@@ -186,6 +186,55 @@ func indexable(s string) bool {
 	return s != "" && !strings.ContainsAny(s, "\t\n")
 }
 
+// indexLine is a line writeIndex writes: a cached header, or raw, the
+// header of a line of the old index that carryIndex keeps as it was.
+type indexLine struct {
+	name, version string
+	size          int64
+	h             header
+	raw           []byte
+}
+
+// carryIndex returns, for writeIndex in a store that never read the index
+// (it saved, and maybe loaded, but never listed enough headers to read
+// it), the old index's lines of the checkpoints that are still there and
+// whose names cached (the headers the store holds) does not have: without
+// them the new index would describe only what this store saw, and the next
+// first List would read every other header from its file. A line is kept
+// as it was, and checked against its file's Version and size where it is
+// used, as every line is (see fill); one whose listed Version or size
+// differs is dropped here already. It costs the index's read and a
+// listing, once, when the index is written.
+func (s *Store[T]) carryIndex(ctx context.Context, cached map[string]bool) []indexLine {
+	old := s.readIndex(ctx)
+	if old == nil {
+		return nil
+	}
+	objs, err := s.b.List(ctx)
+	if err != nil {
+		return nil
+	}
+	listed := make(map[string]Object, len(objs))
+	for _, o := range objs {
+		if !cached[o.Name] {
+			listed[o.Name] = o
+		}
+	}
+	var lines []indexLine
+	for name, x := range old.entries(func(name []byte) (string, bool) {
+		o, ok := listed[string(name)]
+		return o.Name, ok
+	}) {
+		o := listed[name]
+		version := string(x.version)
+		if !indexable(version) || x.size < 0 || o.Version != "" && (o.Version != version || o.Size != x.size) {
+			continue
+		}
+		lines = append(lines, indexLine{name: name, version: version, size: x.size, raw: x.header})
+	}
+	return lines
+}
+
 // writeIndex writes the index from the header cache, unless the store is
 // ReadOnly or another writeIndex is under way (which writes what this one
 // would). Only headers that read well go in: a damaged file is read again,
@@ -196,20 +245,26 @@ func (s *Store[T]) writeIndex(ctx context.Context) {
 		return
 	}
 	defer s.imu.Unlock()
-	type line struct {
-		name, version string
-		size          int64
-		h             header
-	}
 	s.mu.Lock()
-	lines := make([]line, 0, len(s.headers))
+	lines := make([]indexLine, 0, len(s.headers))
 	for name, c := range s.headers {
 		if c.err == nil && indexable(name) && indexable(c.obj.Version) && c.obj.Size >= 0 {
-			lines = append(lines, line{name, c.obj.Version, c.obj.Size, c.h})
+			lines = append(lines, indexLine{name: name, version: c.obj.Version, size: c.obj.Size, h: c.h})
+		}
+	}
+	read := s.indexRead
+	var cached map[string]bool
+	if !read {
+		cached = make(map[string]bool, len(s.headers))
+		for name := range s.headers {
+			cached[name] = true
 		}
 	}
 	gen := s.cacheGen
 	s.mu.Unlock()
+	if !read {
+		lines = append(lines, s.carryIndex(ctx, cached)...)
+	}
 	write := func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 64<<10)
 		crc := crc32.New(indexCRC)
@@ -220,8 +275,14 @@ func (s *Store[T]) writeIndex(ctx context.Context) {
 		n, total := 0, len(indexMagic)
 		buf := make([]byte, 0, 512)
 		for _, l := range lines {
-			j, err := json.Marshal(l.h)
-			if err != nil || len(j) > indexMaxHeader {
+			j := l.raw
+			if j == nil {
+				var err error
+				if j, err = json.Marshal(l.h); err != nil {
+					continue
+				}
+			}
+			if len(j) > indexMaxHeader {
 				continue
 			}
 			buf = append(buf[:0], l.name...)

@@ -757,3 +757,51 @@ func TestPruneReadsAgainOnlyWhatTheIndexSaid(t *testing.T) {
 		})
 	}
 }
+
+// A writer that never reads the index (it saves without listing) keeps the
+// index's lines of the checkpoints it did not read when its Close writes
+// the index again: the next first List reads none of their files, on a
+// directory and on object storage.
+func TestCloseKeepsTheIndexLinesOfCheckpointsItDidNotRead(t *testing.T) {
+	t.Parallel()
+	const total = indexedStoreSteps + checkpoint.IndexMinWrite
+	resume := func(t *testing.T, b checkpoint.Backend) {
+		ctx := context.Background()
+		w, err := checkpoint.OpenBackend[int](b, checkpoint.NoSync())
+		require.NoError(t, err)
+		for step := int64(indexedStoreSteps + 1); step <= total; step++ {
+			_, err := w.Save(ctx, step, int(step))
+			require.NoError(t, err)
+		}
+		require.NoError(t, w.Close())
+	}
+	t.Run("directory", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		saveIndexedStore(t, dir)
+		b, err := dirstore.Open(dir, dirstore.NoSync())
+		require.NoError(t, err)
+		resume(t, b)
+		s, c := countingReader(t, dir)
+		list, err := s.List(context.Background())
+		require.NoError(t, err)
+		require.Len(t, list, total)
+		require.Zero(t, c.checkpointOpens(), "the first List read headers the index had described")
+	})
+	t.Run("object storage", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		saveIndexedStore(t, dir)
+		resume(t, newCountingBackend(t, dir))
+		b := newCountingBackend(t, dir)
+		r, err := checkpoint.OpenBackend[int](b, checkpoint.ReadOnly())
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		b.reset()
+		list, err := r.List(context.Background())
+		require.NoError(t, err)
+		require.Len(t, list, total)
+		calls := b.reset()
+		require.Equal(t, 1, calls["Open"], "the index's GET alone: %v", calls)
+	})
+}
