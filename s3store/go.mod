@@ -9,7 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
-	github.com/gocheckpoint/checkpoint v0.0.0-20261127115518-d31933430dab
+	github.com/gocheckpoint/checkpoint v0.0.0-20261127151641-f9b50dc1d0ef
 	github.com/stretchr/testify v1.12.1
 )
 
