@@ -668,6 +668,40 @@ func TestLatestNeverGoesBackPastACheckpointItCouldNotRead(t *testing.T) {
 	}
 }
 
+// leaseWriteLost is a fault rule for the lease of the store "run": its
+// drop-th PUT lands and its answer is lost (the SDK's retry then gets
+// 412), and the next three GETs of the lease (the SDK's three attempts of
+// the read that tells whose the lease is) answer 500.
+type leaseWriteLost struct {
+	drop         int
+	mu           sync.Mutex
+	puts, failed int
+}
+
+func (l *leaseWriteLost) rule(r fp.Request) fp.Fault {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lease := "/run/" + leaseName
+	switch {
+	case r.Method == http.MethodPut && strings.HasSuffix(r.Path, lease):
+		l.puts++
+		if l.puts == l.drop {
+			return fp.Drop
+		}
+	case r.Method == http.MethodGet && strings.HasSuffix(r.Path, lease) && l.puts > l.drop && l.failed < 3:
+		l.failed++
+		return fp.Error500
+	}
+	return fp.Pass
+}
+
+// counts returns the lease's PUTs so far and the GETs failed.
+func (l *leaseWriteLost) counts() (puts, failed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.puts, l.failed
+}
+
 // A renewal whose first attempt landed and whose answer was lost gets 412
 // on the SDK's retry; if reading the lease to tell whose it is then fails
 // too (500s until the SDK gives up), that is no proof of a takeover: the
@@ -677,26 +711,8 @@ func TestARenewalThatCannotTellWhoseTheLeaseIsKeepsIt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	var (
-		mu           sync.Mutex
-		puts, failed int
-	)
-	lease := "/run/" + leaseName
-	rule := func(r fp.Request) fp.Fault {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case r.Method == http.MethodPut && strings.HasSuffix(r.Path, lease):
-			puts++
-			if puts == 2 { // the first renewal (the first PUT is the takeover)
-				return fp.Drop
-			}
-		case r.Method == http.MethodGet && strings.HasSuffix(r.Path, lease) && puts >= 3 && failed < 3:
-			failed++ // the SDK's three attempts of the read after the 412
-			return fp.Error500
-		}
-		return fp.Pass
-	}
+	lost := &leaseWriteLost{drop: 2} // the first renewal (the first PUT is the takeover)
+	rule := lost.rule
 	_, client := f.faultyClient(t, rule, slowAttemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
@@ -704,9 +720,8 @@ func TestARenewalThatCannotTellWhoseTheLeaseIsKeepsIt(t *testing.T) {
 	require.NoError(t, err)
 	defer w.Close()
 	for step := int64(1); ; step++ {
-		mu.Lock()
+		puts, failed := lost.counts()
 		done := failed == 3 && puts >= 5 // and two renewals since
-		mu.Unlock()
 		b.mu.Lock()
 		lost := b.lease.lost
 		b.mu.Unlock()
@@ -772,26 +787,8 @@ func TestATakeoverThatCannotTellWhoseTheLeaseIsIsUnavailable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	var (
-		mu           sync.Mutex
-		puts, failed int
-	)
-	lease := "/run/" + leaseName
-	rule := func(r fp.Request) fp.Fault {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case r.Method == http.MethodPut && strings.HasSuffix(r.Path, lease):
-			puts++
-			if puts == 1 { // the takeover: it lands, its answer is lost
-				return fp.Drop
-			}
-		case r.Method == http.MethodGet && strings.HasSuffix(r.Path, lease) && puts >= 2 && failed < 3:
-			failed++ // the SDK's three attempts of the read after the 412
-			return fp.Error500
-		}
-		return fp.Pass
-	}
+	lost := &leaseWriteLost{drop: 1} // the takeover
+	rule := lost.rule
 	_, client := f.faultyClient(t, rule, slowAttemptTimeout)
 	b, err := New(client, f.bucket, "run", LeaseTTL(testTTL))
 	require.NoError(t, err)
@@ -800,9 +797,8 @@ func TestATakeoverThatCannotTellWhoseTheLeaseIsIsUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, checkpoint.ErrUnavailable)
 	require.NotErrorIs(t, err, checkpoint.ErrLocked)
 	require.Contains(t, err.Error(), "s3://"+f.bucket+"/run/"+leaseName)
-	mu.Lock()
+	_, failed := lost.counts()
 	require.Equal(t, 3, failed)
-	mu.Unlock()
 
 	w, err := checkpoint.OpenBackend[state](f.backend("run", LeaseTTL(testTTL)), checkpoint.WaitLock(10*testTTL))
 	require.NoError(t, err, "the lease nobody renews expires")
