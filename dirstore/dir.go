@@ -61,6 +61,10 @@ type dirBackend struct {
 	// saves publish by hard link (Linux, see fdOps.publishNew).
 	//lint:ignore U1000 used on Linux only
 	linkOnly atomic.Bool
+	// lastWrite is the size of the directory's last write: from
+	// aheadMin bytes, the next creates its temporary file beside its
+	// write function (see fileIO.ahead).
+	lastWrite atomic.Int64
 }
 
 // An Option configures Open.
@@ -166,6 +170,11 @@ func openDirBackend(dir string, readOnly, noSync bool) (*dirBackend, error) {
 
 // Traits says that the directory is Local (see storage.Traits).
 func (d *dirBackend) Traits() storage.Traits { return storage.Traits{Local: true} }
+
+// aheadNext reports whether the directory's next write creates its
+// temporary file ahead (fileIO.ahead): whether its last write was of
+// aheadMin bytes or more.
+func (d *dirBackend) aheadNext() bool { return d.lastWrite.Load() >= aheadMin }
 
 func (d *dirBackend) io() fileIO { return fileIO{noSync: d.noSync, fault: d.fault} }
 
@@ -352,9 +361,12 @@ func (d *dirBackend) write(ctx context.Context, name string, replace bool, ifVer
 		}
 		return ctx.Err()
 	}
-	if _, err := d.writeFile(root, name, checked, replace, o); err != nil {
+	o.ahead = d.aheadNext()
+	n, err := d.writeFile(root, name, checked, replace, o)
+	if err != nil {
 		return storage.Object{}, err
 	}
+	d.lastWrite.Store(n)
 	fi, err := d.lstat(root, name)
 	if err != nil {
 		// Published and durable all the same: a failure here must not

@@ -56,13 +56,24 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 	if err := o.at("create", name); err != nil {
 		return 0, fmt.Errorf("create temporary file: %w", err)
 	}
-	f, tmp, err := dir.createTemp(name)
-	if err != nil {
-		return 0, fmt.Errorf("create temporary file: %w", err)
+	// With o.ahead the file is created beside the write function, which
+	// may still be encoding (see pendingTemp); the write then goes to it.
+	p := startTemp(dir, name, o.ahead)
+	if !o.ahead {
+		if _, _, err := p.created(); err != nil {
+			return 0, fmt.Errorf("create temporary file: %w", err)
+		}
 	}
+	var f tempFile
+	var tmp string
 	published := false
 	defer func() {
 		if !published {
+			p.release()
+			f, tmp, cerr := p.created()
+			if cerr != nil {
+				return
+			}
 			// A close error after a failure adds nothing; the file may
 			// already be closed.
 			_ = f.Close()
@@ -73,12 +84,20 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 	}()
 	// The writer buffers what needs buffering (a compressor's output); the
 	// temporary file of fdOps gathers a small file's writes into one.
-	cw := &countingWriter{w: f}
+	cw := &countingWriter{w: p}
 	if err := o.at("write", name); err != nil {
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
-	if err := write(cw); err != nil {
-		return 0, fmt.Errorf("write temporary file: %w", err)
+	werr := write(cw)
+	f, tmp, err = p.created()
+	if err != nil {
+		return 0, fmt.Errorf("create temporary file: %w", err)
+	}
+	if werr == nil {
+		werr = p.file()
+	}
+	if werr != nil {
+		return 0, fmt.Errorf("write temporary file: %w", werr)
 	}
 	if b, ok := f.(interface{ Flush() error }); ok {
 		if err := b.Flush(); err != nil {
@@ -212,6 +231,12 @@ type writeTo func(w io.Writer) error
 // (NoSync), and, in tests, at which point an operation fails.
 type fileIO struct {
 	noSync bool
+	// ahead makes a write create its temporary file on a goroutine of its
+	// own while the write function runs (see pendingTemp), rather than
+	// before it: the directory sets it where its last write was large
+	// (aheadMin), whose write function (encoding, compressing) runs long
+	// enough for the goroutine to start.
+	ahead bool
 	// uncommitted makes a write of a new name skip the directory's fsync
 	// (step 5), which commitNames makes for several (CreateUncommitted).
 	uncommitted bool
