@@ -529,11 +529,7 @@ func (b *Backend) List(ctx context.Context) ([]checkpoint.Object, error) {
 	}
 	objs, err := b.listVisible(ctx)
 	if err != nil {
-		var kind error
-		if unavailable(ctx, err) {
-			kind = checkpoint.ErrUnavailable
-		}
-		return nil, fail("list", b.Locate(""), kind, err)
+		return nil, listError(ctx, "list", b.Locate(""), err)
 	}
 	return objs, nil
 }

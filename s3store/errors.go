@@ -50,6 +50,17 @@ func requestError(ctx context.Context, op, loc string, ifFailed, err error) erro
 	return fail(op, loc, nil, err)
 }
 
+// listError is the error of op on loc (a listing, or a step that failed
+// at one) from err: wrapping ErrUnavailable where err is an SDK error of
+// a request made with ctx that got no answer (see unavailable).
+func listError(ctx context.Context, op, loc string, err error) error {
+	var kind error
+	if unavailable(ctx, err) {
+		kind = checkpoint.ErrUnavailable
+	}
+	return fail(op, loc, kind, err)
+}
+
 // unavailable reports whether err, an SDK operation's error (wrapped or
 // not) of a request made with ctx, got no answer (see unanswered and
 // attemptTimedOut) and does not say so yet with ErrUnavailable.

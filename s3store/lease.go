@@ -352,11 +352,7 @@ func (b *Backend) takeOver(ctx context.Context, st leaseState) (func() error, er
 	loc := b.Locate(leaseName)
 	sealed, listing, err := b.sealedSet(ctx, st)
 	if err != nil {
-		var kind error
-		if unavailable(ctx, err) {
-			kind = checkpoint.ErrUnavailable
-		}
-		return nil, fail("lock", loc, kind, fmt.Errorf("listing the objects to seal: %w", err))
+		return nil, listError(ctx, "lock", loc, fmt.Errorf("listing the objects to seal: %w", err))
 	}
 	doc := leaseDoc{
 		Generation: st.doc.Generation + 1,
