@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,27 +72,31 @@ func requireOnly(t *testing.T, dir, name string, want []byte) {
 // (a large state is encoded there): the creation does not wait for the
 // function, nor the function for the creation. What the function writes
 // before the file exists is held, and written first, in order, once it
-// does; past pendingMax bytes the function waits for the file. Whatever
-// the sizes, the published file holds the bytes written.
+// does; past pendingMax bytes the function waits for the file. Here the
+// creation waits until the function has made its first writes (which are
+// so held, every time), and would time out if the file were created before
+// the function ran. Whatever the sizes, the published file holds the bytes
+// written, in order.
 func TestTheTemporaryFileIsCreatedWhileTheWriteRuns(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		sizes []int
+		held  []int // written before the file may be created (at most pendingMax in all)
+		after []int // written after
 	}{
-		{"a small file, held whole", []int{100, 3, 2000}},
-		{"held, then past what is held", []int{pendingMax / 2, pendingMax/2 - 1, 7, 64<<10 + 3, pendingMax + 1}},
-		{"more than is held at once", []int{pendingMax + 5, 11}},
-		{"nothing", []int{0}},
+		{"a small file, held whole", []int{100, 3, 2000}, nil},
+		{"held, then past what is held", []int{pendingMax / 2, pendingMax/2 - 1}, []int{7, 64<<10 + 3, pendingMax + 1}},
+		{"held up to the limit, then one byte more", []int{pendingMax}, []int{1}},
+		{"more than is held at once", nil, []int{pendingMax + 5, 11}},
+		{"nothing", nil, []int{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			began := make(chan struct{})
-			dir, ops := openGated(t, func() error { return waitFor(began) })
+			held := make(chan struct{})
+			dir, ops := openGated(t, func() error { return waitFor(held) })
 			var want bytes.Buffer
-			n, err := writeFile(ops, "step_00000001.json", func(w io.Writer) error {
-				close(began)
-				for _, size := range tc.sizes {
+			write := func(w io.Writer, sizes []int) error {
+				for _, size := range sizes {
 					p := make([]byte, size)
 					for i := range p {
 						p[i] = byte(rand.IntN(256))
@@ -102,12 +107,70 @@ func TestTheTemporaryFileIsCreatedWhileTheWriteRuns(t *testing.T) {
 					}
 				}
 				return nil
+			}
+			n, err := writeFile(ops, "step_00000001.json", func(w io.Writer) error {
+				if err := write(w, tc.held); err != nil {
+					return err
+				}
+				close(held)
+				return write(w, tc.after)
 			}, false, fileIO{noSync: true, ahead: true})
 			require.NoError(t, err)
 			require.Equal(t, int64(want.Len()), n)
 			requireOnly(t, dir, "step_00000001.json", want.Bytes())
 		})
 	}
+}
+
+// failingFile is a temporary file whose writes fail.
+type failingFile struct {
+	tempFile
+	err error
+}
+
+func (f failingFile) Write([]byte) (int, error) { return 0, f.err }
+
+// A write of what was held that fails fails every later Write of the
+// function too (none reaches the file past the gap), and the write: no
+// file is published and none is left.
+func TestAFailedWriteOfWhatWasHeldFailsTheRest(t *testing.T) {
+	t.Parallel()
+	full := errors.New("no space left on device")
+	held := make(chan struct{})
+	dir, gated := openGated(t, func() error { return waitFor(held) })
+	ops := failingOps{gated, full}
+	var errs []error
+	_, err := writeFile(ops, "step_00000001.json", func(w io.Writer) error {
+		_, err := w.Write([]byte("held"))
+		require.NoError(t, err)
+		close(held)
+		for _, size := range []int{pendingMax + 1, 1} {
+			_, err := w.Write(make([]byte, size))
+			errs = append(errs, err)
+		}
+		return nil // as a function that does not look at its errors
+	}, false, fileIO{noSync: true, ahead: true})
+	require.ErrorIs(t, err, full)
+	require.ErrorContains(t, err, "write temporary file")
+	require.Len(t, errs, 2)
+	for _, err := range errs {
+		require.ErrorIs(t, err, full)
+	}
+	requireOnly(t, dir, "", nil)
+}
+
+// failingOps are dirOps whose temporary files fail their writes with err.
+type failingOps struct {
+	dirOps
+	err error
+}
+
+func (o failingOps) createTemp(name string) (tempFile, string, error) {
+	f, tmp, err := o.dirOps.createTemp(name)
+	if err != nil {
+		return nil, "", err
+	}
+	return failingFile{f, o.err}, tmp, nil
 }
 
 // A creation that fails while the write function runs fails the write with
@@ -195,27 +258,54 @@ func TestAFailedCreationBeforeTheWriteDoesNotRunIt(t *testing.T) {
 }
 
 // A directory creates a write's temporary file ahead once its last write
-// was large (aheadMin bytes or more): its first write, and one after a
-// small write, create it first.
+// was large (aheadMin bytes or more): then the creation (its fault point
+// "create") waits here for the write function to begin, and the write
+// succeeds. Its first write, and one after a small write, create the file
+// before the function runs.
 func TestADirectoryCreatesAheadAfterALargeWrite(t *testing.T) {
 	t.Parallel()
 	b, err := Open(t.TempDir(), NoSync())
 	require.NoError(t, err)
 	t.Cleanup(func() { b.Close() })
-	d := b.(*dirBackend)
 	ctx := context.Background()
-	write := func(name string, size int) {
-		_, err := b.Create(ctx, name, func(w io.Writer) error {
-			_, err := w.Write(make([]byte, size))
+	type writing struct {
+		began chan struct{} // closed as the write function begins
+		ahead bool          // whether the file is to be created ahead
+	}
+	var mu sync.Mutex
+	var cur *writing
+	b.(*dirBackend).fault = func(point, _ string) error {
+		mu.Lock()
+		w := cur
+		mu.Unlock()
+		switch {
+		case point != "create":
+			return nil
+		case w.ahead:
+			return waitFor(w.began)
+		}
+		select {
+		case <-w.began:
+			return errors.New("the write function began before its file was created")
+		default:
+			return nil
+		}
+	}
+	write := func(name string, size int, ahead bool) {
+		t.Helper()
+		w := &writing{began: make(chan struct{}), ahead: ahead}
+		mu.Lock()
+		cur = w
+		mu.Unlock()
+		_, err := b.Create(ctx, name, func(out io.Writer) error {
+			close(w.began)
+			_, err := out.Write(make([]byte, size))
 			return err
 		})
-		require.NoError(t, err)
+		require.NoError(t, err, name)
 	}
-	require.False(t, d.aheadNext(), "before any write")
-	write("a.json", aheadMin-1)
-	require.False(t, d.aheadNext(), "after a write of %d bytes", aheadMin-1)
-	write("b.json", aheadMin)
-	require.True(t, d.aheadNext(), "after a write of %d bytes", aheadMin)
-	write("c.json", 10)
-	require.False(t, d.aheadNext(), "after a write of 10 bytes")
+	write("a.json", aheadMin-1, false)
+	write("b.json", aheadMin, false)
+	write("c.json", 10, true)
+	write("d.json", 10, false)
 }

@@ -53,33 +53,33 @@ import (
 // an existing file atomically (a store writes only the rolling checkpoint
 // and side files this way).
 func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
-	if err := o.at("create", name); err != nil {
-		return 0, fmt.Errorf("create temporary file: %w", err)
-	}
 	// With o.ahead the file is created beside the write function, which
 	// may still be encoding (see pendingTemp); the write then goes to it.
-	p := startTemp(dir, name, o.ahead)
+	p := startTemp(func() (tempFile, string, error) {
+		if err := o.at("create", name); err != nil {
+			return nil, "", err
+		}
+		return dir.createTemp(name)
+	}, o.ahead)
 	if !o.ahead {
 		if _, _, err := p.created(); err != nil {
 			return 0, fmt.Errorf("create temporary file: %w", err)
 		}
 	}
-	var f tempFile
-	var tmp string
 	published := false
 	defer func() {
-		if !published {
-			p.release()
-			f, tmp, cerr := p.created()
-			if cerr != nil {
-				return
-			}
-			// A close error after a failure adds nothing; the file may
-			// already be closed.
-			_ = f.Close()
-			if rerr := dir.remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = errors.Join(err, fmt.Errorf("remove temporary file: %w", rerr))
-			}
+		if published {
+			return
+		}
+		f, tmp, cerr := p.settle(true)
+		if cerr != nil {
+			return // no file
+		}
+		// A close error after a failure adds nothing; the file may
+		// already be closed.
+		_ = f.Close()
+		if rerr := dir.remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("remove temporary file: %w", rerr))
 		}
 	}()
 	// The writer buffers what needs buffering (a compressor's output); the
@@ -89,15 +89,21 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
 	werr := write(cw)
-	f, tmp, err = p.created()
-	if err != nil {
-		return 0, fmt.Errorf("create temporary file: %w", err)
-	}
-	if werr == nil {
-		werr = p.file()
-	}
-	if werr != nil {
+	f, tmp, cerr := p.settle(werr != nil)
+	switch {
+	case cerr != nil && cerr != errAbandoned:
+		// The function may have failed at a Write that waited for
+		// this creation: the creation's failure is the one to report.
+		err := fmt.Errorf("create temporary file: %w", cerr)
+		if werr != nil && !errors.Is(werr, cerr) {
+			err = errors.Join(err, fmt.Errorf("write temporary file: %w", werr))
+		}
+		return 0, err
+	case werr != nil:
 		return 0, fmt.Errorf("write temporary file: %w", werr)
+	}
+	if err := p.file(); err != nil {
+		return 0, fmt.Errorf("write temporary file: %w", err)
 	}
 	if b, ok := f.(interface{ Flush() error }); ok {
 		if err := b.Flush(); err != nil {
