@@ -17,7 +17,10 @@ import (
 //  1. Create a temporary file in the same directory, exclusively, named
 //     tempPrefix(name) and random digits (createTemp; temp.go): no other
 //     file's name, and what RemoveTemps removes, for the next holder of
-//     the writer lock, should a crash leave it.
+//     the writer lock, should a crash leave it. Where the directory's last
+//     write was large (fileIO.ahead), the file is created on a goroutine
+//     while the write function runs, which writes into memory until it
+//     exists (pendingTemp; pending.go).
 //  2. Write the bytes, flush them, and fsync the file (unless NoSync).
 //  3. Close it.
 //  4. Publish it under name without ever replacing (publishNew): on
