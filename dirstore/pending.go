@@ -86,16 +86,14 @@ func (p *pendingTemp) created() (tempFile, string, error) {
 // settle returns errAbandoned. The held bytes' buffer goes back once the
 // write failed.
 func (p *pendingTemp) settle(failed bool) (tempFile, string, error) {
-	if !failed {
-		return p.created()
+	if failed {
+		p.release()
+		if p.claimed.CompareAndSwap(false, true) {
+			p.err = errAbandoned
+			close(p.done)
+		}
 	}
-	p.release()
-	if p.claimed.CompareAndSwap(false, true) {
-		p.err = errAbandoned
-		close(p.done)
-	}
-	<-p.done
-	return p.f, p.tmp, p.err
+	return p.created()
 }
 
 // errAbandoned is the outcome of a creation that settle stopped before it
