@@ -65,6 +65,9 @@ type dirBackend struct {
 	// aheadMin bytes, the next creates its temporary file beside its
 	// write function (see fileIO.ahead).
 	lastWrite atomic.Int64
+	// spare is the temporary file the next durable write starts from,
+	// made while the last waited for its fsync (Linux; see spareTemp).
+	spare spareTemp
 }
 
 // An Option configures Open.
@@ -537,7 +540,11 @@ func (d *dirBackend) Lock(ctx context.Context) (func() error, error) {
 	d.mu.Lock()
 	d.lock = l
 	d.mu.Unlock()
+	if !d.noSync {
+		d.spare.start()
+	}
 	return func() error {
+		d.spare.stop()
 		d.mu.Lock()
 		d.lock = nil
 		d.mu.Unlock()
@@ -627,6 +634,7 @@ func (d *dirBackend) Locate(name string) string {
 func (d *dirBackend) Close() error {
 	d.writing.Lock()
 	defer d.writing.Unlock()
+	d.spare.stop()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var lerr error

@@ -7,6 +7,7 @@ import (
 	"github.com/gocheckpoint/checkpoint/internal/names"
 	"io/fs"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,7 +27,11 @@ import (
 func (d *dirBackend) writeFile(root *os.Root, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
 	d.writing.RLock() // Close waits for the write
 	defer d.writing.RUnlock()
-	return writeFile(d.ops(root, name), name, write, replace, o)
+	ops := d.ops(root, name)
+	if _, ok := ops.(fdOps); ok && !o.noSync {
+		o.spare = &d.spare
+	}
+	return writeFile(ops, name, write, replace, o)
 }
 
 // commitNames is commitNames of publish.go, on the directory's descriptor.
@@ -142,6 +147,57 @@ func (d fdOps) publishNew(tmp, name string) (moved bool, err error) {
 		return false, &os.LinkError{Op: "linkat", Old: d.prefix + tmp, New: d.prefix + name, Err: err}
 	}
 	return false, nil
+}
+
+// makeSpare opens a file with no name in the directory (O_TMPFILE; see
+// spareTemp).
+func (d fdOps) makeSpare() (tempFile, error) {
+	var fd int
+	err := d.at(func(dirfd int) (err error) {
+		fd, err = unix.Openat(dirfd, ".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, filePerm)
+		return err
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "openat O_TMPFILE", Path: d.path, Err: err}
+	}
+	return &fdTemp{fd: fd, name: d.path}, nil
+}
+
+// nameSpare links the spare f, a file of makeSpare, into the directory
+// under a temporary name for name, through /proc/self/fd (a link by the
+// descriptor itself, AT_EMPTY_PATH, needs a capability).
+func (d fdOps) nameSpare(f tempFile, name string) (string, error) {
+	t := f.(*fdTemp)
+	if t.fd < 0 {
+		return "", fs.ErrClosed
+	}
+	var err error
+	for range 8 {
+		tmp := tempName(name)
+		err = d.at(func(dirfd int) error {
+			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(t.fd), dirfd, tmp, unix.AT_SYMLINK_FOLLOW)
+		})
+		if err == nil {
+			t.name = d.prefix + tmp
+			return tmp, nil
+		}
+		if err != unix.EEXIST {
+			break
+		}
+	}
+	return "", &os.LinkError{Op: "linkat", Old: "/proc/self/fd/" + strconv.Itoa(t.fd), New: d.prefix + tempPrefix(name), Err: err}
+}
+
+// refusal reports whether err, of makeSpare or nameSpare, says that the
+// system makes or names no spare here: a file system or kernel without
+// O_TMPFILE, no /proc, a sandbox that refuses the calls.
+func (d fdOps) refusal(err error) bool {
+	for _, e := range []error{unix.EOPNOTSUPP, unix.EISDIR, unix.EINVAL, unix.ENOENT, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EXDEV} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (d fdOps) rename(old, new string) error {

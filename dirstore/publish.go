@@ -20,8 +20,12 @@ import (
 //     the writer lock, should a crash leave it. Where the directory's last
 //     write was large (fileIO.ahead), the file is created on a goroutine
 //     while the write function runs, which writes into memory until it
-//     exists (pendingTemp; pending.go).
-//  2. Write the bytes, flush them, and fsync the file (unless NoSync).
+//     exists (pendingTemp; pending.go). On Linux, a durable write of a
+//     directory that holds its lock takes instead the file the last write
+//     made while it waited for its fsync, a file with no name yet, and
+//     links it under the temporary name (spareTemp; spare.go).
+//  2. Write the bytes, flush them, and fsync the file (unless NoSync;
+//     the next write's spare is started here).
 //  3. Close it.
 //  4. Publish it under name without ever replacing (publishNew): on
 //     Linux, for a plain name, a rename with RENAME_NOREPLACE; elsewhere,
@@ -58,12 +62,19 @@ import (
 func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
 	// With o.ahead the file is created beside the write function, which
 	// may still be encoding (see pendingTemp); the write then goes to it.
+	// A spare the directory's last write made (see spareTemp) is taken at
+	// once. One still being made, or without one with o.ahead, the file
+	// is taken or created beside the write function.
+	ready, making := o.spare.state()
 	p := startTemp(func() (tempFile, string, error) {
 		if err := o.at("create", name); err != nil {
 			return nil, "", err
 		}
+		if f, tmp, ok := o.spare.take(dir, name); ok {
+			return f, tmp, nil
+		}
 		return dir.createTemp(name)
-	}, o.ahead)
+	}, making || o.ahead && !ready)
 	if !o.ahead {
 		if _, _, err := p.created(); err != nil {
 			return 0, fmt.Errorf("create temporary file: %w", err)
@@ -117,6 +128,9 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 		if err := o.at("sync", name); err != nil {
 			return 0, fmt.Errorf("sync temporary file: %w", err)
 		}
+		// The next write's file is made while this one waits for the
+		// disk.
+		o.spare.fill(dir)
 		if err := f.Sync(); err != nil {
 			return 0, fmt.Errorf("sync temporary file: %w", err)
 		}
@@ -263,6 +277,10 @@ type fileIO struct {
 	// the temporary file is removed. A conditional Replace checks there
 	// that the file is still the one it expects.
 	unchanged func() error
+	// spare, if set, is the directory's spare temporary file (see
+	// spareTemp): a durable write takes it rather than create its file,
+	// and makes the next while it waits for its fsync.
+	spare *spareTemp
 }
 
 // syncDir fsyncs root's directory unless noSync, failing where the seam says.
