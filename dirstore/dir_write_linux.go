@@ -165,34 +165,63 @@ func (d fdOps) makeSpare() (tempFile, error) {
 
 // nameSpare links the spare f, a file of makeSpare, into the directory
 // under a temporary name for name, through /proc/self/fd (a link by the
-// descriptor itself, AT_EMPTY_PATH, needs a capability).
+// descriptor itself, AT_EMPTY_PATH, needs a capability), and checks that
+// the name is the spare's: where /proc is no procfs (a chroot), the path
+// may be another file, which is then unlinked again and the naming
+// refused (errNotTheSpare).
 func (d fdOps) nameSpare(f tempFile, name string) (string, error) {
+	return d.nameSpareVia("/proc/self/fd/", f, name)
+}
+
+// nameSpareVia is nameSpare through proc, the directory of the process's
+// descriptors.
+func (d fdOps) nameSpareVia(proc string, f tempFile, name string) (string, error) {
 	t := f.(*fdTemp)
 	if t.fd < 0 {
 		return "", fs.ErrClosed
 	}
+	var own unix.Stat_t
+	if err := unix.Fstat(t.fd, &own); err != nil {
+		return "", &fs.PathError{Op: "fstat", Path: d.path, Err: err}
+	}
+	from := proc + strconv.Itoa(t.fd)
 	var err error
 	for range 8 {
 		tmp := tempName(name)
 		err = d.at(func(dirfd int) error {
-			return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(t.fd), dirfd, tmp, unix.AT_SYMLINK_FOLLOW)
+			return unix.Linkat(unix.AT_FDCWD, from, dirfd, tmp, unix.AT_SYMLINK_FOLLOW)
 		})
-		if err == nil {
-			t.name = d.prefix + tmp
-			return tmp, nil
+		if err == unix.EEXIST {
+			continue
 		}
-		if err != unix.EEXIST {
+		if err != nil {
 			break
 		}
+		var st unix.Stat_t
+		err = d.at(func(dirfd int) error { return unix.Fstatat(dirfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW) })
+		if err == nil && (st.Dev != own.Dev || st.Ino != own.Ino) {
+			err = errNotTheSpare
+		}
+		if err != nil {
+			// Not proven the spare's: the name goes again.
+			_ = d.remove(tmp)
+			return "", &os.LinkError{Op: "linkat", Old: from, New: d.prefix + tmp, Err: err}
+		}
+		t.name = d.prefix + tmp
+		return tmp, nil
 	}
-	return "", &os.LinkError{Op: "linkat", Old: "/proc/self/fd/" + strconv.Itoa(t.fd), New: d.prefix + tempPrefix(name), Err: err}
+	return "", &os.LinkError{Op: "linkat", Old: from, New: d.prefix + tempPrefix(name), Err: err}
 }
+
+// errNotTheSpare is a naming of a spare that linked another file: /proc
+// is no procfs.
+var errNotTheSpare = errors.New("the linked file is not the spare: /proc is not procfs")
 
 // refusal reports whether err, of makeSpare or nameSpare, says that the
 // system makes or names no spare here: a file system or kernel without
 // O_TMPFILE, no /proc, a sandbox that refuses the calls.
 func (d fdOps) refusal(err error) bool {
-	for _, e := range []error{unix.EOPNOTSUPP, unix.EISDIR, unix.EINVAL, unix.ENOENT, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EXDEV} {
+	for _, e := range []error{errNotTheSpare, unix.EOPNOTSUPP, unix.EISDIR, unix.EINVAL, unix.ENOENT, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EXDEV} {
 		if errors.Is(err, e) {
 			return true
 		}

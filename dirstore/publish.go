@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/gocheckpoint/checkpoint/storage"
 )
@@ -73,7 +74,15 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 		if f, tmp, ok := o.spare.take(dir, name); ok {
 			return f, tmp, nil
 		}
-		return dir.createTemp(name)
+		if o.spare == nil {
+			return dir.createTemp(name)
+		}
+		began := time.Now()
+		f, tmp, err := dir.createTemp(name)
+		if err == nil {
+			o.spare.created(time.Since(began))
+		}
+		return f, tmp, err
 	}, making || o.ahead && !ready)
 	if !o.ahead {
 		if _, _, err := p.created(); err != nil {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -23,7 +26,9 @@ func lockedDir(t *testing.T, dir string, opts ...Option) (*dirBackend, func() er
 	t.Cleanup(func() { b.Close() })
 	unlock, err := b.Lock(context.Background())
 	require.NoError(t, err)
-	return b.(*dirBackend), unlock
+	d := b.(*dirBackend)
+	d.spare.always = true // however cheap creating a file is here
+	return d, unlock
 }
 
 func writeBytes(data []byte) func(io.Writer) error {
@@ -56,6 +61,9 @@ func spareReady(d *dirBackend) bool {
 func spareInode(t *testing.T, d *dirBackend) uint64 {
 	t.Helper()
 	spareReady(d)
+	if d.spare.refused.Load() {
+		t.Skip("this file system or system refuses unnamed files (O_TMPFILE) or linking them through /proc")
+	}
 	d.spare.mu.Lock()
 	defer d.spare.mu.Unlock()
 	require.NotNil(t, d.spare.f, "no spare")
@@ -135,6 +143,21 @@ func TestCloseFreesTheSpareAndNoSyncMakesNone(t *testing.T) {
 	require.False(t, spareReady(n), "NoSync made a spare")
 }
 
+// spareAfterA opens dir durably, takes its lock, writes the file "a"
+// through the directory's fdOps and a fileIO with its spares, and returns
+// them once the spare that write made is ready.
+func spareAfterA(t *testing.T, dir string) (*dirBackend, fdOps, fileIO) {
+	t.Helper()
+	d, _ := lockedDir(t, dir)
+	ops := d.ops(d.root.Load(), "a").(fdOps)
+	o := d.io()
+	o.spare = &d.spare
+	_, err := writeFile(ops, "a", writeBytes([]byte("a")), false, o)
+	require.NoError(t, err)
+	spareInode(t, d)
+	return d, ops, o
+}
+
 // namingFails are a directory's fdOps whose naming of a spare fails with
 // err.
 type namingFails struct {
@@ -161,17 +184,10 @@ func TestASpareThatCannotBeNamedIsNotUsed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			d, _ := lockedDir(t, dir)
-			root := d.root.Load()
-			ops := d.ops(root, "a").(fdOps)
-			o := d.io()
-			o.spare = &d.spare
-			_, err := writeFile(ops, "a", writeBytes([]byte("a")), false, o)
-			require.NoError(t, err)
-			spareInode(t, d)
+			d, ops, o := spareAfterA(t, dir)
 			spare := d.spare.f.(*fdTemp)
 
-			_, err = writeFile(namingFails{ops, c.err}, "b", writeBytes([]byte("bee")), false, o)
+			_, err := writeFile(namingFails{ops, c.err}, "b", writeBytes([]byte("bee")), false, o)
 			require.NoError(t, err)
 			require.Equal(t, -1, spare.fd, "the spare was not closed")
 			got, err := os.ReadFile(filepath.Join(dir, "b"))
@@ -182,4 +198,161 @@ func TestASpareThatCannotBeNamedIsNotUsed(t *testing.T) {
 			require.Equal(t, !c.refused, spareReady(d), "spares go on unless refused")
 		})
 	}
+}
+
+// fakeProc are a directory's fdOps that name a spare through proc, a
+// directory that stands for /proc/self/fd where /proc is no procfs.
+type fakeProc struct {
+	fdOps
+	proc string
+}
+
+func (p fakeProc) nameSpare(f tempFile, name string) (string, error) {
+	return p.nameSpareVia(p.proc, f, name)
+}
+
+// Where /proc is a plain directory (a chroot without procfs), the path of
+// the spare's descriptor may be another file, which linkat would link
+// under the temporary name: the naming checks that the name is the
+// spare's, takes the name back, and the directory stops making spares.
+// The write still publishes its own bytes, and the other file is not
+// linked into the store.
+func TestASpareNamedThroughAFakeProcIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, ops, o := spareAfterA(t, dir)
+	fd := d.spare.f.(*fdTemp).fd
+
+	proc := filepath.Join(t.TempDir(), "fd")
+	require.NoError(t, os.Mkdir(proc, 0o755))
+	foreign := filepath.Join(proc, strconv.Itoa(fd))
+	require.NoError(t, os.WriteFile(foreign, []byte("foreign"), 0o644))
+
+	_, err := writeFile(fakeProc{ops, proc + "/"}, "b", writeBytes([]byte("bee")), false, o)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(dir, "b"))
+	require.NoError(t, err)
+	require.Equal(t, "bee", string(got))
+	requireNoTemps(t, dir, "a", "b")
+	fi, err := os.Stat(foreign)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, fi.Sys().(*syscall.Stat_t).Nlink, "the other file was left linked")
+	require.True(t, d.spare.refused.Load(), "spares go on through a /proc that is not procfs")
+	require.False(t, spareReady(d))
+}
+
+// slowCreate are a directory's fdOps whose creation of a write's file
+// takes at least took: a file system where creating a file is dear.
+type slowCreate struct {
+	fdOps
+	took time.Duration
+}
+
+func (c slowCreate) createTemp(name string) (tempFile, string, error) {
+	time.Sleep(c.took) // the cost measured, not a synchronisation
+	return c.fdOps.createTemp(name)
+}
+
+// A directory makes spares only where creating a file was dear: each
+// creation of a write's file is timed, and a write starts a spare only if
+// the last creation took spareMin or more.
+func TestSparesAreMadeWhereCreatingAFileIsDear(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, _ := lockedDir(t, dir)
+	d.spare.always = false
+	root := d.root.Load()
+	ops := d.ops(root, "a").(fdOps)
+
+	d.spare.created(spareMin / 10)
+	d.spare.fill(ops)
+	_, making := d.spare.state()
+	require.False(t, making, "a spare is made where creating a file is cheap")
+
+	o := d.io()
+	o.spare = &d.spare
+	_, err := writeFile(slowCreate{ops, spareMin}, "a", writeBytes([]byte("a")), false, o)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, d.spare.cost.Load(), int64(spareMin), "the creation was not timed")
+	spareInode(t, d)
+	requireNoTemps(t, dir, "a")
+}
+
+// makeFails are a directory's fdOps whose spares cannot be made, with err.
+type makeFails struct {
+	fdOps
+	err error
+}
+
+func (m makeFails) makeSpare() (tempFile, error) { return nil, m.err }
+
+// A refusal of unnamed files (a file system without O_TMPFILE) stops the
+// directory making spares, and every write creates its file itself, until
+// the lock is taken again.
+func TestARefusedSpareTurnsSparesOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, unlock := lockedDir(t, dir)
+	root := d.root.Load()
+	ops := makeFails{d.ops(root, "a").(fdOps), &fs.PathError{Op: "openat O_TMPFILE", Path: dir, Err: unix.EOPNOTSUPP}}
+	o := d.io()
+	o.spare = &d.spare
+	for _, name := range []string{"a", "b"} {
+		_, err := writeFile(ops, name, writeBytes([]byte(name)), false, o)
+		require.NoError(t, err)
+		require.False(t, spareReady(d))
+		require.True(t, d.spare.refused.Load())
+	}
+	requireNoTemps(t, dir, "a", "b")
+
+	require.NoError(t, unlock())
+	_, err := d.Lock(ctx)
+	require.NoError(t, err)
+	require.False(t, d.spare.refused.Load(), "a new lock kept the refusal")
+	_, err = d.Create(ctx, "c", writeBytes([]byte("c")))
+	require.NoError(t, err)
+	spareInode(t, d)
+}
+
+// gatedMake are a directory's fdOps whose spares are made once gate is
+// closed; made receives each.
+type gatedMake struct {
+	fdOps
+	gate chan struct{}
+	made chan tempFile
+}
+
+func (g gatedMake) makeSpare() (tempFile, error) {
+	<-g.gate
+	f, err := g.fdOps.makeSpare()
+	if err == nil {
+		g.made <- f
+	}
+	return f, err
+}
+
+// The lock's release while a spare is being made waits for it, and closes
+// it: no descriptor outlives the lock.
+func TestReleasingTheLockWhileASpareIsMadeClosesIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, unlock := lockedDir(t, dir)
+	root := d.root.Load()
+	g := gatedMake{d.ops(root, "a").(fdOps), make(chan struct{}), make(chan tempFile, 1)}
+	o := d.io()
+	o.spare = &d.spare
+	_, err := writeFile(g, "a", writeBytes([]byte("a")), false, o)
+	require.NoError(t, err)
+	_, making := d.spare.state()
+	require.True(t, making, "no spare is being made")
+
+	released := make(chan error, 1)
+	go func() { released <- unlock() }()
+	close(g.gate)
+	require.NoError(t, <-released)
+	f := (<-g.made).(*fdTemp)
+	require.Equal(t, -1, f.fd, "the spare made after the lock's release is still open")
+	require.False(t, spareReady(d))
+	requireNoTemps(t, dir, "a")
 }
