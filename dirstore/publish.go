@@ -66,6 +66,7 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 	// A spare the directory's last write made (see spareTemp) is taken at
 	// once. One still being made, or without one with o.ahead, the file
 	// is taken or created beside the write function.
+	defer o.spare.begin()()
 	ready, making := o.spare.state()
 	p := startTemp(func() (tempFile, string, error) {
 		if err := o.at("create", name); err != nil {

@@ -1,14 +1,17 @@
 package dirstore
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// spareTemp holds the file that a directory's next durable write starts
-// from: an empty file with no name yet, created while the directory's last
-// write waited for its fsync. Creating a file is dear on some file systems
+// spareTemp holds the files that a directory's next durable writes start
+// from ("spares"): empty files with no name yet, created while the
+// directory's last writes waited for their fsyncs, as many as writes were
+// under way at once (an Async batch writes its files together), at most
+// maxSpares. Creating a file is dear on some file systems
 // (ext4 without a journal, after many removals: 0.1-1 ms of the kernel's
 // time on one core), and a durable write spends about as long waiting for
 // the disk with its core idle, so the next write finds its file made.
@@ -23,15 +26,17 @@ import (
 // A directory makes spares only where creating a file is dear (spareMin,
 // timed on its own creations), only while it holds its writer lock, and
 // only for durable writes (fileIO.spare); the lock's release and Close
-// close the spare, once a spare being made is. Where the file system or
+// close the spares, once those being made are. Where the file system or
 // the system refuses an unnamed file, or naming one (linkat through
 // /proc/self/fd), the directory stops making spares until its lock is
 // taken again.
 type spareTemp struct {
-	mu     sync.Mutex
-	on     bool          // the directory holds its lock: spares are kept
-	f      tempFile      // the spare, or nil
-	making chan struct{} // closed once the spare being made is; nil if none is
+	mu      sync.Mutex
+	on      bool          // the directory holds its lock: spares are kept
+	fs      []tempFile    // the spares made
+	making  int           // spares being made
+	made    chan struct{} // closed, and made anew, whenever a making ends
+	writing int           // durable writes of the directory under way
 
 	refused atomic.Bool // the system refused an unnamed file or its naming
 	// cost is how long the directory's last creation of a file took (a
@@ -41,6 +46,11 @@ type spareTemp struct {
 	// always makes spares whatever the cost (tests).
 	always bool
 }
+
+// maxSpares bounds the spares a directory keeps: as many as its writes
+// that were under way at once (an Async batch writes its files together),
+// at most this many, each a file descriptor.
+const maxSpares = 8
 
 // spareMin is the time a creation of a file must have taken for a
 // directory to make spares. Making one costs a link (through /proc) and,
@@ -78,22 +88,58 @@ type spareMaker interface {
 	refusal(err error) bool
 }
 
-// take returns the spare with a temporary name for name, and empties the
-// slot; it waits for a spare being made. ok is false if there is no spare
-// (never one from a nil s), or it could not be named (the write then
-// creates its file as without one).
+// begin records a durable write of the directory under way, and returns
+// its end: the spares made are as many as such writes.
+func (s *spareTemp) begin() (end func()) {
+	if s == nil {
+		return func() {}
+	}
+	s.mu.Lock()
+	s.writing++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.writing--
+		s.mu.Unlock()
+	}
+}
+
+// ended wakes the waiters for a spare being made; the caller holds s.mu.
+func (s *spareTemp) ended() {
+	if s.made != nil {
+		close(s.made)
+		s.made = nil
+	}
+}
+
+// await waits for the next making of a spare to end; the caller holds
+// s.mu, which await releases while it waits.
+func (s *spareTemp) await() {
+	if s.made == nil {
+		s.made = make(chan struct{})
+	}
+	made := s.made
+	s.mu.Unlock()
+	<-made
+	s.mu.Lock()
+}
+
+// take returns a spare with a temporary name for name, waiting for one
+// being made if none is ready. ok is false if there is none (never one
+// from a nil s), or it could not be named (the write then creates its file
+// as without one).
 func (s *spareTemp) take(dir dirOps, name string) (f tempFile, tmp string, ok bool) {
 	if s == nil {
 		return nil, "", false
 	}
 	s.mu.Lock()
-	making := s.making
-	s.mu.Unlock()
-	if making != nil {
-		<-making
+	for len(s.fs) == 0 && s.making > 0 {
+		s.await()
 	}
-	s.mu.Lock()
-	f, s.f = s.f, nil
+	if len(s.fs) > 0 { // the oldest first
+		f = s.fs[0]
+		s.fs = slices.Delete(s.fs, 0, 1)
+	}
 	s.mu.Unlock()
 	if f == nil {
 		return nil, "", false
@@ -121,13 +167,13 @@ func (s *spareTemp) state() (ready, making bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.f != nil, s.making != nil
+	return len(s.fs) > 0, s.making > 0
 }
 
-// fill starts making a spare in dir, on a goroutine, unless there is one
-// or one is being made. A spare that finds the slot off once made is
-// closed; a creation that fails leaves none (the next write creates its
-// file itself, and reports its failure).
+// fill starts making spares in dir, each on a goroutine, until there are
+// as many made and being made as writes under way (at most maxSpares). A
+// spare that finds s off once made is closed; a creation that fails leaves
+// none (the next write creates its file itself, and reports its failure).
 func (s *spareTemp) fill(dir dirOps) {
 	m, _ := dir.(spareMaker)
 	if s == nil || m == nil || s.refused.Load() || !s.worth() {
@@ -135,32 +181,33 @@ func (s *spareTemp) fill(dir dirOps) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.on || s.f != nil || s.making != nil {
+	if !s.on {
 		return
 	}
-	done := make(chan struct{})
-	s.making = done
-	go func() {
-		began := time.Now()
-		f, err := m.makeSpare()
-		if err == nil {
-			s.created(time.Since(began))
-		}
-		if err != nil && m.refusal(err) {
-			s.refused.Store(true)
-		}
-		s.mu.Lock()
-		s.making = nil
-		kept := err == nil && s.on
-		if kept {
-			s.f = f
-		}
-		s.mu.Unlock()
-		if err == nil && !kept {
-			_ = f.Close()
-		}
-		close(done) // after the Close: stop waits for it
-	}()
+	for range min(max(s.writing, 1), maxSpares) - len(s.fs) - s.making {
+		s.making++
+		go func() {
+			began := time.Now()
+			f, err := m.makeSpare()
+			if err == nil {
+				s.created(time.Since(began))
+			}
+			if err != nil && m.refusal(err) {
+				s.refused.Store(true)
+			}
+			s.mu.Lock()
+			kept := err == nil && s.on
+			if kept {
+				s.fs = append(s.fs, f)
+			}
+			if err == nil && !kept {
+				_ = f.Close() // before the making ends: stop waits for it
+			}
+			s.making--
+			s.ended()
+			s.mu.Unlock()
+		}()
+	}
 }
 
 // start turns spares on: the directory holds its lock. A refusal is
@@ -173,21 +220,18 @@ func (s *spareTemp) start() {
 	s.refused.Store(false)
 }
 
-// stop turns spares off, waits for a spare being made and closes the
-// spare, if any, which frees it.
+// stop turns spares off, waits for the spares being made and closes
+// every spare, which frees them.
 func (s *spareTemp) stop() {
 	s.mu.Lock()
 	s.on = false
-	making := s.making
-	s.mu.Unlock()
-	if making != nil {
-		<-making // the spare made sees s off, and is closed
+	for s.making > 0 {
+		s.await() // a spare made now sees s off, and is closed
 	}
-	s.mu.Lock()
-	f := s.f
-	s.f = nil
+	fs := s.fs
+	s.fs = nil
 	s.mu.Unlock()
-	if f != nil {
+	for _, f := range fs {
 		_ = f.Close()
 	}
 }

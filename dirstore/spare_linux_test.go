@@ -3,15 +3,18 @@ package dirstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -47,13 +50,21 @@ func inode(t *testing.T, dir, name string) uint64 {
 // has a spare.
 func spareReady(d *dirBackend) bool {
 	d.spare.mu.Lock()
-	making := d.spare.making
-	d.spare.mu.Unlock()
-	if making != nil {
-		<-making
+	defer d.spare.mu.Unlock()
+	for d.spare.making > 0 {
+		d.spare.await()
 	}
-	ready, _ := d.spare.state()
-	return ready
+	return len(d.spare.fs) > 0
+}
+
+// theSpare returns d's one spare, once made.
+func theSpare(t *testing.T, d *dirBackend) *fdTemp {
+	t.Helper()
+	spareReady(d)
+	d.spare.mu.Lock()
+	defer d.spare.mu.Unlock()
+	require.Len(t, d.spare.fs, 1, "not one spare")
+	return d.spare.fs[0].(*fdTemp)
 }
 
 // spareInode returns the inode of d's spare, once made; it fails if there
@@ -64,11 +75,8 @@ func spareInode(t *testing.T, d *dirBackend) uint64 {
 	if d.spare.refused.Load() {
 		t.Skip("this file system or system refuses unnamed files (O_TMPFILE) or linking them through /proc")
 	}
-	d.spare.mu.Lock()
-	defer d.spare.mu.Unlock()
-	require.NotNil(t, d.spare.f, "no spare")
 	var st unix.Stat_t
-	require.NoError(t, unix.Fstat(d.spare.f.(*fdTemp).fd, &st))
+	require.NoError(t, unix.Fstat(theSpare(t, d).fd, &st))
 	require.Zero(t, st.Nlink, "the spare has a name")
 	return st.Ino
 }
@@ -112,7 +120,7 @@ func TestADurableWriteStartsFromTheSpareTheLastOneMade(t *testing.T) {
 	requireNoTemps(t, dir, "a", "b")
 
 	spareInode(t, d)
-	old := d.spare.f.(*fdTemp)
+	old := theSpare(t, d)
 	require.NoError(t, unlock())
 	require.False(t, spareReady(d))
 	require.Equal(t, -1, old.fd, "the lock's release left the spare open")
@@ -132,7 +140,7 @@ func TestCloseFreesTheSpareAndNoSyncMakesNone(t *testing.T) {
 	_, err := d.Create(ctx, "a", writeBytes([]byte("x")))
 	require.NoError(t, err)
 	spareInode(t, d)
-	old := d.spare.f.(*fdTemp)
+	old := theSpare(t, d)
 	require.NoError(t, d.Close())
 	require.Equal(t, -1, old.fd)
 	require.False(t, spareReady(d))
@@ -185,7 +193,7 @@ func TestASpareThatCannotBeNamedIsNotUsed(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			d, ops, o := spareAfterA(t, dir)
-			spare := d.spare.f.(*fdTemp)
+			spare := theSpare(t, d)
 
 			_, err := writeFile(namingFails{ops, c.err}, "b", writeBytes([]byte("bee")), false, o)
 			require.NoError(t, err)
@@ -221,7 +229,7 @@ func TestASpareNamedThroughAFakeProcIsRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	d, ops, o := spareAfterA(t, dir)
-	fd := d.spare.f.(*fdTemp).fd
+	fd := theSpare(t, d).fd
 
 	proc := filepath.Join(t.TempDir(), "fd")
 	require.NoError(t, os.Mkdir(proc, 0o755))
@@ -273,8 +281,7 @@ func TestSparesAreMadeWhereCreatingAFileIsDear(t *testing.T) {
 	o.spare = &d.spare
 	_, err := writeFile(slowCreate{ops, spareMin}, "a", writeBytes([]byte("a")), false, o)
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, d.spare.cost.Load(), int64(spareMin), "the creation was not timed")
-	spareInode(t, d)
+	spareInode(t, d) // made: the creation, timed, was dear
 	requireNoTemps(t, dir, "a")
 }
 
@@ -355,4 +362,68 @@ func TestReleasingTheLockWhileASpareIsMadeClosesIt(t *testing.T) {
 	require.Equal(t, -1, f.fd, "the spare made after the lock's release is still open")
 	require.False(t, spareReady(d))
 	requireNoTemps(t, dir, "a")
+}
+
+// A directory makes as many spares as writes are under way at once (an
+// Async batch writes its files together), at most maxSpares, and each
+// write of the next batch takes one of them.
+func TestSparesForWritesUnderWayTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, _ := lockedDir(t, dir)
+	ops := d.ops(d.root.Load(), "a").(fdOps)
+
+	for _, c := range []struct{ writes, spares int }{{3, 3}, {maxSpares + 4, maxSpares}} {
+		var ends []func()
+		for range c.writes {
+			ends = append(ends, d.spare.begin())
+		}
+		d.spare.fill(ops)
+		for _, end := range ends {
+			end()
+		}
+		spareReady(d)
+		d.spare.mu.Lock()
+		made := len(d.spare.fs)
+		var inodes []uint64
+		for _, f := range d.spare.fs {
+			var st unix.Stat_t
+			require.NoError(t, unix.Fstat(f.(*fdTemp).fd, &st))
+			inodes = append(inodes, st.Ino)
+		}
+		d.spare.mu.Unlock()
+		if d.spare.refused.Load() {
+			t.Skip("this file system or system refuses unnamed files (O_TMPFILE)")
+		}
+		require.Equal(t, c.spares, made)
+
+		// Writes at once take the spares (and make others).
+		var wg sync.WaitGroup
+		names := make([]string, c.spares)
+		for i := range names {
+			names[i] = fmt.Sprintf("f%d-%d", c.writes, i)
+			wg.Go(func() {
+				_, err := d.Create(ctx, names[i], writeBytes([]byte(names[i])))
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		var got []uint64
+		for _, name := range names {
+			got = append(got, inode(t, dir, name))
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			require.NoError(t, err)
+			require.Equal(t, name, string(data))
+		}
+		require.ElementsMatch(t, inodes, got, "the writes did not take the spares")
+		spareReady(d)
+		d.spare.mu.Lock()
+		fs := d.spare.fs
+		d.spare.fs = nil // the next case counts its own
+		d.spare.mu.Unlock()
+		for _, f := range fs {
+			f.Close()
+		}
+	}
 }
