@@ -39,12 +39,12 @@ type spareTemp struct {
 	writing int           // durable writes of the directory under way
 
 	refused atomic.Bool // the system refused an unnamed file or its naming
-	// cost is how long the directory's last creation of a file took (a
-	// write's, or a spare's), in nanoseconds: spares are made while it is
-	// spareMin or more.
+	// cost is how long the directory's creations of a file take (a
+	// write's, or a spare's; see created), in nanoseconds: spares are made
+	// while it is spareMin or more.
 	cost atomic.Int64
 	// always makes spares whatever the cost (tests).
-	always bool
+	always atomic.Bool
 }
 
 // maxSpares bounds the spares a directory keeps: as many as its writes
@@ -62,16 +62,30 @@ const maxSpares = 8
 // the spare wins.
 const spareMin = 150 * time.Microsecond
 
-// created records that creating a file took d.
+// created records that creating a file took d. The cost follows a moving
+// average of the creations timed (an eighth of the way to each, the first
+// taken whole), so that one creation that happens to be cheap (a spare
+// made in a fresh block group) or dear (a creation queued behind others)
+// does not turn spares off or on.
 func (s *spareTemp) created(d time.Duration) {
-	if s != nil {
-		s.cost.Store(int64(d))
+	if s == nil {
+		return
+	}
+	for {
+		old := s.cost.Load()
+		cost := max(int64(d), 1)
+		if old != 0 {
+			cost = max(old+(int64(d)-old)/8, 1)
+		}
+		if s.cost.CompareAndSwap(old, cost) {
+			return
+		}
 	}
 }
 
 // worth reports whether creating a file costs enough to make spares.
 func (s *spareTemp) worth() bool {
-	return s.always || s.cost.Load() >= int64(spareMin)
+	return s.always.Load() || s.cost.Load() >= int64(spareMin)
 }
 
 // spareMaker makes and names spares: the directory's system calls on Linux
@@ -125,7 +139,8 @@ func (s *spareTemp) await() {
 }
 
 // take returns a spare with a temporary name for name, waiting for one
-// being made if none is ready. ok is false if there is none (never one
+// being made if none is ready (as a write waits for a creation of its own:
+// without a deadline). ok is false if there is none (never one
 // from a nil s), or it could not be named (the write then creates its file
 // as without one).
 func (s *spareTemp) take(dir dirOps, name string) (f tempFile, tmp string, ok bool) {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -30,7 +31,7 @@ func lockedDir(t *testing.T, dir string, opts ...Option) (*dirBackend, func() er
 	unlock, err := b.Lock(context.Background())
 	require.NoError(t, err)
 	d := b.(*dirBackend)
-	d.spare.always = true // however cheap creating a file is here
+	d.spare.always.Store(true) // however cheap creating a file is here
 	return d, unlock
 }
 
@@ -268,14 +269,9 @@ func TestSparesAreMadeWhereCreatingAFileIsDear(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	d, _ := lockedDir(t, dir)
-	d.spare.always = false
+	d.spare.always.Store(false)
 	root := d.root.Load()
 	ops := d.ops(root, "a").(fdOps)
-
-	d.spare.created(spareMin / 10)
-	d.spare.fill(ops)
-	_, making := d.spare.state()
-	require.False(t, making, "a spare is made where creating a file is cheap")
 
 	o := d.io()
 	o.spare = &d.spare
@@ -283,6 +279,39 @@ func TestSparesAreMadeWhereCreatingAFileIsDear(t *testing.T) {
 	require.NoError(t, err)
 	spareInode(t, d) // made: the creation, timed, was dear
 	requireNoTemps(t, dir, "a")
+
+	d.spare.cost.Store(int64(spareMin / 10))
+	d.spare.mu.Lock()
+	for _, f := range d.spare.fs {
+		f.Close()
+	}
+	d.spare.fs = nil
+	d.spare.mu.Unlock()
+	d.spare.fill(ops)
+	_, making := d.spare.state()
+	require.False(t, making, "a spare is made where creating a file is cheap")
+}
+
+// The cost of a creation is a moving average: one cheap creation among
+// dear ones does not turn spares off, a run of them does, and the other
+// way round.
+func TestTheCostOfACreationIsAnAverage(t *testing.T) {
+	t.Parallel()
+	var s spareTemp
+	s.created(2 * spareMin)
+	require.True(t, s.worth())
+	s.created(spareMin / 10)
+	require.True(t, s.worth(), "one cheap creation turned spares off")
+	for range 20 {
+		s.created(spareMin / 10)
+	}
+	require.False(t, s.worth(), "cheap creations kept spares on")
+	s.created(2 * spareMin)
+	require.False(t, s.worth(), "one dear creation turned spares on")
+	for range 20 {
+		s.created(2 * spareMin)
+	}
+	require.True(t, s.worth())
 }
 
 // makeFails are a directory's fdOps whose spares cannot be made, with err.
@@ -327,14 +356,24 @@ func TestARefusedSpareTurnsSparesOff(t *testing.T) {
 type gatedMake struct {
 	fdOps
 	gate chan struct{}
-	made chan tempFile
+	made chan madeSpare
+}
+
+// madeSpare is a spare of gatedMake, and its inode.
+type madeSpare struct {
+	f   *fdTemp
+	ino uint64
 }
 
 func (g gatedMake) makeSpare() (tempFile, error) {
 	<-g.gate
 	f, err := g.fdOps.makeSpare()
 	if err == nil {
-		g.made <- f
+		var st unix.Stat_t
+		if err := unix.Fstat(f.(*fdTemp).fd, &st); err != nil {
+			return nil, err
+		}
+		g.made <- madeSpare{f.(*fdTemp), st.Ino}
 	}
 	return f, err
 }
@@ -346,7 +385,7 @@ func TestReleasingTheLockWhileASpareIsMadeClosesIt(t *testing.T) {
 	dir := t.TempDir()
 	d, unlock := lockedDir(t, dir)
 	root := d.root.Load()
-	g := gatedMake{d.ops(root, "a").(fdOps), make(chan struct{}), make(chan tempFile, 1)}
+	g := gatedMake{d.ops(root, "a").(fdOps), make(chan struct{}), make(chan madeSpare, 1)}
 	o := d.io()
 	o.spare = &d.spare
 	_, err := writeFile(g, "a", writeBytes([]byte("a")), false, o)
@@ -356,9 +395,19 @@ func TestReleasingTheLockWhileASpareIsMadeClosesIt(t *testing.T) {
 
 	released := make(chan error, 1)
 	go func() { released <- unlock() }()
+	// The spare is made once the release has turned spares off.
+	for {
+		d.spare.mu.Lock()
+		on := d.spare.on
+		d.spare.mu.Unlock()
+		if !on {
+			break
+		}
+		runtime.Gosched()
+	}
 	close(g.gate)
 	require.NoError(t, <-released)
-	f := (<-g.made).(*fdTemp)
+	f := (<-g.made).f
 	require.Equal(t, -1, f.fd, "the spare made after the lock's release is still open")
 	require.False(t, spareReady(d))
 	requireNoTemps(t, dir, "a")
@@ -426,4 +475,72 @@ func TestSparesForWritesUnderWayTogether(t *testing.T) {
 			f.Close()
 		}
 	}
+}
+
+// A write that finds no spare ready while one is being made waits for it,
+// and takes it, rather than create its file itself.
+func TestAWriteWaitsForTheSpareBeingMade(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, _ := lockedDir(t, dir)
+	g := gatedMake{d.ops(d.root.Load(), "a").(fdOps), make(chan struct{}), make(chan madeSpare, 1)}
+	open := sync.OnceFunc(func() { close(g.gate) })
+	t.Cleanup(open) // before the directory's Close, which waits for the spare
+	d.spare.fill(g)
+	o := d.io()
+	o.spare = &d.spare
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := writeFile(g, "a", writeBytes([]byte("a")), false, o)
+		wrote <- err
+	}()
+	// Open the gate once the write waits (await made the channel); a
+	// write that does not wait ends first.
+	var err error
+	for waiting := false; !waiting; runtime.Gosched() {
+		select {
+		case err = <-wrote:
+			require.NoError(t, err)
+			require.Fail(t, "the write did not wait for the spare being made")
+		default:
+		}
+		d.spare.mu.Lock()
+		waiting = d.spare.made != nil
+		d.spare.mu.Unlock()
+	}
+	open()
+	require.NoError(t, <-wrote)
+	require.Equal(t, (<-g.made).ino, inode(t, dir, "a"), "the write did not take the spare it waited for")
+}
+
+// The spares made are as many as the directory's writes under way at
+// once, counted by the writes themselves.
+func TestWritesUnderWayAreCounted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, _ := lockedDir(t, dir)
+	ops := d.ops(d.root.Load(), "a").(fdOps)
+	o := d.io()
+	o.spare = &d.spare
+	const n = 3
+	var begun sync.WaitGroup
+	begun.Add(n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := writeFile(ops, fmt.Sprintf("w%d", i), func(w io.Writer) error {
+				begun.Done()
+				begun.Wait() // all three under way before any fsyncs
+				_, err := w.Write([]byte("w"))
+				return err
+			}, false, o)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.True(t, spareReady(d))
+	d.spare.mu.Lock()
+	made := len(d.spare.fs)
+	d.spare.mu.Unlock()
+	require.Equal(t, n, made)
 }
