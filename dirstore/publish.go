@@ -63,9 +63,10 @@ import (
 func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (n int64, err error) {
 	// With o.ahead the file is created beside the write function, which
 	// may still be encoding (see pendingTemp); the write then goes to it.
-	// A spare the directory's last write made (see spareTemp) is taken at
-	// once. One still being made, or without one with o.ahead, the file
-	// is taken or created beside the write function.
+	// A spare the directory's last writes made (see spareTemp) is taken
+	// at once. With o.ahead, one still being made is taken, or without
+	// one the file created, beside the write function; without o.ahead,
+	// before it.
 	defer o.spare.begin()()
 	ready, making := o.spare.state()
 	p := startTemp(func() (tempFile, string, error) {
@@ -84,7 +85,7 @@ func writeFile(dir dirOps, name string, write writeTo, replace bool, o fileIO) (
 			o.spare.created(time.Since(began))
 		}
 		return f, tmp, err
-	}, making || o.ahead && !ready)
+	}, o.ahead && (making || !ready))
 	if !o.ahead {
 		if _, _, err := p.created(); err != nil {
 			return 0, fmt.Errorf("create temporary file: %w", err)
