@@ -65,8 +65,8 @@ type dirBackend struct {
 	// aheadMin bytes, the next creates its temporary file beside its
 	// write function (see fileIO.ahead).
 	lastWrite atomic.Int64
-	// spare is the temporary file the next durable write starts from,
-	// made while the last waited for its fsync (Linux; see spareTemp).
+	// spare holds the files the next durable writes start from, made
+	// while the last ones waited for their fsyncs (Linux; see spareTemp).
 	spare spareTemp
 }
 

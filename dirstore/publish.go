@@ -288,9 +288,9 @@ type fileIO struct {
 	// the temporary file is removed. A conditional Replace checks there
 	// that the file is still the one it expects.
 	unchanged func() error
-	// spare, if set, is the directory's spare temporary file (see
-	// spareTemp): a durable write takes it rather than create its file,
-	// and makes the next while it waits for its fsync.
+	// spare, if set, holds the directory's spare files (see spareTemp): a
+	// durable write takes one rather than create its file, and makes the
+	// next ones while it waits for its fsync.
 	spare *spareTemp
 }
 
