@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -106,13 +107,19 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// counter counts the HTTP requests of a client by S3 operation.
+// counter counts the HTTP requests of a client by S3 operation: the
+// requests the code under test made, not the SDK's retries of them
+// (an attempt after the first, told by the SDK's Amz-Sdk-Request
+// header), which a busy server causes at random: those are counted in
+// retries alone.
 type counter struct {
 	mu sync.Mutex
 	n  map[string]int
 	rt http.RoundTripper
 	// total is read without the lock by tests that only need a sum.
 	total atomic.Int64
+	// retries counts the attempts after a request's first.
+	retries atomic.Int64
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -128,6 +135,10 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	case strings.HasSuffix(r.URL.Path, "/"+leaseName):
 		op += " lease"
 	}
+	if retried(r) {
+		c.retries.Add(1)
+		return c.rt.RoundTrip(r)
+	}
 	c.mu.Lock()
 	if c.n == nil {
 		c.n = make(map[string]int)
@@ -136,6 +147,13 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.mu.Unlock()
 	c.total.Add(1)
 	return c.rt.RoundTrip(r)
+}
+
+// retried reports whether r is an SDK retry: an attempt after the first
+// of one operation.
+func retried(r *http.Request) bool {
+	attempt, _, _ := strings.Cut(r.Header.Get("Amz-Sdk-Request"), ";")
+	return strings.HasPrefix(attempt, "attempt=") && attempt != "attempt=1"
 }
 
 func (c *counter) take() map[string]int {
@@ -236,4 +254,31 @@ func (f *fixture) clientThrough(rt http.RoundTripper) *s3.Client {
 		HTTPClient:  &http.Client{Transport: rt},
 		Retryer:     retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 50 * time.Millisecond }),
 	})
+}
+
+// TestCounterLeavesOutRetries proves what the request counts of the
+// other tests rest on: an SDK retry (here of a 503) is not counted as a
+// request of the code under test, so a busy server cannot change them.
+func TestCounterLeavesOutRetries(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	c := &counter{rt: http0()}
+	client := server{endpoint: srv.URL, key: "k", secret: "s"}.client(c)
+	_, err := client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String("b"), Key: aws.String("k")}, func(o *s3.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+			so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+	})
+	require.NoError(t, err)
+	require.Equal(t, int32(2), calls.Load(), "the server saw the first attempt and the retry")
+	require.Equal(t, map[string]int{"DELETE": 1}, c.take())
+	require.Equal(t, int64(1), c.retries.Load())
 }
