@@ -168,7 +168,8 @@ func (d fdOps) makeSpare() (tempFile, error) {
 // descriptor itself, AT_EMPTY_PATH, needs a capability), and checks that
 // the name is the spare's: where /proc is no procfs (a chroot), the path
 // may be another file, which is then unlinked again and the naming
-// refused (errNotTheSpare).
+// refused (errNotTheSpare). The name's modification time is set to now,
+// as a creation's would be.
 func (d fdOps) nameSpare(f tempFile, name string) (string, error) {
 	return d.nameSpareVia("/proc/self/fd/", f, name)
 }
@@ -201,6 +202,14 @@ func (d fdOps) nameSpareVia(proc string, f tempFile, name string) (string, error
 		err = d.at(func(dirfd int) error { return unix.Fstatat(dirfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW) })
 		if err == nil && (st.Dev != own.Dev || st.Ino != own.Ino) {
 			err = errNotTheSpare
+		}
+		if err == nil {
+			// The spare's modification time is when it was made; a
+			// file's is when it was written, which for an empty one is
+			// when it was created: now.
+			err = d.at(func(dirfd int) error {
+				return unix.UtimesNanoAt(dirfd, tmp, []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_NOW}}, unix.AT_SYMLINK_NOFOLLOW)
+			})
 		}
 		if err != nil {
 			// Not proven the spare's: the name goes again.

@@ -21,10 +21,11 @@ import (
 //     the writer lock, should a crash leave it. Where the directory's last
 //     write was large (fileIO.ahead), the file is created on a goroutine
 //     while the write function runs, which writes into memory until it
-//     exists (pendingTemp; pending.go). On Linux, a durable write of a
-//     directory that holds its lock takes instead the file the last write
-//     made while it waited for its fsync, a file with no name yet, and
-//     links it under the temporary name (spareTemp; spare.go).
+//     exists (pendingTemp; pending.go). On Linux, where creating a file
+//     is dear (spareMin), a durable write of a directory that holds its
+//     lock takes instead a file the last writes made while they waited
+//     for their fsyncs, a file with no name yet, and links it under the
+//     temporary name (spareTemp; spare.go).
 //  2. Write the bytes, flush them, and fsync the file (unless NoSync;
 //     the next write's spare is started here).
 //  3. Close it.

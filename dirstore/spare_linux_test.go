@@ -263,8 +263,8 @@ func (c slowCreate) createTemp(name string) (tempFile, string, error) {
 }
 
 // A directory makes spares only where creating a file was dear: each
-// creation of a write's file is timed, and a write starts a spare only if
-// the last creation took spareMin or more.
+// creation of a file is timed, and a write starts a spare only while the
+// moving average of those times is spareMin or more.
 func TestSparesAreMadeWhereCreatingAFileIsDear(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -543,4 +543,31 @@ func TestWritesUnderWayAreCounted(t *testing.T) {
 	made := len(d.spare.fs)
 	d.spare.mu.Unlock()
 	require.Equal(t, n, made)
+}
+
+// A file published from a spare has the modification time of its write,
+// not of the spare's making, even when nothing was written into it: an
+// empty object's ModTime is when it was created.
+func TestAnEmptyFileFromASpareIsDatedByItsWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	d, _ := lockedDir(t, dir)
+	_, err := d.Create(ctx, "a", writeBytes([]byte("first")))
+	require.NoError(t, err)
+	ino := spareInode(t, d)
+	// The spare made a day ago, as far as its times tell.
+	old := time.Now().Add(-24 * time.Hour)
+	ts := []unix.Timespec{unix.NsecToTimespec(old.UnixNano()), unix.NsecToTimespec(old.UnixNano())}
+	require.NoError(t, unix.UtimesNano(fmt.Sprintf("/proc/self/fd/%d", theSpare(t, d).fd), ts))
+
+	before := time.Now().Add(-time.Second) // file systems with coarse times
+	o, err := d.Create(ctx, "empty", writeBytes(nil))
+	require.NoError(t, err)
+	fi, err := os.Stat(filepath.Join(dir, "empty"))
+	require.NoError(t, err)
+	require.Zero(t, fi.Size())
+	require.Equal(t, ino, inode(t, dir, "empty"), "not published from the spare")
+	assert.True(t, fi.ModTime().After(before), "the file's modification time %v is the spare's, not its write's", fi.ModTime())
+	assert.True(t, o.ModTime.After(before), "the object's ModTime %v is the spare's, not its write's", o.ModTime)
 }

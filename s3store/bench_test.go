@@ -38,6 +38,7 @@ func BenchmarkSaveOnS3(b *testing.B) {
 	defer st.Close()
 	ctx := context.Background()
 	f.count.total.Store(0)
+	f.count.retries.Store(0)
 	b.ResetTimer()
 	for i := range b.N {
 		s := benchState
@@ -47,6 +48,7 @@ func BenchmarkSaveOnS3(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(f.count.total.Load())/float64(b.N), "requests/op")
+	b.ReportMetric(float64(f.count.retries.Load())/float64(b.N), "retries/op")
 }
 
 // BenchmarkPutObjectOnS3 is a hand-written PutObject of the same state's
@@ -144,12 +146,14 @@ func BenchmarkListOnS3(b *testing.B) {
 				}
 				b.Run(c.name, func(b *testing.B) {
 					f.count.total.Store(0)
+					f.count.retries.Store(0)
 					for range b.N {
 						if err := c.run(); err != nil {
 							b.Fatal(err)
 						}
 					}
 					b.ReportMetric(float64(f.count.total.Load())/float64(b.N), "requests/op")
+					b.ReportMetric(float64(f.count.retries.Load())/float64(b.N), "retries/op")
 				})
 			}
 		})

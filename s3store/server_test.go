@@ -194,7 +194,13 @@ func newFixture(t testing.TB) *fixture {
 	if _, err := f.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &f.bucket}); err != nil {
 		t.Fatalf("create bucket: %v", err)
 	}
-	t.Cleanup(func() { f.removeBucket() })
+	t.Cleanup(func() {
+		if n := f.count.retries.Load(); n > 0 {
+			// Not counted as the test's requests (see counter).
+			t.Logf("the S3 SDK retried %d requests of this test", n)
+		}
+		f.removeBucket()
+	})
 	f.count.take()
 	return f
 }
