@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/google/renameio/v2"
 )
@@ -32,4 +34,14 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// processCPU returns the CPU time, user and system, that every thread of
+// this process has used so far.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -36,6 +36,8 @@ func TestQuickRunPrintsTheTable(t *testing.T) {
 		"| Async Save, 10 KB state, latency seen by the caller |",
 		"| NoSync Save, 10 KB state |",
 		"| Async(16) throughput, 2 KB durable saves, Flush every 100, time per save |",
+		"| CPU per save of the Async(16) row (user and system, all threads), and that row's bound on ",
+		"| creating an empty unnamed file in the Async(16) row's directory, on ",
 		"| Save, plain, 20.4 KB state, durable |",
 		"| Save with KeepLast(3), plain, 2 KB state, durable |",
 		"| first List after Open, 300 checkpoints |",
