@@ -165,17 +165,30 @@ func (d fdOps) makeSpare() (tempFile, error) {
 
 // nameSpare links the spare f, a file of makeSpare, into the directory
 // under a temporary name for name, through /proc/self/fd (a link by the
-// descriptor itself, AT_EMPTY_PATH, needs a capability), and checks that
-// the name is the spare's: where /proc is no procfs (a chroot), the path
-// may be another file, which is then unlinked again and the naming
-// refused (errNotTheSpare). The name's modification time is set to now,
-// as a creation's would be.
+// descriptor itself, AT_EMPTY_PATH, needs a capability). Where /proc is no
+// procfs (a chroot), the path may be another file: the naming is refused
+// before any link (errNotProcfs), and should /proc change between that
+// check and the link, the name is checked to be the spare's, and another
+// file's unlinked again (errNotTheSpare). The name's modification time is
+// set to now, as a creation's would be.
 func (d fdOps) nameSpare(f tempFile, name string) (string, error) {
-	return d.nameSpareVia("/proc/self/fd/", f, name)
+	return d.nameSpareAt("/proc/self/fd/", f, name)
 }
 
-// nameSpareVia is nameSpare through proc, the directory of the process's
+// nameSpareAt is nameSpare through proc, the directory of the process's
 // descriptors.
+func (d fdOps) nameSpareAt(proc string, f tempFile, name string) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(proc, &st); err != nil {
+		return "", &fs.PathError{Op: "statfs", Path: proc, Err: err}
+	}
+	if st.Type != unix.PROC_SUPER_MAGIC {
+		return "", &fs.PathError{Op: "statfs", Path: proc, Err: errNotProcfs}
+	}
+	return d.nameSpareVia(proc, f, name)
+}
+
+// nameSpareVia is nameSpareAt without the check that proc is on a procfs.
 func (d fdOps) nameSpareVia(proc string, f tempFile, name string) (string, error) {
 	t := f.(*fdTemp)
 	if t.fd < 0 {
@@ -226,11 +239,15 @@ func (d fdOps) nameSpareVia(proc string, f tempFile, name string) (string, error
 // is no procfs.
 var errNotTheSpare = errors.New("the linked file is not the spare: /proc is not procfs")
 
+// errNotProcfs is a naming of a spare refused before any link: /proc is no
+// procfs, so its fd/N may be another file.
+var errNotProcfs = errors.New("not a procfs: a spare is not named through it")
+
 // refusal reports whether err, of makeSpare or nameSpare, says that the
 // system makes or names no spare here: a file system or kernel without
 // O_TMPFILE, no /proc, a sandbox that refuses the calls.
 func (d fdOps) refusal(err error) bool {
-	for _, e := range []error{errNotTheSpare, unix.EOPNOTSUPP, unix.EISDIR, unix.EINVAL, unix.ENOENT, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EXDEV} {
+	for _, e := range []error{errNotProcfs, errNotTheSpare, unix.EOPNOTSUPP, unix.EISDIR, unix.EINVAL, unix.ENOENT, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EXDEV} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -210,44 +210,89 @@ func TestASpareThatCannotBeNamedIsNotUsed(t *testing.T) {
 }
 
 // fakeProc are a directory's fdOps that name a spare through proc, a
-// directory that stands for /proc/self/fd where /proc is no procfs.
+// directory that stands for /proc/self/fd where /proc is no procfs; with
+// unchecked, without the check that proc is on a procfs (as if /proc had
+// changed between that check and the link).
 type fakeProc struct {
 	fdOps
-	proc string
+	proc      string
+	unchecked bool
 }
 
 func (p fakeProc) nameSpare(f tempFile, name string) (string, error) {
-	return p.nameSpareVia(p.proc, f, name)
+	if p.unchecked {
+		return p.nameSpareVia(p.proc, f, name)
+	}
+	return p.nameSpareAt(p.proc, f, name)
 }
 
 // Where /proc is a plain directory (a chroot without procfs), the path of
 // the spare's descriptor may be another file, which linkat would link
-// under the temporary name: the naming checks that the name is the
-// spare's, takes the name back, and the directory stops making spares.
-// The write still publishes its own bytes, and the other file is not
-// linked into the store.
+// under the temporary name. The naming is refused before any link, as
+// /proc is no procfs; should that check pass and the link reach another
+// file, the naming checks that the name is the spare's and takes it back.
+// Either way the directory stops making spares, the write still publishes
+// its own bytes, and the other file is not linked into the store.
 func TestASpareNamedThroughAFakeProcIsRefused(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		unchecked bool
+		want      error
+	}{
+		{"refused before any link", false, errNotProcfs},
+		{"the link taken back", true, errNotTheSpare},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			d, ops, o := spareAfterA(t, dir)
+			spare := theSpare(t, d)
+
+			proc := filepath.Join(t.TempDir(), "fd")
+			require.NoError(t, os.Mkdir(proc, 0o755))
+			foreign := filepath.Join(proc, strconv.Itoa(spare.fd))
+			require.NoError(t, os.WriteFile(foreign, []byte("foreign"), 0o644))
+
+			// Which check refuses.
+			fake := fakeProc{ops, proc + "/", c.unchecked}
+			_, err := fake.nameSpare(spare, "b")
+			require.ErrorIs(t, err, c.want)
+			require.True(t, ops.refusal(err))
+			requireNoTemps(t, dir, "a")
+
+			_, err = writeFile(fake, "b", writeBytes([]byte("bee")), false, o)
+			require.NoError(t, err)
+			got, err := os.ReadFile(filepath.Join(dir, "b"))
+			require.NoError(t, err)
+			require.Equal(t, "bee", string(got))
+			requireNoTemps(t, dir, "a", "b")
+			fi, err := os.Stat(foreign)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, fi.Sys().(*syscall.Stat_t).Nlink, "the other file was left linked")
+			require.True(t, d.spare.refused.Load(), "spares go on through a /proc that is not procfs")
+			require.False(t, spareReady(d))
+		})
+	}
+}
+
+// The real /proc/self/fd passes the check where /proc is a procfs.
+func TestTheRealProcIsProcfs(t *testing.T) {
+	t.Parallel()
+	var st unix.Statfs_t
+	if err := unix.Statfs("/proc/self/fd", &st); err != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		t.Skipf("/proc is not a procfs here (%v)", err)
+	}
 	dir := t.TempDir()
-	d, ops, o := spareAfterA(t, dir)
-	fd := theSpare(t, d).fd
-
-	proc := filepath.Join(t.TempDir(), "fd")
-	require.NoError(t, os.Mkdir(proc, 0o755))
-	foreign := filepath.Join(proc, strconv.Itoa(fd))
-	require.NoError(t, os.WriteFile(foreign, []byte("foreign"), 0o644))
-
-	_, err := writeFile(fakeProc{ops, proc + "/"}, "b", writeBytes([]byte("bee")), false, o)
+	d, ops, _ := spareAfterA(t, dir)
+	spare := theSpare(t, d)
+	tmp, err := ops.nameSpare(spare, "b")
 	require.NoError(t, err)
-	got, err := os.ReadFile(filepath.Join(dir, "b"))
+	fi, err := os.Stat(filepath.Join(dir, tmp))
 	require.NoError(t, err)
-	require.Equal(t, "bee", string(got))
-	requireNoTemps(t, dir, "a", "b")
-	fi, err := os.Stat(foreign)
-	require.NoError(t, err)
-	require.EqualValues(t, 1, fi.Sys().(*syscall.Stat_t).Nlink, "the other file was left linked")
-	require.True(t, d.spare.refused.Load(), "spares go on through a /proc that is not procfs")
-	require.False(t, spareReady(d))
+	var own unix.Stat_t
+	require.NoError(t, unix.Fstat(spare.fd, &own))
+	require.Equal(t, own.Ino, fi.Sys().(*syscall.Stat_t).Ino, "the name is not the spare's")
 }
 
 // slowCreate are a directory's fdOps whose creation of a write's file
