@@ -235,9 +235,9 @@ func (d fdOps) nameSpareVia(proc string, f tempFile, name string) (string, error
 	return "", &os.LinkError{Op: "linkat", Old: from, New: d.prefix + tempPrefix(name), Err: err}
 }
 
-// errNotTheSpare is a naming of a spare that linked another file: /proc
-// is no procfs.
-var errNotTheSpare = errors.New("the linked file is not the spare: /proc is not procfs")
+// errNotTheSpare is a naming of a spare that linked another file, though
+// /proc was a procfs when checked: it has changed since.
+var errNotTheSpare = errors.New("the linked file is not the spare: /proc has changed")
 
 // errNotProcfs is a naming of a spare refused before any link: /proc is no
 // procfs, so its fd/N may be another file.
@@ -245,7 +245,8 @@ var errNotProcfs = errors.New("not a procfs: a spare is not named through it")
 
 // refusal reports whether err, of makeSpare or nameSpare, says that the
 // system makes or names no spare here: a file system or kernel without
-// O_TMPFILE, no /proc, a sandbox that refuses the calls.
+// O_TMPFILE, no /proc or a /proc that is no procfs, a sandbox that refuses
+// the calls.
 func (d fdOps) refusal(err error) bool {
 	for _, e := range []error{errNotProcfs, errNotTheSpare, unix.EOPNOTSUPP, unix.EISDIR, unix.EINVAL, unix.ENOENT, unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EXDEV} {
 		if errors.Is(err, e) {

@@ -37,11 +37,11 @@ func syncDir(dir string) error {
 }
 
 // processCPU returns the CPU time, user and system, that every thread of
-// this process has used so far.
-func processCPU() (time.Duration, error) {
+// this process has used so far, and whether it could be read.
+func processCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
+		return 0, false
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }
